@@ -1,0 +1,39 @@
+"""Where simspec keeps derived files (parsed datasets, converted models), and how it writes
+artifacts so that an interrupted run never leaves half of one behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def cache_dir() -> Path:
+    """``$SIMSPEC_CACHE``, or ``~/.cache/simspec``."""
+    return Path(os.environ.get("SIMSPEC_CACHE") or Path.home() / ".cache" / "simspec").expanduser()
+
+
+@contextmanager
+def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling of ``final`` to fill; rename it into place only on success.
+
+    With ``replace`` an existing ``final`` is swapped out; otherwise it must not exist."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        if replace and final.exists():
+            old = final.with_name(f".{final.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

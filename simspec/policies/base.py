@@ -1,0 +1,151 @@
+"""The one policy interface, shared unchanged by the real engine and the simulator.
+
+A draft-and-verify cycle offers a policy three decision points, the ones the seed papers use:
+
+1. ``plan``            before drafting: the cycle's tree budget (D, W, V) — Re-SpS picks
+                       (total tokens, depth, top-k) here and may hold it for N cycles.
+2. ``keep_drafting``   after every draft step: CONTINUE or STOP, seeing the newest level's
+                       candidate scores, the depth so far and the context length — LTD's
+                       depth policy, RADAR, DDD, SVIP.
+3. ``choose_size``     once the tree is built: how many nodes the target verifies, seeing
+                       every node's score — LTD's size policy.
+
+``observe`` then reports what the target accepted, for adaptive baselines (GammaTune, the
+analytic window, FSMs, Q-learning).
+
+Conventions (LTD's counting, used everywhere in simspec):
+- depth D counts tree *levels including the root*; a depth-D tree needs D - 1 draft steps,
+  holds at most ``tree_capacity(D, W) = 1 + W + (D - 2) * W**2`` nodes and can gain at most
+  D tokens per cycle (D - 1 accepted drafts plus the target's bonus token). D = 1 is plain
+  decoding.
+- size V counts verified nodes *including the root*, i.e. the tokens in the target's
+  forward pass. V = 1 is plain decoding.
+- scores are cumulative draft log-probabilities along the path from the root (root = 0).
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from simspec.errors import SimspecError
+
+
+def tree_capacity(depth: int, width: int) -> int:
+    """Nodes (root included) of a fully drafted tree of ``depth`` levels and beam ``width``."""
+    if depth <= 1:
+        return 1
+    return 1 + width + (depth - 2) * width * width
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """A cycle's tree budget: at most ``depth`` levels, beam ``width``, ``size`` verified nodes."""
+
+    depth: int
+    width: int
+    size: int
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "width", "size"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise SimspecError(f"draft {name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class CycleStart:
+    """What a policy sees before drafting."""
+
+    cycle: int  # 0-based index of the cycle within this sequence
+    context_length: int  # tokens the target has committed (prompt + generated)
+
+
+def _no_scores() -> np.ndarray:
+    return np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class DraftStep:
+    """What a policy sees after a draft step. Scores are fetched lazily: on a GPU reading
+    them costs a device sync, which a policy that ignores them should not pay."""
+
+    depth: int  # levels drafted so far, root included (2 after the first draft step)
+    width: int
+    context_length: int
+    _frontier: Callable[[], np.ndarray] = field(default=_no_scores, repr=False)
+
+    @property
+    def frontier_logprobs(self) -> np.ndarray:
+        """Cumulative log-probs of the newest level's candidates: W at depth 2, W**2 after."""
+        return self._frontier()
+
+
+@dataclass(frozen=True)
+class BuiltTree:
+    """What a policy sees once drafting stopped."""
+
+    depth: int
+    width: int
+    context_length: int
+    n_nodes: int
+    _scores: Callable[[], np.ndarray] = field(default=_no_scores, repr=False)
+
+    @property
+    def node_logprobs(self) -> np.ndarray:
+        """Cumulative log-probs of every node, root first, level by level."""
+        return self._scores()
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """What the target did with the tree."""
+
+    plan: DraftPlan
+    depth: int  # levels actually drafted
+    size: int  # nodes actually verified (root included)
+    accepted: int  # draft tokens accepted (the bonus token not counted)
+
+
+class Policy(ABC):
+    """Base class: subclasses override the hooks their method uses."""
+
+    name: str = "policy"
+
+    def reset(self) -> None:
+        """A new sequence starts; forget per-sequence state."""
+
+    def plan(self, start: CycleStart) -> DraftPlan:
+        raise NotImplementedError
+
+    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
+        """Default: draft until the plan's depth is reached."""
+        return step.depth < plan.depth
+
+    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
+        """Default: the plan's size (the engine caps it at the tree's node count)."""
+        return plan.size
+
+    def observe(self, outcome: CycleOutcome) -> None:
+        """Feedback after verification; default: ignore."""
+
+
+class StaticPolicy(Policy):
+    """The same (D, W, V) every cycle. ``StaticPolicy(8, 10, 60)`` is EAGLE-3's default."""
+
+    def __init__(self, depth: int, width: int, size: int) -> None:
+        self._plan = DraftPlan(depth=depth, width=width, size=size)
+        self.name = f"static(D={depth},W={width},V={size})"
+
+    def plan(self, start: CycleStart) -> DraftPlan:
+        return self._plan
+
+
+def eagle3_default() -> StaticPolicy:
+    """EAGLE-3's shipped tree: depth 8, top-k 10, 60 verified tokens."""
+    policy = StaticPolicy(depth=8, width=10, size=60)
+    policy.name = "eagle3"
+    return policy

@@ -1,0 +1,104 @@
+"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts.
+
+Every prompt runs plain greedy decoding and every config back to back, in an order rotated
+from prompt to prompt, so that machine drift (thermal, other processes) hits all methods
+alike; a config's speedup is the per-prompt ratio greedy time / speculative time, and the
+table reports the median over prompts with the inter-quartile range.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from simspec.policies.base import StaticPolicy, tree_capacity
+from simspec.real.engine import Generation, SpeculativeEngine
+from simspec.real.lossless import Divergence, compare
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    depth: int
+    width: int
+    size: int
+
+    @property
+    def label(self) -> str:
+        return f"D={self.depth} W={self.width} V={self.size}"
+
+
+def config_grid(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[int]) -> list[TreeConfig]:
+    """The grid's distinct trees: V is capped at the tree's node count, so (D=3, W=1, V=60)
+    and (D=3, W=1, V=8) are the same tree and appear once (with the effective V)."""
+    seen: dict[tuple[int, int, int], TreeConfig] = {}
+    for depth, width, size in itertools.product(depths, widths, sizes):
+        width = 1 if depth == 1 else width  # nothing is drafted: the width is moot
+        key = (depth, width, min(size, tree_capacity(depth, width)))
+        seen.setdefault(key, TreeConfig(*key))
+    return list(seen.values())
+
+
+@dataclass
+class ConfigResult:
+    config: TreeConfig
+    speedups: list[float] = field(default_factory=list)  # per prompt
+    taus: list[float] = field(default_factory=list)
+    shares: list[dict[str, float]] = field(default_factory=list)
+    divergences: list[tuple[str, Divergence]] = field(default_factory=list)
+
+    @property
+    def lossless(self) -> bool:
+        """Equal to greedy everywhere, or split only at float-order near-ties."""
+        return all(d.near_tie for _, d in self.divergences)
+
+    def summary(self) -> dict:
+        q25, median, q75 = np.percentile(self.speedups, [25, 50, 75])
+        shares = {k: float(np.mean([s[k] for s in self.shares])) for k in self.shares[0]}
+        return {
+            **asdict(self.config),
+            "speedup": float(median),
+            "speedup_q25": float(q25),
+            "speedup_q75": float(q75),
+            "tau": float(np.mean(self.taus)),
+            "lossless": self.lossless,
+            "exact_match": not self.divergences,
+            "time_shares": shares,
+            "divergences": [{"prompt": p, **asdict(d)} for p, d in self.divergences],
+        }
+
+
+def run_bench(
+    engine: SpeculativeEngine,
+    prompts: Sequence[tuple[str, list[int]]],
+    configs: Sequence[TreeConfig],
+    max_new_tokens: int,
+    advance: Callable[[], None] = lambda: None,
+) -> list[ConfigResult]:
+    """Run greedy and every config on every prompt, interleaved; ``advance`` ticks per run."""
+    results = [ConfigResult(c) for c in configs]
+    policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
+    # Warm-up: first calls pay for allocator growth and lazy initialisation.
+    first_ids = prompts[0][1]
+    engine.greedy(first_ids, min(8, max_new_tokens))
+    engine.generate(first_ids, policies[-1], min(8, max_new_tokens))
+    for p, (prompt_id, ids) in enumerate(prompts):
+        # Slot 0 is plain greedy decoding; it rotates with the configs.
+        runs: dict[int, Generation] = {}
+        for slot in np.roll(np.arange(len(configs) + 1), -p):
+            runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
+                ids, policies[slot - 1], max_new_tokens
+            )
+            advance()
+        greedy = runs[0]
+        for i, result in enumerate(results):
+            spec = runs[i + 1]
+            result.speedups.append(greedy.total_s / spec.total_s)
+            result.taus.append(spec.tau)
+            result.shares.append(spec.time_shares())
+            divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
+            if divergence is not None:
+                result.divergences.append((prompt_id, divergence))
+    return results

@@ -1,0 +1,134 @@
+"""Drafters: the small models that propose the tree the target verifies.
+
+One interface, driven by the engine, so any drafter slots in without touching the cycle:
+
+    reset(prompt, prompt_hidden)    a new sequence (the prompt is context, nothing to draft yet)
+    commit(tokens, hidden)          tokens the target accepted (the last one is the next root);
+                                    ``hidden[j]`` is the target's last hidden state at the token
+                                    *before* ``tokens[j]`` (what an EAGLE-style head reads)
+    draft_root()                    log-probs of the root's children            -> [vocab]
+    draft_level(tokens, depth, visible)
+                                    log-probs of the children of frontier nodes -> [n, vocab]
+    end_cycle()                     forget this cycle's tree (keep only committed context)
+
+``visible`` is a boolean ``[n, n_fed + n]`` matrix over the tree nodes fed to the drafter in
+this cycle (in feeding order, the new ones last): node i may attend to slot j iff slot j is
+i itself or one of its ancestors. The committed context is always visible.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+
+import torch
+
+from simspec.errors import SimspecError
+from simspec.real.modeling import additive_mask, base_and_head, head_logits
+from simspec.real.models import LoadedModel, check_same_vocabulary, load_model
+
+
+class Drafter(ABC):
+    """A draft model for one target. See the module docstring for the protocol."""
+
+    name: str = "drafter"
+    uses_target_hidden: bool = False  # the engine only gathers hidden states when asked
+
+    @abstractmethod
+    def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None: ...
+
+    @abstractmethod
+    def commit(self, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None: ...
+
+    @abstractmethod
+    def draft_root(self) -> torch.Tensor: ...
+
+    @abstractmethod
+    def draft_level(self, tokens: torch.Tensor, depth: int, visible: torch.Tensor) -> torch.Tensor: ...
+
+    @abstractmethod
+    def end_cycle(self) -> None: ...
+
+
+class CausalLMDrafter(Drafter):
+    """Any Hugging Face causal LM sharing the target's tokenizer, with its own KV cache."""
+
+    def __init__(self, model: torch.nn.Module, name: str) -> None:
+        self.model = model
+        self.name = name
+        self._base, self._head = base_and_head(model)
+        self._cache = None
+        self._committed = 0  # tokens of the cache that belong to the sequence (root included)
+        self._pending: list[torch.Tensor] = []  # committed tokens not yet run through the model
+
+    def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
+        from transformers import DynamicCache
+
+        self._cache = DynamicCache()
+        self._committed = 0
+        self._pending = [prompt]
+
+    def commit(self, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None:
+        self._pending.append(tokens)
+
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        out = self._base(
+            input_ids=tokens[None],
+            position_ids=positions[None],
+            attention_mask=mask,
+            past_key_values=self._cache,
+            use_cache=True,
+        )
+        return out.last_hidden_state[0]
+
+    def draft_root(self) -> torch.Tensor:
+        tokens = torch.cat(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending = []
+        positions = torch.arange(self._committed, self._committed + len(tokens), device=tokens.device)
+        hidden = self._forward(tokens, positions, None)
+        self._committed += len(tokens)
+        return torch.log_softmax(head_logits(self._head, hidden[-1:]).float(), dim=-1)[0]
+
+    def draft_level(self, tokens: torch.Tensor, depth: int, visible: torch.Tensor) -> torch.Tensor:
+        root_position = self._committed - 1
+        positions = torch.full((len(tokens),), root_position + depth, device=tokens.device)
+        mask = additive_mask(visible, self._committed, self._base.dtype)
+        hidden = self._forward(tokens, positions, mask)
+        return torch.log_softmax(head_logits(self._head, hidden).float(), dim=-1)
+
+    def end_cycle(self) -> None:
+        extra = self._cache.get_seq_length() - self._committed
+        if extra > 0:
+            self._cache.crop(-extra)
+
+
+def truncated_target(target: LoadedModel, n_layers: int) -> torch.nn.Module:
+    """The target's first ``n_layers`` decoder layers with its final norm and head, sharing
+    the target's weights: a zero-training stand-in drafter (and a partial-acceptance test)."""
+    base, head = base_and_head(target.model)
+    if not hasattr(base, "layers") or not 1 <= n_layers <= len(base.layers):
+        raise SimspecError(f"cannot take {n_layers} layers of {target.name!r}")
+    config = copy.deepcopy(target.model.config)
+    config.num_hidden_layers = n_layers
+    with torch.device("meta"):
+        draft = type(target.model)(config)
+    draft_base = getattr(draft, draft.base_model_prefix)
+    for name, module in base.named_children():
+        setattr(draft_base, name, torch.nn.ModuleList(module[:n_layers]) if name == "layers" else module)
+    draft.set_output_embeddings(head)
+    return draft.eval()
+
+
+def load_drafter(ref: str, target: LoadedModel) -> Drafter:
+    """``target`` (the target itself), ``target-layers:N``, or any model reference."""
+    if ref == "target":
+        return CausalLMDrafter(target.model, "target")
+    if ref.startswith("target-layers:"):
+        try:
+            n_layers = int(ref.split(":", 1)[1])
+        except ValueError:
+            raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
+        return CausalLMDrafter(truncated_target(target, n_layers), ref)
+    draft = load_model(ref, device=str(target.device))
+    check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
+    return CausalLMDrafter(draft.model, ref)

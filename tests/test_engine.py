@@ -1,0 +1,143 @@
+"""The real engine on the real demo target: lossless for every tree shape and drafter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simspec.errors import SimspecError
+from simspec.policies import Policy, StaticPolicy, tree_capacity
+from simspec.real.drafters import load_drafter
+from simspec.real.engine import SpeculativeEngine
+from simspec.real.lossless import compare
+
+MAX_NEW = 16
+# Degenerate and ordinary shapes: plain decoding, chains, wide-shallow, EAGLE-3's default,
+# deep-and-huge, and a tree verified at its root only.
+SHAPES = [(1, 1, 1), (3, 1, 8), (3, 4, 8), (8, 10, 60), (12, 4, 240), (5, 10, 1)]
+
+
+@pytest.fixture(scope="module")
+def greedy_outputs(target, prompt_ids):
+    engine = SpeculativeEngine(target, load_drafter("target-layers:4", target))
+    return {pid: engine.greedy(ids, MAX_NEW).tokens for pid, ids in prompt_ids}
+
+
+def assert_lossless(target, ids, spec_tokens, greedy_tokens):
+    divergence = compare(target, ids, spec_tokens, greedy_tokens)
+    # Only a float-order near-tie may split the two; anything else is a bug.
+    assert divergence is None or divergence.near_tie, divergence.describe()
+
+
+# Each drafter gives a different acceptance pattern (none, partial, full), hence different
+# accepted paths and cache trimming; the cheap stand-in runs every shape on every prompt.
+DRAFT_CASES = {
+    "target-layers:4": (2, SHAPES),
+    "target-layers:16": (1, [(3, 1, 8), (8, 10, 60), (5, 10, 1)]),
+    "target": (1, [(3, 4, 8), (8, 10, 60), (12, 4, 240)]),
+    "random": (1, [(8, 10, 60), (12, 4, 240)]),
+}
+
+
+@pytest.mark.parametrize("draft", list(DRAFT_CASES))
+def test_lossless_across_shapes_and_drafters(draft, target, prompt_ids, greedy_outputs, random_drafter):
+    n_prompts, shapes = DRAFT_CASES[draft]
+    drafter = random_drafter if draft == "random" else load_drafter(draft, target)
+    engine = SpeculativeEngine(target, drafter)
+    for pid, ids in prompt_ids[::2][:n_prompts]:  # HumanEval first, then ShareGPT
+        for depth, width, size in shapes:
+            out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW)
+            assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
+
+
+def test_draft_equal_to_target_accepts_everything(target, prompt_ids, greedy_outputs):
+    # A chain (W=1) drafted by the target is the target's greedy path. (With W > 1 the beam
+    # keeps the best *cumulative* scores, which may drop the greedy path: EAGLE-2 behaviour.)
+    engine = SpeculativeEngine(target, load_drafter("target", target))
+    depth, width = 5, 1
+    pid, ids = prompt_ids[2]
+    out = engine.generate(ids, StaticPolicy(depth, width, tree_capacity(depth, width)), MAX_NEW)
+    assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
+    full = [c.accepted == depth - 1 for c in out.cycles[:-1]]  # the last cycle may stop early at EOS
+    assert np.mean(full) >= 0.9
+    assert out.tau > 3.5
+
+
+def test_random_draft_accepts_nothing(target, prompt_ids, random_drafter, greedy_outputs):
+    pid, ids = prompt_ids[3]
+    out = SpeculativeEngine(target, random_drafter).generate(ids, StaticPolicy(4, 4, 16), MAX_NEW)
+    assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
+    assert sum(c.accepted for c in out.cycles) <= 1
+
+
+def test_truncated_target_accepts_partially(target, prompt_ids):
+    engine = SpeculativeEngine(target, load_drafter("target-layers:16", target))
+    accepted = [c.accepted for _, ids in prompt_ids[:2] for c in engine.generate(ids, StaticPolicy(6, 4, 30), MAX_NEW).cycles]
+    assert 0 < np.mean(accepted) < 5
+
+
+class Recorder(Policy):
+    """Static (D, W, V) that records what the hooks saw."""
+
+    def __init__(self, depth, width, size):
+        self.inner = StaticPolicy(depth, width, size)
+        self.steps, self.trees, self.outcomes = [], [], []
+
+    def plan(self, start):
+        return self.inner.plan(start)
+
+    def keep_drafting(self, step, plan):
+        self.steps.append((step.depth, len(step.frontier_logprobs)))
+        return super().keep_drafting(step, plan)
+
+    def choose_size(self, tree, plan):
+        self.trees.append((tree.depth, tree.n_nodes, len(tree.node_logprobs)))
+        return plan.size
+
+    def observe(self, outcome):
+        self.outcomes.append(outcome)
+
+
+def test_hooks_see_ltd_shaped_trees(target, prompt_ids):
+    depth, width = 5, 4
+    policy = Recorder(depth, width, 60)
+    out = SpeculativeEngine(target, load_drafter("target-layers:4", target)).generate(prompt_ids[0][1], policy, 12)
+    assert policy.trees and all(t == (depth, tree_capacity(depth, width), tree_capacity(depth, width)) for t in policy.trees)
+    # after the first draft step the frontier holds W candidates, after later ones W**2
+    assert policy.steps[:3] == [(2, width), (3, width**2), (4, width**2)]
+    assert [o.accepted for o in policy.outcomes] == [c.accepted for c in out.cycles]
+    capacity = tree_capacity(depth, width)  # 53 < 60: the engine caps V at the tree's size
+    assert all(c.size == capacity and c.depth == depth and c.draft_calls == depth - 1 for c in out.cycles)
+
+
+class StopEarly(StaticPolicy):
+    """Stops after the first draft step and verifies 2 nodes: the hooks really steer."""
+
+    def keep_drafting(self, step, plan):
+        return False
+
+    def choose_size(self, tree, plan):
+        return 2
+
+
+def test_policy_hooks_steer_the_cycle(target, prompt_ids, greedy_outputs):
+    pid, ids = prompt_ids[1]
+    out = SpeculativeEngine(target, load_drafter("target", target)).generate(ids, StopEarly(8, 4, 60), MAX_NEW)
+    assert all(c.depth == 2 and c.size == 2 and c.draft_calls == 1 for c in out.cycles)
+    assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
+
+
+def test_bookkeeping_is_small_at_eagle3_default(target, prompt_ids):
+    engine = SpeculativeEngine(target, load_drafter("target-layers:4", target))
+    cycles = engine.generate(prompt_ids[0][1], StaticPolicy(8, 10, 60), MAX_NEW).cycles
+    total = sum(c.draft_s + c.verify_s + c.policy_s + c.bookkeeping_s for c in cycles)
+    share = sum(c.bookkeeping_s for c in cycles) / total
+    assert share <= 0.15, f"bookkeeping {share:.1%} of cycle time"
+
+
+def test_prompt_longer_than_context_is_refused(target):
+    engine = SpeculativeEngine(target, load_drafter("target-layers:2", target))
+    with pytest.raises(SimspecError, match="exceeds the target's context"):
+        engine.generate([1] * 8190, StaticPolicy(3, 2, 4), 16)
+    with pytest.raises(SimspecError, match="empty prompt"):
+        engine.greedy([], 4)
