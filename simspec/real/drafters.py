@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from simspec.errors import SimspecError
@@ -33,6 +35,13 @@ class Drafter(ABC):
 
     name: str = "drafter"
     uses_target_hidden: bool = False  # the engine only gathers hidden states when asked
+    draft_vocab: torch.Tensor | None = None  # draft index -> target token id, for a reduced vocabulary
+
+    def top_candidates(self, logprobs: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k best children per row as host arrays (log-probs, target token ids)."""
+        top = torch.topk(logprobs, k, dim=-1)
+        ids = top.indices if self.draft_vocab is None else self.draft_vocab[top.indices]
+        return top.values.cpu().numpy(), ids.cpu().numpy()
 
     @abstractmethod
     def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None: ...
@@ -119,8 +128,12 @@ def truncated_target(target: LoadedModel, n_layers: int) -> torch.nn.Module:
     return draft.eval()
 
 
+SHIPPED_DRAFTERS = Path(__file__).resolve().parents[2] / "real" / "drafters"
+
+
 def load_drafter(ref: str, target: LoadedModel) -> Drafter:
-    """``target`` (the target itself), ``target-layers:N``, or any model reference."""
+    """``target`` (the target itself), ``target-layers:N``, a shipped drafter name (``eagle``),
+    a simspec drafter directory, or any causal LM reference sharing the target's tokenizer."""
     if ref == "target":
         return CausalLMDrafter(target.model, "target")
     if ref.startswith("target-layers:"):
@@ -129,6 +142,11 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
         except ValueError:
             raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
         return CausalLMDrafter(truncated_target(target, n_layers), ref)
+    path = SHIPPED_DRAFTERS / ref if (SHIPPED_DRAFTERS / ref / "config.json").is_file() else Path(ref)
+    if (path / "config.json").is_file() and '"simspec-eagle-drafter"' in (path / "config.json").read_text():
+        from simspec.real.eagle import load_eagle
+
+        return load_eagle(path, target, ref)
     draft = load_model(ref, device=str(target.device))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     return CausalLMDrafter(draft.model, ref)

@@ -226,8 +226,7 @@ class SpeculativeEngine:
                 logprobs = drafter.draft_level(
                     torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
                 )
-            top = torch.topk(logprobs, plan.width, dim=-1)
-            top_logprobs, top_tokens = top.values.cpu().numpy(), top.indices.cpu().numpy()
+            top_logprobs, top_tokens = drafter.top_candidates(logprobs, plan.width)
             draft_s += clock(device) - t
             draft_calls += 1
             level_scores = tree.grow(top_logprobs, top_tokens)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The engine issue's lossless grid: 25 held-out HumanEval + 25 held-out ShareGPT prompts,
+# D in {1,3,8,12} x W in {1,4,10} x V in {1,8,60,240}, run in chunks of 5 prompts so that a
+# stopped run keeps what it finished. Usage: scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]
+set -euo pipefail
+out=${1:?output directory}
+draft=${2:-target-layers:4}
+max_new=${3:-24}
+mkdir -p "$out"
+for prompts in humaneval sharegpt; do
+  for offset in 0 5 10 15 20; do
+    file="$out/$prompts-$offset.json"
+    [ -s "$file" ] && continue
+    simspec bench-engine --prompts "$prompts" --split heldout --n-prompts 5 --offset "$offset" \
+      --draft "$draft" --max-new-tokens "$max_new" --depths 1,3,8,12 --widths 1,4,10 --sizes 1,8,60,240 \
+      --json | tail -n 1 > "$file.tmp"
+    mv "$file.tmp" "$file"
+  done
+done

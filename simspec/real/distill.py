@@ -1,0 +1,221 @@
+"""Teacher data for drafters: token sequences with the target's features and greedy labels.
+
+Three sources, mixed by token budget:
+- ``sharegpt``: ShareGPT *training-split* conversations (first human turn + first answer),
+  rendered with the chat template — human-written text;
+- ``code``: Python standard-library source, in fixed-length chunks;
+- ``self``: the target's own greedy continuations of training prompts (ShareGPT and
+  HumanEval train splits) — the text a draft actually faces at inference.
+
+For every sequence one batched teacher pass records the target's last hidden state (after
+the final norm) and its greedy next token at every position. Labels are the target's, never
+the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
+keyed by everything that determines it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import sysconfig
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from simspec import __version__
+from simspec.cache import cache_dir
+from simspec.data import load_prompts, render_chat
+from simspec.errors import SimspecError
+from simspec.real.modeling import base_and_head, head_logits
+from simspec.real.models import LoadedModel
+
+log = logging.getLogger("simspec")
+SOURCES = ("sharegpt", "code", "self")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    sources: tuple[str, ...]
+    tokens: int  # total tokens, split evenly between sources
+    seq_len: int = 384  # room for a 256-token prompt and a 128-token continuation
+    self_new_tokens: int = 128  # length of each self-distilled continuation
+    seed: int = 0
+    split: str = "train"  # prompt split the text comes from; "heldout" only for evaluation sets
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.sources if s not in SOURCES]
+        if bad or not self.sources:
+            raise SimspecError(f"--data takes a comma-separated subset of {','.join(SOURCES)}, got {bad or 'nothing'}")
+        if self.tokens < self.seq_len:
+            raise SimspecError(f"--tokens must be at least one sequence ({self.seq_len}), got {self.tokens}")
+
+    def key(self, target_name: str) -> str:
+        blob = json.dumps({**asdict(self), "target": target_name, "version": 1}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Corpus:
+    tokens: torch.Tensor  # [N, T] int64
+    features: torch.Tensor  # [N, T, H] float16: target hidden state at each position
+    labels: torch.Tensor  # [N, T] int64: target's greedy next token after each position
+    valid: torch.Tensor  # [N, T] bool: real (non-padding) positions
+    meta: dict
+
+
+def _sharegpt_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, split: str) -> list[list[int]]:
+    from simspec.data import sharegpt_conversations
+
+    out, total = [], 0
+    conversations = sharegpt_conversations(split=split)
+    rng.shuffle(conversations)
+    for question, answer in conversations:
+        messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+        ids = tokenizer.apply_chat_template(messages, tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        ids = list(ids)[:seq_len]
+        if len(ids) < 32:
+            continue
+        out.append(ids)
+        total += len(ids)
+        if total >= n_tokens:
+            break
+    return out
+
+
+def _code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random) -> list[list[int]]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.glob("*.py"))  # top level only: a stable, ample corpus
+    rng.shuffle(files)
+    out, total = [], 0
+    for path in files:
+        try:
+            ids = tokenizer.encode(path.read_text(encoding="utf-8"), add_special_tokens=False)
+        except (OSError, UnicodeDecodeError):
+            continue
+        for start in range(0, max(0, len(ids) - 32), seq_len):
+            out.append(ids[start:start + seq_len])
+            total += len(out[-1])
+            if total >= n_tokens:
+                return out
+    return out
+
+
+@torch.inference_mode()
+def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
+                         advance: Callable[[int], None] = lambda n: None) -> list[list[int]]:
+    """Batched greedy generation, returning prompt + continuation for every prompt.
+
+    Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
+    on this CPU ``model.generate`` ran ~10x slower for the same batches.) Sequences keep
+    generating past EOS; the caller truncates to its sequence length anyway."""
+    from transformers import DynamicCache
+
+    base, head = base_and_head(target.model)
+    device = target.device
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths batch well
+    outputs: dict[int, list[int]] = {}
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        width = max(len(prompts[i]) for i in idx)
+        ids = torch.zeros((len(idx), width), dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids[row, width - len(prompts[i]):] = torch.tensor(prompts[i])
+            mask[row, width - len(prompts[i]):] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache).last_hidden_state
+        token = head_logits(head, hidden[:, -1]).argmax(-1)
+        generated = [token]
+        for _ in range(new_tokens - 1):
+            mask = torch.cat([mask, mask.new_ones((len(idx), 1))], dim=1)
+            positions = positions[:, -1:] + 1
+            hidden = base(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
+                          past_key_values=cache).last_hidden_state
+            token = head_logits(head, hidden[:, -1]).argmax(-1)
+            generated.append(token)
+        continuation = torch.stack(generated, dim=1).cpu()
+        for row, i in enumerate(idx):
+            outputs[i] = prompts[i] + continuation[row].tolist()
+        advance(len(idx))
+    return [outputs[i] for i in range(len(prompts))]
+
+
+@torch.inference_mode()
+def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, batch: int = 8,
+                 advance: Callable[[int], None] = lambda n: None) -> Corpus:
+    """Features and greedy labels of the target at every position of every sequence."""
+    base, head = base_and_head(target.model)
+    hidden = target.model.config.hidden_size
+    n = len(sequences)
+    tokens = torch.zeros((n, seq_len), dtype=torch.long)
+    valid = torch.zeros((n, seq_len), dtype=torch.bool)
+    for i, seq in enumerate(sequences):
+        seq = seq[:seq_len]
+        tokens[i, : len(seq)] = torch.tensor(seq)
+        valid[i, : len(seq)] = True
+    features = torch.zeros((n, seq_len, hidden), dtype=torch.float16)
+    labels = torch.zeros((n, seq_len), dtype=torch.long)
+    lengths = valid.sum(1)
+    order = torch.argsort(lengths, stable=True)  # batch similar lengths: little padding computed
+    for start in range(0, n, batch):
+        rows = order[start:start + batch]
+        width = int(lengths[rows].max())
+        # Right padding + causal attention: padded tail positions never influence real ones.
+        h = base(input_ids=tokens[rows, :width].to(target.device)).last_hidden_state
+        features[rows, :width] = h.to(torch.float16).cpu()
+        labels[rows, :width] = head_logits(head, h.reshape(-1, hidden)).argmax(-1).view(len(rows), width).cpu()
+        advance(len(rows))
+    return Corpus(tokens, features, labels, valid, {})
+
+
+def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]]
+                 ) -> Corpus:
+    """The teacher corpus for ``spec`` (cached). ``progress(description, total)`` returns a
+    tick function, so the caller decides how progress is shown."""
+    path = cache_dir() / "distill" / f"{spec.key(target.name)}.pt"
+    if path.is_file():
+        try:
+            blob = torch.load(path, weights_only=True)
+            return Corpus(blob["tokens"], blob["features"], blob["labels"], blob["valid"], json.loads(blob["meta"]))
+        except (OSError, RuntimeError, KeyError, ValueError):
+            log.warning("teacher cache %s unreadable; rebuilding", path)
+    rng = random.Random(spec.seed)
+    per_source = spec.tokens // len(spec.sources)
+    sequences: list[list[int]] = []
+    counts = {}
+    for source in spec.sources:
+        if source == "sharegpt":
+            seqs = _sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split)
+        elif source == "code":
+            seqs = _code_texts(target.tokenizer, per_source, spec.seq_len, rng)
+        else:
+            n_prompts = max(1, per_source // spec.self_new_tokens)
+            chosen = load_prompts("sharegpt", split=spec.split, max_chars=1500)
+            rng.shuffle(chosen)
+            code = load_prompts("humaneval", split=spec.split)
+            rng.shuffle(code)
+            chosen = code[: n_prompts // 4] + chosen[: 3 * n_prompts]
+            # Prompts that leave room for the continuation; longer ones are skipped, not cut.
+            rendered = (render_chat(target.tokenizer, p.text) for p in chosen)
+            prompts = [ids for ids in rendered if len(ids) <= spec.seq_len - spec.self_new_tokens][:n_prompts]
+            tick = progress("self-distillation (target greedy text)", len(prompts))
+            full = greedy_continuations(target, prompts, spec.self_new_tokens, batch=32, advance=tick)
+            seqs = [seq[-spec.seq_len:] for seq in full]
+        counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}
+        sequences.extend(seqs)
+    tick = progress("teacher pass (features + greedy labels)", len(sequences))
+    corpus = teacher_pass(target, sequences, spec.seq_len, advance=tick)
+    corpus.meta = {"spec": asdict(spec), "target": target.name, "sources": counts, "simspec_version": __version__}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"tokens": corpus.tokens, "features": corpus.features, "labels": corpus.labels,
+                "valid": corpus.valid, "meta": json.dumps(corpus.meta)}, tmp)
+    tmp.replace(path)
+    return corpus

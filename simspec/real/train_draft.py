@@ -1,0 +1,176 @@
+"""Training an EAGLE-style drafter on a teacher corpus (``simspec train-draft --kind eagle``).
+
+Loss per position (EAGLE-1): cross-entropy of the predicted feature's draft-vocabulary logits
+against the target's greedy token, plus ``feature_weight`` x smooth-L1 between the predicted
+and the target's feature. With ``unroll = 2`` a second pass feeds the head's own predicted
+features back as inputs (a cheap form of EAGLE-3's training-time test), which is what tree
+levels below the first see at inference.
+
+Deterministic from the seed; a run that is stopped resumes from ``<out>.partial/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from simspec import __version__
+from simspec.errors import SimspecError
+from simspec.real.distill import Corpus
+from simspec.real.eagle import EagleConfig, EagleHead, save_eagle
+from simspec.real.modeling import base_and_head
+from simspec.real.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class EagleTrainConfig:
+    draft_vocab: int = 8192
+    epochs: int = 4
+    batch: int = 8
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    feature_weight: float = 1.0
+    unroll: int = 2
+    warmup: float = 0.02  # share of steps with linear warm-up, then cosine to 10 %
+    seed: int = 0
+
+
+def reduced_vocabulary(labels: torch.Tensor, valid: torch.Tensor, size: int, always: list[int]) -> torch.Tensor:
+    """The ``size`` token ids the target emits most often (ties by id), plus ``always``."""
+    counts = torch.bincount(labels[valid], minlength=int(labels.max()) + 1)
+    counts[torch.tensor(always, dtype=torch.long)] = counts.max() + 1
+    order = torch.sort(-counts, stable=True).indices[:size]
+    return torch.sort(order).values
+
+
+def _lr_at(step: int, total: int, cfg: EagleTrainConfig) -> float:
+    warm = max(1, int(cfg.warmup * total))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, total - warm)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class EagleTrainer:
+    def __init__(self, target: LoadedModel, corpus: Corpus, cfg: EagleTrainConfig) -> None:
+        self.target, self.corpus, self.cfg = target, corpus, cfg
+        base, lm_head = base_and_head(target.model)
+        self.embed = base.get_input_embeddings()
+        eos = sorted({t for t in [target.tokenizer.eos_token_id, target.model.config.eos_token_id] if t is not None})
+        self.vocab_ids = reduced_vocabulary(corpus.labels, corpus.valid, cfg.draft_vocab, eos)
+        self.head_weight = lm_head.weight[self.vocab_ids].detach().contiguous()
+        index = torch.full((target.model.config.vocab_size,), -100, dtype=torch.long)
+        index[self.vocab_ids] = torch.arange(len(self.vocab_ids))
+        self.to_draft = index  # target id -> draft index (-100: not in the draft vocabulary)
+        torch.manual_seed(cfg.seed)
+        self.model = EagleHead(EagleConfig.for_target(target, len(self.vocab_ids)))
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.steps_per_epoch = math.ceil(len(corpus.tokens) / cfg.batch)
+        self.total_steps = self.steps_per_epoch * cfg.epochs
+        self.step = 0
+        self.history: list[dict] = []
+
+    def coverage(self) -> float:
+        """Share of the corpus's greedy labels inside the draft vocabulary."""
+        labels = self.corpus.labels[self.corpus.valid]
+        return float((self.to_draft[labels] >= 0).float().mean())
+
+    def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        c = self.corpus
+        width = int(c.valid[idx].sum(1).max())  # no compute on the batch's common padding
+        f = c.features[idx, :width].float()
+        x, y, valid = c.tokens[idx, :width], c.labels[idx, :width], c.valid[idx, :width]
+        feats_in, emb = f[:, :-1], self.embed(x[:, 1:])
+        positions = torch.arange(1, x.shape[1]).expand(len(idx), -1)
+        target_feat, target_tok, mask = f[:, 1:], self.to_draft[y[:, 1:]], valid[:, 1:]
+        total, stats = 0.0, {}
+        for step in range(self.cfg.unroll):
+            out = self.model(feats_in, emb, positions)
+            logits = torch.mm(out[mask], self.head_weight.T)
+            ce = F.cross_entropy(logits, target_tok[mask], ignore_index=-100)
+            reg = F.smooth_l1_loss(out[mask], target_feat[mask])
+            total = total + ce + self.cfg.feature_weight * reg
+            with torch.no_grad():
+                ok = target_tok[mask] >= 0
+                stats[f"top1_step{step + 1}"] = float((logits.argmax(-1) == target_tok[mask])[ok].float().mean())
+            stats[f"ce_step{step + 1}"], stats[f"reg_step{step + 1}"] = float(ce), float(reg)
+            # Next pass: the head's own predictions replace the target's features as inputs.
+            feats_in = torch.cat([f[:, :1], out[:, :-1]], dim=1)
+        return total / self.cfg.unroll, stats
+
+    def train(self, checkpoint: Path, advance: Callable[[dict], None] = lambda s: None) -> None:
+        self._resume(checkpoint)
+        self.model.train()
+        while self.step < self.total_steps:
+            epoch, offset = divmod(self.step, self.steps_per_epoch)
+            order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
+            idx = order[offset * self.cfg.batch:(offset + 1) * self.cfg.batch]
+            for group in self.optimizer.param_groups:
+                group["lr"] = _lr_at(self.step, self.total_steps, self.cfg)
+            loss, stats = self.losses(idx)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+            self.step += 1
+            stats |= {"step": self.step, "epoch": epoch, "loss": float(loss)}
+            self.history.append(stats)
+            advance(stats)
+            if self.step % 100 == 0 or self.step == self.total_steps:
+                self._save_checkpoint(checkpoint)
+        self.model.eval()
+
+    def _save_checkpoint(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
+                    "history": self.history, "config": asdict(self.cfg)}, tmp)
+        tmp.replace(path)
+
+    def _resume(self, path: Path) -> None:
+        if not path.is_file():
+            return
+        state = torch.load(path, weights_only=False)
+        if state["config"] != asdict(self.cfg):
+            raise SimspecError(f"{path} holds a run with other settings: delete {path.parent} to start afresh")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.history = state["step"], state["history"]
+
+    @torch.no_grad()
+    def agreement(self, corpus: Corpus, positions: torch.Tensor | None = None) -> dict:
+        """Top-1 / top-10 agreement with the target's greedy token (teacher-forced, depth 1)."""
+        self.model.eval()
+        hits1 = hits10 = n = 0
+        for start in range(0, len(corpus.tokens), 8):
+            sl = slice(start, start + 8)
+            f, x, y, valid = corpus.features[sl].float(), corpus.tokens[sl], corpus.labels[sl], corpus.valid[sl]
+            mask = valid[:, 1:] if positions is None else (valid & positions[sl])[:, 1:]
+            out = self.model(f[:, :-1], self.embed(x[:, 1:]), torch.arange(1, x.shape[1]).expand(len(x), -1))
+            logits = torch.mm(out[mask], self.head_weight.T)
+            top10 = self.vocab_ids[logits.topk(10, dim=-1).indices]
+            truth = y[:, 1:][mask]
+            hits1 += int((top10[:, 0] == truth).sum())
+            hits10 += int((top10 == truth[:, None]).any(-1).sum())
+            n += int(mask.sum())
+        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
+
+    def save(self, directory: Path, meta: dict) -> None:
+        save_eagle(directory, self.model, self.vocab_ids, {
+            "target": self.target.name, "train_config": asdict(self.cfg), "simspec_version": __version__,
+            "draft_vocab_coverage": self.coverage(), "steps": self.step, **meta,
+        })
+        (directory / "history.json").write_text(json.dumps(self.history))
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start

@@ -1,0 +1,89 @@
+"""The EAGLE-style feature drafter: plumbing, files, and (shipped weights) real acceptance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from simspec.errors import SimspecError
+from simspec.policies import StaticPolicy
+from simspec.real.drafters import SHIPPED_DRAFTERS, load_drafter
+from simspec.real.eagle import EagleConfig, EagleDrafter, EagleHead, load_eagle, save_eagle
+from simspec.real.engine import SpeculativeEngine
+from simspec.real.lossless import compare
+from simspec.real.train_draft import reduced_vocabulary
+
+MAX_NEW = 16
+
+
+@pytest.fixture(scope="module")
+def random_eagle_dir(target, tmp_path_factory):
+    torch.manual_seed(0)
+    head = EagleHead(EagleConfig.for_target(target, draft_vocab=512))
+    directory = tmp_path_factory.mktemp("eagle")
+    save_eagle(directory, head, torch.arange(512) * 7, {"target": target.name})
+    return directory
+
+
+def test_random_head_is_lossless_across_shapes(target, prompt_ids, random_eagle_dir):
+    engine = SpeculativeEngine(target, load_drafter(str(random_eagle_dir), target))
+    pid, ids = prompt_ids[1]
+    greedy = engine.greedy(ids, MAX_NEW).tokens
+    for depth, width, size in [(1, 1, 1), (3, 1, 3), (5, 4, 16), (8, 10, 60)]:
+        out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW)
+        divergence = compare(target, ids, out.tokens, greedy)
+        assert divergence is None or divergence.near_tie, divergence.describe()
+        # the draft vocabulary maps back to target ids: every drafted token is a multiple of 7
+        assert all(c.draft_calls == depth - 1 for c in out.cycles)
+
+
+def test_save_load_round_trip_keeps_outputs(target, random_eagle_dir):
+    drafter = load_drafter(str(random_eagle_dir), target)
+    assert isinstance(drafter, EagleDrafter) and drafter.draft_vocab.tolist()[:3] == [0, 7, 14]
+    again = load_eagle(random_eagle_dir, target, "again")
+    for d in (drafter, again):
+        d.reset(torch.tensor([1, 2, 3, 4]), torch.ones(4, target.model.config.hidden_size))
+        d.commit(torch.tensor([5]), torch.ones(1, target.model.config.hidden_size))
+    torch.testing.assert_close(drafter.draft_root(), again.draft_root())
+
+
+def test_reduced_vocabulary_keeps_frequent_and_always_tokens():
+    labels = torch.tensor([[5, 5, 5, 9, 9, 3, 1]])
+    valid = torch.ones_like(labels, dtype=torch.bool)
+    assert reduced_vocabulary(labels, valid, 3, always=[2]).tolist() == [2, 5, 9]
+
+
+@pytest.mark.parametrize("damage", ["missing weights", "corrupt weights", "other target", "not a drafter"])
+def test_bad_drafter_files_are_one_clear_error(target, random_eagle_dir, tmp_path, damage):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    config = json.loads((random_eagle_dir / "config.json").read_text())
+    weights = (random_eagle_dir / "model.safetensors").read_bytes()
+    if damage == "corrupt weights":
+        weights = weights[:1000]
+    if damage == "other target":
+        config["config"]["hidden"] = 960
+    if damage == "not a drafter":
+        config["format"] = "something-else"
+    (broken / "config.json").write_text(json.dumps(config))
+    if damage != "missing weights":
+        (broken / "model.safetensors").write_bytes(weights)
+    with pytest.raises(SimspecError) as exc:
+        load_eagle(broken, target, "broken")
+    assert "\n" not in str(exc.value)
+    expected = {"missing weights": "missing or corrupt", "corrupt weights": "missing or corrupt",
+                "other target": "made for a target with hidden size 960", "not a drafter": "not a simspec-eagle"}
+    assert expected[damage] in str(exc.value)
+
+
+def test_shipped_eagle_drafter_accepts_and_is_lossless(target, prompt_ids):
+    assert (SHIPPED_DRAFTERS / "eagle" / "model.safetensors").is_file(), "the demo EAGLE drafter must ship"
+    engine = SpeculativeEngine(target, load_drafter("eagle", target))
+    pid, ids = prompt_ids[0]
+    greedy = engine.greedy(ids, 32).tokens
+    out = engine.generate(ids, StaticPolicy(6, 4, 24), 32)
+    divergence = compare(target, ids, out.tokens, greedy)
+    assert divergence is None or divergence.near_tie, divergence.describe()
+    assert out.tau > 1.5
