@@ -87,7 +87,8 @@ def _main(
 
 TARGET_HELP = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
 DRAFT_HELP = (
-    "Draft: 'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
+    "Draft: 'eagle' (the shipped EAGLE-style drafter), a simspec drafter directory, "
+    "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
     "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
 )
 PROMPTS_HELP = "Prompt set: humaneval, sharegpt, or a JSONL file with a 'prompt' string or 'turns' list per line."
@@ -96,15 +97,15 @@ PROMPTS_HELP = "Prompt set: humaneval, sharegpt, or a JSONL file with a 'prompt'
 @app.command("bench-engine")
 def bench_engine(
     target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP),
-    draft: str = typer.Option("target-layers:4", help=DRAFT_HELP),
+    draft: str = typer.Option("eagle", help=DRAFT_HELP),
     prompts: str = typer.Option("humaneval", help=PROMPTS_HELP),
     split: str = typer.Option("heldout", help="Which fixed split of the prompts: heldout, train or all."),
     n_prompts: int = typer.Option(3, "--n-prompts", min=1, help="How many prompts (first N of the split)."),
     offset: int = typer.Option(0, min=0, help="Skip this many prompts of the split first (to run a long grid in chunks)."),
     max_new_tokens: int = typer.Option(48, "--max-new-tokens", min=1, help="Tokens to generate per prompt."),
-    depths: str = typer.Option("1,2,3,5", help="Tree depths D (levels, root included; D-1 draft steps)."),
+    depths: str = typer.Option("1,3,5", help="Tree depths D (levels, root included; D-1 draft steps)."),
     widths: str = typer.Option("1,4", help="Beam widths W (top-k per expanded node)."),
-    sizes: str = typer.Option("4,8,16", help="Verified nodes V (root included): the target's tokens per forward."),
+    sizes: str = typer.Option("6,12", help="Verified nodes V (root included): the target's tokens per forward."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
@@ -160,7 +161,7 @@ def bench_engine(
 @app.command("latency")
 def latency(
     target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP),
-    draft: str = typer.Option("target-layers:4", help=DRAFT_HELP),
+    draft: str = typer.Option("eagle", help=DRAFT_HELP),
     sizes: str = typer.Option("1,2,4,8,12,16,24,32,48,64,96,128", help="Target forward sizes V (tokens)."),
     contexts: str = typer.Option("64,256,1024", help="Context lengths L already in the KV cache."),
     widths: str = typer.Option("1,2,4,6,8,10", help="Draft step widths W (frontier nodes expanded)."),

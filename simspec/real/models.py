@@ -5,7 +5,9 @@ Every loader turns a bad reference into one ``SimspecError`` line that says what
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import logging
 import os
 from dataclasses import dataclass
@@ -118,7 +120,12 @@ def _load_gguf(source: ModelSource, dtype: torch.dtype):
             return _from_pretrained(copy_dir, dtype)
         except (OSError, ValueError):
             log.warning("converted copy %s is unreadable; converting %s again", copy_dir, source.gguf_file)
-    model, tokenizer = _from_pretrained(source.directory, dtype, gguf_file=source.gguf_file)
+    # transformers draws its own tqdm bar for the conversion (ignoring its progress-bar switch);
+    # simspec's CLI shows its own status, and stderr must stay clean for one-line errors.
+    captured = io.StringIO()
+    with contextlib.redirect_stderr(captured):
+        model, tokenizer = _from_pretrained(source.directory, dtype, gguf_file=source.gguf_file)
+    log.debug("GGUF conversion output: %s", captured.getvalue()[-500:])
     try:
         # The weights are plain tensors now; without this, transformers refuses to save them.
         model.config.quantization_config = None
