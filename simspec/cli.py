@@ -22,7 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, validate on real models.",
 )
-out = Console()
+# Wide enough for the tables when stdout is a file or a pipe (rich would assume 80 columns).
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 
