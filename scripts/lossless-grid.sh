@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The engine issue's lossless grid: 25 held-out HumanEval + 25 held-out ShareGPT prompts,
 # D in {1,3,8,12} x W in {1,4,10} x V in {1,8,60,240}, run in chunks of 5 prompts so that a
-# stopped run keeps what it finished. Usage: scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]
+# stopped run keeps what it finished (finished chunks are skipped on a rerun).
+# Usage: scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]
+# Then: python scripts/summarise-grid.py OUT_DIR OUT_DIR.json
 set -euo pipefail
 out=${1:?output directory}
 draft=${2:-target-layers:4}

@@ -10,7 +10,7 @@ import pytest
 
 from simspec.cli import main
 from simspec.errors import SimspecError
-from simspec.real.models import load_model, resolve_model
+from simspec.real.models import resolve_model
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ Conventions (LTD's counting, used everywhere in simspec):
 
 from __future__ import annotations
 
-from abc import ABC
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -118,8 +118,9 @@ class Policy(ABC):
     def reset(self) -> None:
         """A new sequence starts; forget per-sequence state."""
 
+    @abstractmethod
     def plan(self, start: CycleStart) -> DraftPlan:
-        raise NotImplementedError
+        """The cycle's budget (D, W, V)."""
 
     def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
         """Default: draft until the plan's depth is reached."""

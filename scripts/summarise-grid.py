@@ -1,0 +1,35 @@
+"""Merge the chunk files of scripts/lossless-grid.sh into one report and print its summary.
+
+Usage: python scripts/summarise-grid.py CHUNK_DIR OUT.json
+"""
+
+import json
+import sys
+from pathlib import Path
+
+chunks = sorted(Path(sys.argv[1]).glob("*.json"))
+reports = [json.loads(p.read_text()) for p in chunks]
+prompts = [pid for r in reports for pid in r["prompt_ids"]]
+configs = {}
+for report in reports:
+    for c in report["configs"]:
+        key = (c["depth"], c["width"], c["size"])
+        row = configs.setdefault(key, {"depth": key[0], "width": key[1], "size": key[2], "prompts": 0,
+                                       "exact": 0, "divergences": []})
+        row["prompts"] += report["n_prompts"]
+        row["exact"] += report["n_prompts"] - len(c["divergences"])
+        row["divergences"] += c["divergences"]
+summary = {
+    "draft": reports[0]["draft"], "max_new_tokens": reports[0]["max_new_tokens"], "prompts": prompts,
+    "n_prompts": len(prompts), "configs": list(configs.values()),
+    "runs": sum(r["prompts"] for r in configs.values()),
+    "runs_equal_to_greedy": sum(r["exact"] for r in configs.values()),
+    "divergences": [d for r in configs.values() for d in r["divergences"]],
+}
+Path(sys.argv[2]).write_text(json.dumps(summary, indent=1))
+print(f"{summary['n_prompts']} prompts ({sum(p.startswith('humaneval') for p in prompts)} HumanEval, "
+      f"{sum(p.startswith('sharegpt') for p in prompts)} ShareGPT) x {len(configs)} distinct trees = "
+      f"{summary['runs']} runs; equal to greedy: {summary['runs_equal_to_greedy']}; "
+      f"divergences: {len(summary['divergences'])}")
+for d in summary["divergences"]:
+    print(" ", d)
