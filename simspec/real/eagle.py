@@ -176,6 +176,7 @@ class EagleDrafter(Drafter):
         self._pending_features = [prompt_hidden[:-1]]
         self._positions = 1  # next token position to write (x_0 has no pair)
         self._committed = 0  # cache entries belonging to the sequence
+        self._node_features: list[torch.Tensor] = []  # root, then every fed tree node, this cycle
 
     def commit(self, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None:
         self._pending_tokens.append(tokens)
@@ -218,6 +219,7 @@ class EagleDrafter(Drafter):
 
     def end_cycle(self) -> None:
         self.cache.length = self._committed
+        del self._node_features[1:]  # only the root's predicted feature outlives the cycle
 
 
 def save_eagle(directory: Path, head: EagleHead, vocab_ids: torch.Tensor, meta: dict) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -169,8 +168,3 @@ class EagleTrainer:
         })
         (directory / "history.json").write_text(json.dumps(self.history))
 
-
-def timed(fn: Callable[[], object]) -> tuple[object, float]:
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
