@@ -2,7 +2,8 @@
 # The engine issue's lossless grid: 25 held-out HumanEval + 25 held-out ShareGPT prompts,
 # D in {1,3,8,12} x W in {1,4,10} x V in {1,8,60,240}, run in chunks of 5 prompts so that a
 # stopped run keeps what it finished (finished chunks are skipped on a rerun).
-# Usage: scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]
+# Usage: [THREADS=N] scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]
+# (THREADS=1 lets the grid share a 2-core machine with other work: it checks outputs, not timings.)
 # Then: python scripts/summarise-grid.py OUT_DIR OUT_DIR.json
 set -euo pipefail
 out=${1:?output directory}
@@ -15,7 +16,7 @@ for prompts in humaneval sharegpt; do
     [ -s "$file" ] && continue
     simspec bench-engine --prompts "$prompts" --split heldout --n-prompts 5 --offset "$offset" \
       --draft "$draft" --max-new-tokens "$max_new" --depths 1,3,8,12 --widths 1,4,10 --sizes 1,8,60,240 \
-      --json | tail -n 1 > "$file.tmp"
+      ${THREADS:+--threads $THREADS} --json | tail -n 1 > "$file.tmp"
     mv "$file.tmp" "$file"
   done
 done

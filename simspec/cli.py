@@ -88,7 +88,7 @@ def _main(
 
 TARGET_HELP = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
 DRAFT_HELP = (
-    "Draft: 'eagle' (the shipped EAGLE-style drafter), a simspec drafter directory, "
+    "Draft: 'eagle' (the shipped EAGLE-style drafter), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
     "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
     "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
 )
@@ -107,6 +107,7 @@ def bench_engine(
     depths: str = typer.Option("1,3,5", help="Tree depths D (levels, root included; D-1 draft steps)."),
     widths: str = typer.Option("1,4", help="Beam widths W (top-k per expanded node)."),
     sizes: str = typer.Option("6,12", help="Verified nodes V (root included): the target's tokens per forward."),
+    repeats: int = typer.Option(1, min=1, help="Passes over the prompt set (speedup per prompt = median over passes)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
@@ -133,8 +134,8 @@ def bench_engine(
         engine.check_length(ids, max_new_tokens)
 
     with _progress() as progress:
-        task = progress.add_task("bench-engine", total=len(prompt_ids) * (len(configs) + 1))
-        results = run_bench(engine, prompt_ids, configs, max_new_tokens, lambda: progress.advance(task))
+        task = progress.add_task("bench-engine", total=repeats * len(prompt_ids) * (len(configs) + 1))
+        results = run_bench(engine, prompt_ids, configs, max_new_tokens, lambda: progress.advance(task), repeats)
 
     rows = [r.summary() for r in results]
     best = max(rows, key=lambda r: r["speedup"])
@@ -148,14 +149,15 @@ def bench_engine(
             err.print(f"[yellow]{row['depth']}/{row['width']}/{row['size']} prompt {d['prompt']}: "
                       f"differs at token {d['position']}, top-2 logit gap {d['top2_gap']:.2e}[/]")
     if as_json:
-        keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "tau", "lossless", "exact_match")
+        keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau", "lossless",
+                "exact_match")
         slim = [{k: r[k] for k in keep} | {"time_shares": r["time_shares"], "divergences": r["divergences"]}
                 for r in rows]
         print(json.dumps({
             "target": target, "draft": draft, "prompts": prompts, "split": split, "n_prompts": len(prompt_ids),
             "prompt_ids": [pid for pid, _ in prompt_ids],
-            "max_new_tokens": max_new_tokens, "device": str(loaded.device), "simspec_version": __version__,
-            "configs": slim, "best": {k: best[k] for k in keep},
+            "max_new_tokens": max_new_tokens, "repeats": repeats, "device": str(loaded.device),
+            "threads": _threads(), "simspec_version": __version__, "configs": slim, "best": {k: best[k] for k in keep},
         }))
 
 
@@ -206,17 +208,21 @@ def latency(
 
 @app.command("train-draft")
 def train_draft(
-    kind: str = typer.Option("eagle", help="eagle: EAGLE-style feature head (reads the target's hidden states)."),
+    kind: str = typer.Option("eagle", help="eagle: EAGLE-style feature head (reads the target's hidden "
+                             "states); lm: a small standalone Llama sharing the target's tokenizer."),
     target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP),
     data: str = typer.Option("sharegpt,code,self", help="Teacher text: sharegpt (train split), code (Python "
                              "stdlib), self (the target's own greedy continuations of train prompts)."),
     tokens: int = typer.Option(200_000, min=256, help="Teacher tokens in total, split evenly between sources."),
     epochs: int = typer.Option(4, min=1, help="Passes over the teacher corpus."),
     draft_vocab: int = typer.Option(8192, "--draft-vocab", min=16, help="Reduced draft vocabulary (most frequent target tokens)."),
-    unroll: int = typer.Option(2, min=1, max=4, help="Training passes feeding the head's own features back (1 = EAGLE-1)."),
+    unroll: int = typer.Option(2, min=1, max=4, help="eagle: training passes feeding the head's own features back (1 = EAGLE-1)."),
+    feature_weight: float = typer.Option(1.0, "--feature-weight", min=0.0, help="eagle: weight of the feature-regression loss (0 = token loss only)."),
+    hidden: int = typer.Option(256, min=16, help="lm: hidden size."),
+    layers: int = typer.Option(2, min=1, help="lm: decoder layers."),
     lr: float = typer.Option(1e-3, help="Peak learning rate (AdamW, warm-up then cosine)."),
     seed: int = typer.Option(0, help="Seed for data order, initialisation and sampling."),
-    out_path: str = typer.Option("real/drafters/eagle", "--out", help="Output directory (refused if it exists, unless --force)."),
+    out_path: Optional[str] = typer.Option(None, "--out", help="Output directory (default real/drafters/KIND; refused if it exists, unless --force)."),
     force: bool = typer.Option(False, help="Replace an existing --out."),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
@@ -229,12 +235,13 @@ def train_draft(
 
     from simspec.cache import atomic_directory
     from simspec.real.distill import CorpusSpec, build_corpus
+    from simspec.real.draft_lm import DraftLMShape
     from simspec.real.models import load_model
-    from simspec.real.train_draft import EagleTrainConfig, EagleTrainer
+    from simspec.real.train_draft import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
 
-    if kind != "eagle":
-        raise SimspecError(f"--kind {kind!r} is not available yet: use --kind eagle")
-    out_dir = Path(out_path)
+    if kind not in ("eagle", "lm"):
+        raise SimspecError(f"--kind must be eagle or lm, got {kind!r}")
+    out_dir = Path(out_path or f"real/drafters/{kind}")
     if out_dir.exists() and not force:
         raise SimspecError(f"{out_dir} exists: choose another --out or pass --force")
     spec = CorpusSpec(tuple(s.strip() for s in data.split(",") if s.strip()), tokens, seed=seed)
@@ -251,8 +258,14 @@ def train_draft(
         corpus = build_corpus(loaded, spec, tracker)
         heldout_corpus = build_corpus(loaded, heldout, tracker)
         data_s = time.perf_counter() - started
-        trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
-            draft_vocab=draft_vocab, epochs=epochs, lr=lr, unroll=unroll, seed=seed))
+        if kind == "eagle":
+            trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
+                draft_vocab=draft_vocab, epochs=epochs, lr=lr, unroll=unroll, feature_weight=feature_weight, seed=seed))
+        else:
+            shape = DraftLMShape(hidden=hidden, layers=layers, heads=max(1, hidden // 64),
+                                 kv_heads=max(1, hidden // 128), intermediate=int(hidden * 2.75) // 16 * 16)
+            trainer = LMTrainer(loaded, corpus, LMTrainConfig(draft_vocab=draft_vocab, epochs=epochs, lr=lr,
+                                                              seed=seed, shape=shape))
         task = progress.add_task("training", total=trainer.total_steps)
         tick = lambda stats: progress.update(task, completed=stats["step"],  # noqa: E731
                                              description=f"training loss {stats['loss']:.3f}")
@@ -260,7 +273,7 @@ def train_draft(
         trainer.train(out_dir.with_name(out_dir.name + ".partial") / "checkpoint.pt", tick)
         train_s = time.perf_counter() - train_started
     agreement = trainer.agreement(heldout_corpus)
-    meta = {"kind": "eagle", "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": seed,
+    meta = {"kind": kind, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": seed,
             "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
             "machine": _machine()}
     with atomic_directory(out_dir, replace=force) as tmp:
@@ -275,6 +288,262 @@ def train_draft(
         print(json.dumps({"drafter": str(out_dir), "kind": kind, "heldout_top1": agreement["top1"],
                           "heldout_top10": agreement["top10"], "coverage": trainer.coverage(),
                           "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}))
+
+
+ARCH_TARGETS = {"arch:llama-3.1-8b": "Llama-3.1-8B-class target (32 layers, hidden 4096, GQA 32/8, vocab 128,256) "
+                                     "with an EAGLE-3-style one-layer draft (32k draft vocabulary)"}
+GPU_NAMES = ("auto", "cpu", "a100", "h100", "h200", "a40", "l4", "rtx3090", "rtx4090", "v100")
+
+
+@app.command()
+def calibrate(
+    gpu: str = typer.Option("auto", help="auto (the device present), cpu, or a GPU name: a100, h100, h200, a40, l4, "
+                            "rtx3090, rtx4090, v100. A named GPU that torch does not see gets an ANALYTIC "
+                            "roofline profile, marked as such everywhere."),
+    target: str = typer.Option("smollm2-135m-instruct", help=TARGET_HELP + " Analytic only: arch:llama-3.1-8b."),
+    draft: str = typer.Option("eagle", help=DRAFT_HELP),
+    prompts: str = typer.Option("humaneval", help=PROMPTS_HELP),
+    n_prompts: int = typer.Option(164, "--n-prompts", min=1, help="Prompts to record (first N; both splits, each "
+                                  "trace remembers its split)."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", min=2, help="Greedy tokens per prompt."),
+    depth_max: int = typer.Option(12, "--depth-max", min=2, max=32, help="Tree levels recorded (root included)."),
+    width: int = typer.Option(10, min=1, max=32, help="Beam width W of the recorded trees."),
+    traces_from: Optional[str] = typer.Option(None, "--traces-from", help="Reuse traces (a traces folder or a "
+                                              "profile with traces; same models) instead of recording them."),
+    no_traces: bool = typer.Option(False, "--no-traces", help="Latency curves only."),
+    traces_only: bool = typer.Option(False, "--traces-only", help="Record traces only, into --out (a traces folder "
+                                     "that profiles then name with --traces-from). No timing: may share the machine."),
+    check_prompts: int = typer.Option(4, "--check-prompts", min=0, help="Prompts for the replay check (live engine "
+                                      "vs trace, per cycle)."),
+    quick: bool = typer.Option(False, help="A small latency grid (tests, demo)."),
+    out_path: Optional[str] = typer.Option(None, "--out", help="Profile folder (default calibration/<gpu>-<draft>)."),
+    force: bool = typer.Option(False, help="Replace an existing --out."),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: all cores)."),
+    seed: int = typer.Option(0, help="Seed (context token ids of the latency runs)."),
+    as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
+) -> None:
+    """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
+    draft-tree traces into one profile folder: everything the simulator needs."""
+    from pathlib import Path
+
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.data import load_prompts
+    from simspec.real.calibrate import (
+        CurveGrid,
+        analytic_curves,
+        bookkeeping_latency,
+        device_name,
+        drafter_architecture,
+        measure_curves,
+    )
+    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
+    from simspec.sim.profile import write_profile
+
+    gpu = gpu.lower()
+    if gpu not in GPU_NAMES:
+        raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
+    default_out = f"calibration/traces-{Path(prompts).stem}-{Path(draft).name}" if traces_only else \
+        f"calibration/{gpu}-{Path(draft).name}"
+    out_dir = Path(out_path or default_out)
+    if out_dir.exists() and not force:
+        raise SimspecError(f"{out_dir} exists: choose another --out or pass --force")
+    cuda = torch.cuda.is_available()
+    present = cuda and gpu not in ("cpu", "auto") and gpu.replace("rtx", "") in torch.cuda.get_device_name(0).lower().replace(" ", "")
+    kind = "measured" if gpu in ("cpu", "auto") or present else "analytic"
+    if target in ARCH_TARGETS and kind == "measured":
+        raise SimspecError(f"--target {target} is an architecture without weights: use it with an absent --gpu "
+                           f"(analytic), e.g. --gpu h100")
+    source = _traces_source(traces_from, target, draft) if traces_from else None
+    if traces_only and (no_traces or source or target in ARCH_TARGETS):
+        raise SimspecError("--traces-only records traces: it needs real models and no --no-traces / --traces-from")
+    grid = CurveGrid.quick() if quick else CurveGrid()
+    _set_threads(threads)
+    torch.manual_seed(seed)
+    if kind == "analytic":
+        spec = device_spec(gpu)
+        err.print(f"[yellow]warning:[/] no {gpu.upper()} here: building an ANALYTIC roofline profile from public "
+                  "device specs and the model architecture. It is a model, not a measurement.")
+    run_device = "cuda" if cuda and kind == "measured" and gpu != "cpu" else "cpu"
+    models_needed = target not in ARCH_TARGETS
+    loaded = drafter = None
+    if models_needed:
+        from simspec.real.drafters import load_drafter
+        from simspec.real.models import load_model
+
+        with err.status(f"loading {target} and draft {draft}"):
+            loaded = load_model(target, device=run_device)
+            drafter = load_drafter(draft, loaded)
+    chosen = []
+    if models_needed and not (no_traces or source):
+        chosen = load_prompts(prompts, n=n_prompts)
+    started = time.perf_counter()
+    with _progress() as progress:
+        def bar(description: str, total: int):
+            task = progress.add_task(description, total=total)
+            return lambda n=1: progress.advance(task, n)
+
+        if traces_only:
+            samples, device_label = [], "none (traces only)"
+        elif kind == "measured":
+            samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()))
+            device_label = device_name(loaded)
+        else:
+            book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats,
+                                       bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)))
+            if models_needed:
+                target_arch = Architecture.from_config(loaded.model.config)
+                draft_arch = drafter_architecture(drafter)
+            else:
+                target_arch, draft_arch = LLAMA31_8B, LLAMA31_8B_DRAFT
+            samples = analytic_curves(spec, target_arch, draft_arch, grid, book)
+            device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
+        curves_s = time.perf_counter() - started
+        traces_meta, record_s, checks = None, 0.0, []
+        if chosen:
+            traces, record_s, checks = _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens,
+                                                      depth_max, width, check_prompts, seed, bar)
+    meta = {
+        "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
+        "target": target, "draft": draft if models_needed else "eagle3-style one-layer draft",
+        "architecture": {"target": (Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B).to_dict(),
+                         "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
+        "dtype": str(next(loaded.model.parameters()).dtype) if loaded else "bfloat16 (modelled)",
+        "threads": torch.get_num_threads(), "seed": seed, "grid": "quick" if quick else "full",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": _machine(),
+        "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
+        "replay_check": [c.to_dict() for c in checks],
+    }
+    if target in ARCH_TARGETS:
+        meta["target_description"] = ARCH_TARGETS[target]
+    if traces_only:
+        from simspec.sim.traces import save_traces
+
+        with atomic_directory(out_dir, replace=force) as tmp:
+            traces.meta["replay_check"] = meta["replay_check"]
+            traces.meta["machine"] = meta["machine"]
+            save_traces(tmp, traces)
+        _report_traces(out_dir, traces, record_s, checks, as_json)
+        return
+    with atomic_directory(out_dir, replace=force) as tmp:
+        if chosen:
+            from simspec.sim.traces import save_traces
+
+            content = save_traces(tmp / "traces", traces)
+            traces_meta = {"path": "traces", "content_hash": content, "positions": traces.positions,
+                           "n_prompts": traces.n_prompts, "prompts": prompts, "depth_max": depth_max, "width": width}
+        elif source:
+            source_dir, ref = source
+            traces_meta = {**ref, "path": os.path.relpath(source_dir, out_dir.resolve())}
+        meta["traces"] = traces_meta
+        profile = write_profile(tmp, meta, samples)
+    fit = profile.meta["fit_error"]
+    verdict = ""
+    if checks:
+        total = sum(c.cycles for c in checks)
+        same = sum(c.matches for c in checks)
+        verdict = f"; replay check: {same}/{total} cycles' accepted lengths equal the live engine's"
+    out.print(f"profile written to {out_dir} ({kind}, {device_label}): cost model held-out relative error median "
+              f"{fit['median']:.1%}, p90 {fit['p90']:.1%}"
+              + (f"; {traces_meta['n_prompts']} prompts, {traces_meta['positions']} positions" if traces_meta else "")
+              + verdict)
+    if as_json:
+        print(json.dumps({"profile": str(out_dir), "device": device_label, "kind": kind,
+                          "fit_error_median": fit["median"], "fit_error_p90": fit["p90"],
+                          "prompts": traces_meta["n_prompts"] if traces_meta else 0,
+                          "positions": traces_meta["positions"] if traces_meta else 0,
+                          "seconds": meta["seconds"], "replay_check": meta["replay_check"]}))
+
+
+def _traces_source(path: str, target: str, draft: str):
+    """(folder, reference) of existing traces: a traces folder, or the traces a profile names."""
+    from pathlib import Path
+
+    from simspec.sim.profile import load_profile
+    from simspec.sim.traces import load_traces
+
+    folder = Path(path)
+    if (folder / "profile.json").is_file():
+        profile = load_profile(folder)
+        if not profile.meta.get("traces"):
+            raise SimspecError(f"--traces-from {path}: that profile has latency curves only, no traces")
+        folder = profile.traces_dir
+    traces = load_traces(folder)
+    meta = traces.meta
+    if meta.get("target") != target or meta.get("draft") != draft:
+        raise SimspecError(f"--traces-from {path} holds traces of {meta.get('target')} + {meta.get('draft')}, "
+                           f"not {target} + {draft}: pass the matching --target/--draft or record new traces")
+    ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
+           "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width}
+    return folder.resolve(), ref
+
+
+def _report_traces(out_dir, traces, record_s: float, checks, as_json: bool) -> None:
+    size_mb = sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6
+    same, total = sum(c.matches for c in checks), sum(c.cycles for c in checks)
+    out.print(f"traces written to {out_dir}: {traces.n_prompts} prompts, {traces.positions} positions, "
+              f"{size_mb:.1f} MB, recorded in {record_s:.0f} s"
+              + (f"; replay check: {same}/{total} cycles' accepted lengths equal the live engine's" if checks else ""))
+    if as_json:
+        print(json.dumps({"traces": str(out_dir), "prompts": traces.n_prompts, "positions": traces.positions,
+                          "megabytes": size_mb, "record_seconds": record_s,
+                          "replay_check": [c.to_dict() for c in checks]}))
+
+
+def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens, depth_max, width, check_prompts,
+                   seed, bar):
+    from simspec.data import render_chat
+    from simspec.real.engine import SpeculativeEngine
+    from simspec.real.recorder import RecordSpec, TraceRecorder, assemble, replay_check
+
+    recorder = TraceRecorder(loaded, drafter, RecordSpec(depth_max, width, max_new_tokens))
+    engine = SpeculativeEngine(loaded, drafter)
+    ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
+    for one in ids:
+        engine.check_length(one, max_new_tokens + depth_max)
+    started = time.perf_counter()
+    continuations = recorder.continuations(ids, bar("greedy continuations", len(ids)))
+    tick = bar("recording trees", len(ids))
+    recorded = []
+    for one, cont in zip(ids, continuations):
+        recorded.append(recorder.record(one, cont))
+        tick()
+    record_s = time.perf_counter() - started
+    meta = {"target": target, "draft": draft, "prompts": prompts, "prompt_ids": [p.id for p in chosen],
+            "splits": [p.split for p in chosen], "max_new_tokens": max_new_tokens, "depth_max": depth_max,
+            "width": width, "seed": seed, "simspec_version": __version__,
+            "near_tie_cuts": int(sum(r.near_tie_cut for r in recorded)), "record_seconds": round(record_s, 1)}
+    traces = assemble(recorded, [len(i) for i in ids], meta)
+    checks = []
+    if check_prompts:
+        k = min(check_prompts, len(ids))
+        configs = [(3, 8), (6, 16), (8, 60), (depth_max, 240)]
+        tick = bar("replay check (live engine)", k * len(configs))
+        checks = replay_check(engine, traces, ids[:k], configs, max_new_tokens, tick)
+    return traces, record_s, checks
+
+plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")
+app.add_typer(plot_app, name="plot")
+
+
+@plot_app.command("curves")
+def plot_curves_command(
+    profile: str = typer.Option(..., help="A profile folder (calibration/NAME)."),
+    out_dir: str = typer.Option("figures", "--out", help="Folder for the figure."),
+) -> None:
+    """Draft time vs depth and verify time vs V (LTD Figure 2, left): the profile's
+    measurements with the fitted cost model drawn over them."""
+    from pathlib import Path
+
+    from simspec.report.plots import plot_curves
+    from simspec.sim.profile import load_profile
+
+    loaded = load_profile(profile)
+    path = plot_curves(loaded, Path(out_dir))
+    if loaded.kind == "analytic":
+        err.print("[yellow]warning:[/] this profile is ANALYTIC (a roofline model, not a measurement); the figure says so")
+    out.print(f"figure written to {path}")
 
 
 @app.command("drafter-card")
@@ -297,15 +566,27 @@ def drafter_card(
     loaded = load_model(target)
     drafter = load_drafter(draft, loaded)
     directory = SHIPPED_DRAFTERS / draft if (SHIPPED_DRAFTERS / draft).is_dir() else Path(draft)
-    config = json.loads((directory / "config.json").read_text())
-    config["parameters"] = count_parameters(drafter.head) if hasattr(drafter, "head") else None
+    provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
+    config = json.loads((provenance if provenance.is_file() else directory / "config.json").read_text())
+    if hasattr(drafter, "head"):
+        config["parameters"] = count_parameters(drafter.head)
+        description = ("EAGLE-style feature drafter: [target feature ; next-token embedding] -> linear -> one "
+                       "Llama decoder layer with its own KV cache -> the target's LM head over a reduced draft "
+                       "vocabulary (ids mapped back to the target's). Only the mixer, the layer and the id map are "
+                       "stored; embeddings and head rows come from the target at load time.")
+    else:
+        model_config = drafter.model.config
+        config["parameters"] = count_parameters(drafter.model)
+        config.setdefault("config", {})["draft_vocab"] = len(drafter.draft_vocab) if drafter.draft_vocab is not None else None
+        description = (f"Standalone draft LM: a {model_config.num_hidden_layers}-layer Llama, hidden "
+                       f"{model_config.hidden_size}, {model_config.num_attention_heads} heads "
+                       f"({model_config.num_key_value_heads} KV), sharing the target's tokenizer; tied embeddings "
+                       "initialised from the target's embedding projected on its principal directions, then "
+                       "distilled on the target's greedy tokens. A plain Hugging Face model directory; children "
+                       "are scored over a reduced output vocabulary (draft_vocab.safetensors).")
     with err.status("measuring latency and acceptance"):
         measured = measure_card(loaded, drafter, n_prompts, max_new_tokens)
     title = f"simspec drafter `{directory.name}` for {config.get('target')}"
-    description = ("EAGLE-style feature drafter: [target feature ; next-token embedding] -> linear -> one "
-                   "Llama decoder layer with its own KV cache -> the target's LM head over a reduced draft "
-                   "vocabulary (ids mapped back to the target's). Only the mixer, the layer and the id map are "
-                   "stored; embeddings and head rows come from the target at load time.")
     write_card(directory, title, description, config, measured)
     out.print(f"model card written to {directory / 'README.md'}")
 
@@ -332,14 +613,15 @@ def _split(split: str) -> str:
 
 def _print_bench_table(title: str, rows: list[dict], best: dict) -> None:
     table = Table(title=title, title_justify="left")
-    for col in ("D", "W", "V", "speedup (median)", "IQR", "tau", "draft", "verify", "bookkeeping", "lossless"):
+    for col in ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "draft", "verify", "bookkeeping", "lossless"):
         table.add_column(col, justify="right")
     for r in rows:
         s = r["time_shares"]
         mark = " *" if r is best else ""
         table.add_row(
             str(r["depth"]), str(r["width"]), str(r["size"]), f"{r['speedup']:.3f}{mark}",
-            f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", f"{r['tau']:.2f}",
+            f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", "/".join(f"{m:.2f}" for m in r["repeat_medians"]),
+            f"{r['tau']:.2f}",
             f"{s['draft']:.0%}", f"{s['verify']:.0%}", f"{s['bookkeeping']:.1%}",
             "yes" if r["exact_match"] else ("near-tie" if r["lossless"] else "NO"),
         )

@@ -44,7 +44,8 @@ def config_grid(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
 @dataclass
 class ConfigResult:
     config: TreeConfig
-    speedups: list[float] = field(default_factory=list)  # per prompt
+    speedups: list[float] = field(default_factory=list)  # per prompt (median over repeats)
+    by_repeat: list[list[float]] = field(default_factory=list)  # [repeat][prompt]
     taus: list[float] = field(default_factory=list)
     shares: list[dict[str, float]] = field(default_factory=list)
     divergences: list[tuple[str, Divergence]] = field(default_factory=list)
@@ -62,6 +63,7 @@ class ConfigResult:
             "speedup": float(median),
             "speedup_q25": float(q25),
             "speedup_q75": float(q75),
+            "repeat_medians": [float(np.median(r)) for r in self.by_repeat],
             "tau": float(np.mean(self.taus)),
             "lossless": self.lossless,
             "exact_match": not self.divergences,
@@ -76,29 +78,37 @@ def run_bench(
     configs: Sequence[TreeConfig],
     max_new_tokens: int,
     advance: Callable[[], None] = lambda: None,
+    repeats: int = 1,
 ) -> list[ConfigResult]:
-    """Run greedy and every config on every prompt, interleaved; ``advance`` ticks per run."""
+    """Run greedy and every config on every prompt, interleaved, ``repeats`` passes over the
+    prompt set (so drift over time hits every pass); ``advance`` ticks per run."""
     results = [ConfigResult(c) for c in configs]
     policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
     # Warm-up: first calls pay for allocator growth and lazy initialisation.
     first_ids = prompts[0][1]
     engine.greedy(first_ids, min(8, max_new_tokens))
     engine.generate(first_ids, policies[-1], min(8, max_new_tokens))
-    for p, (prompt_id, ids) in enumerate(prompts):
-        # Slot 0 is plain greedy decoding; it rotates with the configs.
-        runs: dict[int, Generation] = {}
-        for slot in np.roll(np.arange(len(configs) + 1), -p):
-            runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
-                ids, policies[slot - 1], max_new_tokens
-            )
-            advance()
-        greedy = runs[0]
-        for i, result in enumerate(results):
-            spec = runs[i + 1]
-            result.speedups.append(greedy.total_s / spec.total_s)
-            result.taus.append(spec.tau)
-            result.shares.append(spec.time_shares())
-            divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
-            if divergence is not None:
-                result.divergences.append((prompt_id, divergence))
+    for result in results:
+        result.by_repeat = [[] for _ in range(repeats)]
+    for rep in range(repeats):
+        for p, (prompt_id, ids) in enumerate(prompts):
+            # Slot 0 is plain greedy decoding; it rotates with the configs.
+            runs: dict[int, Generation] = {}
+            for slot in np.roll(np.arange(len(configs) + 1), -(p + rep)):
+                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
+                    ids, policies[slot - 1], max_new_tokens
+                )
+                advance()
+            greedy = runs[0]
+            for i, result in enumerate(results):
+                spec = runs[i + 1]
+                result.by_repeat[rep].append(greedy.total_s / spec.total_s)
+                if rep == 0:
+                    result.taus.append(spec.tau)
+                    result.shares.append(spec.time_shares())
+                    divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
+                    if divergence is not None:
+                        result.divergences.append((prompt_id, divergence))
+    for result in results:
+        result.speedups = np.median(np.array(result.by_repeat), axis=0).tolist()
     return results

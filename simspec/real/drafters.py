@@ -60,12 +60,21 @@ class Drafter(ABC):
 
 
 class CausalLMDrafter(Drafter):
-    """Any Hugging Face causal LM sharing the target's tokenizer, with its own KV cache."""
+    """Any Hugging Face causal LM sharing the target's tokenizer, with its own KV cache.
 
-    def __init__(self, model: torch.nn.Module, name: str) -> None:
+    With ``draft_vocab`` (target ids), children are scored over those rows of the LM head
+    only: a reduced output vocabulary, as the EAGLE drafter has."""
+
+    def __init__(self, model: torch.nn.Module, name: str, draft_vocab: torch.Tensor | None = None) -> None:
         self.model = model
         self.name = name
         self._base, self._head = base_and_head(model)
+        if draft_vocab is not None:
+            weight = self._head.weight.detach()
+            self.draft_vocab = draft_vocab.to(weight.device)
+            self._head = torch.nn.Linear(weight.shape[1], len(draft_vocab), bias=False, device=weight.device,
+                                         dtype=weight.dtype)
+            self._head.weight = torch.nn.Parameter(weight[self.draft_vocab].contiguous(), requires_grad=False)
         self._cache = None
         self._committed = 0  # tokens of the cache that belong to the sequence (root included)
         self._pending: list[torch.Tensor] = []  # committed tokens not yet run through the model
@@ -147,6 +156,15 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
         from simspec.real.eagle import load_eagle
 
         return load_eagle(path, target, ref)
-    draft = load_model(ref, device=str(target.device))
+    from simspec.real.draft_lm import load_draft_vocab
+
+    if (path / "config.json").is_file():  # refuse a foreign vocabulary before loading any weights
+        import json
+
+        rows = json.loads((path / "config.json").read_text()).get("vocab_size")
+        if isinstance(rows, int):
+            check_same_vocabulary(target, None, ref, rows)
+    draft = load_model(str(path), device=str(target.device))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
-    return CausalLMDrafter(draft.model, ref)
+    vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None
+    return CausalLMDrafter(draft.model, ref, vocab)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -124,6 +125,36 @@ class TargetCache:
         self.length += len(rows)
 
 
+def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
+               keep_drafting: Callable[[np.ndarray], bool] | None = None) -> tuple[int, float, float]:
+    """Grow ``tree`` level by level up to ``depth_cap`` levels, asking ``keep_drafting(new
+    level's scores)`` after every level but the last. The engine's cycle and the trace
+    recorder both build trees here, so recorded and live trees are the same trees.
+    Returns (draft calls, seconds drafting, seconds in ``keep_drafting``)."""
+    draft_calls, draft_s, decide_s = 0, 0.0, 0.0
+    while tree.levels < depth_cap:
+        t = clock(device)
+        if draft_calls == 0:
+            logprobs = drafter.draft_root()[None]
+        else:
+            frontier, depth, visible = tree.feed_frontier()
+            logprobs = drafter.draft_level(
+                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
+            )
+        top_logprobs, top_tokens = drafter.top_candidates(logprobs, tree.width)
+        draft_s += clock(device) - t
+        draft_calls += 1
+        level_scores = tree.grow(top_logprobs, top_tokens)
+        if tree.levels >= depth_cap or keep_drafting is None:
+            continue
+        t = clock(device)
+        go_on = keep_drafting(level_scores)
+        decide_s += clock(device) - t
+        if not go_on:
+            break
+    return draft_calls, draft_s, decide_s
+
+
 class SpeculativeEngine:
     """Greedy tree speculative decoding of ``target`` with ``drafter``."""
 
@@ -207,38 +238,18 @@ class SpeculativeEngine:
     def _cycle(self, target: TargetCache, root: int, policy: Policy, index: int) -> tuple[CycleRecord, list[int]]:
         device, drafter = self.device, self.drafter
         t_start = clock(device)
-        draft_s = policy_s = 0.0
-
         t = clock(device)
         plan = policy.plan(CycleStart(cycle=index, context_length=target.length))
-        policy_s += clock(device) - t
+        policy_s = clock(device) - t
         # Positions must stay inside the model's context; a tree never needs more levels than that.
         depth_cap = max(1, min(plan.depth, self.max_positions - target.length))
         tree = DraftTree(root, depth_cap, plan.width)
 
-        draft_calls = 0
-        while tree.levels < depth_cap:
-            t = clock(device)
-            if draft_calls == 0:
-                logprobs = drafter.draft_root()[None]
-            else:
-                frontier, depth, visible = tree.feed_frontier()
-                logprobs = drafter.draft_level(
-                    torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
-                )
-            top_logprobs, top_tokens = drafter.top_candidates(logprobs, plan.width)
-            draft_s += clock(device) - t
-            draft_calls += 1
-            level_scores = tree.grow(top_logprobs, top_tokens)
-            if tree.levels >= depth_cap:
-                break
-            t = clock(device)
-            go_on = policy.keep_drafting(
-                DraftStep(tree.levels, plan.width, target.length, lambda s=level_scores: s), plan
-            )
-            policy_s += clock(device) - t
-            if not go_on:
-                break
+        def keep_drafting(level_scores: np.ndarray) -> bool:
+            return policy.keep_drafting(DraftStep(tree.levels, plan.width, target.length, lambda: level_scores), plan)
+
+        draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting)
+        policy_s += policy_s_drafting
 
         t = clock(device)
         size = policy.choose_size(

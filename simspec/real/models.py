@@ -141,12 +141,14 @@ def _load_gguf(source: ModelSource, dtype: torch.dtype):
 
 @lru_cache(maxsize=4)
 def _load(source: ModelSource, device: str, dtype: torch.dtype) -> LoadedModel:
+    from safetensors import SafetensorError
+
     try:
         if source.gguf_file:
             model, tokenizer = _load_gguf(source, dtype)
         else:
             model, tokenizer = _from_pretrained(source.directory, dtype)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SimspecError(f"could not load model {source.name!r}: {first_line}") from exc
     model.to(device).eval()

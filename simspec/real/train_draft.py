@@ -1,19 +1,24 @@
-"""Training an EAGLE-style drafter on a teacher corpus (``simspec train-draft --kind eagle``).
+"""Training drafters on a teacher corpus (``simspec train-draft --kind eagle|lm``).
 
-Loss per position (EAGLE-1): cross-entropy of the predicted feature's draft-vocabulary logits
-against the target's greedy token, plus ``feature_weight`` x smooth-L1 between the predicted
-and the target's feature. With ``unroll = 2`` a second pass feeds the head's own predicted
-features back as inputs (a cheap form of EAGLE-3's training-time test), which is what tree
-levels below the first see at inference.
+Both kinds learn the target's greedy token over a reduced draft vocabulary (the tokens the
+target emits most), with the same loop: AdamW, linear warm-up then cosine, gradient clipping,
+a checkpoint every 100 steps. Deterministic from the seed; a stopped run resumes from
+``<out>.partial/``.
 
-Deterministic from the seed; a run that is stopped resumes from ``<out>.partial/``.
+- EAGLE (EAGLE-1 loss): cross-entropy of the predicted feature's logits, plus
+  ``feature_weight`` x smooth-L1 between the predicted and the target's feature. With
+  ``unroll = 2`` a second pass feeds the head's own predicted features back as inputs (a
+  cheap form of EAGLE-3's training-time test), which is what tree levels below the first see.
+- LM: a small Llama reading tokens only; cross-entropy against the target's greedy token at
+  every position (distillation on hard labels: the draft is scored on agreeing with the
+  target, not with the dataset).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -23,22 +28,32 @@ import torch.nn.functional as F
 from simspec import __version__
 from simspec.errors import SimspecError
 from simspec.real.distill import Corpus
+from simspec.real.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.real.eagle import EagleConfig, EagleHead, save_eagle
 from simspec.real.modeling import base_and_head
 from simspec.real.models import LoadedModel
 
 
 @dataclass(frozen=True)
-class EagleTrainConfig:
+class TrainConfig:
     draft_vocab: int = 8192
     epochs: int = 4
     batch: int = 8
     lr: float = 1e-3
     weight_decay: float = 0.0
-    feature_weight: float = 1.0
-    unroll: int = 2
     warmup: float = 0.02  # share of steps with linear warm-up, then cosine to 10 %
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class EagleTrainConfig(TrainConfig):
+    feature_weight: float = 1.0
+    unroll: int = 2
+
+
+@dataclass(frozen=True)
+class LMTrainConfig(TrainConfig):
+    shape: DraftLMShape = field(default_factory=DraftLMShape)
 
 
 def reduced_vocabulary(labels: torch.Tensor, valid: torch.Tensor, size: int, always: list[int]) -> torch.Tensor:
@@ -49,7 +64,7 @@ def reduced_vocabulary(labels: torch.Tensor, valid: torch.Tensor, size: int, alw
     return torch.sort(order).values
 
 
-def _lr_at(step: int, total: int, cfg: EagleTrainConfig) -> float:
+def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
     warm = max(1, int(cfg.warmup * total))
     if step < warm:
         return cfg.lr * (step + 1) / warm
@@ -57,29 +72,89 @@ def _lr_at(step: int, total: int, cfg: EagleTrainConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-class EagleTrainer:
-    def __init__(self, target: LoadedModel, corpus: Corpus, cfg: EagleTrainConfig) -> None:
+class DraftTrainer:
+    """The loop both drafter kinds share; subclasses build ``self.model`` and define
+    ``losses`` (training objective on a batch of corpus rows) and ``agreement``."""
+
+    def __init__(self, target: LoadedModel, corpus: Corpus, cfg: TrainConfig) -> None:
         self.target, self.corpus, self.cfg = target, corpus, cfg
-        base, lm_head = base_and_head(target.model)
-        self.embed = base.get_input_embeddings()
         eos = sorted({t for t in [target.tokenizer.eos_token_id, target.model.config.eos_token_id] if t is not None})
         self.vocab_ids = reduced_vocabulary(corpus.labels, corpus.valid, cfg.draft_vocab, eos)
-        self.head_weight = lm_head.weight[self.vocab_ids].detach().contiguous()
         index = torch.full((target.model.config.vocab_size,), -100, dtype=torch.long)
         index[self.vocab_ids] = torch.arange(len(self.vocab_ids))
         self.to_draft = index  # target id -> draft index (-100: not in the draft vocabulary)
         torch.manual_seed(cfg.seed)
-        self.model = EagleHead(EagleConfig.for_target(target, len(self.vocab_ids)))
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.model = self.build_model()
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
+                                           lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.steps_per_epoch = math.ceil(len(corpus.tokens) / cfg.batch)
         self.total_steps = self.steps_per_epoch * cfg.epochs
         self.step = 0
         self.history: list[dict] = []
 
+    def build_model(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
     def coverage(self) -> float:
         """Share of the corpus's greedy labels inside the draft vocabulary."""
         labels = self.corpus.labels[self.corpus.valid]
         return float((self.to_draft[labels] >= 0).float().mean())
+
+    def train(self, checkpoint: Path, advance: Callable[[dict], None] = lambda s: None,
+              checkpoint_every: int = 100) -> None:
+        self._resume(checkpoint)
+        self.model.train()
+        while self.step < self.total_steps:
+            epoch, offset = divmod(self.step, self.steps_per_epoch)
+            order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
+            idx = order[offset * self.cfg.batch:(offset + 1) * self.cfg.batch]
+            for group in self.optimizer.param_groups:
+                group["lr"] = _lr_at(self.step, self.total_steps, self.cfg)
+            loss, stats = self.losses(idx)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+            self.step += 1
+            stats |= {"step": self.step, "epoch": epoch, "loss": loss.item()}
+            self.history.append(stats)
+            advance(stats)
+            if self.step % checkpoint_every == 0 or self.step == self.total_steps:
+                self._save_checkpoint(checkpoint)
+        self.model.eval()
+
+    def _save_checkpoint(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
+                    "history": self.history, "config": asdict(self.cfg)}, tmp)
+        tmp.replace(path)
+
+    def _resume(self, path: Path) -> None:
+        if not path.is_file():
+            return
+        state = torch.load(path, weights_only=False)
+        if state["config"] != asdict(self.cfg):
+            raise SimspecError(f"{path} holds a run with other settings: delete {path.parent} to start afresh")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.history = state["step"], state["history"]
+
+
+class EagleTrainer(DraftTrainer):
+    cfg: EagleTrainConfig
+
+    def __init__(self, target: LoadedModel, corpus: Corpus, cfg: EagleTrainConfig) -> None:
+        base, lm_head = base_and_head(target.model)
+        self.embed = base.get_input_embeddings()
+        super().__init__(target, corpus, cfg)
+        self.head_weight = lm_head.weight[self.vocab_ids].detach().contiguous()
+
+    def build_model(self) -> torch.nn.Module:
+        return EagleHead(EagleConfig.for_target(self.target, len(self.vocab_ids)))
 
     def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
         c = self.corpus
@@ -103,45 +178,6 @@ class EagleTrainer:
             # Next pass: the head's own predictions replace the target's features as inputs.
             feats_in = torch.cat([f[:, :1], out[:, :-1]], dim=1)
         return total / self.cfg.unroll, stats
-
-    def train(self, checkpoint: Path, advance: Callable[[dict], None] = lambda s: None) -> None:
-        self._resume(checkpoint)
-        self.model.train()
-        while self.step < self.total_steps:
-            epoch, offset = divmod(self.step, self.steps_per_epoch)
-            order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
-            idx = order[offset * self.cfg.batch:(offset + 1) * self.cfg.batch]
-            for group in self.optimizer.param_groups:
-                group["lr"] = _lr_at(self.step, self.total_steps, self.cfg)
-            loss, stats = self.losses(idx)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-            self.optimizer.step()
-            self.step += 1
-            stats |= {"step": self.step, "epoch": epoch, "loss": float(loss)}
-            self.history.append(stats)
-            advance(stats)
-            if self.step % 100 == 0 or self.step == self.total_steps:
-                self._save_checkpoint(checkpoint)
-        self.model.eval()
-
-    def _save_checkpoint(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
-                    "history": self.history, "config": asdict(self.cfg)}, tmp)
-        tmp.replace(path)
-
-    def _resume(self, path: Path) -> None:
-        if not path.is_file():
-            return
-        state = torch.load(path, weights_only=False)
-        if state["config"] != asdict(self.cfg):
-            raise SimspecError(f"{path} holds a run with other settings: delete {path.parent} to start afresh")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.history = state["step"], state["history"]
 
     @torch.no_grad()
     def agreement(self, corpus: Corpus, positions: torch.Tensor | None = None) -> dict:
@@ -168,3 +204,51 @@ class EagleTrainer:
         })
         (directory / "history.json").write_text(json.dumps(self.history))
 
+
+
+class LMTrainer(DraftTrainer):
+    cfg: LMTrainConfig
+
+    def build_model(self) -> torch.nn.Module:
+        return build_draft_lm(self.target, self.cfg.shape)
+
+    def _draft_logits(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # Right padding under a causal mask: padded tails never reach real positions.
+        hidden = self.model.model(input_ids=tokens).last_hidden_state
+        head = self.model.get_output_embeddings().weight[self.vocab_ids]
+        return torch.mm(hidden[mask], head.T)
+
+    def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        c = self.corpus
+        width = int(c.valid[idx].sum(1).max())
+        tokens, labels, mask = c.tokens[idx, :width], c.labels[idx, :width], c.valid[idx, :width]
+        truth = self.to_draft[labels[mask]]
+        logits = self._draft_logits(tokens, mask)
+        loss = F.cross_entropy(logits, truth, ignore_index=-100)
+        with torch.no_grad():
+            top1 = float((logits.argmax(-1) == truth)[truth >= 0].float().mean())
+        return loss, {"ce": loss.item(), "top1": top1}
+
+    @torch.no_grad()
+    def agreement(self, corpus: Corpus) -> dict:
+        """Top-1 / top-10 agreement with the target's greedy token at every position."""
+        self.model.eval()
+        hits1 = hits10 = n = 0
+        for start in range(0, len(corpus.tokens), 8):
+            sl = slice(start, start + 8)
+            mask = corpus.valid[sl]
+            top10 = self.vocab_ids[self._draft_logits(corpus.tokens[sl], mask).topk(10, dim=-1).indices]
+            truth = corpus.labels[sl][mask]
+            hits1 += int((top10[:, 0] == truth).sum())
+            hits10 += int((top10 == truth[:, None]).any(-1).sum())
+            n += int(mask.sum())
+        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
+
+    def save(self, directory: Path, meta: dict) -> None:
+        save_draft_lm(directory, self.model, self.target.tokenizer, self.vocab_ids, {
+            "format": "simspec-draft-lm", "format_version": 1, "target": self.target.name,
+            "train_config": asdict(self.cfg), "simspec_version": __version__,
+            "config": {"draft_vocab": len(self.vocab_ids)}, "draft_vocab_coverage": self.coverage(),
+            "steps": self.step, **meta,
+        })
+        (directory / "history.json").write_text(json.dumps(self.history))

@@ -1,0 +1,138 @@
+"""``simspec calibrate``: measure latency curves on the device at hand (or model them for an
+absent GPU) and record draft-tree traces, into one profile folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from simspec.real.drafters import Drafter
+from simspec.real.engine import TargetCache
+from simspec.real.modeling import head_logits
+from simspec.real.models import LoadedModel
+from simspec.real.profiler import _context_ids, draft_latency, target_latency, time_repeated
+from simspec.real.tree import DraftTree
+from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
+from simspec.sim.profile import sample_record
+
+
+@dataclass(frozen=True)
+class CurveGrid:
+    """Operating points to measure. Dense in V where GPUs step (multiples of 8 and 16 up to
+    64, then every 16-32), three contexts so that L is interpolated, not guessed."""
+
+    verify_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80,
+                                     96, 112, 128, 144, 160, 192, 224, 256)
+    draft_nodes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16)
+    contexts: tuple[int, ...] = (64, 256, 512)
+    greedy_contexts: tuple[int, ...] = (32, 64, 128, 192, 256, 384, 512, 768)
+    book_sizes: tuple[int, ...] = (1, 4, 8, 16, 32, 48, 60, 96, 128, 192, 240)
+    book_depths: tuple[int, ...] = (2, 4, 8, 12)
+    book_width: int = 10
+    repeats: int = 7
+
+    @classmethod
+    def quick(cls) -> "CurveGrid":
+        """A small grid for tests and the demo: same shape, fewer points."""
+        return cls(verify_sizes=(1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64), draft_nodes=(1, 2, 4, 6, 8, 10),
+                   contexts=(64, 320), greedy_contexts=(64, 192, 320), book_sizes=(1, 8, 32, 60, 128),
+                   book_depths=(2, 8), repeats=3)
+
+    def count(self) -> int:
+        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) + len(self.greedy_contexts) \
+            + len(self.book_sizes) * len(self.book_depths)
+
+
+@torch.inference_mode()
+def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[[], None]) -> list[dict]:
+    """One plain greedy step (causal forward of 1 token, head, argmax) after L tokens."""
+    out = []
+    vocab = target.model.config.vocab_size
+    for context in contexts:
+        cache = TargetCache(target)
+        cache.forward(_context_ids(context, vocab, target.device))
+        cache.length = context
+        token = _context_ids(1, vocab, target.device)
+
+        def run() -> None:
+            hidden = cache.forward(token)
+            int(head_logits(cache.head, hidden).argmax(-1))
+            cache.cache.crop(-1)
+
+        out.append(sample_record("greedy", 1, context, time_repeated(run, target.device, repeats)))
+        advance()
+    return out
+
+
+def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callable[[], None],
+                        seed: int = 0) -> list[dict]:
+    """The engine's host-side work per cycle without the models: grow a (depth, width) tree from
+    fixed log-probs, feed its frontiers, select and flatten ``size`` nodes, find the accepted
+    path. Same code as a live cycle; the model calls are what the other curves time."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for depth in depths:
+        levels = [np.sort(rng.standard_normal((1 if i == 0 else width, width)) - 2.0, axis=1)[:, ::-1]
+                  for i in range(depth - 1)]
+        tokens = [rng.integers(0, 49152, size=lp.shape) for lp in levels]
+        for size in sizes:
+            def run() -> None:
+                tree = DraftTree(0, depth, width)
+                for i, (lp, tk) in enumerate(zip(levels, tokens)):
+                    if i:
+                        tree.feed_frontier()
+                    tree.grow(lp, tk)
+                verification = tree.verification(size)
+                verification.accept(verification.tokens)
+
+            out.append(sample_record("bookkeeping", size, depth, time_repeated(run, torch.device("cpu"), repeats)))
+            advance()
+    return out
+
+
+def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advance: Callable[[], None]
+                   ) -> list[dict]:
+    vocab = target.model.config.vocab_size
+    samples = [sample_record("verify", r.tokens, r.context, r.samples)
+               for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance)]
+    samples += [sample_record("draft", r.tokens, r.context, r.samples)
+                for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,
+                                       advance)]
+    samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance)
+    samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance)
+    return samples
+
+
+def analytic_curves(device: DeviceSpec, target: Architecture, draft: Architecture, grid: CurveGrid,
+                    host_bookkeeping: list[dict]) -> list[dict]:
+    """The same operating points as a measurement, from the roofline model. The host-side
+    bookkeeping is not a GPU property: it is measured here and carried over."""
+    samples = [sample_record("verify", v, c, [forward_seconds(device, target, v, c)])
+               for c in grid.contexts for v in grid.verify_sizes]
+    samples += [sample_record("draft", n, c, [forward_seconds(device, draft, n, c)])
+                for c in grid.contexts for n in grid.draft_nodes]
+    samples += [sample_record("greedy", 1, c, [forward_seconds(device, target, 1, c)]) for c in grid.greedy_contexts]
+    return samples + host_bookkeeping
+
+
+def drafter_architecture(drafter: Drafter, bytes_per_param: int = 2) -> Architecture:
+    """The shapes an analytic model of ``drafter``'s step needs (reduced vocabulary included)."""
+    cfg = getattr(getattr(drafter, "head", None), "cfg", None)
+    if cfg is not None:  # EAGLE-style: [feature ; embedding] -> linear -> one decoder layer -> head
+        return Architecture(1, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.intermediate, cfg.draft_vocab,
+                            bytes_per_param, input_mix=2)
+    vocab = None if drafter.draft_vocab is None else len(drafter.draft_vocab)
+    return Architecture.from_config(drafter.model.config, vocab=vocab, bytes_per_param=bytes_per_param)
+
+
+def device_name(target: LoadedModel) -> str:
+    import os
+    import platform
+
+    if target.device.type == "cuda":
+        return torch.cuda.get_device_name(target.device)
+    return f"cpu ({platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+

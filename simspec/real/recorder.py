@@ -1,0 +1,184 @@
+"""Recording draft-tree traces (the format is ``simspec.sim.traces``).
+
+Per prompt: the target's greedy continuation (batched generation, then checked token by
+token against one unbatched forward pass, which also yields the hidden states an EAGLE-style
+drafter reads), and at every position the tree the drafter builds to ``depth_max`` levels, by
+the engine's own ``draft_tree``. The drafter advances one committed token per position, as
+if each cycle had accepted nothing, so every position gets its tree in one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from simspec.policies import StaticPolicy
+from simspec.real.distill import greedy_continuations
+from simspec.real.drafters import Drafter
+from simspec.real.engine import SpeculativeEngine, TargetCache, draft_tree
+from simspec.real.modeling import head_logits
+from simspec.real.models import LoadedModel, eos_token_ids
+from simspec.real.tree import DraftTree
+from simspec.sim.traces import NO_NODE, TraceSet, accepted_lengths
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    depth_max: int = 12
+    width: int = 10
+    max_new_tokens: int = 128
+
+
+@dataclass
+class PromptTrace:
+    continuation: np.ndarray  # greedy tokens, the first one from the prefill
+    context_length: np.ndarray  # [positions]
+    path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1]
+    level_scores: np.ndarray  # [positions, depth_max - 1, width**2]
+    near_tie_cut: bool  # the batched continuation disagreed with the checking pass and was cut there
+
+
+def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """``path_rank`` and ``level_scores`` (see ``simspec.sim.traces``) of one full tree.
+    ``greedy_after_root[k]`` is the target's greedy token k+1 steps after the root (may be
+    shorter than the tree is deep: the path then ends where the continuation does)."""
+    n, width = tree.n, tree.width
+    scores, depths = tree.scores[:n], tree.depths[:n]
+    on_path = np.zeros(n, dtype=bool)
+    on_path[0] = True
+    path_nodes = []
+    for level in range(1, depth_max):
+        nodes = np.flatnonzero(depths == level)
+        if level > len(greedy_after_root) or len(nodes) == 0:
+            break
+        hit = nodes[on_path[tree.parents[nodes]] & (tree.tokens[nodes] == greedy_after_root[level - 1])]
+        if len(hit) == 0:
+            break
+        on_path[hit[0]] = True
+        path_nodes.append(int(hit[0]))
+    levels = depth_max - 1
+    path_rank = np.full((levels, levels), NO_NODE, dtype=np.int16)
+    # Nodes of depth < D are the first level_end[D] nodes (the tree is stored level by level).
+    level_end = np.searchsorted(depths, np.arange(2, depth_max + 1))
+    rest = scores[1:]
+    for j, node in enumerate(path_nodes, start=1):
+        s = scores[node]
+        # Rank in a stable sort by descending score: strictly better nodes, then equal ones created earlier.
+        before = np.cumsum((rest > s) | ((rest == s) & (np.arange(1, n) < node)))
+        for d in range(j + 1, depth_max + 1):  # trees of d levels contain depth j iff j < d
+            path_rank[j - 1, d - 2] = before[level_end[d - 2] - 2]
+    level_scores = np.full((levels, width * width), -np.inf, dtype=np.float16)
+    for level in range(1, depth_max):
+        row = np.sort(scores[depths == level])[::-1]
+        level_scores[level - 1, : len(row)] = row
+    return path_rank, level_scores
+
+
+class TraceRecorder:
+    def __init__(self, target: LoadedModel, drafter: Drafter, spec: RecordSpec) -> None:
+        self.target, self.drafter, self.spec = target, drafter, spec
+        self.device = target.device
+        self.eos = eos_token_ids(target)
+
+    def continuations(self, prompts: list[list[int]], advance: Callable[[int], None] = lambda n: None
+                      ) -> list[list[int]]:
+        """Batched greedy continuations, long enough to mark the greedy path below every
+        recorded root (``max_new_tokens + depth_max`` tokens)."""
+        new = self.spec.max_new_tokens + self.spec.depth_max
+        full = greedy_continuations(self.target, prompts, new, batch=16, advance=advance)
+        return [seq[len(p):] for seq, p in zip(full, prompts)]
+
+    @torch.inference_mode()
+    def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
+        spec, device, drafter = self.spec, self.device, self.drafter
+        cache = TargetCache(self.target)
+        sequence = torch.tensor(prompt_ids + continuation, device=device)
+        hidden = cache.forward(sequence)
+        checked = head_logits(cache.head, hidden[len(prompt_ids) - 1:-1]).argmax(-1).cpu().numpy()
+        cont = np.asarray(continuation, dtype=np.int64)
+        disagree = np.flatnonzero(checked != cont)
+        # Batched and unbatched arithmetic can split a near-tie differently; keep the agreed prefix.
+        cut = int(disagree[0]) if len(disagree) else len(cont)
+        cont = cont[:cut]
+        eos_at = np.flatnonzero(np.isin(cont, list(self.eos)))
+        if len(eos_at):
+            cont = cont[: eos_at[0] + 1]
+        # Cycles happen while fewer than max_new_tokens are out and the root is not EOS.
+        n_positions = min(spec.max_new_tokens - 1, len(cont) - (1 if len(eos_at) else 0), len(cont))
+        n_positions = max(0, n_positions)
+        wants_hidden = drafter.uses_target_hidden
+        prompt = sequence[: len(prompt_ids)]
+        drafter.reset(prompt, hidden[: len(prompt_ids)] if wants_hidden else None)
+        levels = spec.depth_max - 1
+        path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
+        level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
+        base = len(prompt_ids)
+        for p in range(n_positions):
+            drafter.commit(sequence[base + p: base + p + 1], hidden[base + p - 1: base + p] if wants_hidden else None)
+            tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
+            draft_tree(drafter, tree, spec.depth_max, device)
+            path_rank[p], level_scores[p] = tree_tables(tree, cont[p + 1:p + spec.depth_max], spec.depth_max)
+            drafter.end_cycle()
+        return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
+                           bool(len(disagree)))
+
+
+def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
+    counts = [len(t.context_length) for t in traces]
+    tcounts = [len(t.continuation) for t in traces]
+    levels = meta["depth_max"] - 1
+    width2 = meta["width"] ** 2
+    return TraceSet(
+        prompt_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        tokens=np.concatenate([t.continuation for t in traces] + [np.zeros(0)]).astype(np.int32),
+        token_offsets=np.concatenate([[0], np.cumsum(tcounts)]).astype(np.int64),
+        prompt_lengths=np.asarray(prompt_lengths, dtype=np.int32),
+        context_length=np.concatenate([t.context_length for t in traces] + [np.zeros(0)]).astype(np.int32),
+        path_rank=np.concatenate([t.path_rank for t in traces] + [np.zeros((0, levels, levels), np.int16)]),
+        level_scores=np.concatenate([t.level_scores for t in traces] + [np.zeros((0, levels, width2), np.float16)]),
+        meta=meta,
+    )
+
+
+@dataclass(frozen=True)
+class ReplayCheck:
+    config: tuple[int, int, int]  # (D, W, V)
+    cycles: int
+    matches: int
+    first_mismatch: dict | None
+
+    def to_dict(self) -> dict:
+        return {"depth": self.config[0], "width": self.config[1], "size": self.config[2], "cycles": self.cycles,
+                "matches": self.matches, "first_mismatch": self.first_mismatch}
+
+
+def replay_check(engine: SpeculativeEngine, traces: TraceSet, prompts: list[list[int]], configs: list[tuple[int, int]],
+                 max_new_tokens: int, advance: Callable[[], None] = lambda: None) -> list[ReplayCheck]:
+    """Run the live engine with static (D, V) at the traces' width on each prompt and compare
+    every cycle's accepted length with what the trace predicts for the same position."""
+    results = []
+    for depth, size in configs:
+        cycles = matches = 0
+        first = None
+        for i, ids in enumerate(prompts):
+            rows = traces.prompt_positions(i)
+            ranks = traces.path_rank[rows]
+            generation = engine.generate(ids, StaticPolicy(depth, traces.width, size), max_new_tokens)
+            position = 0
+            for c in generation.cycles:
+                if position >= len(ranks):
+                    break
+                predicted = int(accepted_lengths(ranks[position:position + 1], depth, size)[0])
+                cycles += 1
+                if predicted == c.accepted:
+                    matches += 1
+                elif first is None:
+                    first = {"prompt": traces.meta["prompt_ids"][i], "position": position,
+                             "live": c.accepted, "trace": predicted}
+                position += c.accepted + 1
+            advance()
+        results.append(ReplayCheck((depth, traces.width, size), cycles, matches, first))
+    return results

@@ -1,0 +1,1 @@
+"""Tables, statistics and figures (matplotlib, headless)."""

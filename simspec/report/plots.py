@@ -1,0 +1,63 @@
+"""Figures of profiles: the measured latency curves with the fitted cost model over them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from simspec.sim.profile import Profile
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: figures are files
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Path:
+    """LTD Figure 2 (left), from this profile: draft time vs depth at width W and verify time
+    vs V, per measured context; dots are measurements (bars: IQR), lines the cost model."""
+    plt = _pyplot()
+    width = width or (profile.meta.get("traces") or {}).get("width") or 10
+    samples = profile.samples
+    contexts = sorted({s["context"] for s in samples if s["kind"] == "verify"})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = plt.cm.viridis(np.linspace(0.1, 0.85, len(contexts)))
+    for colour, context in zip(colours, contexts):
+        draft = {s["n"]: s for s in samples if s["kind"] == "draft" and s["context"] == context}
+        if 1 in draft and width in draft:
+            depths = np.arange(2, 13)
+            measured = draft[1]["median"] + (depths - 2) * draft[width]["median"]
+            left.plot(depths, measured * 1e3, "o", color=colour, ms=4, label=f"measured, L={context}")
+        fine = np.arange(1, 13)
+        fitted = np.where(fine >= 2, profile.cost.draft(1, context) + np.maximum(fine - 2, 0)
+                          * profile.cost.draft(width, context), 0.0)
+        left.plot(fine, fitted * 1e3, "-", color=colour, lw=1, label=f"cost model, L={context}")
+        verify = sorted((s for s in samples if s["kind"] == "verify" and s["context"] == context), key=lambda s: s["n"])
+        v = np.array([s["n"] for s in verify])
+        med = np.array([s["median"] for s in verify]) * 1e3
+        err = np.array([[s["median"] - s["q25"], s["q75"] - s["median"]] for s in verify]).T * 1e3
+        right.errorbar(v, med, yerr=np.maximum(err, 0), fmt="o", color=colour, ms=3, capsize=2,
+                       label=f"measured, L={context}")
+        grid = np.arange(1, v.max() + 1)
+        right.plot(grid, profile.cost.verify(grid, context) * 1e3, "-", color=colour, lw=1,
+                   label=f"cost model, L={context}")
+    left.set(xlabel="draft depth D (levels, root included)", ylabel="draft time per cycle (ms)",
+             title=f"draft time vs depth, W={width}")
+    right.set(xlabel="verified tokens V", ylabel="target forward (ms)", title="verify time vs V")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fit = profile.meta.get("fit_error", {})
+    fig.suptitle(f"{profile.label}\ncost-model held-out error: median {fit.get('median', float('nan')):.1%}, "
+                 f"p90 {fit.get('p90', float('nan')):.1%}", fontsize=9)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"curves-{profile.directory.name}.png"
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

@@ -1,0 +1,167 @@
+"""Cycle cost model: latency curves fitted to measurements (numpy only).
+
+A curve maps (n, L) to seconds: n is the number of tokens the operation processes (V verified
+tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; V for ``bookkeeping``) and L
+the context length (the tree depth D for ``bookkeeping``, whose cost does not grow with L). Two fits are tried and the one with the lower
+held-out error is kept, so the choice is justified by data, not taste:
+
+- ``interp``: piecewise-linear in n through the measured medians at each measured L, linear
+  in L between measured contexts (and beyond them, along the last segment). Follows the steps
+  a GPU's verify curve has, as long as the grid is dense.
+- ``affine``: least squares ``a + b n + c L + d n L``. Smooth; right for CPUs, wrong at steps.
+
+The held-out error is measured on points never used for fitting: every third interior n at
+every context is held out, both fits are made on the rest, and the relative errors
+``|fit - measured| / measured`` on the held-out medians give the median and p90 reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+KINDS = ("verify", "draft", "greedy", "bookkeeping")
+
+
+@dataclass(frozen=True)
+class Point:
+    kind: str
+    n: int
+    context: int
+    median: float
+
+
+def robust_median(samples: np.ndarray) -> float:
+    """Median after dropping samples more than 5 MADs above it (a shared machine's hiccups;
+    only slow outliers exist, nothing runs faster than the hardware allows)."""
+    samples = np.asarray(samples, dtype=float)
+    med = np.median(samples)
+    mad = np.median(np.abs(samples - med)) or 1e-12
+    return float(np.median(samples[samples <= med + 5 * mad]))
+
+
+class Curve:
+    """One fitted latency curve for one kind of operation."""
+
+    def __init__(self, method: str, n: np.ndarray, context: np.ndarray, seconds: np.ndarray) -> None:
+        self.method = method
+        self.contexts = np.unique(context)
+        self._grids = []
+        for c in self.contexts:
+            at = context == c
+            order = np.argsort(n[at])
+            self._grids.append((n[at][order].astype(float), seconds[at][order]))
+        if method == "affine":
+            design = np.stack([np.ones_like(n), n, context, n * context], axis=1).astype(float)
+            self._coef, *_ = np.linalg.lstsq(design, seconds, rcond=None)
+
+    def _interp_at_context(self, i: int, n: np.ndarray) -> np.ndarray:
+        xs, ys = self._grids[i]
+        if len(xs) == 1:
+            return np.full_like(n, ys[0], dtype=float)
+        inside = np.interp(n, xs, ys)
+        # Beyond the measured range: continue the end segments' slopes, never flat-line.
+        left = ys[0] + (n - xs[0]) * (ys[1] - ys[0]) / (xs[1] - xs[0])
+        right = ys[-1] + (n - xs[-1]) * (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        return np.where(n < xs[0], left, np.where(n > xs[-1], right, inside))
+
+    def __call__(self, n, context) -> np.ndarray:
+        n, context = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(context, dtype=float))
+        if self.method == "affine":
+            a, b, c, d = self._coef
+            return np.maximum(a + b * n + c * context + d * n * context, 1e-9)
+        if len(self.contexts) == 1:
+            return np.maximum(self._interp_at_context(0, n), 1e-9)
+        # Linear in L between the two bracketing measured contexts (end pair outside).
+        hi = np.clip(np.searchsorted(self.contexts, context), 1, len(self.contexts) - 1)
+        lo = hi - 1
+        out = np.empty(n.shape)
+        for i in np.unique(lo):
+            sel = lo == i
+            c0, c1 = self.contexts[i], self.contexts[i + 1]
+            y0 = self._interp_at_context(i, n[sel])
+            y1 = self._interp_at_context(i + 1, n[sel])
+            out[sel] = y0 + (context[sel] - c0) * (y1 - y0) / (c1 - c0)
+        return np.maximum(out, 1e-9)
+
+
+def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
+    held = np.zeros(len(n), dtype=bool)
+    for c in np.unique(context):
+        idx = np.flatnonzero(context == c)
+        idx = idx[np.argsort(n[idx])]
+        interior = idx[1:-1]
+        held[interior[1::3]] = True
+    return held
+
+
+def fit_curve(points: list[Point]) -> tuple[Curve, dict]:
+    """Fit one kind's curve; returns it (refitted on all points) and the held-out report."""
+    n = np.array([p.n for p in points], dtype=float)
+    context = np.array([p.context for p in points], dtype=float)
+    seconds = np.array([p.median for p in points])
+    held = _holdout_mask(n, context)
+    report: dict = {"points": len(points), "held_out": int(held.sum())}
+    if held.sum() == 0 or (~held).sum() < 2:
+        report.update(method="interp", note="too few points to hold any out")
+        return Curve("interp", n, context, seconds), report
+    errors = {}
+    for method in ("interp", "affine"):
+        curve = Curve(method, n[~held], context[~held], seconds[~held])
+        rel = np.abs(curve(n[held], context[held]) - seconds[held]) / seconds[held]
+        errors[method] = rel
+        report[method] = {"median": float(np.median(rel)), "p90": float(np.percentile(rel, 90)),
+                          "max": float(rel.max()), "errors": [round(float(e), 5) for e in rel]}
+    best = min(errors, key=lambda m: (np.median(errors[m]), np.percentile(errors[m], 90)))
+    report["method"] = best
+    return Curve(best, n, context, seconds), report
+
+
+class CostModel:
+    """Latency of every part of a cycle, from a profile's measurements."""
+
+    def __init__(self, points: list[Point]) -> None:
+        self.curves: dict[str, Curve] = {}
+        self.report: dict[str, dict] = {}
+        for kind in KINDS:
+            mine = [p for p in points if p.kind == kind]
+            if mine:
+                self.curves[kind], self.report[kind] = fit_curve(mine)
+        missing = [k for k in ("verify", "draft") if k not in self.curves]
+        if missing:
+            raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
+
+    def verify(self, size, context) -> np.ndarray:
+        return self.curves["verify"](size, context)
+
+    def draft(self, nodes, context) -> np.ndarray:
+        return self.curves["draft"](nodes, context)
+
+    def greedy(self, context) -> np.ndarray:
+        curve = self.curves.get("greedy") or self.curves["verify"]
+        return curve(1, context)
+
+    def bookkeeping(self, size, depth) -> np.ndarray:
+        """The engine's host-side work per cycle (tree building, selection, acceptance, cache
+        trimming) for ``size`` verified tokens of a ``depth``-level tree: its curve uses the
+        context axis for depth."""
+        curve = self.curves.get("bookkeeping")
+        return np.zeros(np.broadcast(size, depth).shape) if curve is None else curve(size, depth)
+
+    def cycle(self, depth, width, size, context, committed) -> np.ndarray:
+        """Seconds of one cycle: the first draft call (which also feeds the ``committed``
+        tokens of the last cycle), ``depth - 2`` calls of ``width`` nodes, one verification
+        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing."""
+        depth, width, size, context, committed = np.broadcast_arrays(
+            *(np.asarray(x, dtype=float) for x in (depth, width, size, context, committed)))
+        drafting = np.where(depth >= 2, self.draft(committed, context)
+                            + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
+        return drafting + self.verify(size, context) + self.bookkeeping(size, depth)
+
+    def fit_error(self) -> dict:
+        """Held-out relative errors of the kept fits, pooled over every curve."""
+        rel = [e for rep in self.report.values() if rep.get("method") in rep for e in rep[rep["method"]]["errors"]]
+        if not rel:
+            return {"median": float("nan"), "p90": float("nan"), "points": 0}
+        return {"median": float(np.median(rel)), "p90": float(np.percentile(rel, 90)), "points": len(rel)}

@@ -1,0 +1,111 @@
+"""Profiles: latency measurements (or an analytic model of them) plus the traces they pair with.
+
+``calibration/<name>/profile.json`` holds every latency sample with its operating point, the
+fitted cost model's held-out error, what made it (device, models, dtype, threads, simspec
+version, seed, creation time) and a reference to its traces: a folder path relative to the
+profile plus the traces' content hash. Traces do not depend on the hardware (greedy decoding),
+so several profiles can share one trace folder; the hash makes sure it is the same one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.sim.costmodel import CostModel, Point, robust_median
+from simspec.sim.traces import TraceSet, load_traces
+
+PROFILE_SCHEMA = "simspec-profile"
+PROFILE_VERSION = 1
+
+
+def sample_record(kind: str, n: int, context: int, samples) -> dict:
+    samples = [float(s) for s in samples]
+    q25, q75 = np.percentile(samples, [25, 75])
+    return {"kind": kind, "n": int(n), "context": int(context), "samples": samples,
+            "median": robust_median(np.asarray(samples)), "q25": float(q25), "q75": float(q75)}
+
+
+def points_of(samples: list[dict]) -> list[Point]:
+    return [Point(s["kind"], s["n"], s["context"], s["median"]) for s in samples]
+
+
+def inputs_hash(meta: dict, samples: list[dict]) -> str:
+    blob = json.dumps({"meta": {k: meta[k] for k in sorted(meta) if k not in ("created", "inputs_hash")},
+                       "samples": samples}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Profile:
+    directory: Path
+    meta: dict
+    samples: list[dict]
+    cost: CostModel
+
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def label(self) -> str:
+        """How reports and plot titles name it; analytic profiles say so every time."""
+        tag = " (ANALYTIC roofline model, not measured)" if self.kind == "analytic" else ""
+        return f"{self.directory.name}: {self.meta['device']}{tag}"
+
+    @property
+    def traces_dir(self) -> Path | None:
+        ref = self.meta.get("traces")
+        return None if not ref else (self.directory / ref["path"]).resolve()
+
+    def traces(self) -> TraceSet:
+        ref = self.meta.get("traces")
+        if not ref:
+            raise SimspecError(f"profile {self.directory} has latency curves only, no traces: "
+                               "record traces with `simspec calibrate` for these models")
+        traces = load_traces(self.traces_dir)
+        if traces.meta.get("content_hash") != ref["content_hash"]:
+            raise SimspecError(f"profile {self.directory} was made with traces {ref['content_hash']} but "
+                               f"{self.traces_dir} holds {traces.meta.get('content_hash')}: recalibrate")
+        for role in ("target", "draft"):
+            if traces.meta.get(role) != self.meta.get(role):
+                raise SimspecError(f"traces in {self.traces_dir} belong to {role} {traces.meta.get(role)!r}, "
+                                   f"but profile {self.directory} is for {self.meta.get(role)!r}")
+        return traces
+
+
+def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
+    cost = CostModel(points_of(samples))
+    meta = {"schema": PROFILE_SCHEMA, "schema_version": PROFILE_VERSION, **meta,
+            "fit": cost.report, "fit_error": cost.fit_error()}
+    meta["inputs_hash"] = inputs_hash(meta, samples)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "profile.json").write_text(json.dumps({**meta, "samples": samples}, indent=1))
+    return Profile(directory, meta, samples, cost)
+
+
+def load_profile(path: str | Path) -> Profile:
+    """A profile folder (or its ``profile.json``); one clear error for anything unusable."""
+    path = Path(path)
+    directory = path.parent if path.name == "profile.json" else path
+    file = directory / "profile.json"
+    try:
+        blob = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise SimspecError(f"no profile at {directory} (missing profile.json): run `simspec calibrate --out {directory}`") from None
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"profile {file} is unreadable ({exc.__class__.__name__}): recalibrate") from None
+    if blob.get("schema") != PROFILE_SCHEMA or blob.get("schema_version") != PROFILE_VERSION:
+        raise SimspecError(f"{file} is not a {PROFILE_SCHEMA} v{PROFILE_VERSION} file (found "
+                           f"{blob.get('schema')} v{blob.get('schema_version')}): recalibrate with this simspec")
+    samples = blob.pop("samples", None)
+    try:
+        cost = CostModel(points_of(samples))
+    except (TypeError, KeyError, ValueError) as exc:
+        raise SimspecError(f"profile {file} has unusable latency samples ({exc}): recalibrate") from None
+    return Profile(directory, blob, samples, cost)

@@ -1,0 +1,142 @@
+"""Recorded draft trees: everything replay needs, nothing it does not (numpy only).
+
+For greedy decoding, a cycle's accepted length is fixed by the draft tree and the target's
+greedy continuation. A trace set stores, for every prompt, that continuation and, at every
+position ``p`` of it (root = continuation token ``p``), the tree the drafter builds to
+``depth_max`` levels at ``width``, reduced to two arrays:
+
+``path_rank[p, j - 1, D - 2]`` (int16), for path depth ``j`` in 1..depth_max-1 and tree depth
+    ``D`` in 2..depth_max: the rank (0 = best) of the tree node at depth ``j`` on the target's
+    greedy path among all non-root nodes of depth < D, in the engine's order (cumulative score
+    descending, ties to the shallower then earlier node). ``NO_NODE`` where the greedy path
+    leaves the tree before depth ``j`` or where ``j >= D``. Top-V verification keeps the root
+    and the V-1 best non-root nodes, a set closed under ancestors, so the accepted length of
+    (D, V) is the number of path nodes with rank < V-1: ``accepted_lengths``.
+``level_scores[p, l - 1, :]`` (float16), for level ``l`` in 1..depth_max-1: the cumulative
+    log-prob scores of the level's nodes, sorted descending (level 1 has W nodes, the rest of
+    the row is -inf; every later level holds all W**2 candidates). What LTD's depth policy
+    (frontier candidates), its size policy (all node scores) and RADAR (confidences per draft
+    call) observe.
+
+Plus ``context_length[p]`` (prompt + accepted tokens before the root) and per-prompt offsets.
+Trees are drafted one position at a time, as if every earlier cycle had accepted nothing; a
+drafter's state depends on the committed tokens only, not on how they were committed, up to
+floating-point rounding (the replay check in ``simspec calibrate`` measures the consequence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simspec.errors import SimspecError
+
+TRACE_SCHEMA = "simspec-traces"
+TRACE_VERSION = 1
+NO_NODE = np.iinfo(np.int16).max
+ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
+          "level_scores")
+
+
+@dataclass
+class TraceSet:
+    prompt_offsets: np.ndarray  # [n_prompts + 1] into the position axis
+    tokens: np.ndarray  # greedy continuations, concatenated (int32)
+    token_offsets: np.ndarray  # [n_prompts + 1] into ``tokens``
+    prompt_lengths: np.ndarray  # [n_prompts]
+    context_length: np.ndarray  # [positions] int32
+    path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1] int16
+    level_scores: np.ndarray  # [positions, depth_max - 1, width**2] float16
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def depth_max(self) -> int:
+        return self.path_rank.shape[1] + 1
+
+    @property
+    def width(self) -> int:
+        return int(self.meta["width"])
+
+    @property
+    def n_prompts(self) -> int:
+        return len(self.prompt_offsets) - 1
+
+    @property
+    def positions(self) -> int:
+        return len(self.context_length)
+
+    def prompt_positions(self, i: int) -> slice:
+        return slice(int(self.prompt_offsets[i]), int(self.prompt_offsets[i + 1]))
+
+    def continuation(self, i: int) -> np.ndarray:
+        return self.tokens[self.token_offsets[i]:self.token_offsets[i + 1]]
+
+    def content_hash(self) -> str:
+        digest = hashlib.sha256()
+        for name in ARRAYS:
+            array = np.ascontiguousarray(getattr(self, name))
+            digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
+            digest.update(array.tobytes())
+        return digest.hexdigest()[:16]
+
+    def subset(self, prompts: np.ndarray) -> "TraceSet":
+        """The traces of the given prompt indices (in that order)."""
+        pos = np.concatenate([np.arange(self.prompt_offsets[i], self.prompt_offsets[i + 1]) for i in prompts])
+        tok = np.concatenate([np.arange(self.token_offsets[i], self.token_offsets[i + 1]) for i in prompts])
+        counts = np.diff(self.prompt_offsets)[prompts]
+        tcounts = np.diff(self.token_offsets)[prompts]
+        meta = {**self.meta, "prompt_ids": [self.meta["prompt_ids"][i] for i in prompts]}
+        return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],
+                        np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
+                        self.context_length[pos], self.path_rank[pos], self.level_scores[pos], meta)
+
+
+def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
+    """Accepted draft tokens for trees of ``depth`` levels verified at ``size`` nodes (root
+    included), one per row of ``path_rank`` ([n, depth_max-1, depth_max-1]). Vectorised;
+    ``depth`` and ``size`` broadcast against the rows. Depth 1 drafts nothing: 0."""
+    n, levels = path_rank.shape[0], path_rank.shape[1]
+    depth = np.broadcast_to(np.asarray(depth), (n,))
+    size = np.broadcast_to(np.asarray(size), (n,))
+    column = np.clip(depth - 2, 0, levels - 1)
+    ranks = path_rank[np.arange(n), :, column]  # [n, depth_max - 1]: rank of each path node
+    accepted = (ranks < (size - 1)[:, None]).sum(axis=1)
+    return np.where(depth >= 2, accepted, 0)
+
+
+def save_traces(directory: Path, traces: TraceSet) -> str:
+    """Write ``traces.npz`` and ``traces.json`` (meta with schema, hash); returns the hash."""
+    directory.mkdir(parents=True, exist_ok=True)
+    content = traces.content_hash()
+    np.savez_compressed(directory / "traces.npz", **{name: getattr(traces, name) for name in ARRAYS})
+    meta = {"schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, **traces.meta, "content_hash": content,
+            "positions": traces.positions, "n_prompts": traces.n_prompts}
+    (directory / "traces.json").write_text(json.dumps(meta, indent=1))
+    traces.meta = meta
+    return content
+
+
+def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
+    meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"cannot read traces {meta_file} ({exc.__class__.__name__}): run `simspec calibrate`") from None
+    if meta.get("schema") != TRACE_SCHEMA or meta.get("schema_version") != TRACE_VERSION:
+        raise SimspecError(f"{meta_file} is not a {TRACE_SCHEMA} v{TRACE_VERSION} file "
+                           f"(found {meta.get('schema')} v{meta.get('schema_version')}): record it again with this simspec")
+    try:
+        with np.load(data_file) as blob:
+            arrays = {name: blob[name] for name in ARRAYS}
+    except (OSError, KeyError, ValueError, EOFError) as exc:
+        raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}): "
+                           "record them again with `simspec calibrate`") from None
+    traces = TraceSet(**arrays, meta=meta)
+    if verify_hash and traces.content_hash() != meta.get("content_hash"):
+        raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; "
+                           "record them again with `simspec calibrate`")
+    return traces

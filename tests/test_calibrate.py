@@ -1,0 +1,173 @@
+"""Cost model, analytic profiles, profile files, and `simspec calibrate` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simspec.errors import SimspecError
+from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
+from simspec.sim.costmodel import CostModel, Point, fit_curve, robust_median
+from simspec.sim.profile import load_profile, sample_record, write_profile
+
+CONTEXTS = (64, 256, 512)
+
+
+def _points(kind, fn, sizes, contexts=CONTEXTS, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return [Point(kind, n, c, fn(n, c) * (1 + noise * rng.standard_normal())) for c in contexts for n in sizes]
+
+
+def step_curve(v, context):  # a GPU-like verify curve: flat within 64-token tiles
+    return 5e-3 * np.ceil(v / 64) + 1e-6 * context
+
+
+def test_interpolation_follows_steps_and_is_chosen_over_affine():
+    sizes = list(range(1, 257, 4)) + [64, 65, 128, 129, 192, 193, 256]
+    curve, report = fit_curve(_points("verify", step_curve, sorted(set(sizes))))
+    assert report["method"] == "interp"
+    assert report["interp"]["median"] < report["affine"]["median"]
+    assert report["held_out"] > 10
+    v = np.array([10, 100, 200])
+    np.testing.assert_allclose(curve(v, 300), step_curve(v, 300), rtol=0.02)
+
+
+def test_linear_curve_with_noise_is_fitted_within_noise():
+    linear = lambda n, c: 0.05 + 2e-3 * n + 1e-5 * c  # noqa: E731
+    _, report = fit_curve(_points("verify", linear, range(1, 65, 3), noise=0.01))
+    best = report[report["method"]]
+    assert best["median"] < 0.02 and best["p90"] < 0.05
+
+
+def test_cycle_cost_adds_its_parts():
+    points = (_points("verify", lambda n, c: 0.06 + 1e-3 * n, (1, 8, 16, 64))
+              + _points("draft", lambda n, c: 0.005 + 1e-4 * n, (1, 4, 10, 16))
+              + _points("bookkeeping", lambda n, d: 1e-4 * d + 1e-6 * n, (1, 60, 240), contexts=(2, 8, 12)))
+    cost = CostModel(points)
+    assert cost.cycle(1, 10, 1, 256, 1) == pytest.approx(cost.verify(1, 256) + cost.bookkeeping(1, 1))
+    expected = cost.draft(3, 256) + 6 * cost.draft(10, 256) + cost.verify(60, 256) + cost.bookkeeping(60, 8)
+    assert cost.cycle(8, 10, 60, 256, 3) == pytest.approx(expected)
+    batched = cost.cycle(np.array([1, 8]), 10, np.array([1, 60]), 256, np.array([1, 3]))
+    assert batched[1] == pytest.approx(expected)
+
+
+def test_robust_median_drops_slow_outliers_only():
+    assert robust_median(np.array([1.0, 1.01, 0.99, 1.0, 9.0])) == pytest.approx(1.0, abs=0.01)
+
+
+def test_analytic_h100_8b_is_plausible_and_steps_at_tiles():
+    h100 = device_spec("H100")
+    decode = forward_seconds(h100, LLAMA31_8B, 1, 512)
+    assert 4e-3 < decode < 12e-3  # bf16 8B decode on an H100 is ~6-8 ms in eager mode
+    v = np.arange(1, 400)
+    t = np.array([forward_seconds(h100, LLAMA31_8B, int(x), 512) for x in v])
+    assert np.all(np.diff(t) >= -1e-12)  # more tokens never cost less
+    jumps = np.diff(t)
+    # Once compute-bound, crossing a 64-token tile costs far more than one token inside a tile.
+    assert jumps[255] > 20 * jumps[250]
+
+
+def test_unknown_gpu_lists_the_known_ones():
+    with pytest.raises(SimspecError, match="known ones are " + ", ".join(DEVICES)):
+        device_spec("tpu-v5")
+
+
+def _samples():
+    out = [sample_record("verify", n, c, [0.06 + 1e-3 * n + 1e-5 * c] * 3) for c in CONTEXTS for n in (1, 4, 8, 16, 32)]
+    out += [sample_record("draft", n, c, [0.005 + 1e-4 * n] * 3) for c in CONTEXTS for n in (1, 4, 10)]
+    return out
+
+
+def test_profile_round_trip_and_bad_files(tmp_path):
+    profile = write_profile(tmp_path / "p", {"kind": "measured", "device": "cpu", "target": "t", "draft": "d",
+                                             "traces": None}, _samples())
+    back = load_profile(tmp_path / "p")
+    assert back.meta["inputs_hash"] == profile.meta["inputs_hash"]
+    assert back.cost.verify(8, 64) == pytest.approx(0.06 + 8e-3 + 64e-5, rel=1e-6)
+    with pytest.raises(SimspecError, match="latency curves only"):
+        back.traces()
+    file = tmp_path / "p" / "profile.json"
+    blob = json.loads(file.read_text())
+    file.write_text(json.dumps({**blob, "schema_version": 99}))
+    with pytest.raises(SimspecError, match="not a simspec-profile v1"):
+        load_profile(tmp_path / "p")
+    file.write_text("{ truncated")
+    with pytest.raises(SimspecError, match="unreadable"):
+        load_profile(tmp_path / "p")
+    with pytest.raises(SimspecError, match="missing profile.json"):
+        load_profile(tmp_path / "nowhere")
+
+
+def _simspec(*args, timeout=900):
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_calibrate_bad_input_is_one_line(tmp_path):
+    result = _simspec("calibrate", "--gpu", "tpu")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "unknown --gpu 'tpu'" in result.stderr
+    (tmp_path / "taken").mkdir()
+    result = _simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "taken"))
+    assert result.returncode == 2 and "exists" in result.stderr and "--force" in result.stderr
+    result = _simspec("calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "x"))
+    assert result.returncode == 2 and "without weights" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_analytic_profile_for_an_absent_gpu(tmp_path):
+    out = tmp_path / "h100"
+    result = _simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--quick", "--out", str(out),
+                      "--json")
+    assert result.returncode == 0, result.stderr
+    assert "ANALYTIC" in result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["kind"] == "analytic" and summary["positions"] == 0
+    profile = load_profile(out)
+    assert "ANALYTIC" in profile.label
+    assert profile.cost.verify(1, 256) == pytest.approx(forward_seconds(device_spec("h100"), LLAMA31_8B, 1, 256),
+                                                        rel=0.05)
+
+
+def test_measured_calibration_replays_the_live_engine(tmp_path):
+    """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces."""
+    out = tmp_path / "cpu"
+    result = _simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
+                      "--check-prompts", "3", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0
+    for check in summary["replay_check"]:
+        assert check["cycles"] > 0 and check["matches"] == check["cycles"], check
+    profile = load_profile(out)
+    traces = profile.traces()
+    assert traces.positions == summary["positions"] and traces.meta["draft"] == "eagle"
+    # The same traces under an analytic A100 curve set: a profile names both.
+    result = _simspec("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
+                      str(tmp_path / "a100"))
+    assert result.returncode == 0, result.stderr
+    analytic = load_profile(tmp_path / "a100")
+    assert analytic.kind == "analytic" and analytic.traces().content_hash() == traces.content_hash()
+    # Traces recorded on their own (they need no quiet machine), then named by a profile.
+    result = _simspec("calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8", "--check-prompts", "1",
+                      "--draft", "lm", "--out", str(tmp_path / "lm-traces"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["positions"] > 0
+    result = _simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
+                      "--quick", "--out", str(tmp_path / "h100-lm"))
+    assert result.returncode == 0, result.stderr
+    assert load_profile(tmp_path / "h100-lm").traces().meta["draft"] == "lm"
+    result = _simspec("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
+                      str(tmp_path / "mismatch"))
+    assert result.returncode == 2 and "holds traces of smollm2-135m-instruct + lm" in result.stderr
+    # Traces that belong to other models are refused.
+    meta_file = out / "traces" / "traces.json"
+    meta_file.write_text(meta_file.read_text().replace('"draft": "eagle"', '"draft": "lm"'))
+    with pytest.raises(SimspecError, match="belong to draft 'lm'"):
+        load_profile(out).traces()
