@@ -315,6 +315,7 @@ def calibrate(
                                      "that profiles then name with --traces-from). No timing: may share the machine."),
     check_prompts: int = typer.Option(4, "--check-prompts", min=0, help="Prompts for the replay check (live engine "
                                       "vs trace, per cycle)."),
+    check_tokens: int = typer.Option(48, "--check-tokens", min=2, help="New tokens per replay-check run."),
     quick: bool = typer.Option(False, help="A small latency grid (tests, demo)."),
     out_path: Optional[str] = typer.Option(None, "--out", help="Profile folder (default calibration/<gpu>-<draft>)."),
     force: bool = typer.Option(False, help="Replace an existing --out."),
@@ -403,7 +404,8 @@ def calibrate(
         traces_meta, record_s, checks = None, 0.0, []
         if chosen:
             traces, record_s, checks = _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens,
-                                                      depth_max, width, check_prompts, seed, bar)
+                                                      depth_max, width, check_prompts, min(check_tokens, max_new_tokens),
+                                                      seed, bar)
     meta = {
         "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
         "target": target, "draft": draft if models_needed else "eagle3-style one-layer draft",
@@ -492,7 +494,7 @@ def _report_traces(out_dir, traces, record_s: float, checks, as_json: bool) -> N
 
 
 def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens, depth_max, width, check_prompts,
-                   seed, bar):
+                   check_tokens, seed, bar):
     from simspec.data import render_chat
     from simspec.real.engine import SpeculativeEngine
     from simspec.real.recorder import RecordSpec, TraceRecorder, assemble, replay_check
@@ -520,7 +522,7 @@ def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_toke
         k = min(check_prompts, len(ids))
         configs = [(3, 8), (6, 16), (8, 60), (depth_max, 240)]
         tick = bar("replay check (live engine)", k * len(configs))
-        checks = replay_check(engine, traces, ids[:k], configs, max_new_tokens, tick)
+        checks = replay_check(engine, traces, ids[:k], configs, check_tokens, tick)
     return traces, record_s, checks
 
 plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")

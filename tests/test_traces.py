@@ -59,13 +59,16 @@ def test_accepted_lengths_equal_the_engine(width, ties):
             while node > 0:
                 greedy[tree.depths[node] - 1] = tree.tokens[node]
                 node = tree.parents[node]
-        path_rank, level_scores = tree_tables(tree, greedy, depth_max)
+        path_rank, level_scores, best_children = tree_tables(tree, greedy, depth_max)
         for depth in range(1, depth_max + 1):
             for size in (1, 2, 3, 5, 8, 13, 40):
                 expected = engine_accepted(draws, depth, width, size, greedy) if depth > 1 else 0
                 got = int(accepted_lengths(path_rank[None], depth, size)[0])
                 assert got == expected, (depth, size)
         assert np.all(np.diff(np.nan_to_num(level_scores.astype(np.float32), neginf=-1e4), axis=1) <= 0)
+        # Level 1's best children are the root's children: conditional = cumulative there.
+        np.testing.assert_allclose(best_children[0].astype(np.float32), level_scores[0, :width].astype(np.float32))
+        assert np.all(best_children <= 0)
 
 
 def test_vectorised_over_rows_and_configs():
@@ -90,7 +93,7 @@ def _tiny_traceset():
         ranks = rng.integers(0, 50, size=(n, 3, 3)).astype(np.int16)
         scores = np.sort(rng.standard_normal((n, 3, 4)).astype(np.float16), axis=2)[:, :, ::-1]
         traces.append(PromptTrace(rng.integers(0, 100, size=n + 4), np.arange(n, dtype=np.int32) + 7, ranks,
-                                  scores, False))
+                                  scores, scores[:, :, :2].copy(), False))
     return assemble(traces, [7, 9], {"depth_max": 4, "width": 2, "target": "t", "draft": "d",
                                      "prompt_ids": ["a", "b"]})
 

@@ -134,15 +134,75 @@ class Policy(ABC):
         """Feedback after verification; default: ignore."""
 
 
-class StaticPolicy(Policy):
-    """The same (D, W, V) every cycle. ``StaticPolicy(8, 10, 60)`` is EAGLE-3's default."""
+def _sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
+    """Node scores laid out as the simulator's traces hold them: ``[levels, W**2]``, level by
+    level, each sorted best first and padded with -inf (level 1 has W nodes)."""
+    out = np.full((levels, width * width), -np.inf, dtype=np.float32)
+    start = 1
+    for level in range(levels):
+        count = width if level == 0 else width * width
+        row = np.sort(scores[start:start + count])[::-1]
+        out[level, : len(row)] = row
+        start += count
+    return out
 
-    def __init__(self, depth: int, width: int, size: int) -> None:
-        self._plan = DraftPlan(depth=depth, width=width, size=size)
-        self.name = f"static(D={depth},W={width},V={size})"
+
+class BatchPolicy(Policy):
+    """A policy written once over arrays of sequences, so the simulator can step thousands of
+    them per call, while the real engine drives the same object through the per-cycle hooks
+    (which run the batch methods on a batch of one). Per-row state lives in arrays sized by
+    ``reset_batch``; ``rows`` index into them.
+
+    Observations are the same on both sides: frontier scores as ``[rows, W**2]`` (sorted, -inf
+    padded) and tree scores as ``[rows, depth - 1, W**2]`` (level by level, sorted)."""
+
+    width: int = 10
+
+    def reset_batch(self, n: int) -> None:
+        """``n`` new sequences start."""
+
+    @abstractmethod
+    def plan_batch(self, rows: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(depth budget, size) per row."""
+
+    def keep_drafting_batch(self, rows: np.ndarray, depth: np.ndarray, frontier: np.ndarray,
+                            planned: np.ndarray) -> np.ndarray:
+        """CONTINUE (True) or STOP per row, after a draft step that reached ``depth`` levels."""
+        return depth < planned
+
+    def choose_size_batch(self, rows: np.ndarray, depth: np.ndarray, tree_scores: np.ndarray,
+                          planned: np.ndarray) -> np.ndarray:
+        return planned
+
+    def observe_batch(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, accepted: np.ndarray) -> None:
+        """What the target accepted, per row."""
+
+    # The per-cycle hooks of one sequence, for the real engine: row 0 of a batch of one.
+    _ROW = np.zeros(1, dtype=np.int64)
+
+    def reset(self) -> None:
+        self.reset_batch(1)
 
     def plan(self, start: CycleStart) -> DraftPlan:
-        return self._plan
+        depth, size = self.plan_batch(self._ROW, np.array([start.context_length]))
+        self._planned = (int(depth[0]), int(size[0]))
+        return DraftPlan(self._planned[0], self.width, self._planned[1])
+
+    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
+        frontier = np.full(self.width * self.width, -np.inf, dtype=np.float32)
+        scores = np.sort(step.frontier_logprobs)[::-1]
+        frontier[: len(scores)] = scores
+        go = self.keep_drafting_batch(self._ROW, np.array([step.depth]), frontier[None], np.array([plan.depth]))
+        return bool(go[0])
+
+    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
+        scores = _sorted_levels(tree.node_logprobs, tree.width, tree.depth - 1)
+        size = self.choose_size_batch(self._ROW, np.array([tree.depth]), scores[None], np.array([plan.size]))
+        return int(size[0])
+
+    def observe(self, outcome: CycleOutcome) -> None:
+        self.observe_batch(self._ROW, np.array([outcome.depth]), np.array([outcome.size]),
+                           np.array([outcome.accepted]))
 
 
 def eagle3_default() -> StaticPolicy:
@@ -150,3 +210,28 @@ def eagle3_default() -> StaticPolicy:
     policy = StaticPolicy(depth=8, width=10, size=60)
     policy.name = "eagle3"
     return policy
+
+
+class StaticPolicy(BatchPolicy):
+    """The same (D, W, V) every cycle. ``StaticPolicy(8, 10, 60)`` is EAGLE-3's default."""
+
+    def __init__(self, depth: int, width: int, size: int) -> None:
+        self._plan = DraftPlan(depth=depth, width=width, size=size)
+        self.width = width
+        self.name = f"static(D={depth},W={width},V={size})"
+
+    # Constant answers need no observation: skip the array plumbing on the engine's hot path.
+    def plan(self, start: CycleStart) -> DraftPlan:
+        return self._plan
+
+    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
+        return step.depth < plan.depth
+
+    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
+        return plan.size
+
+    def observe(self, outcome: CycleOutcome) -> None:
+        pass
+
+    def plan_batch(self, rows: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.full(len(rows), self._plan.depth), np.full(len(rows), self._plan.size)

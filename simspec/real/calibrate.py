@@ -29,6 +29,7 @@ class CurveGrid:
     draft_nodes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16)
     contexts: tuple[int, ...] = (64, 256, 512)
     greedy_contexts: tuple[int, ...] = (32, 64, 128, 192, 256, 384, 512, 768)
+    prefill_lengths: tuple[int, ...] = (16, 32, 64, 128, 192, 256, 384, 512)
     book_sizes: tuple[int, ...] = (1, 4, 8, 16, 32, 48, 60, 96, 128, 192, 240)
     book_depths: tuple[int, ...] = (2, 4, 8, 12)
     book_width: int = 10
@@ -38,12 +39,13 @@ class CurveGrid:
     def quick(cls) -> "CurveGrid":
         """A small grid for tests and the demo: same shape, fewer points."""
         return cls(verify_sizes=(1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64), draft_nodes=(1, 2, 4, 6, 8, 10),
-                   contexts=(64, 320), greedy_contexts=(64, 192, 320), book_sizes=(1, 8, 32, 60, 128),
+                   contexts=(64, 320), greedy_contexts=(64, 192, 320), prefill_lengths=(32, 128, 256),
+                   book_sizes=(1, 8, 32, 60, 128),
                    book_depths=(2, 8), repeats=3)
 
     def count(self) -> int:
         return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) + len(self.greedy_contexts) \
-            + len(self.book_sizes) * len(self.book_depths)
+            + len(self.prefill_lengths) + len(self.book_sizes) * len(self.book_depths)
 
 
 @torch.inference_mode()
@@ -63,6 +65,24 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
             cache.cache.crop(-1)
 
         out.append(sample_record("greedy", 1, context, time_repeated(run, target.device, repeats)))
+        advance()
+    return out
+
+
+@torch.inference_mode()
+def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callable[[], None]) -> list[dict]:
+    """The prompt's forward pass (both decoders pay it once; end-to-end speedups include it)."""
+    out = []
+    vocab = target.model.config.vocab_size
+    for length in lengths:
+        ids = _context_ids(length, vocab, target.device)
+
+        def run() -> None:
+            cache = TargetCache(target)
+            hidden = cache.forward(ids)
+            int(head_logits(cache.head, hidden[-1:]).argmax(-1))
+
+        out.append(sample_record("prefill", length, 0, time_repeated(run, target.device, repeats)))
         advance()
     return out
 
@@ -102,6 +122,7 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
                 for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,
                                        advance)]
     samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance)
+    samples += prefill_latency(target, grid.prefill_lengths, grid.repeats, advance)
     samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance)
     return samples
 
@@ -115,6 +136,7 @@ def analytic_curves(device: DeviceSpec, target: Architecture, draft: Architectur
     samples += [sample_record("draft", n, c, [forward_seconds(device, draft, n, c)])
                 for c in grid.contexts for n in grid.draft_nodes]
     samples += [sample_record("greedy", 1, c, [forward_seconds(device, target, 1, c)]) for c in grid.greedy_contexts]
+    samples += [sample_record("prefill", n, 0, [forward_seconds(device, target, n, 0)]) for n in grid.prefill_lengths]
     return samples + host_bookkeeping
 
 

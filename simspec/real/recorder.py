@@ -38,11 +38,14 @@ class PromptTrace:
     context_length: np.ndarray  # [positions]
     path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1]
     level_scores: np.ndarray  # [positions, depth_max - 1, width**2]
+    best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width]
     near_tie_cut: bool  # the batched continuation disagreed with the checking pass and was cut there
 
 
-def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """``path_rank`` and ``level_scores`` (see ``simspec.sim.traces``) of one full tree.
+def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``path_rank``, ``level_scores`` and ``best_child_logprobs`` (see ``simspec.sim.traces``)
+    of one full tree.
     ``greedy_after_root[k]`` is the target's greedy token k+1 steps after the root (may be
     shorter than the tree is deep: the path then ends where the continuation does)."""
     n, width = tree.n, tree.width
@@ -71,10 +74,17 @@ def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int) 
         for d in range(j + 1, depth_max + 1):  # trees of d levels contain depth j iff j < d
             path_rank[j - 1, d - 2] = before[level_end[d - 2] - 2]
     level_scores = np.full((levels, width * width), -np.inf, dtype=np.float16)
+    best_children = np.full((levels, width), -np.inf, dtype=np.float16)
+    best = 0  # the root, then each level's best node
     for level in range(1, depth_max):
-        row = np.sort(scores[depths == level])[::-1]
+        at_level = np.flatnonzero(depths == level)
+        row = np.sort(scores[at_level])[::-1]
         level_scores[level - 1, : len(row)] = row
-    return path_rank, level_scores
+        children = at_level[tree.parents[at_level] == best]
+        best_children[level - 1, : len(children)] = np.sort(scores[children] - scores[best])[::-1]
+        if len(at_level):
+            best = int(at_level[np.argmax(scores[at_level])])
+    return path_rank, level_scores, best_children
 
 
 class TraceRecorder:
@@ -115,15 +125,17 @@ class TraceRecorder:
         levels = spec.depth_max - 1
         path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
+        best_children = np.empty((n_positions, levels, spec.width), dtype=np.float16)
         base = len(prompt_ids)
         for p in range(n_positions):
             drafter.commit(sequence[base + p: base + p + 1], hidden[base + p - 1: base + p] if wants_hidden else None)
             tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
             draft_tree(drafter, tree, spec.depth_max, device)
-            path_rank[p], level_scores[p] = tree_tables(tree, cont[p + 1:p + spec.depth_max], spec.depth_max)
+            path_rank[p], level_scores[p], best_children[p] = tree_tables(tree, cont[p + 1:p + spec.depth_max],
+                                                                          spec.depth_max)
             drafter.end_cycle()
         return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
-                           bool(len(disagree)))
+                           best_children, bool(len(disagree)))
 
 
 def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
@@ -139,6 +151,8 @@ def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -
         context_length=np.concatenate([t.context_length for t in traces] + [np.zeros(0)]).astype(np.int32),
         path_rank=np.concatenate([t.path_rank for t in traces] + [np.zeros((0, levels, levels), np.int16)]),
         level_scores=np.concatenate([t.level_scores for t in traces] + [np.zeros((0, levels, width2), np.float16)]),
+        best_child_logprobs=np.concatenate([t.best_child_logprobs for t in traces]
+                                           + [np.zeros((0, levels, meta["width"]), np.float16)]),
         meta=meta,
     )
 

@@ -1,7 +1,8 @@
 """Cycle cost model: latency curves fitted to measurements (numpy only).
 
 A curve maps (n, L) to seconds: n is the number of tokens the operation processes (V verified
-tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; V for ``bookkeeping``) and L
+tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; prompt tokens for ``prefill``, at context 0; V for
+``bookkeeping``) and L
 the context length (the tree depth D for ``bookkeeping``, whose cost does not grow with L). Two fits are tried and the one with the lower
 held-out error is kept, so the choice is justified by data, not taste:
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-KINDS = ("verify", "draft", "greedy", "bookkeeping")
+KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,11 @@ class CostModel:
     def greedy(self, context) -> np.ndarray:
         curve = self.curves.get("greedy") or self.curves["verify"]
         return curve(1, context)
+
+    def prefill(self, prompt_tokens) -> np.ndarray:
+        """The prompt's forward pass; without a measured curve, the verify curve from context 0."""
+        curve = self.curves.get("prefill")
+        return curve(prompt_tokens, 0) if curve is not None else self.curves["verify"](prompt_tokens, 0)
 
     def bookkeeping(self, size, depth) -> np.ndarray:
         """The engine's host-side work per cycle (tree building, selection, acceptance, cache

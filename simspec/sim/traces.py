@@ -17,6 +17,9 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     the row is -inf; every later level holds all W**2 candidates). What LTD's depth policy
     (frontier candidates), its size policy (all node scores) and RADAR (confidences per draft
     call) observe.
+``best_child_logprobs[p, l - 1, :]`` (float16): the conditional log-probs of the W children
+    of level l-1's best node (the root for l = 1), best first: the draft's confidence along
+    its most likely path, which entropy- and confidence-based stopping rules (SVIP, RADAR) read.
 
 Plus ``context_length[p]`` (prompt + accepted tokens before the root) and per-prompt offsets.
 Trees are drafted one position at a time, as if every earlier cycle had accepted nothing; a
@@ -39,7 +42,7 @@ TRACE_SCHEMA = "simspec-traces"
 TRACE_VERSION = 1
 NO_NODE = np.iinfo(np.int16).max
 ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
-          "level_scores")
+          "level_scores", "best_child_logprobs")
 
 
 @dataclass
@@ -51,6 +54,7 @@ class TraceSet:
     context_length: np.ndarray  # [positions] int32
     path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1] int16
     level_scores: np.ndarray  # [positions, depth_max - 1, width**2] float16
+    best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width] float16
     meta: dict = field(default_factory=dict)
 
     @property
@@ -92,7 +96,8 @@ class TraceSet:
         meta = {**self.meta, "prompt_ids": [self.meta["prompt_ids"][i] for i in prompts]}
         return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
-                        self.context_length[pos], self.path_rank[pos], self.level_scores[pos], meta)
+                        self.context_length[pos], self.path_rank[pos], self.level_scores[pos],
+                        self.best_child_logprobs[pos], meta)
 
 
 def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
