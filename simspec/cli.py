@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -525,6 +526,93 @@ def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_toke
         checks = replay_check(engine, traces, ids[:k], configs, check_tokens, tick)
     return traces, record_s, checks
 
+@app.command()
+def validate(
+    simulated: bool = typer.Option(False, "--simulated", help="Replay the profile's traces (fast, no models)."),
+    real: bool = typer.Option(False, "--real", help="Run the real engine (not available yet)."),
+    profile: str = typer.Option(..., help="A profile folder with traces (calibration/NAME)."),
+    baselines: str = typer.Option(",".join(("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm",
+                                            "cachefsm", "qlearn")),
+                                  help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm, "
+                                  "qlearn, static:D,V. Tunable ones are tuned on the train split."),
+    split: str = typer.Option("heldout", help="Prompts scored: heldout, train or all."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2,
+                                                 help="Token budget per prompt (default: everything recorded)."),
+    as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
+) -> None:
+    """Score baselines (and, later, learned policies) against plain greedy decoding and the
+    hindsight oracle: simulated on the profile's traces and cost model."""
+    from simspec.sim.evaluate import build_baselines, evaluate, split_traces
+    from simspec.sim.profile import load_profile
+
+    if real or not simulated:
+        raise SimspecError("only `validate --simulated` exists so far; real-engine validation comes with the validate issue")
+    if split not in ("heldout", "train", "all"):
+        raise SimspecError(f"--split must be heldout, train or all, got {split!r}")
+    loaded = load_profile(profile)
+    started = time.perf_counter()
+    with err.status("loading traces"):
+        traces = loaded.traces()
+    train = split_traces(traces, "train")
+    scored = split_traces(traces, split)
+    names = [n.strip() for n in baselines.split(",") if n.strip()]
+    with err.status("tuning baselines on the train split and replaying"):
+        policies = build_baselines(names, train, loaded.cost, max_new_tokens)
+        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, policies, max_new_tokens)
+    seconds = time.perf_counter() - started
+    if loaded.kind == "analytic":
+        err.print("[yellow]warning:[/] ANALYTIC profile: these times come from a roofline model, not a measurement")
+    table = Table(title=f"validate --simulated: {loaded.label}; {scored.n_prompts} {split} prompts, "
+                        f"{'all recorded' if max_new_tokens is None else max_new_tokens} tokens", title_justify="left")
+    for col in ("method", "speedup (median)", "IQR", "mean", "tau", "cycles", "draft calls", "share of oracle"):
+        table.add_column(col, justify="right" if col != "method" else "left")
+    for r in rows + [oracle_row]:
+        table.add_row(r.name, f"{r.speedup_median:.3f}", f"{r.speedup_q25:.2f}-{r.speedup_q75:.2f}",
+                      f"{r.speedup_mean:.3f}", f"{r.tau:.2f}", f"{r.cycles:.1f}", f"{r.draft_calls:.1f}",
+                      f"{r.share_of_oracle:.1%}")
+    out.print(table)
+    out.print(f"replayed {len(rows)} methods + oracle on {scored.positions} positions in {seconds:.1f} s "
+              f"(replay: {cycles_per_s:,.0f} cycles/s)")
+    if as_json:
+        print(json.dumps({
+            "profile": profile, "split": split, "kind": loaded.kind, "device": loaded.meta["device"],
+            "prompts": scored.n_prompts, "max_new_tokens": max_new_tokens,
+            "traces_hash": traces.meta["content_hash"], "profile_hash": loaded.meta["inputs_hash"],
+            "rows": [{"method": r.name, "speedup": r.speedup_median, "tau": r.tau, "oracle_share": r.share_of_oracle,
+                      "draft_calls": r.draft_calls, **r.to_dict()} for r in rows],
+            "oracle": oracle_row.to_dict(), "cycles_per_s": cycles_per_s, "seconds": seconds}))
+
+
+
+@app.command("bench-sim")
+def bench_sim(
+    profile: str = typer.Option(..., help="A profile folder with traces."),
+    copies: int = typer.Option(200, min=1, help="Copies of every trace prompt replayed at once."),
+    depth: int = typer.Option(8, min=1, help="Static tree depth D."),
+    size: int = typer.Option(60, min=1, help="Static verified tokens V."),
+    repeats: int = typer.Option(3, min=1, help="Timed replays (median reported)."),
+    as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
+) -> None:
+    """Replay throughput of the simulator: cycles per second for a static policy over
+    COPIES copies of the profile's traces, on one core."""
+    from simspec.policies import StaticPolicy
+    from simspec.sim.evaluate import replay_throughput
+    from simspec.sim.profile import load_profile
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    loaded = load_profile(profile)
+    traces = loaded.traces()
+    runs = [replay_throughput(traces, loaded.cost, StaticPolicy(depth, traces.width, size), copies)
+            for _ in range(repeats)]
+    rates = sorted(c / s for c, s in runs)
+    median = rates[len(rates) // 2]
+    out.print(f"replay of static D={depth} V={size} over {copies} x {traces.n_prompts} prompts: "
+              f"{runs[0][0]:,} cycles per replay, median {median:,.0f} cycles/s "
+              f"(range {rates[0]:,.0f}-{rates[-1]:,.0f}, {repeats} repeats)")
+    if as_json:
+        print(json.dumps({"profile": profile, "copies": copies, "depth": depth, "size": size,
+                          "cycles": runs[0][0], "cycles_per_s": median, "all_cycles_per_s": rates}))
+
 plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")
 app.add_typer(plot_app, name="plot")
 
@@ -547,6 +635,30 @@ def plot_curves_command(
         err.print("[yellow]warning:[/] this profile is ANALYTIC (a roofline model, not a measurement); the figure says so")
     out.print(f"figure written to {path}")
 
+
+
+@plot_app.command("surface")
+def plot_surface_command(
+    profile: str = typer.Option(..., help="A profile folder with traces."),
+    split: str = typer.Option("heldout", help="Prompts: heldout, train or all."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2),
+    out_dir: str = typer.Option("figures", "--out", help="Folder for the figure."),
+) -> None:
+    """Simulated speedup of every static (D, V) tree at the traces' width: the throughput
+    surface a policy moves on, with the grid best and the oracle marked."""
+    from pathlib import Path
+
+    from simspec.report.plots import plot_surface
+    from simspec.sim.evaluate import split_traces, static_surface
+    from simspec.sim.oracle import oracle
+    from simspec.sim.profile import load_profile
+
+    loaded = load_profile(profile)
+    traces = split_traces(loaded.traces(), split)
+    surface = {k: float(np.mean(v.speedup)) for k, v in static_surface(traces, loaded.cost, max_new_tokens).items()}
+    best = float(np.mean(oracle(traces, loaded.cost, max_new_tokens).speedup))
+    path = plot_surface(loaded, surface, best, Path(out_dir), split)
+    out.print(f"figure written to {path}")
 
 @app.command("drafter-card")
 def drafter_card(

@@ -61,3 +61,39 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Pa
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
+
+
+def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle_speedup: float, out_dir: Path,
+                 split: str) -> Path:
+    """Mean simulated speedup of static trees over (D, V); grid best starred."""
+    plt = _pyplot()
+    depths = sorted({d for d, _ in surface})
+    sizes = sorted({v for _, v in surface})
+    grid = np.full((len(depths), len(sizes)), np.nan)
+    for (d, v), value in surface.items():
+        grid[depths.index(d), sizes.index(v)] = value
+    fig = plt.figure(figsize=(15, 5.2))
+    ax = fig.add_subplot(1, 2, 1)
+    image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    fig.colorbar(image, ax=ax, label="mean simulated speedup over greedy")
+    ax.set_xticks(range(len(sizes)), [str(v) for v in sizes], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(depths)), [str(d) for d in depths])
+    ax.set(xlabel="verified tokens V (past a tree's node count: the whole tree)",
+           ylabel="depth D (levels, root included)")
+    (d, v), top = max(surface.items(), key=lambda kv: kv[1])
+    ax.plot(sizes.index(v), depths.index(d), "r*", ms=14)
+    ax3d = fig.add_subplot(1, 2, 2, projection="3d")
+    xs, ys = np.meshgrid(np.arange(len(sizes)), np.arange(len(depths)))
+    ax3d.plot_surface(xs, ys, grid, cmap="viridis", linewidth=0, antialiased=True)
+    ax3d.plot_surface(xs, ys, np.full_like(grid, oracle_speedup), color="red", alpha=0.15)
+    ax3d.set_xticks(range(0, len(sizes), 3), [str(v) for v in sizes[::3]], fontsize=7)
+    ax3d.set_yticks(range(len(depths)), [str(d) for d in depths], fontsize=7)
+    ax3d.set(xlabel="V", ylabel="D", zlabel="speedup")
+    fig.suptitle(f"{profile.label}\nstatic trees, {split} prompts: grid best D={d} V={v} at {top:.3f}x (star); "
+                 f"hindsight oracle {oracle_speedup:.3f}x (red plane)", fontsize=9)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"surface-{profile.directory.name}-{split}.png"
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

@@ -9,15 +9,13 @@ of new tokens), never over prompts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
+from simspec.errors import SimspecError
+from simspec.policies.base import BatchPolicy
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet, accepted_lengths
-
-# decide(rows, context_length, previous_accepted) -> (depth, size) arrays for those rows
-Decide = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass
@@ -54,31 +52,54 @@ def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.n
     return out
 
 
-def replay(traces: TraceSet, cost: CostModel, decide: Decide, width: int | None = None,
-           max_new_tokens: int | None = None) -> ReplayResult:
-    width = width or traces.width
-    if width != traces.width:
-        raise ValueError(f"traces were recorded at width {traces.width}; cannot replay width {width}")
+def _overrides(policy: BatchPolicy, method: str) -> bool:
+    return getattr(type(policy), method) is not getattr(BatchPolicy, method)
+
+
+def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_tokens: int | None = None,
+           decision_seconds: float = 0.0) -> ReplayResult:
+    """Decode every trace prompt with ``policy``; ``decision_seconds`` per cycle is charged for
+    its decisions (a learned policy's measured latency)."""
+    if policy.width != traces.width:
+        raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
+                           f"at width {traces.width}: record traces at that width or change the policy")
+    width, levels = traces.width, traces.depth_max - 1
+    asks_depth, asks_size = _overrides(policy, "keep_drafting_batch"), _overrides(policy, "choose_size_batch")
     limit = positions_limit(traces, max_new_tokens)
     start = traces.prompt_offsets[:-1]
-    position = np.zeros(traces.n_prompts, dtype=np.int64)  # root index within each prompt
-    previous = np.zeros(traces.n_prompts, dtype=np.int64)  # last cycle's accepted drafts
-    seconds = np.zeros(traces.n_prompts)
-    tokens = np.zeros(traces.n_prompts, dtype=np.int64)
-    cycles = np.zeros(traces.n_prompts, dtype=np.int64)
-    calls = np.zeros(traces.n_prompts, dtype=np.int64)
+    n = traces.n_prompts
+    position = np.zeros(n, dtype=np.int64)  # root index within each prompt
+    previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
+    seconds = np.zeros(n)
+    tokens, cycles, calls = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    policy.reset_batch(n)
     active = position < limit
     while active.any():
         rows = np.flatnonzero(active)
         at = start[rows] + position[rows]
         context = traces.context_length[at]
-        depth, size = decide(rows, context, previous[rows])
-        depth = np.minimum(depth, traces.depth_max)
-        size = np.minimum(size, capacity(depth, width))  # the engine verifies at most the whole tree
+        planned, size = policy.plan_batch(rows, context)
+        planned = np.clip(planned, 1, traces.depth_max)
+        if asks_depth:  # step by step, as the engine asks after every draft step but the last
+            depth = np.minimum(planned, 2)
+            asking = planned > 2
+            while asking.any():
+                idx = np.flatnonzero(asking)
+                frontier = traces.level_scores[at[idx], depth[idx] - 2].astype(np.float32)
+                go = np.asarray(policy.keep_drafting_batch(rows[idx], depth[idx], frontier, planned[idx]), bool)
+                depth[idx[go]] += 1
+                asking[idx] = go & (depth[idx] < planned[idx])
+        else:
+            depth = planned
+        if asks_size:
+            scores = traces.level_scores[at].astype(np.float32)
+            scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
+            size = policy.choose_size_batch(rows, depth, scores, size)
+        size = np.clip(size, 1, capacity(depth, width))  # the engine verifies at most the whole tree
         accepted = accepted_lengths(traces.path_rank[at], depth, size)
-        seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1)
-        emitted = np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
-        tokens[rows] += emitted
+        policy.observe_batch(rows, depth, size, accepted)
+        seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
+        tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
         cycles[rows] += 1
         calls[rows] += np.maximum(depth - 1, 0)
         position[rows] += accepted + 1
@@ -91,10 +112,3 @@ def replay(traces: TraceSet, cost: CostModel, decide: Decide, width: int | None 
 def capacity(depth: np.ndarray, width: int) -> np.ndarray:
     """``tree_capacity`` over arrays: nodes of a full tree of ``depth`` levels."""
     return np.where(depth <= 1, 1, 1 + width + np.maximum(depth - 2, 0) * width * width)
-
-
-def static(depth: int, size: int) -> Decide:
-    def decide(rows, context, previous):
-        return np.full(len(rows), depth), np.full(len(rows), size)
-
-    return decide

@@ -93,7 +93,10 @@ class TraceSet:
         tok = np.concatenate([np.arange(self.token_offsets[i], self.token_offsets[i + 1]) for i in prompts])
         counts = np.diff(self.prompt_offsets)[prompts]
         tcounts = np.diff(self.token_offsets)[prompts]
-        meta = {**self.meta, "prompt_ids": [self.meta["prompt_ids"][i] for i in prompts]}
+        meta = dict(self.meta)
+        for key in ("prompt_ids", "splits"):
+            if key in meta:
+                meta[key] = [meta[key][i] for i in prompts]
         return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
                         self.context_length[pos], self.path_rank[pos], self.level_scores[pos],

@@ -1,0 +1,180 @@
+"""Baseline policies: heuristics and adaptive rules from the literature, as batch policies.
+
+Each one runs unchanged in the simulator (thousands of rows per call) and in the real engine
+(a batch of one). The window rules of seed 003 (analytic γ, FSM, Q-learning) and GammaTune were
+stated for draft *chains*; here they set the depth D of the beam tree (γ = D - 1 draft steps)
+at a fixed width and verification budget, which is how LTD compares against such rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.policies.base import BatchPolicy
+from simspec.sim.costmodel import CostModel
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    top = np.max(x, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return (top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True)))[..., 0]
+
+
+class DepthBudget(BatchPolicy):
+    """Shared shape of the depth rules: plan (max_depth, size), stop early by ``keep_drafting_batch``."""
+
+    def __init__(self, width: int, max_depth: int, size: int) -> None:
+        self.width, self.max_depth, self.size = width, max_depth, size
+
+    def plan_batch(self, rows, context):
+        return np.full(len(rows), self.max_depth), np.full(len(rows), self.size)
+
+
+class DDD(DepthBudget):
+    """Dynamic depth decoding: keep drafting while the beam's candidates still hold at least
+    ``threshold`` of the draft's probability mass (logsumexp of their cumulative log-probs)."""
+
+    def __init__(self, threshold: float, width: int = 10, max_depth: int = 12, size: int = 60) -> None:
+        super().__init__(width, max_depth, size)
+        self.threshold = threshold
+        self.name = f"ddd(t={threshold:g})"
+
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        return (_logsumexp(frontier) >= np.log(self.threshold)) & (depth < planned)
+
+
+class SVIP(DepthBudget):
+    """SVIP-style stop: keep drafting while the entropy of the newest level's candidate
+    distribution (renormalised over the beam) stays under ``max_entropy`` nats: a confident
+    draft goes deeper, an uncertain one stops."""
+
+    def __init__(self, max_entropy: float, width: int = 10, max_depth: int = 12, size: int = 60) -> None:
+        super().__init__(width, max_depth, size)
+        self.max_entropy = max_entropy
+        self.name = f"svip(h={max_entropy:g})"
+
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        logp = frontier - _logsumexp(frontier)[:, None]
+        logp = np.where(np.isfinite(logp), logp, 0.0)  # padding slots: p = 0, no entropy
+        p = np.where(np.isfinite(frontier), np.exp(logp), 0.0)
+        entropy = -np.sum(p * logp, axis=1)
+        return (entropy <= self.max_entropy) & (depth < planned)
+
+
+class GammaTune(DepthBudget):
+    """Acceptance-driven window: an exponential average of accepted lengths sets the next
+    depth one step past what was being accepted (deeper while acceptance grows)."""
+
+    def __init__(self, alpha: float = 0.5, width: int = 10, max_depth: int = 12, size: int = 60,
+                 start_depth: int = 4) -> None:
+        super().__init__(width, max_depth, size)
+        self.alpha, self.start_depth = alpha, start_depth
+        self.name = f"gammatune(a={alpha:g})"
+
+    def reset_batch(self, n):
+        self.average = np.full(n, self.start_depth - 2.0)
+
+    def plan_batch(self, rows, context):
+        depth = np.clip(np.rint(self.average[rows]) + 2, 2, self.max_depth).astype(np.int64)
+        return depth, np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted):
+        self.average[rows] = (1 - self.alpha) * self.average[rows] + self.alpha * accepted
+
+
+class FSM(DepthBudget):
+    """A saturating counter on depth: one deeper after a cycle that accepted everything it
+    drafted, one shallower otherwise. ``patience`` > 1 is the cached variant: it moves only
+    after that many agreeing cycles in a row."""
+
+    def __init__(self, width: int = 10, max_depth: int = 12, size: int = 60, start_depth: int = 4,
+                 patience: int = 1) -> None:
+        super().__init__(width, max_depth, size)
+        self.start_depth, self.patience = start_depth, patience
+        self.name = "fsm" if patience == 1 else f"cache-fsm(k={patience})"
+
+    def reset_batch(self, n):
+        self.depth = np.full(n, self.start_depth, dtype=np.int64)
+        self.streak = np.zeros(n, dtype=np.int64)  # >0: full acceptances in a row; <0: misses
+
+    def plan_batch(self, rows, context):
+        return self.depth[rows].copy(), np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted):
+        full = accepted >= depth - 1
+        streak = self.streak[rows]
+        streak = np.where(full, np.maximum(streak, 0) + 1, np.minimum(streak, 0) - 1)
+        move = np.where(streak >= self.patience, 1, np.where(streak <= -self.patience, -1, 0))
+        self.depth[rows] = np.clip(self.depth[rows] + move, 2, self.max_depth)
+        self.streak[rows] = np.where(move != 0, 0, streak)
+
+
+class AnalyticWindow(DepthBudget):
+    """Seed 003's analytic window: with β the per-step acceptance rate over the last ``history``
+    cycles (capped at 0.98), pick γ = D - 1 maximising expected tokens per second,
+    (1 - β^(γ+1)) / ((1 - β) (γ a + b(γ))), with a the draft step and b(γ) the verification
+    of that tree from the profile's cost model."""
+
+    def __init__(self, cost: CostModel, context: int = 256, history: int = 8, width: int = 10,
+                 max_depth: int = 12, size: int = 60) -> None:
+        super().__init__(width, max_depth, size)
+        self.history = history
+        gamma = np.arange(1, max_depth)
+        depth = gamma + 1
+        cap = np.where(depth <= 1, 1, 1 + width + np.maximum(depth - 2, 0) * width * width)
+        self.step_s = float(cost.draft(width, context))
+        self.verify_s = cost.verify(np.minimum(size, cap), context)
+        self.gamma = gamma
+        self.name = f"analytic(h={history})"
+
+    def reset_batch(self, n):
+        self.accepted = np.zeros((n, self.history))
+        self.trials = np.zeros((n, self.history))
+        self.slot = np.zeros(n, dtype=np.int64)
+
+    def plan_batch(self, rows, context):
+        trials = self.trials[rows].sum(1)
+        beta = np.where(trials > 0, self.accepted[rows].sum(1) / np.maximum(trials, 1), 0.6)
+        beta = np.clip(beta, 1e-3, 0.98)[:, None]
+        g = self.gamma[None, :]
+        rate = (1 - beta ** (g + 1)) / ((1 - beta) * (g * self.step_s + self.verify_s[None, :]))
+        return self.gamma[np.argmax(rate, axis=1)] + 1, np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted):
+        # Each drafted level is a trial until the first rejection.
+        slot = self.slot[rows] % self.history
+        self.accepted[rows, slot] = accepted
+        self.trials[rows, slot] = np.minimum(accepted + 1, depth - 1)
+        self.slot[rows] += 1
+
+
+class QLearning(DepthBudget):
+    """Online tabular Q-learning of the depth: state = last accepted length, action = depth,
+    reward = tokens per second of the cycle (from the cost model), ε-greedy, per sequence."""
+
+    def __init__(self, cost: CostModel, context: int = 256, epsilon: float = 0.1, lr: float = 0.3,
+                 width: int = 10, max_depth: int = 12, size: int = 60, seed: int = 0) -> None:
+        super().__init__(width, max_depth, size)
+        self.epsilon, self.lr, self.seed = epsilon, lr, seed
+        depth = np.arange(2, max_depth + 1)
+        cap = 1 + width + np.maximum(depth - 2, 0) * width * width
+        self.cycle_s = cost.cycle(depth, width, np.minimum(size, cap), context, 1)
+        self.name = f"qlearn(eps={epsilon:g})"
+
+    def reset_batch(self, n):
+        self.q = np.zeros((n, self.max_depth, self.max_depth - 1))  # [row, last accepted, depth - 2]
+        self.state = np.zeros(n, dtype=np.int64)
+        self.rng = np.random.default_rng(self.seed)
+
+    def plan_batch(self, rows, context):
+        greedy = np.argmax(self.q[rows, self.state[rows]], axis=1)
+        explore = self.rng.random(len(rows)) < self.epsilon
+        action = np.where(explore, self.rng.integers(0, self.max_depth - 1, len(rows)), greedy)
+        return action + 2, np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted):
+        action = depth - 2
+        reward = (accepted + 1) / self.cycle_s[action]
+        q = self.q[rows, self.state[rows], action]
+        self.q[rows, self.state[rows], action] = q + self.lr * (reward - q)
+        self.state[rows] = np.minimum(accepted, self.max_depth - 1)

@@ -1,0 +1,164 @@
+"""Simulated evaluation: baselines built and tuned on training traces, scored on held-out ones,
+every method shown as a share of the hindsight oracle."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.policies.base import BatchPolicy, StaticPolicy, eagle3_default
+from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
+from simspec.sim.costmodel import CostModel
+from simspec.sim.oracle import oracle
+from simspec.sim.replay import ReplayResult, capacity, replay
+from simspec.sim.traces import TraceSet
+
+BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn")
+GRID_DEPTHS = tuple(range(1, 13))
+GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
+
+
+def split_traces(traces: TraceSet, split: str) -> TraceSet:
+    """The traces of one prompt split (``all`` keeps everything)."""
+    if split == "all":
+        return traces
+    splits = np.array(traces.meta.get("splits") or [])
+    chosen = np.flatnonzero(splits == split)
+    if len(chosen) == 0:
+        raise SimspecError(f"the traces hold no {split!r} prompts: record more prompts or use --split all")
+    return traces.subset(chosen)
+
+
+def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None,
+                   depths=GRID_DEPTHS, sizes=GRID_SIZES) -> dict[tuple[int, int], ReplayResult]:
+    """Every static (D, V) of the grid, replayed; a V past the tree's node count verifies the
+    whole tree, so such cells share one replay with the capped V."""
+    distinct: dict[tuple[int, int], ReplayResult] = {}
+    out = {}
+    for depth in depths:
+        if depth > traces.depth_max:
+            continue
+        for size in sizes:
+            key = (depth, int(min(size, capacity(np.array(depth), traces.width))))
+            if key not in distinct:
+                distinct[key] = replay(traces, cost, StaticPolicy(depth, traces.width, key[1]), max_new_tokens)
+            out[(depth, size)] = distinct[key]
+    return out
+
+
+def _score(result: ReplayResult) -> float:
+    return float(np.mean(result.speedup))
+
+
+def grid_best(train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> StaticPolicy:
+    surface = static_surface(train, cost, max_new_tokens)
+    depth, size = max(surface, key=lambda k: (_score(surface[k]), -k[1]))  # ties: the smaller V
+    size = int(min(size, capacity(np.array(depth), train.width)))
+    policy = StaticPolicy(depth, train.width, size)
+    policy.name = f"grid-best(D={depth},V={size})"
+    return policy
+
+
+def _tuned(make, values, train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> BatchPolicy:
+    """The member of a one-parameter family that does best on the training traces."""
+    return max((make(v) for v in values), key=lambda p: _score(replay(train, cost, p, max_new_tokens)))
+
+
+def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_tokens: int | None,
+                    size: int | None = None) -> list[BatchPolicy]:
+    """Baselines by name; tunable ones are tuned on ``train``. Depth rules verify ``size``
+    nodes (default: the grid-best static size, so that they differ from it only in depth)."""
+    width = train.width
+    unknown = [n for n in names if n not in BASELINES and not n.startswith("static:")]
+    if unknown:
+        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+    best = grid_best(train, cost, max_new_tokens)
+    size = size or best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
+    context = int(np.median(train.context_length))
+    dmax = train.depth_max
+    makers = {
+        "eagle3": lambda: _fit_width(eagle3_default(), width),
+        "grid": lambda: best,
+        "ddd": lambda: _tuned(lambda t: DDD(t, width, dmax, size), (0.05, 0.1, 0.2, 0.3, 0.5, 0.7), train, cost,
+                              max_new_tokens),
+        "svip": lambda: _tuned(lambda h: SVIP(h, width, dmax, size), (0.5, 1.0, 1.5, 2.0, 2.5, 3.0), train, cost,
+                               max_new_tokens),
+        "gammatune": lambda: GammaTune(0.5, width, dmax, size),
+        "analytic": lambda: AnalyticWindow(cost, context, 8, width, dmax, size),
+        "fsm": lambda: FSM(width, dmax, size),
+        "cachefsm": lambda: FSM(width, dmax, size, patience=2),
+        "qlearn": lambda: QLearning(cost, context, width=width, max_depth=dmax, size=size),
+    }
+    out = []
+    for name in names:
+        if name.startswith("static:"):
+            try:
+                d, v = (int(x) for x in name.split(":", 1)[1].split(","))
+            except ValueError:
+                raise SimspecError(f"bad baseline {name!r}: write static:D,V, e.g. static:5,8") from None
+            out.append(StaticPolicy(d, width, v))
+        else:
+            out.append(makers[name]())
+    return out
+
+
+def _fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
+    if policy.width == width:
+        return policy
+    depth, size = policy._plan.depth, policy._plan.size
+    fitted = StaticPolicy(depth, width, size)
+    fitted.name = f"{policy.name}(W={width})"
+    return fitted
+
+
+@dataclass(frozen=True)
+class MethodReport:
+    name: str
+    speedup_median: float
+    speedup_q25: float
+    speedup_q75: float
+    speedup_mean: float
+    tau: float
+    cycles: float
+    draft_calls: float
+    share_of_oracle: float  # median over prompts of oracle time / method time
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def report(name: str, result: ReplayResult, oracle_seconds: np.ndarray, oracle_prefill: np.ndarray) -> MethodReport:
+    q25, med, q75 = np.percentile(result.speedup, [25, 50, 75])
+    share = (oracle_seconds + oracle_prefill) / (result.seconds + result.prefill_seconds)
+    return MethodReport(name, float(med), float(q25), float(q75), float(np.mean(result.speedup)),
+                        float(np.sum(result.tokens) / np.sum(result.cycles)), float(np.mean(result.cycles)),
+                        float(np.mean(result.draft_calls)), float(np.median(share)))
+
+
+def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max_new_tokens: int | None
+             ) -> tuple[list[MethodReport], MethodReport, float]:
+    """Each policy's report, the oracle's, and the replay throughput (cycles per second)."""
+    best = oracle(traces, cost, max_new_tokens)
+    rows, cycles, seconds = [], 0, 0.0
+    for policy in policies:
+        started = time.perf_counter()
+        result = replay(traces, cost, policy, max_new_tokens)
+        seconds += time.perf_counter() - started
+        cycles += int(result.cycles.sum())
+        rows.append(report(policy.name, result, best.seconds, best.prefill_seconds))
+    q25, med, q75 = np.percentile(best.speedup, [25, 50, 75])
+    oracle_row = MethodReport("oracle (hindsight)", float(med), float(q25), float(q75), float(np.mean(best.speedup)),
+                              float("nan"), float("nan"), float("nan"), 1.0)
+    return rows, oracle_row, cycles / max(seconds, 1e-9)
+
+
+def replay_throughput(traces: TraceSet, cost: CostModel, policy: BatchPolicy, copies: int,
+                      max_new_tokens: int | None = None) -> tuple[int, float]:
+    """(cycles, seconds) of one replay over ``copies`` copies of every trace prompt."""
+    tiled = traces.subset(np.tile(np.arange(traces.n_prompts), copies))
+    started = time.perf_counter()
+    result = replay(tiled, cost, policy, max_new_tokens)
+    return int(result.cycles.sum()), time.perf_counter() - started

@@ -1,0 +1,56 @@
+"""One policy object, two drivers: the real engine's cycle and the simulator's replay make the
+same decisions and see the same acceptances, on traces recorded from the same models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simspec.policies import StaticPolicy
+from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
+from simspec.real.drafters import load_drafter
+from simspec.real.engine import SpeculativeEngine
+from simspec.real.recorder import RecordSpec, TraceRecorder, assemble
+from simspec.sim.costmodel import CostModel, Point
+from simspec.sim.replay import replay
+
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def recorded(target, prompt_ids):
+    drafter = load_drafter("eagle", target)
+    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max=8, width=4, max_new_tokens=MAX_NEW))
+    ids = [ids for _, ids in prompt_ids[:3]]
+    continuations = recorder.continuations(ids)
+    traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], [len(i) for i in ids],
+                      {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in prompt_ids[:3]]})
+    return SpeculativeEngine(target, drafter), ids, traces
+
+
+def _cost():
+    return CostModel([Point("verify", n, c, 0.06 + 1e-3 * n) for c in (64, 512) for n in (1, 8, 64)]
+                     + [Point("draft", n, c, 0.005 + 1e-4 * n) for c in (64, 512) for n in (1, 4, 16)])
+
+
+POLICIES = {
+    "static": lambda: StaticPolicy(5, 4, 12),
+    "ddd": lambda: DDD(0.3, width=4, max_depth=8, size=16),
+    "svip": lambda: SVIP(1.5, width=4, max_depth=8, size=16),
+    "gammatune": lambda: GammaTune(0.5, width=4, max_depth=8, size=16),
+    "fsm": lambda: FSM(width=4, max_depth=8, size=16),
+    "cachefsm": lambda: FSM(width=4, max_depth=8, size=16, patience=2),
+    "analytic": lambda: AnalyticWindow(_cost(), width=4, max_depth=8, size=16),
+    "qlearn": lambda: QLearning(_cost(), width=4, max_depth=8, size=16, epsilon=0.3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_same_policy_same_cycles_in_engine_and_replay(recorded, name):
+    engine, ids, traces = recorded
+    for i, prompt in enumerate(ids):
+        live = engine.generate(prompt, POLICIES[name](), MAX_NEW)
+        simulated = replay(traces.subset(np.array([i])), _cost(), POLICIES[name](), MAX_NEW)
+        assert len(live.cycles) == simulated.cycles[0], name
+        assert sum(c.draft_calls for c in live.cycles) == simulated.draft_calls[0], name
+        assert len(live.tokens) - 1 == simulated.tokens[0], name

@@ -1,0 +1,66 @@
+"""`validate --simulated`, `plot surface` and `bench-sim` on a small synthetic profile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_replay import random_traces
+
+from simspec.sim.profile import sample_record, write_profile
+from simspec.sim.traces import save_traces
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sim")
+    traces = random_traces(11, n_prompts=7)
+    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
+                       prompt_ids=[f"p{i}" for i in range(7)])
+    content = save_traces(root / "traces", traces)
+    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
+                for n in (1, 4, 8, 16, 64, 128, 256)]
+               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
+               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
+    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
+                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
+    return root / "profile"
+
+
+def _simspec(*args):
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir):
+    result = _simspec("validate", "--simulated", "--profile", str(profile_dir), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["split"] == "heldout" and summary["prompts"] == 3
+    methods = [r["method"] for r in summary["rows"]]
+    assert len(methods) == 9 and methods[0].startswith("eagle3") and methods[1].startswith("grid-best")
+    for row in summary["rows"]:
+        assert {"method", "speedup", "tau", "oracle_share", "draft_calls"} <= set(row)
+        assert 0 < row["oracle_share"] <= 1 + 1e-9
+    assert summary["cycles_per_s"] > 0
+
+
+def test_validate_bad_input_is_one_line(profile_dir):
+    for args, expected in [(("--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
+                           (("--split", "test"), "--split must be"),
+                           (("--real",), "only `validate --simulated` exists")]:
+        result = _simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
+        assert result.returncode == 2 and expected in result.stderr, result.stderr
+        assert result.stderr.strip().count("\n") == 0
+
+
+def test_surface_plot_and_replay_benchmark(profile_dir, tmp_path):
+    result = _simspec("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "surface-profile-all.png").stat().st_size > 10_000
+    result = _simspec("bench-sim", "--profile", str(profile_dir), "--copies", "20", "--depth", "4", "--size", "6",
+                      "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["cycles"] > 0 and summary["cycles_per_s"] > 0
