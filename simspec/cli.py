@@ -402,6 +402,16 @@ def calibrate(
             samples = analytic_curves(spec, target_arch, draft_arch, grid, book)
             device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
         curves_s = time.perf_counter() - started
+        policy_seconds = {}
+        if samples:  # the policies run on this host whatever the accelerator: time their decisions here
+            from simspec.real.calibrate import policy_latency
+            from simspec.sim.costmodel import CostModel
+            from simspec.sim.evaluate import timing_baselines
+            from simspec.sim.profile import points_of
+
+            w, d = (source[1]["width"], source[1]["depth_max"]) if source else (width, depth_max)
+            families = timing_baselines(CostModel(points_of(samples)), w, d)
+            policy_seconds = policy_latency(families, w, d, grid.repeats * 5)
         traces_meta, record_s, checks = None, 0.0, []
         if chosen:
             traces, record_s, checks = _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens,
@@ -417,6 +427,7 @@ def calibrate(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": _machine(),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
         "replay_check": [c.to_dict() for c in checks],
+        "policy_seconds": policy_seconds,
     }
     if target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[target]
@@ -558,7 +569,9 @@ def validate(
     names = [n.strip() for n in baselines.split(",") if n.strip()]
     with err.status("tuning baselines on the train split and replaying"):
         policies = build_baselines(names, train, loaded.cost, max_new_tokens)
-        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, policies, max_new_tokens)
+        charged = loaded.meta.get("policy_seconds") or {}
+        charged = {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
+        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, policies, max_new_tokens, charged)
     seconds = time.perf_counter() - started
     if loaded.kind == "analytic":
         err.print("[yellow]warning:[/] ANALYTIC profile: these times come from a roofline model, not a measurement")

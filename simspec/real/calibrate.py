@@ -87,6 +87,33 @@ def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callabl
     return out
 
 
+def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: int = 0) -> dict[str, float]:
+    """Seconds one cycle of decisions costs each policy through the engine's own hooks: plan,
+    keep_drafting after every draft step but the last, choose_size, observe; synthetic scores
+    of the real shapes (decision code does not depend on their values). The simulator charges
+    these per cycle."""
+    from simspec.policies import BuiltTree, CycleOutcome, CycleStart, DraftStep
+    from simspec.sim.costmodel import robust_median
+
+    rng = np.random.default_rng(seed)
+    levels = [np.sort(-rng.exponential(2.0, width if i == 0 else width * width)).astype(np.float32)
+              for i in range(depth - 1)]
+    nodes = np.concatenate([[0.0], *levels]).astype(np.float32)
+    out = {}
+    for name, policy in policies.items():
+        policy.reset()
+
+        def cycle() -> None:
+            plan = policy.plan(CycleStart(0, 256))
+            for level in range(2, depth):
+                policy.keep_drafting(DraftStep(level, width, 256, lambda s=levels[level - 2]: s), plan)
+            policy.choose_size(BuiltTree(depth, width, 256, len(nodes), lambda: nodes), plan)
+            policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2))
+
+        out[name] = robust_median(np.array(time_repeated(cycle, torch.device("cpu"), repeats, warmup=3)))
+    return out
+
+
 def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callable[[], None],
                         seed: int = 0) -> list[dict]:
     """The engine's host-side work per cycle without the models: grow a (depth, width) tree from

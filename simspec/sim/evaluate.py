@@ -99,10 +99,24 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
                 d, v = (int(x) for x in name.split(":", 1)[1].split(","))
             except ValueError:
                 raise SimspecError(f"bad baseline {name!r}: write static:D,V, e.g. static:5,8") from None
-            out.append(StaticPolicy(d, width, v))
+            policy = StaticPolicy(d, width, v)
         else:
-            out.append(makers[name]())
+            policy = makers[name]()
+        policy.family = "static" if name.startswith("static:") else name
+        out.append(policy)
     return out
+
+
+def timing_baselines(cost: CostModel, width: int, depth_max: int) -> dict[str, BatchPolicy]:
+    """One untuned instance of every baseline family, for measuring decision time (which
+    does not depend on tuned thresholds)."""
+    return {
+        "static": StaticPolicy(depth_max, width, 60), "ddd": DDD(0.3, width, depth_max, 60),
+        "svip": SVIP(1.5, width, depth_max, 60), "gammatune": GammaTune(0.5, width, depth_max, 60),
+        "analytic": AnalyticWindow(cost, 256, 8, width, depth_max, 60), "fsm": FSM(width, depth_max, 60),
+        "cachefsm": FSM(width, depth_max, 60, patience=2), "qlearn": QLearning(cost, 256, width=width,
+                                                                              max_depth=depth_max, size=60),
+    }
 
 
 def _fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
@@ -138,14 +152,17 @@ def report(name: str, result: ReplayResult, oracle_seconds: np.ndarray, oracle_p
                         float(np.mean(result.draft_calls)), float(np.median(share)))
 
 
-def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max_new_tokens: int | None
-             ) -> tuple[list[MethodReport], MethodReport, float]:
-    """Each policy's report, the oracle's, and the replay throughput (cycles per second)."""
+def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max_new_tokens: int | None,
+             decision_seconds: dict[str, float] | None = None) -> tuple[list[MethodReport], MethodReport, float]:
+    """Each policy's report, the oracle's, and the replay throughput (cycles per second).
+    ``decision_seconds[family]`` is charged per cycle (static trees: the 'static' entry)."""
+    decision_seconds = decision_seconds or {}
     best = oracle(traces, cost, max_new_tokens)
     rows, cycles, seconds = [], 0, 0.0
     for policy in policies:
         started = time.perf_counter()
-        result = replay(traces, cost, policy, max_new_tokens)
+        charge = decision_seconds.get(getattr(policy, "family", "static"), 0.0)
+        result = replay(traces, cost, policy, max_new_tokens, charge)
         seconds += time.perf_counter() - started
         cycles += int(result.cycles.sum())
         rows.append(report(policy.name, result, best.seconds, best.prefill_seconds))
