@@ -142,7 +142,7 @@ def _sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
     for level in range(levels):
         count = width if level == 0 else width * width
         row = np.sort(scores[start:start + count])[::-1]
-        out[level, : len(row)] = row
+        out[level, : len(row)] = row.astype(np.float16)
         start += count
     return out
 
@@ -154,7 +154,8 @@ class BatchPolicy(Policy):
     ``reset_batch``; ``rows`` index into them.
 
     Observations are the same on both sides: frontier scores as ``[rows, W**2]`` (sorted, -inf
-    padded) and tree scores as ``[rows, depth - 1, W**2]`` (level by level, sorted)."""
+    padded) and tree scores as ``[rows, depth - 1, W**2]`` (level by level, sorted), rounded to
+    float16 as traces store them, so that a threshold decides alike in the engine and in replay."""
 
     width: int = 10
 
@@ -191,7 +192,7 @@ class BatchPolicy(Policy):
     def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
         frontier = np.full(self.width * self.width, -np.inf, dtype=np.float32)
         scores = np.sort(step.frontier_logprobs)[::-1]
-        frontier[: len(scores)] = scores
+        frontier[: len(scores)] = scores.astype(np.float16)
         go = self.keep_drafting_batch(self._ROW, np.array([step.depth]), frontier[None], np.array([plan.depth]))
         return bool(go[0])
 

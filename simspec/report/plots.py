@@ -18,6 +18,14 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
 def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Path:
     """LTD Figure 2 (left), from this profile: draft time vs depth at width W and verify time
     vs V, per measured context; dots are measurements (bars: IQR), lines the cost model."""
@@ -55,12 +63,7 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Pa
     fit = profile.meta.get("fit_error", {})
     fig.suptitle(f"{profile.label}\ncost-model held-out error: median {fit.get('median', float('nan')):.1%}, "
                  f"p90 {fit.get('p90', float('nan')):.1%}", fontsize=9)
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"curves-{profile.directory.name}.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / f"curves-{profile.directory.name}.png")
 
 
 def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle_speedup: float, out_dir: Path,
@@ -91,9 +94,4 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
     ax3d.set(xlabel="V", ylabel="D", zlabel="speedup")
     fig.suptitle(f"{profile.label}\nstatic trees, {split} prompts: grid best D={d} V={v} at {top:.3f}x (star); "
                  f"hindsight oracle {oracle_speedup:.3f}x (red plane)", fontsize=9)
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"surface-{profile.directory.name}-{split}.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / f"surface-{profile.directory.name}-{split}.png")
