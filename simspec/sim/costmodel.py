@@ -125,6 +125,7 @@ class CostModel:
     def __init__(self, points: list[Point]) -> None:
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
+        self._tables: dict[str, np.ndarray] = {}
         for kind in KINDS:
             mine = [p for p in points if p.kind == kind]
             if mine:
@@ -155,12 +156,35 @@ class CostModel:
         curve = self.curves.get("bookkeeping")
         return np.zeros(np.broadcast(size, depth).shape) if curve is None else curve(size, depth)
 
+    def table(self, kind: str, n_max: int, c_max: int) -> np.ndarray | None:
+        """The curve tabulated at every integer (n, context) up to the given extents, so that
+        replay looks costs up instead of interpolating millions of times. Grown on demand."""
+        if kind not in self.curves:
+            return None
+        table = self._tables.get(kind)
+        if table is None or table.shape[0] <= n_max or table.shape[1] <= c_max:
+            rows = 1 << int(max(n_max, 1)).bit_length()
+            cols = 1 << int(max(c_max, 1)).bit_length()
+            table = self.curves[kind](np.arange(rows)[:, None], np.arange(cols)[None, :])
+            self._tables[kind] = table
+        return table
+
     def cycle(self, depth, width, size, context, committed) -> np.ndarray:
         """Seconds of one cycle: the first draft call (which also feeds the ``committed``
         tokens of the last cycle), ``depth - 2`` calls of ``width`` nodes, one verification
-        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing."""
+        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing. Integer
+        operating points (every replay) are looked up in tables of the same curves."""
         depth, width, size, context, committed = np.broadcast_arrays(
-            *(np.asarray(x, dtype=float) for x in (depth, width, size, context, committed)))
+            *(np.asarray(x) for x in (depth, width, size, context, committed)))
+        if all(np.issubdtype(x.dtype, np.integer) for x in (depth, width, size, context, committed)) and depth.size:
+            c_max = int(context.max())
+            draft = self.table("draft", int(max(committed.max(), width.max())), c_max)
+            verify = self.table("verify", int(size.max()), c_max)
+            drafting = np.where(depth >= 2, draft[committed, context] + np.maximum(depth - 2, 0) * draft[width, context],
+                                0.0)
+            book = self.table("bookkeeping", int(size.max()), int(depth.max()))
+            return drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
+        depth, width, size, context, committed = (x.astype(float) for x in (depth, width, size, context, committed))
         drafting = np.where(depth >= 2, self.draft(committed, context)
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
         return drafting + self.verify(size, context) + self.bookkeeping(size, depth)

@@ -141,7 +141,8 @@ class MethodReport:
     share_of_oracle: float  # median over prompts of oracle time / method time
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        """JSON-safe: quantities that do not apply (the oracle's τ) become null, not NaN."""
+        return {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in self.__dict__.items()}
 
 
 def report(name: str, result: ReplayResult, oracle_seconds: np.ndarray, oracle_prefill: np.ndarray) -> MethodReport:

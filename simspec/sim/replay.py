@@ -15,7 +15,7 @@ import numpy as np
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy
 from simspec.sim.costmodel import CostModel
-from simspec.sim.traces import TraceSet, accepted_lengths
+from simspec.sim.traces import TraceSet, accepted_at
 
 
 @dataclass
@@ -44,12 +44,14 @@ def positions_limit(traces: TraceSet, max_new_tokens: int | None) -> np.ndarray:
 
 
 def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.ndarray:
-    """Plain greedy decoding of the same positions: one target step per token."""
-    out = np.zeros(traces.n_prompts)
-    for i in range(traces.n_prompts):  # once per replay, not in the cycle loop
-        rows = traces.prompt_positions(i)
-        out[i] = cost.greedy(traces.context_length[rows][: limit[i]]).sum()
-    return out
+    """Plain greedy decoding of the same positions: one target step per token, summed per
+    prompt in one pass over all positions."""
+    counts = np.diff(traces.prompt_offsets)
+    prompt_of = np.repeat(np.arange(traces.n_prompts), counts)
+    index_in_prompt = np.arange(traces.positions) - np.repeat(traces.prompt_offsets[:-1], counts)
+    keep = index_in_prompt < limit[prompt_of]
+    per_position = cost.greedy(traces.context_length[keep])
+    return np.bincount(prompt_of[keep], weights=per_position, minlength=traces.n_prompts)
 
 
 def _overrides(policy: BatchPolicy, method: str) -> bool:
@@ -96,7 +98,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
             scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
             size = policy.choose_size_batch(rows, depth, scores, size)
         size = np.clip(size, 1, capacity(depth, width))  # the engine verifies at most the whole tree
-        accepted = accepted_lengths(traces.path_rank[at], depth, size)
+        accepted = accepted_at(traces.path_rank, at, depth, size)
         policy.observe_batch(rows, depth, size, accepted)
         seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget

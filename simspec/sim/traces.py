@@ -116,6 +116,16 @@ def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.nd
     return np.where(depth >= 2, accepted, 0)
 
 
+def accepted_at(path_rank: np.ndarray, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """``accepted_lengths(path_rank[rows], depth, size)`` without copying whole tables: one
+    gather of the column each row needs (the replay hot path)."""
+    levels = path_rank.shape[1]
+    column = np.clip(depth - 2, 0, levels - 1)
+    ranks = path_rank[rows[:, None], np.arange(levels)[None, :], column[:, None]]
+    accepted = (ranks < (size - 1)[:, None]).sum(axis=1)
+    return np.where(depth >= 2, accepted, 0)
+
+
 def save_traces(directory: Path, traces: TraceSet) -> str:
     """Write ``traces.npz`` and ``traces.json`` (meta with schema, hash); returns the hash."""
     directory.mkdir(parents=True, exist_ok=True)
