@@ -41,6 +41,12 @@ def tree_capacity(depth: int, width: int) -> int:
     return 1 + width + (depth - 2) * width * width
 
 
+def tree_capacities(depth: np.ndarray, width: int) -> np.ndarray:
+    """``tree_capacity`` over arrays of depths (the simulator's and the window rules' form)."""
+    depth = np.asarray(depth)
+    return np.where(depth <= 1, 1, 1 + width + np.maximum(depth - 2, 0) * width * width)
+
+
 @dataclass(frozen=True)
 class DraftPlan:
     """A cycle's tree budget: at most ``depth`` levels, beam ``width``, ``size`` verified nodes."""

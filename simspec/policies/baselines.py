@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.policies.base import BatchPolicy
+from simspec.policies.base import BatchPolicy, tree_capacities
 from simspec.sim.costmodel import CostModel
 
 
@@ -121,7 +121,7 @@ class AnalyticWindow(DepthBudget):
         self.history = history
         gamma = np.arange(1, max_depth)
         depth = gamma + 1
-        cap = np.where(depth <= 1, 1, 1 + width + np.maximum(depth - 2, 0) * width * width)
+        cap = tree_capacities(depth, width)
         self.step_s = float(cost.draft(width, context))
         self.verify_s = cost.verify(np.minimum(size, cap), context)
         self.gamma = gamma
@@ -157,7 +157,7 @@ class QLearning(DepthBudget):
         super().__init__(width, max_depth, size)
         self.epsilon, self.lr, self.seed = epsilon, lr, seed
         depth = np.arange(2, max_depth + 1)
-        cap = 1 + width + np.maximum(depth - 2, 0) * width * width
+        cap = tree_capacities(depth, width)
         self.cycle_s = cost.cycle(depth, width, np.minimum(size, cap), context, 1)
         self.name = f"qlearn(eps={epsilon:g})"
 

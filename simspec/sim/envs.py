@@ -17,9 +17,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from simspec.policies.base import tree_capacities
 from simspec.sim.costmodel import CostModel
-from simspec.sim.replay import capacity, positions_limit
-from simspec.sim.traces import TraceSet, accepted_lengths
+from simspec.sim.replay import positions_limit
+from simspec.sim.traces import TraceSet, accepted_at
 
 SCORE_FLOOR = -30.0  # log-prob floor for observations: padding and hopeless nodes look alike
 CONTEXT_SCALE = 4096.0
@@ -62,8 +63,8 @@ class Core:
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Verify the rows' trees; returns (reward, accepted, done) and advances the roots."""
         at = self.at(rows)
-        size = np.clip(size, 1, capacity(depth, self.width))
-        accepted = accepted_lengths(self.traces.path_rank[at], depth, size)
+        size = np.clip(size, 1, tree_capacities(depth, self.width))
+        accepted = accepted_at(self.traces.path_rank, at, depth, size)
         seconds = self.cost.cycle(depth, self.width, size, self.traces.context_length[at], self.previous[rows] + 1)
         reward = (accepted + 1) / seconds * self.reward_scale
         self.position[rows] += accepted + 1
@@ -226,10 +227,10 @@ def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.n
     t_max = t_max or traces.depth_max - 1
     calls = np.arange(1, t_max + 1)
     n = traces.positions
-    depth = np.repeat((calls + 1)[None, :], n, axis=0).ravel()
-    ranks = np.repeat(traces.path_rank, t_max, axis=0)
-    sizes = np.minimum(size, capacity(depth, traces.width))
-    return accepted_lengths(ranks, depth, sizes).reshape(n, t_max)
+    depth = np.tile(calls + 1, n)
+    rows = np.repeat(np.arange(n), t_max)
+    sizes = np.minimum(size, tree_capacities(depth, traces.width))
+    return accepted_at(traces.path_rank, rows, depth, sizes).reshape(n, t_max)
 
 
 class Radar:

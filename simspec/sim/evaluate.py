@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy, StaticPolicy, eagle3_default
+from simspec.policies.base import BatchPolicy, StaticPolicy, eagle3_default, tree_capacities
 from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
-from simspec.sim.replay import ReplayResult, capacity, replay
+from simspec.sim.replay import ReplayResult, replay
 from simspec.sim.traces import TraceSet
 
 BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn")
@@ -42,7 +42,7 @@ def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None
         if depth > traces.depth_max:
             continue
         for size in sizes:
-            key = (depth, int(min(size, capacity(np.array(depth), traces.width))))
+            key = (depth, int(min(size, tree_capacities(depth, traces.width))))
             if key not in distinct:
                 distinct[key] = replay(traces, cost, StaticPolicy(depth, traces.width, key[1]), max_new_tokens)
             out[(depth, size)] = distinct[key]
@@ -56,7 +56,7 @@ def _score(result: ReplayResult) -> float:
 def grid_best(train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> StaticPolicy:
     surface = static_surface(train, cost, max_new_tokens)
     depth, size = max(surface, key=lambda k: (_score(surface[k]), -k[1]))  # ties: the smaller V
-    size = int(min(size, capacity(np.array(depth), train.width)))
+    size = int(min(size, tree_capacities(depth, train.width)))
     policy = StaticPolicy(depth, train.width, size)
     policy.name = f"grid-best(D={depth},V={size})"
     return policy

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.policies.base import tree_capacities
 from simspec.sim.costmodel import CostModel
-from simspec.sim.replay import capacity, greedy_seconds, positions_limit
-from simspec.sim.traces import TraceSet, accepted_lengths
+from simspec.sim.replay import greedy_seconds, positions_limit
+from simspec.sim.traces import TraceSet, accepted_at
 
 ORACLE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 60, 80, 96, 128, 160, 200, 240)
 
@@ -38,7 +39,7 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
            sizes: tuple[int, ...] = ORACLE_SIZES) -> OracleResult:
     width, dmax = traces.width, traces.depth_max
     # Sizes past a tree's node count verify the whole tree: that choice is searched too.
-    options = np.array(sorted({(d, int(min(v, capacity(np.array(d), width)))) for d in range(1, dmax + 1)
+    options = np.array(sorted({(d, int(min(v, tree_capacities(d, width)))) for d in range(1, dmax + 1)
                                for v in sizes}))
     depth, size = options[:, 0], options[:, 1]
     limit = positions_limit(traces, max_new_tokens)
@@ -51,8 +52,8 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
         live = np.flatnonzero(limit > p)
         at = start[live] + p
         context = traces.context_length[at]
-        accepted = accepted_lengths(np.repeat(traces.path_rank[at], len(options), axis=0),
-                                    np.tile(depth, len(live)), np.tile(size, len(live))).reshape(len(live), -1)
+        accepted = accepted_at(traces.path_rank, np.repeat(at, len(options)), np.tile(depth, len(live)),
+                               np.tile(size, len(live))).reshape(len(live), -1)
         cycle = cost.cycle(depth[None, :, None], width, size[None, :, None], context[:, None, None],
                            committed[None, None, :])  # [live, K, C]
         following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value

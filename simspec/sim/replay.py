@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy
+from simspec.policies.base import BatchPolicy, tree_capacities
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -97,7 +97,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
             scores = traces.level_scores[at].astype(np.float32)
             scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
             size = policy.choose_size_batch(rows, depth, scores, size)
-        size = np.clip(size, 1, capacity(depth, width))  # the engine verifies at most the whole tree
+        size = np.clip(size, 1, tree_capacities(depth, width))  # the engine verifies at most the whole tree
         accepted = accepted_at(traces.path_rank, at, depth, size)
         policy.observe_batch(rows, depth, size, accepted)
         seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
@@ -111,6 +111,3 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
     return ReplayResult(seconds, greedy_seconds(traces, cost, limit), prefill, tokens, cycles, calls)
 
 
-def capacity(depth: np.ndarray, width: int) -> np.ndarray:
-    """``tree_capacity`` over arrays: nodes of a full tree of ``depth`` levels."""
-    return np.where(depth <= 1, 1, 1 + width + np.maximum(depth - 2, 0) * width * width)

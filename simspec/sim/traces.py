@@ -107,13 +107,9 @@ def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.nd
     """Accepted draft tokens for trees of ``depth`` levels verified at ``size`` nodes (root
     included), one per row of ``path_rank`` ([n, depth_max-1, depth_max-1]). Vectorised;
     ``depth`` and ``size`` broadcast against the rows. Depth 1 drafts nothing: 0."""
-    n, levels = path_rank.shape[0], path_rank.shape[1]
-    depth = np.broadcast_to(np.asarray(depth), (n,))
-    size = np.broadcast_to(np.asarray(size), (n,))
-    column = np.clip(depth - 2, 0, levels - 1)
-    ranks = path_rank[np.arange(n), :, column]  # [n, depth_max - 1]: rank of each path node
-    accepted = (ranks < (size - 1)[:, None]).sum(axis=1)
-    return np.where(depth >= 2, accepted, 0)
+    n = path_rank.shape[0]
+    return accepted_at(path_rank, np.arange(n), np.broadcast_to(np.asarray(depth), (n,)),
+                       np.broadcast_to(np.asarray(size), (n,)))
 
 
 def accepted_at(path_rank: np.ndarray, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
