@@ -546,13 +546,18 @@ def validate(
                                             "cachefsm", "qlearn")),
                                   help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm, "
                                   "qlearn, static:D,V. Tunable ones are tuned on the train split."),
+    policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
+                                 "the baselines; each is charged its measured decision time."),
     split: str = typer.Option("heldout", help="Prompts scored: heldout, train or all."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2,
                                                  help="Token budget per prompt (default: everything recorded)."),
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
 ) -> None:
-    """Score baselines (and, later, learned policies) against plain greedy decoding and the
-    hindsight oracle: simulated on the profile's traces and cost model."""
+    """Score baselines and learned policies against plain greedy decoding and the hindsight
+    oracle: simulated on the profile's traces and cost model."""
+    import warnings
+
+    from simspec.policies.artifact import ProfileMismatch, load_policy
     from simspec.sim.evaluate import build_baselines, evaluate, split_traces
     from simspec.sim.profile import load_profile
 
@@ -567,11 +572,20 @@ def validate(
     train = split_traces(traces, "train")
     scored = split_traces(traces, split)
     names = [n.strip() for n in baselines.split(",") if n.strip()]
+    charged = loaded.meta.get("policy_seconds") or {}
+    charged = {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
+    learned = []
+    for path in (p.strip() for p in policies.split(",") if p.strip()):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ProfileMismatch)
+            policy, meta = load_policy(path, loaded.meta["inputs_hash"])
+        for w in caught:
+            err.print(f"[yellow]warning:[/] {w.message}")
+        charged[policy.family] = meta.get("decision_seconds", 0.0)
+        learned.append(policy)
     with err.status("tuning baselines on the train split and replaying"):
-        policies = build_baselines(names, train, loaded.cost, max_new_tokens)
-        charged = loaded.meta.get("policy_seconds") or {}
-        charged = {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
-        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, policies, max_new_tokens, charged)
+        methods = build_baselines(names, train, loaded.cost, max_new_tokens) if names else []
+        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods + learned, max_new_tokens, charged)
     seconds = time.perf_counter() - started
     if loaded.kind == "analytic":
         err.print("[yellow]warning:[/] ANALYTIC profile: these times come from a roofline model, not a measurement")
@@ -595,6 +609,49 @@ def validate(
                       "draft_calls": r.draft_calls, **r.to_dict()} for r in rows],
             "oracle": oracle_row.to_dict(), "cycles_per_s": cycles_per_s, "seconds": seconds}))
 
+
+
+@app.command()
+def train(
+    simulated: bool = typer.Option(False, "--simulated", help="Train against the profile's replay (the only mode)."),
+    profile: str = typer.Option(..., help="A profile folder with traces (calibration/NAME)."),
+    algo: str = typer.Option(..., help="ltd (depth + size PPO, co-adapted), resps (cached tree budget, PPO) or "
+                             "radar (LSTM continue/stop, offline REINFORCE)."),
+    preset: str = typer.Option("paper", help="paper: the seed's networks, hyper-parameters and step counts; "
+                               "fast: the same networks with about a tenth of the steps (minutes)."),
+    reward: str = typer.Option("throughput", help="throughput (tokens per second of each cycle, LTD's), "
+                               "acceptance (tokens per cycle, the proxy) or time (seconds saved over greedy)."),
+    variant: str = typer.Option("standard", help="Re-SpS only: standard or maxent (entropy coefficient 0.1)."),
+    seed: int = typer.Option(0, help="Seeds the networks, the environments and the sampling: same seed, same policy."),
+    out_dir: Optional[str] = typer.Option(None, "--out", help="Policy folder (default policies/ALGO-PROFILE[-PRESET])."),
+    force: bool = typer.Option(False, help="Replace an existing policy folder."),
+    threads: Optional[int] = typer.Option(None, help="Torch threads (default: every core)."),
+    as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
+) -> None:
+    """Train a tree policy in the simulator, in minutes on a CPU. Learns on the profile's
+    training prompts (a fifth of them held back to pick the best checkpoint), measures the
+    policy's decision time here, scores it on the held-out prompts against EAGLE-3's default
+    tree, the best static tree and the hindsight oracle, and writes policies/NAME/: the
+    exported inference networks, the SB3/torch checkpoints, metadata, training.csv and
+    TensorBoard logs (tb/)."""
+    from simspec.train.run import TrainRequest, total_work, train_policy
+
+    if not simulated:
+        raise SimspecError("training runs in the simulator: pass --simulated")
+    request = TrainRequest(profile, algo, preset, reward, seed, out_dir, variant, force)
+    request.check()
+    _set_threads(threads)
+    with _progress() as bar:
+        task = bar.add_task(f"train {algo} ({preset})", total=total_work(request))
+        summary = train_policy(request, lambda n: bar.advance(task, n))
+    out.print(f"{summary['policy']}: {algo} ({preset}, reward {reward}, seed {seed}) trained in "
+              f"{summary['train_seconds']:.0f} s, {summary['env_steps']:,} environment steps "
+              f"({summary['env_steps'] / summary['train_seconds']:,.0f}/s)")
+    out.print(f"held-out speedup (simulated, median): {summary['heldout_speedup']:.3f} | grid best "
+              f"{summary['grid_best_speedup']:.3f} | EAGLE-3 default {summary['eagle3_speedup']:.3f} | "
+              f"share of the oracle {summary['oracle_share']:.1%}")
+    if as_json:
+        print(json.dumps(summary))
 
 
 @app.command("bench-sim")
@@ -672,6 +729,30 @@ def plot_surface_command(
     best = float(np.mean(oracle(traces, loaded.cost, max_new_tokens).speedup))
     path = plot_surface(loaded, surface, best, Path(out_dir), split)
     out.print(f"figure written to {path}")
+
+@plot_app.command("training")
+def plot_training_command(
+    policy: str = typer.Option(..., help="A policy folder (policies/NAME)."),
+    out_dir: str = typer.Option("figures", "--out", help="Folder for the figure."),
+) -> None:
+    """Training curves of a policy (LTD Figure 3 style): reward per step and validation
+    speedup against environment steps, phase by phase, from its training.csv."""
+    from pathlib import Path
+
+    from simspec.policies.artifact import read_policy_meta
+    from simspec.report.plots import plot_training
+    from simspec.train.log import read_csv
+
+    directory, meta = read_policy_meta(policy)
+    try:
+        rows = read_csv(directory / "training.csv")
+    except FileNotFoundError:
+        raise SimspecError(f"{directory} has no training.csv: retrain the policy with `simspec train`") from None
+    except (OSError, KeyError, ValueError) as exc:
+        raise SimspecError(f"{directory / 'training.csv'} is unreadable ({exc.__class__.__name__}): retrain") from None
+    path = plot_training(directory.name, meta, rows, Path(out_dir))
+    out.print(f"figure written to {path}")
+
 
 @app.command("drafter-card")
 def drafter_card(

@@ -53,11 +53,16 @@ def test_ltd_depth_env_with_a_fixed_stop_matches_static_replay():
     core = env.mdp.core
     prompt = int(core.prompt[0])
     cycles = 0
-    done = False
-    while not done:
-        action = 1 if env.mdp.depth[0] < depth else 0
-        _, reward, done, _, _ = env.step(action)
-        cycles += reward != 0
+    while True:  # one episode per cycle; the prompt carries on across resets
+        done = False
+        while not done:
+            action = 1 if env.mdp.depth[0] < depth else 0
+            _, reward, done, _, _ = env.step(action)
+        assert reward > 0 and int(core.prompt[0]) == prompt
+        cycles += 1
+        if core.prompt_over[0]:
+            break
+        env.reset()
     one = traces.subset(np.array([prompt]))
     assert cycles == int(replay(one, cost, StaticPolicy(depth, traces.width, size)).cycles[0])
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from test_learned import random_ltd, random_radar, random_resps
+
 from simspec.policies import StaticPolicy
 from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
 from simspec.real.drafters import load_drafter
@@ -42,6 +44,10 @@ POLICIES = {
     "cachefsm": lambda: FSM(width=4, max_depth=8, size=16, patience=2),
     "analytic": lambda: AnalyticWindow(_cost(), width=4, max_depth=8, size=16),
     "qlearn": lambda: QLearning(_cost(), width=4, max_depth=8, size=16, epsilon=0.3),
+    # Learned policies with random networks: numpy inference, the same in both drivers.
+    "ltd": lambda: random_ltd(4, 8, seed=3),
+    "resps": lambda: random_resps(4, 8, hold=3),
+    "radar": lambda: random_radar(4, 8),
 }
 
 

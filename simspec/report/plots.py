@@ -95,3 +95,38 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
     fig.suptitle(f"{profile.label}\nstatic trees, {split} prompts: grid best D={d} V={v} at {top:.3f}x (star); "
                  f"hindsight oracle {oracle_speedup:.3f}x (red plane)", fontsize=9)
     return _save(plt, fig, out_dir / f"surface-{profile.directory.name}-{split}.png")
+
+
+def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path) -> Path:
+    """LTD Figure 3 style, for one policy: the mean reward per environment step of each rollout
+    (left) and the deployed policy's validation speedup (right) against environment steps,
+    phase by phase, with the best static tree on the same validation prompts."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    phases = list(dict.fromkeys(r["phase"] for r in rows))
+    colours = plt.cm.tab10(np.arange(len(phases)) % 10)
+    for colour, phase in zip(colours, phases):
+        reward = [(r["env_steps"], r["reward"]) for r in rows if r["phase"] == phase and r["reward"] is not None]
+        checked = [(r["env_steps"], r["validation_speedup"]) for r in rows
+                   if r["phase"] == phase and r["validation_speedup"] is not None]
+        if reward:
+            x, y = np.array(reward).T
+            left.plot(x, y, color=colour, lw=1, label=phase)
+        if checked:
+            x, y = np.array(checked).T
+            right.plot(x, y, "o-", color=colour, ms=3, lw=1, label=phase)
+    grid = (meta.get("validation") or {}).get("grid_best_speedup")
+    if grid:
+        right.axhline(grid, color="grey", ls="--", lw=1, label=f"best static tree ({grid:.3f})")
+    left.set(xlabel="environment steps", ylabel=f"mean reward per step ({meta.get('reward', 'throughput')})",
+             title="training reward")
+    right.set(xlabel="environment steps", ylabel="validation speedup (simulated, mean)",
+              title="deployed policy on validation prompts")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    profile = meta.get("profile", {})
+    tag = " (ANALYTIC profile)" if profile.get("kind") == "analytic" else ""
+    fig.suptitle(f"{name}: {meta.get('algo')} ({meta.get('preset')}, seed {meta.get('seed')}) on "
+                 f"{profile.get('name')}{tag}", fontsize=10)
+    return _save(plt, fig, out_dir / f"training-{name}.png")

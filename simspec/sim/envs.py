@@ -4,12 +4,22 @@ Every environment is written once as a *batched core* that steps ``n`` independe
 with numpy (state in arrays, no loop over copies). ``SimEnv`` exposes one copy as a
 ``gymnasium.Env`` (it passes ``check_env``); ``simspec.sim.vecenv.SimVecEnv`` exposes all of
 them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
-stable-baselines3 imports torch, and this module must not). An episode is one prompt decoded to
-its token budget (RADAR: one cycle), prompts drawn at random from the traces.
+stable-baselines3 imports torch, and this module must not).
 
-Rewards are cycle throughputs, (accepted + 1) / cycle seconds, divided by plain greedy
-decoding's throughput at the profile's median context, so that a reward of 1.0 means "as fast
-as greedy" and rewards are O(1) on any hardware.
+An episode is one decision unit: a draft-and-verify cycle (LTD's MDPs, the chain window,
+RADAR) or one held interval (Re-SpS), and its return is that unit's reward. A copy's prompt
+carries on across episodes; a new prompt is drawn (at random) when it is decoded to its token
+budget. Episodes as long as a prompt would sum per-cycle throughputs, and that sum grows with
+the *number* of cycles: it pays a policy to cut every cycle short, the opposite of what a
+throughput objective wants. LTD optimises "the throughput of each draft-and-verify cycle".
+
+Rewards (``reward=``) are per cycle, in units of plain greedy decoding at the profile's median
+context so that they are O(1) on any hardware:
+- ``throughput`` (default, LTD's): (accepted + 1) / cycle seconds, over greedy's tokens per
+  second; 1.0 means "as fast as greedy".
+- ``acceptance``: accepted + 1, the tokens the cycle gains (the proxy LTD argues against).
+- ``time``: (accepted + 1) - cycle seconds / greedy seconds per token: the time the cycle saves
+  over greedy decoding, in greedy tokens; an episode's sum is the prompt's total saving.
 """
 
 from __future__ import annotations
@@ -18,19 +28,35 @@ import gymnasium as gym
 import numpy as np
 
 from simspec.policies.base import tree_capacities
+from simspec.policies.features import (RESPS_FEATURES, depth_features, radar_features, resps_features,
+                                       size_feature_dim, size_features)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.replay import positions_limit
 from simspec.sim.traces import TraceSet, accepted_at
 
-SCORE_FLOOR = -30.0  # log-prob floor for observations: padding and hopeless nodes look alike
 CONTEXT_SCALE = 4096.0
+REWARDS = ("throughput", "acceptance", "time")
+
+
+def cycle_reward(kind: str, accepted, seconds, greedy_seconds: float) -> np.ndarray:
+    """A cycle's reward of the given kind (see the module's docstring); ``greedy_seconds`` is
+    plain decoding's time per token at the profile's median context."""
+    tokens = np.asarray(accepted) + 1.0
+    if kind == "throughput":
+        return (tokens / seconds * greedy_seconds).astype(np.float32)
+    if kind == "acceptance":
+        return tokens.astype(np.float32)
+    return (tokens - seconds / greedy_seconds).astype(np.float32)
 
 
 class Core:
     """Shared state: which prompt each copy decodes and where its root is."""
 
-    def __init__(self, traces: TraceSet, cost: CostModel, n: int, max_new_tokens: int | None, seed: int) -> None:
-        self.traces, self.cost, self.n = traces, cost, n
+    def __init__(self, traces: TraceSet, cost: CostModel, n: int, max_new_tokens: int | None, seed: int,
+                 reward: str = "throughput") -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}: choose from {', '.join(REWARDS)}")
+        self.traces, self.cost, self.n, self.reward = traces, cost, n, reward
         self.width, self.dmax = traces.width, traces.depth_max
         self.limit_of = positions_limit(traces, max_new_tokens)
         keep = np.flatnonzero(self.limit_of > 0)
@@ -39,6 +65,7 @@ class Core:
         self.prompts = keep
         self.rng = np.random.default_rng(seed)
         self.prompt = np.zeros(n, dtype=np.int64)
+        self.prompt_over = np.ones(n, dtype=bool)  # the copy needs a new prompt at its next reset
         self.position = np.zeros(n, dtype=np.int64)
         self.previous = np.zeros(n, dtype=np.int64)
         self.reward_scale = float(cost.greedy(np.median(traces.context_length)))  # seconds per greedy token
@@ -46,10 +73,14 @@ class Core:
     def seed(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def restart(self, rows: np.ndarray) -> None:
-        self.prompt[rows] = self.rng.choice(self.prompts, size=len(rows))
-        self.position[rows] = 0
-        self.previous[rows] = 0
+    def restart(self, rows: np.ndarray) -> np.ndarray:
+        """A new episode for the rows: those whose prompt is over get a new one (returned)."""
+        fresh = rows[self.prompt_over[rows]]
+        self.prompt[fresh] = self.rng.choice(self.prompts, size=len(fresh))
+        self.position[fresh] = 0
+        self.previous[fresh] = 0
+        self.prompt_over[fresh] = False
+        return fresh
 
     def at(self, rows: np.ndarray) -> np.ndarray:
         # A finished copy still gets a (last-position) observation before it restarts.
@@ -61,35 +92,37 @@ class Core:
 
     def finish_cycle(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Verify the rows' trees; returns (reward, accepted, done) and advances the roots."""
+        """Verify the rows' trees; returns (reward, accepted, prompt over) and advances the roots."""
         at = self.at(rows)
         size = np.clip(size, 1, tree_capacities(depth, self.width))
         accepted = accepted_at(self.traces.path_rank, at, depth, size)
         seconds = self.cost.cycle(depth, self.width, size, self.traces.context_length[at], self.previous[rows] + 1)
-        reward = (accepted + 1) / seconds * self.reward_scale
+        reward = self.reward_of(accepted, seconds)
         self.position[rows] += accepted + 1
         self.previous[rows] = accepted
         done = self.position[rows] >= self.limit_of[self.prompt[rows]]
+        self.prompt_over[rows] |= done
         return reward.astype(np.float32), accepted, done
 
-    def frontier(self, rows: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """Scores of the newest level of a ``depth``-level tree, [rows, W**2]."""
-        scores = self.traces.level_scores[self.at(rows), depth - 2].astype(np.float32)
-        return np.maximum(scores, SCORE_FLOOR)
+    def reward_of(self, accepted: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        return cycle_reward(self.reward, accepted, seconds, self.reward_scale)
 
-    def tree_scores(self, rows: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """All node scores of ``depth``-level trees, [rows, (D_max - 1) * W**2]."""
-        scores = self.traces.level_scores[self.at(rows)].astype(np.float32)
-        scores[np.arange(self.dmax - 1)[None, :] >= (depth - 1)[:, None]] = SCORE_FLOOR
-        return np.maximum(scores, SCORE_FLOOR).reshape(len(rows), -1)
+    def frontier(self, rows: np.ndarray, depth: np.ndarray) -> np.ndarray:
+        """Scores of the newest level of a ``depth``-level tree, [rows, W**2] (as recorded)."""
+        return self.traces.level_scores[self.at(rows), depth - 2].astype(np.float32)
+
+    def level_scores(self, rows: np.ndarray) -> np.ndarray:
+        """All levels' scores at the rows' roots, [rows, D_max - 1, W**2] (``size_features``
+        hides the levels a tree did not draft)."""
+        return self.traces.level_scores[self.at(rows)].astype(np.float32)
 
 
 class LTDDepth:
-    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0). Observation: the
-    newest level's candidate scores (W**2), the depth so far / D_max, the context / 4096.
-    Reward: the cycle's throughput at STOP (or when D_max forces it), 0 after CONTINUE. The
-    verified size is fixed (LTD trains its depth policy at V = 60) or set by ``size_policy``
-    (co-adaptation: ``size_policy(obs_of_size_env) -> action index``)."""
+    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0). Observation:
+    ``depth_features`` (the newest level's candidate scores, D / D_max, L / 4096). Reward: the
+    cycle's at STOP (or when D_max forces it), 0 after CONTINUE. The verified size is fixed (LTD
+    trains its depth policy at V = 60) or chosen by ``size_policy(size features) -> V``
+    (co-adaptation)."""
 
     n_actions = 2
 
@@ -100,8 +133,7 @@ class LTDDepth:
 
     def observe(self, rows: np.ndarray) -> np.ndarray:
         c = self.core
-        extra = np.stack([self.depth[rows] / c.dmax, c.context(rows) / CONTEXT_SCALE], axis=1)
-        return np.concatenate([c.frontier(rows, self.depth[rows]), extra], axis=1).astype(np.float32)
+        return depth_features(c.frontier(rows, self.depth[rows]), self.depth[rows], c.context(rows), c.dmax)
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
         self.core.restart(rows)
@@ -119,35 +151,34 @@ class LTDDepth:
         if len(idx):
             size = np.full(len(idx), self.size)
             if self.size_policy is not None:
-                size = size_action_to_v(self.size_policy(size_observation(c, idx, self.depth[idx])))
-            reward[idx], _, done[idx] = c.finish_cycle(idx, self.depth[idx], size)
+                size = self.size_policy(size_observation(c, idx, self.depth[idx]))
+            reward[idx] = c.finish_cycle(idx, self.depth[idx], size)[0]
+            done[idx] = True
             self.depth[idx] = 2
         return reward, done
 
 
-SIZE_ACTIONS = 12  # LTD: 12 sizes mapping linearly to V in 20..240
-
-
-def size_action_to_v(action: np.ndarray) -> np.ndarray:
-    return 20 * (np.asarray(action) + 1)
+def ltd_sizes(step: int = 20, count: int = 12) -> np.ndarray:
+    """LTD's size actions: ``count`` sizes mapping linearly to V = step, 2 step, ... (20..240)."""
+    return step * np.arange(1, count + 1)
 
 
 def size_observation(core: Core, rows: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    extra = np.stack([depth / core.dmax, core.context(rows) / CONTEXT_SCALE], axis=1)
-    return np.concatenate([core.tree_scores(rows, depth), extra], axis=1).astype(np.float32)
+    return size_features(core.level_scores(rows), depth, core.context(rows), core.dmax, core.width)
 
 
 class LTDSize:
-    """LTD's size MDP: once per cycle, pick V from 12 sizes (20..240). Observation: every node
-    score of the drafted tree (level by level, padded), D / D_max, context / 4096. The depth is
-    uniform in 1..D_max (LTD's initial training) or set by ``depth_policy(rows, core)``."""
+    """LTD's size MDP: once per cycle, pick V from ``sizes`` (LTD: 12 sizes, 20..240).
+    Observation: ``size_features`` (every node score of the drafted tree, D / D_max, L / 4096).
+    The depth is uniform in 1..D_max (LTD's initial training) or set by
+    ``depth_policy(rows, core) -> D`` (co-adaptation)."""
 
-    n_actions = SIZE_ACTIONS
-
-    def __init__(self, core: Core, depth_policy=None) -> None:
+    def __init__(self, core: Core, sizes=None, depth_policy=None) -> None:
         self.core, self.depth_policy = core, depth_policy
+        self.sizes = ltd_sizes() if sizes is None else np.asarray(sizes, dtype=np.int64)
+        self.n_actions = len(self.sizes)
         self.depth = np.full(core.n, 2, dtype=np.int64)
-        self.obs_dim = (core.dmax - 1) * core.width ** 2 + 2
+        self.obs_dim = size_feature_dim(core.width, core.dmax)
 
     def _draw_depth(self, rows: np.ndarray) -> None:
         c = self.core
@@ -164,9 +195,8 @@ class LTDSize:
 
     def step(self, actions: np.ndarray):
         rows = np.arange(self.core.n)
-        reward, _, done = self.core.finish_cycle(rows, self.depth, size_action_to_v(actions))
-        self._draw_depth(rows)
-        return reward, done
+        reward = self.core.finish_cycle(rows, self.depth, self.sizes[actions])[0]
+        return reward, np.ones(self.core.n, dtype=bool)  # one cycle, one episode
 
 
 def resps_actions(width: int, depth_max: int) -> np.ndarray:
@@ -179,23 +209,23 @@ def resps_actions(width: int, depth_max: int) -> np.ndarray:
 
 class ReSpS:
     """Re-SpS's MDP: pick (TT, d), hold it for ``hold`` cycles (10 in training, 30 at
-    inference); reward = the mean per-cycle throughput over the interval. Observation: context
-    / 4096, the interval's mean accepted length / D_max, its mean reward, the action held."""
+    inference, or until the prompt ends); reward = the interval's mean per-cycle reward; one
+    interval, one episode. Observation:
+    ``resps_features`` of the interval that just ended (zeros at a prompt's start)."""
 
     def __init__(self, core: Core, hold: int = 10) -> None:
         self.core, self.hold = core, hold
         self.actions = resps_actions(core.width, core.dmax)
         self.n_actions = len(self.actions)
-        self.last = np.zeros((core.n, 4), dtype=np.float32)
-        self.obs_dim = 5
+        self.last = np.zeros((core.n, 4))  # mean accepted, acceptance rate, d, TT of the last interval
+        self.obs_dim = RESPS_FEATURES
 
     def observe(self, rows: np.ndarray) -> np.ndarray:
-        context = self.core.context(rows) / CONTEXT_SCALE
-        return np.concatenate([context[:, None], self.last[rows]], axis=1).astype(np.float32)
+        last = self.last[rows]
+        return resps_features(self.core.context(rows), last[:, 0], last[:, 1], last[:, 2], last[:, 3], self.core.dmax)
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
-        self.core.restart(rows)
-        self.last[rows] = 0.0
+        self.last[self.core.restart(rows)] = 0.0
         return self.observe(rows)
 
     def step(self, actions: np.ndarray):
@@ -214,10 +244,9 @@ class ReSpS:
             accepted_sum[live] += accepted
             cycles[live] += 1
             done[live] = finished
-        mean_reward = reward_sum / np.maximum(cycles, 1)
-        self.last = np.stack([accepted_sum / np.maximum(cycles, 1) / c.dmax, mean_reward,
-                              depth / c.dmax, total / 128.0], axis=1).astype(np.float32)
-        return mean_reward.astype(np.float32), done
+        mean_accepted = accepted_sum / np.maximum(cycles, 1)
+        self.last = np.stack([mean_accepted, mean_accepted / (depth - 1), depth, total], axis=1)
+        return (reward_sum / np.maximum(cycles, 1)).astype(np.float32), np.ones(c.n, dtype=bool)
 
 
 def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.ndarray:
@@ -233,11 +262,25 @@ def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.n
     return accepted_at(traces.path_rank, rows, depth, sizes).reshape(n, t_max)
 
 
+def radar_observations(traces: TraceSet, where: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """``radar_features`` after draft call ``calls`` (1-based) of the trees at positions ``where``."""
+    frontier = traces.level_scores[where, calls - 1].astype(np.float32)
+    above = traces.level_scores[where, np.maximum(calls - 2, 0), 0].astype(np.float32)
+    previous_best = np.where(calls > 1, above, 0.0)  # call 1 extends the root, whose score is 0
+    return radar_features(frontier, previous_best, calls, traces.depth_max - 1, traces.width)
+
+
+def radar_cost(core: Core, size: int, policy_seconds: float) -> tuple[float, float, float]:
+    """RADAR's T_gen(t) = T0 + Tf t + T_policy (t + 1): (T0, Tf, T_policy) from the cost model
+    at the traces' median context (T0 verifies ``size`` nodes, Tf is one draft call)."""
+    context = float(np.median(core.traces.context_length))
+    return float(core.cost.verify(size, context)), float(core.cost.draft(core.width, context)), policy_seconds
+
+
 class Radar:
-    """RADAR's MDP over one cycle at a random prefix: after draft call t, read the top-k
-    confidences of the draft's best path (probabilities of the best node's children) and t /
-    t_max; CONTINUE (1) costs ``alpha``; STOP (0) or t_max ends the cycle with reward
-    l_acc / T_gen(t), T_gen(t) = T0 + Tf t + T_policy (t + 1), from the cost model."""
+    """RADAR's MDP over one cycle at a random prefix: after draft call t, ``radar_features``;
+    CONTINUE (1) costs ``alpha``; STOP (0) or t_max ends the cycle with the reward of l_acc
+    tokens in T_gen(t) (``radar_cost``)."""
 
     n_actions = 2
 
@@ -245,17 +288,13 @@ class Radar:
         self.core, self.alpha = core, alpha
         self.t_max = core.dmax - 1
         self.table = radar_dataset(core.traces, size, self.t_max)
-        context = float(np.median(core.traces.context_length))
-        self.t0 = float(core.cost.verify(size, context))
-        self.tf = float(core.cost.draft(core.width, context))
-        self.tp = policy_seconds
+        self.t0, self.tf, self.tp = radar_cost(core, size, policy_seconds)
         self.calls = np.ones(core.n, dtype=np.int64)
         self.where = np.zeros(core.n, dtype=np.int64)
         self.obs_dim = core.width + 1
 
     def observe(self, rows: np.ndarray) -> np.ndarray:
-        conf = np.exp(self.core.traces.best_child_logprobs[self.where[rows], self.calls[rows] - 1].astype(np.float32))
-        return np.concatenate([conf, (self.calls[rows] / self.t_max)[:, None]], axis=1).astype(np.float32)
+        return radar_observations(self.core.traces, self.where[rows], self.calls[rows])
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
         self.where[rows] = self.core.rng.integers(0, self.core.traces.positions, size=len(rows))
@@ -268,15 +307,15 @@ class Radar:
         stop = ~go_on
         t = self.calls[stop]
         accepted = self.table[self.where[stop], t - 1]
-        t_gen = self.t0 + self.tf * t + self.tp * (t + 1)
-        reward[stop] = (accepted + 1) / t_gen * self.core.reward_scale
+        reward[stop] = self.core.reward_of(accepted, self.t0 + self.tf * t + self.tp * (t + 1))
         self.calls[go_on] += 1
         return reward, stop
 
 
 class ChainWindow:
     """Seed 003's window MDP: each cycle pick γ (draft steps, 1..D_max-1) seeing the recent
-    per-step acceptance rate and the context; reward = the cycle's throughput."""
+    per-step acceptance rate (over the prompt's last ``history`` cycles) and the context;
+    reward = the cycle's; one cycle, one episode."""
 
     def __init__(self, core: Core, size: int = 60, history: int = 8) -> None:
         self.core, self.size, self.history = core, size, history
@@ -292,28 +331,28 @@ class ChainWindow:
         return np.stack([rate, self.core.context(rows) / CONTEXT_SCALE], axis=1).astype(np.float32)
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
-        self.core.restart(rows)
-        self.accepted[rows] = 0.0
-        self.trials[rows] = 0.0
+        fresh = self.core.restart(rows)
+        self.accepted[fresh] = 0.0
+        self.trials[fresh] = 0.0
         return self.observe(rows)
 
     def step(self, actions: np.ndarray):
         rows = np.arange(self.core.n)
         depth = np.asarray(actions) + 2
-        reward, accepted, done = self.core.finish_cycle(rows, depth, np.full(self.core.n, self.size))
+        reward, accepted, _ = self.core.finish_cycle(rows, depth, np.full(self.core.n, self.size))
         slot = self.slot % self.history
         self.accepted[rows, slot] = accepted
         self.trials[rows, slot] = np.minimum(accepted + 1, depth - 1)
         self.slot += 1
-        return reward, done
+        return reward, np.ones(self.core.n, dtype=bool)  # one cycle, one episode
 
 
 MDPS = {"ltd-depth": LTDDepth, "ltd-size": LTDSize, "resps": ReSpS, "radar": Radar, "chain-window": ChainWindow}
 
 
 def make_mdp(name: str, traces: TraceSet, cost: CostModel, n: int, seed: int = 0,
-             max_new_tokens: int | None = None, **kwargs):
-    return MDPS[name](Core(traces, cost, n, max_new_tokens, seed), **kwargs)
+             max_new_tokens: int | None = None, reward: str = "throughput", **kwargs):
+    return MDPS[name](Core(traces, cost, n, max_new_tokens, seed, reward), **kwargs)
 
 
 def spaces(mdp) -> tuple[gym.Space, gym.Space]:
@@ -322,7 +361,9 @@ def spaces(mdp) -> tuple[gym.Space, gym.Space]:
 
 
 class SimEnv(gym.Env):
-    """One copy of an MDP as a plain Gymnasium environment."""
+    """One copy of an MDP as a plain Gymnasium environment. ``reset()`` starts the next
+    episode (the prompt carries on); ``reset(seed=...)`` also starts a new prompt, so that a
+    seeded reset is reproducible."""
 
     metadata = {"render_modes": []}
 
@@ -336,6 +377,7 @@ class SimEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self.mdp.core.seed(seed)
+            self.mdp.core.prompt_over[self._row] = True
         return self.mdp.reset(self._row)[0], {}
 
     def step(self, action):

@@ -1,0 +1,120 @@
+"""The learned-policy artifact ``policies/<name>/``: its one writer and one reader.
+
+- ``policy.json``: what the policy is (algorithm, its inference configuration) and what made it
+  (preset, reward, seed, steps, wall time, profile and trace hashes, validation curve, the
+  measured decision latency that the simulator charges, simspec version).
+- ``policy.npz``: the exported inference networks (plain arrays; no SB3 or torch needed).
+- ``training.csv``, ``tb/`` and the SB3 / torch checkpoints sit beside them (written by
+  ``simspec.train``; ``*.sb3`` are SB3 ``ActorCriticPolicy`` files, actor and critic without
+  optimizer state: ``ActorCriticPolicy.load(path)``); nothing here reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from simspec import __version__
+from simspec.errors import SimspecError
+from simspec.policies.base import BatchPolicy
+from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
+
+POLICY_SCHEMA = "simspec-policy"
+POLICY_VERSION = 1
+ALGOS = ("ltd", "resps", "radar")
+
+
+class ProfileMismatch(UserWarning):
+    """A policy is used with another profile than the one it was trained on."""
+
+
+def build_policy(meta: dict, arrays: dict[str, np.ndarray]) -> BatchPolicy:
+    """The inference policy described by ``meta["policy"]`` with the networks in ``arrays``."""
+    spec, name = meta["policy"], meta.get("name", meta["algo"])
+    if meta["algo"] == "ltd":
+        depth_net = MLP.from_arrays(arrays, "depth") if spec.get("has_depth_net", True) else None
+        size_net = MLP.from_arrays(arrays, "size") if spec.get("has_size_net", True) else None
+        return LTDPolicy(spec["width"], spec["depth_max"], np.array(spec["sizes"]), depth_net, size_net,
+                         spec.get("depth"), spec["size"], name=name)
+    if meta["algo"] == "resps":
+        return ReSpSPolicy(spec["width"], spec["depth_max"], np.array(spec["actions"]), MLP.from_arrays(arrays, "net"),
+                           spec["hold"], name=name)
+    return RadarPolicy(spec["width"], spec["depth_max"], LSTMNet.from_arrays(arrays, "lstm"), spec["size"], name=name)
+
+
+def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], extra_files: dict[str, Path] | None = None,
+                 force: bool = False) -> Path:
+    """Writes the artifact through a temporary folder renamed at the end, so a failure leaves
+    no half-written policy. ``extra_files`` maps names in the folder to files or folders to move in."""
+    directory = Path(directory)
+    if directory.exists() and not force:
+        raise SimspecError(f"{directory} exists: choose another --out or pass --force")
+    try:
+        build_policy(meta, arrays)  # refuse to write what could not be read back
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SimspecError(f"refusing to write policy {directory}: its networks are incomplete ({exc!r})") from None
+    meta = {"schema": POLICY_SCHEMA, "schema_version": POLICY_VERSION, "simspec_version": __version__, **meta}
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is ordinary data
+    try:
+        np.savez(staging / "policy.npz", **arrays)
+        (staging / "policy.json").write_text(json.dumps(meta, indent=1))
+        for name, source in (extra_files or {}).items():
+            shutil.move(str(source), str(staging / name))
+        if directory.exists():
+            shutil.rmtree(directory)
+        staging.rename(directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return directory
+
+
+def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
+    directory = Path(path)
+    if directory.name in ("policy.json", "policy.npz"):
+        directory = directory.parent
+    file = directory / "policy.json"
+    try:
+        meta = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise SimspecError(f"no policy at {directory} (missing policy.json): train one with "
+                           f"`simspec train --simulated --out {directory}`") from None
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"policy file {file} is unreadable ({exc.__class__.__name__}): retrain it") from None
+    if meta.get("schema") != POLICY_SCHEMA or meta.get("schema_version") != POLICY_VERSION:
+        raise SimspecError(f"{file} is not a {POLICY_SCHEMA} v{POLICY_VERSION} file (found {meta.get('schema')} "
+                           f"v{meta.get('schema_version')}): retrain it with this simspec")
+    if meta.get("algo") not in ALGOS:
+        raise SimspecError(f"{file} names an unknown algorithm {meta.get('algo')!r}: retrain it")
+    return directory, meta
+
+
+def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[BatchPolicy, dict]:
+    """The policy in ``path`` and its metadata; one clear error for a missing or corrupt file,
+    and a ``ProfileMismatch`` warning when ``profile_hash`` is not the profile it was trained on."""
+    directory, meta = read_policy_meta(path)
+    weights = directory / "policy.npz"
+    try:
+        with np.load(weights) as blob:
+            arrays = {k: blob[k] for k in blob.files}
+        policy = build_policy(meta, arrays)
+    except FileNotFoundError:
+        raise SimspecError(f"policy {directory} has no policy.npz (its weights): retrain it") from None
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise SimspecError(f"policy weights {weights} are unreadable or incomplete "
+                           f"({exc.__class__.__name__}: {exc}): retrain it") from None
+    trained_on = meta.get("profile", {}).get("inputs_hash")
+    if profile_hash is not None and trained_on != profile_hash:
+        warnings.warn(f"policy {directory.name} was trained on profile {meta.get('profile', {}).get('name')} "
+                      f"({trained_on}), not on this one ({profile_hash}): its choices were tuned for other "
+                      "latencies; retrain it on this profile for a fair result", ProfileMismatch, stacklevel=2)
+    policy.family = f"policy:{directory.name}"
+    return policy, meta

@@ -1,0 +1,128 @@
+"""LTD (Learning to Draft): a size policy and a depth policy, each PPO, trained separately and
+then co-adapted in alternating rounds with the other one frozen.
+
+Two choices of the paper are stated for its GPU and are carried over by their role here:
+- the depth policy's initial training verifies a fixed V (60 in the paper: EAGLE-3's static
+  size on its GPU); here it is the best static V of the profile's training prompts;
+- the 12 size actions map linearly to V = s, 2s, ..., 12s with s = 20 in the paper, where the
+  best static V sits mid-range; here s = round(best static V / 6), which gives LTD's own 20..240
+  on the analytic H100 profile (best V 128) and 1..12 on the CPU one (best V 6).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.policies.learned import MLP, LTDPolicy
+from simspec.sim.envs import ltd_sizes
+from simspec.sim.vecenv import SimVecEnv
+from simspec.train.log import TrainingLog
+from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
+from simspec.train.setting import Setting
+
+
+@dataclass(frozen=True)
+class LTDSchedule:
+    size: PPOConfig  # initial size training (depth uniform in 1..D_max)
+    depth: PPOConfig  # initial depth training (fixed V)
+    rounds: int  # co-adaptation rounds, each a size phase then a depth phase
+    round_size_steps: int
+    round_depth_steps: int
+    validations_per_phase: int = 20
+
+    @property
+    def total_steps(self) -> int:
+        return self.size.steps + self.depth.steps + self.rounds * (self.round_size_steps + self.round_depth_steps)
+
+
+_SHARED = {"buffer": 2048, "minibatch": 256, "epochs": 20, "entropy": 0.01, "learning_rate": 1e-3, "warmup": 0.01}
+SIZE_PPO = PPOConfig(policy_layers=(1024, 256), value_layers=(1024, 256), gamma=0.9, steps=100_000, **_SHARED)
+DEPTH_PPO = PPOConfig(policy_layers=(1024,), value_layers=(1024, 256), gamma=0.999, steps=1_000_000, **_SHARED)
+
+LTD_PRESETS = {
+    # The paper's networks and hyper-parameters and its initial step counts; the paper gives no
+    # step count for co-adaptation rounds: each phase of a round here is 10 % of that policy's
+    # initial training, starting from its best checkpoint.
+    "paper": LTDSchedule(SIZE_PPO, DEPTH_PPO, rounds=2, round_size_steps=10_000, round_depth_steps=100_000),
+    # Same networks and hyper-parameters, a tenth of the steps: minutes, not a quarter hour.
+    "fast": LTDSchedule(SIZE_PPO.with_steps(10_000), DEPTH_PPO.with_steps(100_000), rounds=1,
+                        round_size_steps=4_096, round_depth_steps=20_480, validations_per_phase=8),
+}
+
+
+def size_step(grid_size: int) -> int:
+    return max(1, round(grid_size / 6))
+
+
+@dataclass
+class LTDResult:
+    policy: LTDPolicy
+    size_model: object  # the SB3 models, best checkpoints restored
+    depth_model: object
+    sizes: np.ndarray
+    validation_speedup: float
+    env_steps: int
+
+
+def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progress: Callable[[int], None],
+              tensorboard: str | None = None) -> LTDResult:
+    s = setting
+    sizes = ltd_sizes(size_step(s.grid_size))
+    steps_done = 0
+
+    def env(name: str, **kwargs) -> SimVecEnv:
+        return SimVecEnv(name, s.fit, s.cost, s.n_envs, seed=s.seed, max_new_tokens=s.max_new_tokens,
+                         reward=s.reward, **kwargs)
+
+    def policy(depth_net: MLP | None, size_net: MLP | None) -> LTDPolicy:
+        return LTDPolicy(s.width, s.depth_max, sizes, depth_net, size_net, depth=s.grid_depth, size=s.grid_size)
+
+    def run(model, phase: str, steps: int, validate: Callable[[MLP], float]) -> float:
+        nonlocal steps_done
+        rollouts = max(1, steps // (model.n_steps * model.n_envs))
+        callback = ValidatedPhase(phase, validate, max(1, rollouts // schedule.validations_per_phase), log, progress,
+                                  steps_done)
+        model.learn(steps, callback=callback, reset_num_timesteps=True, tb_log_name=phase)
+        callback.restore_best()
+        steps_done += model.num_timesteps
+        return callback.best_score
+
+    # Initial trainings: the size policy under uniform depths (validated with the best static
+    # depth), the depth policy at a fixed V.
+    size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard)
+    run(size_model, "size", schedule.size.steps, lambda actor: s.validation_speedup(policy(None, actor)))
+    depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard)
+    run(depth_model, "depth", schedule.depth.steps, lambda actor: s.validation_speedup(policy(actor, None)))
+
+    # Co-adaptation: retrain each policy against the other one frozen at its best checkpoint;
+    # the combination kept is the best validated one.
+    best = (-np.inf, None, None, None)
+
+    def keep_if_best(score: float, depth_net: MLP, size_net: MLP) -> None:
+        nonlocal best
+        if score > best[0]:
+            states = (copy.deepcopy(depth_model.policy.state_dict()), copy.deepcopy(size_model.policy.state_dict()))
+            best = (score, depth_net, size_net, states)
+
+    for r in range(1, schedule.rounds + 1):
+        depth_net = export_actor(depth_model)
+        frozen_depth = policy(depth_net, None)
+        size_model.set_env(env("ltd-size", sizes=sizes, depth_policy=lambda rows, core: frozen_depth.depth_for(
+            lambda idx, depth: core.frontier(rows[idx], depth), core.context(rows))))
+        score = run(size_model, f"size-round{r}", schedule.round_size_steps,
+                    lambda actor: s.validation_speedup(policy(depth_net, actor)))
+        size_net = export_actor(size_model)
+        keep_if_best(score, depth_net, size_net)
+        depth_model.set_env(env("ltd-depth", size=s.grid_size,
+                                size_policy=lambda features: sizes[size_net.act(features)]))
+        score = run(depth_model, f"depth-round{r}", schedule.round_depth_steps,
+                    lambda actor: s.validation_speedup(policy(actor, size_net)))
+        keep_if_best(score, export_actor(depth_model), size_net)
+    score, depth_net, size_net, (depth_state, size_state) = best
+    depth_model.policy.load_state_dict(depth_state)  # the SB3 models saved are the kept combination's
+    size_model.policy.load_state_dict(size_state)
+    return LTDResult(policy(depth_net, size_net), size_model, depth_model, sizes, float(score), steps_done)

@@ -1,0 +1,111 @@
+"""Stable-baselines3 PPO as the seeds configure it, on the simulator's VecEnv: configuration,
+the warm-up + linear-decay learning rate, export of the actor to numpy, and a callback that
+logs the training curve, validates the deployed (deterministic) policy in replay and keeps the
+best checkpoint, as LTD does."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+
+from simspec.policies.learned import MLP
+from simspec.train.log import TrainingLog
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """One PPO training phase. ``buffer`` is the rollout size summed over environment copies
+    (SB3's n_steps x n_envs); gradient work per environment step is epochs / minibatch, so the
+    number of copies changes speed, not the learning problem."""
+
+    policy_layers: tuple[int, ...]
+    value_layers: tuple[int, ...]
+    gamma: float
+    steps: int
+    buffer: int = 2048
+    minibatch: int = 256
+    epochs: int = 20
+    entropy: float = 0.01
+    learning_rate: float = 1e-3
+    warmup: float = 0.01  # fraction of the phase with a linearly rising learning rate, then linear decay
+    decay: bool = True  # False: constant learning rate (SB3's default)
+    gae_lambda: float = 0.95
+    n_envs: int = 16
+
+    def with_steps(self, steps: int) -> PPOConfig:
+        return PPOConfig(**{**self.__dict__, "steps": steps})
+
+
+def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callable[[float], float]:
+    """SB3 schedule (argument: progress remaining, 1 -> 0): rises to ``peak`` over the first
+    ``warmup`` of the phase, then decays linearly to 0 (or stays, without ``decay``)."""
+    def schedule(remaining: float) -> float:
+        if not decay:
+            return peak
+        done = 1.0 - remaining
+        if warmup > 0 and done < warmup:
+            return peak * done / warmup
+        return peak * max(1.0 - done, 0.0) / (1.0 - warmup)
+    return schedule
+
+
+def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None) -> PPO:
+    return PPO("MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
+               n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
+               gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
+               policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)}},
+               tensorboard_log=tensorboard, seed=seed, device="cpu", verbose=0)
+
+
+def export_actor(model: PPO) -> MLP:
+    """The deterministic actor as numpy: the policy branch's linear layers and the action head
+    (SB3's default tanh activations; its features extractor only flattens)."""
+    linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
+    linears.append(model.policy.action_net)
+    return MLP(tuple((layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy())
+                     for layer in linears))
+
+
+class ValidatedPhase(BaseCallback):
+    """Per rollout: the mean reward per environment step goes to the log; every
+    ``validate_every`` rollouts (and at the end) ``validate(actor) -> speedup`` scores the
+    deployed policy on validation prompts, and the best-scoring weights are kept."""
+
+    def __init__(self, phase: str, validate: Callable[[MLP], float], validate_every: int, log: TrainingLog,
+                 progress: Callable[[int], None], step_offset: int) -> None:
+        super().__init__()
+        self.phase, self.validate, self.validate_every, self.log = phase, validate, validate_every, log
+        self.progress, self.step_offset = progress, step_offset
+        self.rollouts, self.best_score, self.best_state = 0, -np.inf, None
+
+    def _on_step(self) -> bool:
+        self.progress(self.training_env.num_envs)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.rollouts += 1
+        score = None
+        if self.rollouts % self.validate_every == 0:
+            score = self._check()
+        self.log.add(self.phase, self.step_offset + self.num_timesteps,
+                     float(self.model.rollout_buffer.rewards.mean()), score)
+
+    def _check(self) -> float:
+        score = float(self.validate(export_actor(self.model)))
+        if score > self.best_score:
+            self.best_score, self.best_state = score, copy.deepcopy(self.model.policy.state_dict())
+        return score
+
+    def _on_training_end(self) -> None:  # after the last update
+        self.log.add(self.phase, self.step_offset + self.num_timesteps, None, self._check())
+
+    def restore_best(self) -> None:
+        """Puts the best validated weights back into the model (LTD keeps that checkpoint)."""
+        if self.best_state is not None:
+            self.model.policy.load_state_dict(self.best_state)

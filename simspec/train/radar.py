@@ -1,0 +1,122 @@
+"""RADAR: offline REINFORCE of a small LSTM that reads the draft's confidences after each draft
+call and says CONTINUE or STOP, trained on the table of accepted lengths per prefix and number
+of draft calls (``radar_dataset``) rather than in the decoding loop.
+
+An episode is one cycle at a random training prefix: after call t the LSTM sees
+``radar_features``; CONTINUE costs ``alpha``; STOP after t calls (forced at t_max) earns the
+reward of the accepted tokens in T_gen(t) = T0 + Tf t + T_policy (t + 1). Batches of episodes
+are rolled out at once in torch; the baseline is the batch's mean return."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from simspec.policies.learned import LSTMNet, RadarPolicy
+from simspec.sim.envs import cycle_reward, radar_dataset, radar_observations
+from simspec.train.log import TrainingLog
+from simspec.train.setting import Setting
+
+
+@dataclass(frozen=True)
+class RadarConfig:
+    hidden: int = 64
+    learning_rate: float = 1e-4  # the paper's
+    updates: int = 4000
+    batch: int = 512  # episodes per update
+    alpha: float = 0.01  # cost of a CONTINUE, in reward units (greedy-relative throughput)
+    validations: int = 20
+
+
+RADAR_PRESETS = {"paper": RadarConfig(), "fast": RadarConfig(updates=1000, validations=10)}
+
+
+class RadarNet(torch.nn.Module):
+    def __init__(self, inputs: int, hidden: int) -> None:
+        super().__init__()
+        self.cell = torch.nn.LSTMCell(inputs, hidden)
+        self.head = torch.nn.Linear(hidden, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits [batch, calls, 2] for observation sequences [batch, calls, inputs]."""
+        h = x.new_zeros(x.shape[0], self.cell.hidden_size)
+        c = torch.zeros_like(h)
+        out = []
+        for t in range(x.shape[1]):
+            h, c = self.cell(x[:, t], (h, c))
+            out.append(self.head(h))
+        return torch.stack(out, dim=1)
+
+    def export(self) -> LSTMNet:
+        numpy = lambda p: p.detach().numpy().copy()  # noqa: E731
+        return LSTMNet(numpy(self.cell.weight_ih), numpy(self.cell.weight_hh),
+                       numpy(self.cell.bias_ih + self.cell.bias_hh), numpy(self.head.weight), numpy(self.head.bias))
+
+
+@dataclass
+class RadarResult:
+    policy: RadarPolicy
+    net: RadarNet
+    validation_speedup: float
+    env_steps: int
+
+
+def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float) -> np.ndarray:
+    """[prefixes, t_max]: the return of stopping after t calls at each training prefix."""
+    s = setting
+    traces, t_max = s.fit, s.depth_max - 1
+    accepted = radar_dataset(traces, s.grid_size, t_max)
+    context = float(np.median(traces.context_length))
+    t = np.arange(1, t_max + 1)
+    seconds = s.cost.verify(s.grid_size, context) + s.cost.draft(s.width, context) * t + policy_seconds * (t + 1)
+    reward = cycle_reward(s.reward, accepted, seconds[None, :], float(s.cost.greedy(context)))
+    return reward - config.alpha * (t - 1)[None, :]
+
+
+def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progress: Callable[[int], None],
+                policy_seconds: float = 0.0) -> RadarResult:
+    s = setting
+    torch.manual_seed(s.seed)
+    rng = np.random.default_rng(s.seed)
+    traces, t_max = s.fit, s.depth_max - 1
+    positions = np.arange(traces.positions)
+    observations = torch.from_numpy(np.stack(
+        [radar_observations(traces, positions, np.full(traces.positions, t)) for t in range(1, t_max + 1)], axis=1))
+    returns = torch.from_numpy(episode_returns(s, config, policy_seconds))
+    net = RadarNet(observations.shape[2], config.hidden)
+    optimizer = torch.optim.Adam(net.parameters(), lr=config.learning_rate)
+    steps_axis = torch.arange(t_max)
+
+    def deployed(lstm: LSTMNet) -> RadarPolicy:
+        return RadarPolicy(s.width, s.depth_max, lstm, s.grid_size)
+
+    best_score, best_state, env_steps = -np.inf, None, 0
+    every = max(1, config.updates // config.validations)
+    for update in range(1, config.updates + 1):
+        rows = torch.from_numpy(rng.integers(0, traces.positions, config.batch))
+        dist = torch.distributions.Categorical(logits=net(observations[rows]))
+        actions = dist.sample()
+        actions[:, -1] = 0  # t_max forces a stop
+        stop = torch.argmax((actions == 0).to(torch.int64), dim=1)  # first STOP
+        decided = (steps_axis[None, :] <= stop[:, None]) & (steps_axis[None, :] < t_max - 1)
+        log_prob = (dist.log_prob(actions) * decided).sum(dim=1)
+        ret = returns[rows, stop]
+        loss = -((ret - ret.mean()) * log_prob).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        env_steps += int(stop.sum()) + config.batch
+        progress(1)
+        score = None
+        if update % every == 0 or update == config.updates:
+            score = s.validation_speedup(deployed(net.export()))
+            if score > best_score:
+                best_score, best_state = score, copy.deepcopy(net.state_dict())
+        if update % 10 == 0 or score is not None:
+            log.add("reinforce", env_steps, float(ret.mean()), score)
+    net.load_state_dict(best_state)
+    return RadarResult(deployed(net.export()), net, float(best_score), env_steps)

@@ -1,0 +1,54 @@
+"""Re-SpS: one PPO policy picks the tree's (total tokens, depth) and the choice is held for N
+cycles (10 in training, 30 at inference); the reward is the interval's mean per-cycle reward.
+Two variants, as in the paper: standard PPO and maximum-entropy PPO (entropy coefficient 0.1).
+
+The paper's MLP [128, 128]; what DESIGN.md does not state is SB3's PPO default (learning rate
+3e-4 constant, 10 epochs, minibatch 64, gamma 0.99, GAE 0.95), over a 2048-step rollout."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from simspec.policies.learned import ReSpSPolicy
+from simspec.sim.envs import resps_actions
+from simspec.sim.vecenv import SimVecEnv
+from simspec.train.log import TrainingLog
+from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
+from simspec.train.setting import Setting
+
+TRAIN_HOLD, INFERENCE_HOLD = 10, 30
+VARIANTS = {"standard": 0.0, "maxent": 0.1}  # entropy coefficient
+
+_RESPS = {"policy_layers": (128, 128), "value_layers": (128, 128), "gamma": 0.99, "buffer": 2048, "minibatch": 64,
+          "epochs": 10, "learning_rate": 3e-4, "warmup": 0.0, "decay": False}
+RESPS_PRESETS = {"paper": PPOConfig(steps=100_000, **_RESPS), "fast": PPOConfig(steps=20_480, **_RESPS)}
+
+
+@dataclass
+class ReSpSResult:
+    policy: ReSpSPolicy
+    model: object
+    validation_speedup: float
+    env_steps: int
+
+
+def train_resps(setting: Setting, config: PPOConfig, variant: str, log: TrainingLog,
+                progress: Callable[[int], None], tensorboard: str | None = None,
+                validations: int = 20) -> ReSpSResult:
+    s = setting
+    actions = resps_actions(s.width, s.depth_max)
+    config = PPOConfig(**{**config.__dict__, "entropy": VARIANTS[variant]})
+    env = SimVecEnv("resps", s.fit, s.cost, s.n_envs, seed=s.seed, max_new_tokens=s.max_new_tokens, reward=s.reward,
+                    hold=TRAIN_HOLD)
+    model = make_ppo(env, config, s.seed, tensorboard)
+
+    def deployed(actor) -> ReSpSPolicy:
+        return ReSpSPolicy(s.width, s.depth_max, actions, actor, INFERENCE_HOLD)
+
+    rollouts = max(1, config.steps // config.buffer)
+    callback = ValidatedPhase(variant, lambda actor: s.validation_speedup(deployed(actor)),
+                              max(1, rollouts // validations), log, progress, 0)
+    model.learn(config.steps, callback=callback, tb_log_name=f"resps-{variant}")
+    callback.restore_best()
+    return ReSpSResult(deployed(export_actor(model)), model, callback.best_score, model.num_timesteps)

@@ -1,0 +1,191 @@
+"""``simspec train --simulated``: one request in, one policy artifact and its summary out.
+
+Trains the algorithm against the profile's cost model and training traces, measures the
+deployed policy's decision latency on this machine, scores it on the held-out prompts next to
+EAGLE-3's default tree, the best static tree and the hindsight oracle, and writes
+``policies/<name>/`` (see ``simspec.policies.artifact``)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from simspec.errors import SimspecError
+from simspec.policies.artifact import ALGOS, write_policy
+from simspec.policies.base import StaticPolicy
+from simspec.sim.envs import REWARDS
+from simspec.sim.evaluate import build_baselines, evaluate
+from simspec.sim.profile import load_profile
+from simspec.sim.replay import replay
+from simspec.train.log import TrainingLog
+from simspec.train.setting import Setting, prepare
+
+PRESETS = ("paper", "fast")
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    profile: str
+    algo: str
+    preset: str = "paper"
+    reward: str = "throughput"
+    seed: int = 0
+    out: str | None = None
+    variant: str = "standard"  # Re-SpS: standard or maxent
+    force: bool = False
+
+    def check(self) -> None:
+        from simspec.train.resps import VARIANTS
+
+        if self.algo not in ALGOS:
+            raise SimspecError(f"unknown --algo {self.algo!r}: choose from {', '.join(ALGOS)}")
+        if self.preset not in PRESETS:
+            raise SimspecError(f"unknown --preset {self.preset!r}: choose from {', '.join(PRESETS)}")
+        if self.reward not in REWARDS:
+            raise SimspecError(f"unknown --reward {self.reward!r}: choose from {', '.join(REWARDS)}")
+        if self.variant not in VARIANTS:
+            raise SimspecError(f"unknown --variant {self.variant!r}: choose from {', '.join(VARIANTS)}")
+        if self.variant != "standard" and self.algo != "resps":
+            raise SimspecError("--variant applies to --algo resps only")
+        if self.out_dir().exists() and not self.force:
+            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        load_profile(self.profile)  # a missing or unreadable profile fails here, before any work
+
+    def out_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        parts = [self.algo + ("-maxent" if self.variant == "maxent" else ""), Path(self.profile).name]
+        if self.preset != "paper":
+            parts.append(self.preset)
+        if self.reward != "throughput":
+            parts.append(self.reward)
+        return Path("policies") / "-".join(parts)
+
+
+def total_work(request: TrainRequest) -> int:
+    """Units of the progress bar: environment steps (PPO) or updates (RADAR)."""
+    from simspec.train.ltd import LTD_PRESETS
+    from simspec.train.radar import RADAR_PRESETS
+    from simspec.train.resps import RESPS_PRESETS
+
+    if request.algo == "ltd":
+        return LTD_PRESETS[request.preset].total_steps
+    if request.algo == "resps":
+        return RESPS_PRESETS[request.preset].steps
+    return RADAR_PRESETS[request.preset].updates
+
+
+def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Callable[[int], None], work: Path):
+    """Trains; returns (policy, policy spec for the artifact, arrays, env steps, validation
+    speedup, schedule description, files to ship)."""
+    from dataclasses import asdict
+
+    tensorboard = str(work / "tb")
+    if request.algo == "ltd":
+        from simspec.train.ltd import LTD_PRESETS, train_ltd
+
+        schedule = LTD_PRESETS[request.preset]
+        result = train_ltd(setting, schedule, log, advance, tensorboard)
+        result.size_model.policy.save(work / "size_policy.sb3")
+        result.depth_model.policy.save(work / "depth_policy.sb3")
+        policy = result.policy
+        spec = {"width": policy.width, "depth_max": policy.depth_max, "sizes": result.sizes.tolist(),
+                "size": setting.grid_size, "depth": setting.grid_depth, "has_depth_net": True, "has_size_net": True}
+        arrays = {**policy.depth_net.arrays("depth"), **policy.size_net.arrays("size")}
+        files = ["size_policy.sb3", "depth_policy.sb3"]
+        return policy, spec, arrays, result.env_steps, result.validation_speedup, asdict(schedule), files
+    if request.algo == "resps":
+        from simspec.train.resps import RESPS_PRESETS, VARIANTS, train_resps
+
+        config = RESPS_PRESETS[request.preset]
+        result = train_resps(setting, config, request.variant, log, advance, tensorboard)
+        result.model.policy.save(work / "resps_policy.sb3")
+        policy = result.policy
+        spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
+                "hold": policy.hold}
+        schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant}
+        return (policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
+                schedule, ["resps_policy.sb3"])
+    from simspec.real.calibrate import policy_latency
+    from simspec.policies.learned import RadarPolicy
+    from simspec.train.radar import RADAR_PRESETS, RadarNet, train_radar
+
+    config = RADAR_PRESETS[request.preset]
+    # T_policy of RADAR's T_gen: the untrained network's decision time (it does not depend on weights).
+    untrained = RadarPolicy(setting.width, setting.depth_max, RadarNet(setting.width + 1, config.hidden).export(),
+                            setting.grid_size)
+    per_call = policy_latency({"radar": untrained}, setting.width, 3, 50)["radar"]
+    result = train_radar(setting, config, log, advance, per_call)
+    torch.save(result.net.state_dict(), work / "radar_lstm.pt")
+    policy = result.policy
+    spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
+    return (policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
+            {**asdict(config), "policy_seconds_per_call": per_call}, ["radar_lstm.pt"])
+
+
+def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda n: None) -> dict:
+    """Runs the request; returns the summary (the ``--json`` line)."""
+    from simspec.real.calibrate import policy_latency
+
+    request.check()
+    out = request.out_dir()
+    profile = load_profile(request.profile)
+    setting = prepare(profile, request.reward, request.seed)
+    log = TrainingLog()
+    work = Path(tempfile.mkdtemp(prefix=".simspec-train-"))
+    try:
+        started = time.perf_counter()
+        policy, spec, arrays, env_steps, validation, schedule, files = _fit(request, setting, log, advance, work)
+        train_seconds = time.perf_counter() - started
+        policy.name = out.name
+        # Decision latency at the depth the policy drafts to on validation prompts.
+        result = replay(setting.validation, setting.cost, policy, setting.max_new_tokens)
+        depth = max(2, int(round(result.draft_calls.sum() / result.cycles.sum() + 1)))
+        decision = policy_latency({"policy": policy}, setting.width, depth, 200)["policy"]
+        grid_validation = setting.validation_speedup(StaticPolicy(setting.grid_depth, setting.width, setting.grid_size))
+        policy.family = "learned"
+        baselines = build_baselines(["eagle3", "grid"], setting.train, setting.cost, setting.max_new_tokens)
+        static_seconds = (profile.meta.get("policy_seconds") or {}).get("static", 0.0)
+        rows, oracle_row, _ = evaluate(setting.heldout, setting.cost, [policy, *baselines], setting.max_new_tokens,
+                                       {"learned": decision, "eagle3": static_seconds, "grid": static_seconds})
+        learned, eagle3, grid = rows
+        log.write_csv(work / "training.csv")
+        meta = {
+            "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
+            "preset": request.preset, "reward": request.reward, "seed": request.seed, "schedule": schedule,
+            "policy": spec, "env_steps": env_steps, "train_seconds": train_seconds,
+            "steps_per_second": env_steps / train_seconds,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+            "profile": {"name": profile.directory.name, "path": str(profile.directory),
+                        "inputs_hash": profile.meta["inputs_hash"], "device": profile.meta["device"],
+                        "kind": profile.kind},
+            "traces_hash": setting.train.meta.get("content_hash"), "dataset": setting.train.meta.get("dataset"),
+            "prompts": {"fit": setting.fit.n_prompts, "validation": setting.validation.n_prompts,
+                        "heldout": setting.heldout.n_prompts},
+            "grid_best": {"depth": setting.grid_depth, "size": setting.grid_size},
+            "decision_seconds": decision, "decision_depth": depth,
+            "validation": {"best_speedup": validation, "grid_best_speedup": grid_validation,
+                           "curve": log.validation_curve()},
+            "heldout": {"speedup": learned.speedup_median, "speedup_mean": learned.speedup_mean, "tau": learned.tau,
+                        "oracle_share": learned.share_of_oracle, "grid_best_speedup": grid.speedup_median,
+                        "eagle3_speedup": eagle3.speedup_median, "oracle_speedup": oracle_row.speedup_median},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        extra = {name: work / name for name in [*files, "training.csv"]}
+        if (work / "tb").exists():
+            extra["tb"] = work / "tb"
+        write_policy(out, meta, arrays, extra, force=request.force)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"policy": str(out), "algo": request.algo, "train_seconds": train_seconds, "env_steps": env_steps,
+            "heldout_speedup": learned.speedup_median, "grid_best_speedup": grid.speedup_median,
+            "eagle3_speedup": eagle3.speedup_median, "oracle_share": learned.share_of_oracle}

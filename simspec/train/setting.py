@@ -1,0 +1,61 @@
+"""What every training run shares: the profile's cost model and its traces split three ways
+(prompts to learn on, training-split prompts held back to pick checkpoints, the held-out split
+that only the final report sees), the best static tree of the training split, and the reward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.policies.base import BatchPolicy
+from simspec.sim.costmodel import CostModel
+from simspec.sim.evaluate import grid_best, split_traces
+from simspec.sim.profile import Profile
+from simspec.sim.replay import replay
+from simspec.sim.traces import TraceSet
+
+
+@dataclass(frozen=True)
+class Setting:
+    profile: Profile
+    cost: CostModel
+    train: TraceSet  # the profile's training split: fit + validation
+    fit: TraceSet
+    validation: TraceSet
+    heldout: TraceSet
+    grid_depth: int
+    grid_size: int
+    reward: str
+    seed: int
+    max_new_tokens: int | None = None
+    n_envs: int = 16
+
+    @property
+    def width(self) -> int:
+        return self.fit.width
+
+    @property
+    def depth_max(self) -> int:
+        return self.fit.depth_max
+
+    def validation_speedup(self, policy: BatchPolicy) -> float:
+        """Mean replay speedup of the deployed policy on the validation prompts."""
+        return float(np.mean(replay(self.validation, self.cost, policy, self.max_new_tokens).speedup))
+
+
+def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 0.2,
+            max_new_tokens: int | None = None) -> Setting:
+    traces = profile.traces()
+    train, heldout = split_traces(traces, "train"), split_traces(traces, "heldout")
+    if train.n_prompts < 5:
+        raise SimspecError(f"the traces of {profile.directory} hold {train.n_prompts} training prompts; "
+                           "training needs at least 5: record more prompts with `simspec calibrate`")
+    # Every k-th training prompt validates: a fixed, spread-out choice that does not depend on the seed.
+    every = max(2, round(1 / validation_share))
+    chosen = np.arange(train.n_prompts) % every == every - 1
+    best = grid_best(train, profile.cost, max_new_tokens)
+    depth, size = (int(x[0]) for x in best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1)))
+    return Setting(profile, profile.cost, train, train.subset(np.flatnonzero(~chosen)), train.subset(np.flatnonzero(chosen)),
+                   heldout, depth, size, reward, seed, max_new_tokens)
