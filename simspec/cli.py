@@ -644,6 +644,9 @@ def train(
     with _progress() as bar:
         task = bar.add_task(f"train {algo} ({preset})", total=total_work(request))
         summary = train_policy(request, lambda n: bar.advance(task, n))
+    if preset == "fast":
+        out.print("preset fast: the paper's networks with about a tenth of its steps; train with --preset paper "
+                  "for the reported results")
     out.print(f"{summary['policy']}: {algo} ({preset}, reward {reward}, seed {seed}) trained in "
               f"{summary['train_seconds']:.0f} s, {summary['env_steps']:,} environment steps "
               f"({summary['env_steps'] / summary['train_seconds']:,.0f}/s)")

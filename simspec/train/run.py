@@ -21,7 +21,7 @@ import torch
 
 from simspec.errors import SimspecError
 from simspec.policies.artifact import ALGOS, write_policy
-from simspec.policies.base import StaticPolicy
+from simspec.policies.base import BatchPolicy, StaticPolicy
 from simspec.sim.envs import REWARDS
 from simspec.sim.evaluate import build_baselines, evaluate
 from simspec.sim.profile import load_profile
@@ -84,9 +84,21 @@ def total_work(request: TrainRequest) -> int:
     return RADAR_PRESETS[request.preset].updates
 
 
-def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Callable[[int], None], work: Path):
-    """Trains; returns (policy, policy spec for the artifact, arrays, env steps, validation
-    speedup, schedule description, files to ship)."""
+@dataclass
+class Fitted:
+    """What a training run hands to the artifact writer."""
+
+    policy: BatchPolicy
+    spec: dict  # the inference configuration (``policy.json``'s "policy")
+    arrays: dict[str, np.ndarray]  # the inference networks
+    env_steps: int
+    validation_speedup: float
+    schedule: dict
+    files: list[str]  # checkpoints written into the work folder, shipped beside the policy
+
+
+def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Callable[[int], None],
+         work: Path) -> Fitted:
     from dataclasses import asdict
 
     tensorboard = str(work / "tb")
@@ -102,7 +114,7 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
                 "size": setting.grid_size, "depth": setting.grid_depth, "has_depth_net": True, "has_size_net": True}
         arrays = {**policy.depth_net.arrays("depth"), **policy.size_net.arrays("size")}
         files = ["size_policy.sb3", "depth_policy.sb3"]
-        return policy, spec, arrays, result.env_steps, result.validation_speedup, asdict(schedule), files
+        return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup, asdict(schedule), files)
     if request.algo == "resps":
         from simspec.train.resps import RESPS_PRESETS, VARIANTS, train_resps
 
@@ -113,8 +125,8 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
         spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
                 "hold": policy.hold}
         schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant}
-        return (policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
-                schedule, ["resps_policy.sb3"])
+        return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
+                      schedule, ["resps_policy.sb3"])
     from simspec.real.calibrate import policy_latency
     from simspec.policies.learned import RadarPolicy
     from simspec.train.radar import RADAR_PRESETS, RadarNet, train_radar
@@ -128,8 +140,8 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
     torch.save(result.net.state_dict(), work / "radar_lstm.pt")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
-    return (policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
-            {**asdict(config), "policy_seconds_per_call": per_call}, ["radar_lstm.pt"])
+    return Fitted(policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
+                  {**asdict(config), "policy_seconds_per_call": per_call}, ["radar_lstm.pt"])
 
 
 def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda n: None) -> dict:
@@ -144,8 +156,9 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
     work = Path(tempfile.mkdtemp(prefix=".simspec-train-"))
     try:
         started = time.perf_counter()
-        policy, spec, arrays, env_steps, validation, schedule, files = _fit(request, setting, log, advance, work)
+        fitted = _fit(request, setting, log, advance, work)
         train_seconds = time.perf_counter() - started
+        policy, env_steps = fitted.policy, fitted.env_steps
         policy.name = out.name
         # Decision latency at the depth the policy drafts to on validation prompts.
         result = replay(setting.validation, setting.cost, policy, setting.max_new_tokens)
@@ -161,8 +174,8 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         log.write_csv(work / "training.csv")
         meta = {
             "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
-            "preset": request.preset, "reward": request.reward, "seed": request.seed, "schedule": schedule,
-            "policy": spec, "env_steps": env_steps, "train_seconds": train_seconds,
+            "preset": request.preset, "reward": request.reward, "seed": request.seed, "schedule": fitted.schedule,
+            "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
             "steps_per_second": env_steps / train_seconds,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
             "profile": {"name": profile.directory.name, "path": str(profile.directory),
@@ -173,17 +186,17 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
                         "heldout": setting.heldout.n_prompts},
             "grid_best": {"depth": setting.grid_depth, "size": setting.grid_size},
             "decision_seconds": decision, "decision_depth": depth,
-            "validation": {"best_speedup": validation, "grid_best_speedup": grid_validation,
+            "validation": {"best_speedup": fitted.validation_speedup, "grid_best_speedup": grid_validation,
                            "curve": log.validation_curve()},
             "heldout": {"speedup": learned.speedup_median, "speedup_mean": learned.speedup_mean, "tau": learned.tau,
                         "oracle_share": learned.share_of_oracle, "grid_best_speedup": grid.speedup_median,
                         "eagle3_speedup": eagle3.speedup_median, "oracle_speedup": oracle_row.speedup_median},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        extra = {name: work / name for name in [*files, "training.csv"]}
+        extra = {name: work / name for name in [*fitted.files, "training.csv"]}
         if (work / "tb").exists():
             extra["tb"] = work / "tb"
-        write_policy(out, meta, arrays, extra, force=request.force)
+        write_policy(out, meta, fitted.arrays, extra, force=request.force)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {"policy": str(out), "algo": request.algo, "train_seconds": train_seconds, "env_steps": env_steps,
