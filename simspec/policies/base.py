@@ -212,6 +212,22 @@ class BatchPolicy(Policy):
                            np.array([outcome.accepted]))
 
 
+def drafted_depths(policy: BatchPolicy, rows: np.ndarray, planned: np.ndarray,
+                   frontier_of: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """The depths ``policy`` drafts to, asked step by step as the engine asks (after every draft
+    step but the last), for many rows at once. ``frontier_of(idx, depth)`` gives the newest
+    level's scores of rows ``idx`` at ``depth`` levels, laid out as the traces hold them."""
+    depth = np.minimum(planned, 2)
+    asking = planned > 2
+    while asking.any():
+        idx = np.flatnonzero(asking)
+        go = np.asarray(policy.keep_drafting_batch(rows[idx], depth[idx], frontier_of(idx, depth[idx]), planned[idx]),
+                        bool)
+        depth[idx[go]] += 1
+        asking[idx] = go & (depth[idx] < planned[idx])
+    return depth
+
+
 def eagle3_default() -> StaticPolicy:
     """EAGLE-3's shipped tree: depth 8, top-k 10, 60 verified tokens."""
     policy = StaticPolicy(depth=8, width=10, size=60)

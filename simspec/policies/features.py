@@ -60,9 +60,11 @@ def radar_features(frontier: np.ndarray, previous_best: np.ndarray, calls: np.nd
 RESPS_FEATURES = 5
 
 
-def resps_features(context: np.ndarray, mean_accepted: np.ndarray, accept_rate: np.ndarray,
-                   depth: np.ndarray, total: np.ndarray, depth_max: int) -> np.ndarray:
+def resps_features(context: np.ndarray, mean_accepted: np.ndarray, depth: np.ndarray, total: np.ndarray,
+                   depth_max: int) -> np.ndarray:
     """Re-SpS's state at the start of an interval: L / 4096, and over the interval just ended the
-    mean accepted length / D_max, the per-draft-step acceptance rate, and the (d, TT) held."""
-    return np.stack([context / CONTEXT_SCALE, mean_accepted / depth_max, accept_rate, depth / depth_max,
+    mean accepted length / D_max, the per-draft-step acceptance rate, and the (d, TT) held
+    (all zero before a prompt's first interval: ``depth`` 0)."""
+    rate = np.where(depth >= 2, mean_accepted / np.maximum(depth - 1, 1), 0.0)
+    return np.stack([context / CONTEXT_SCALE, mean_accepted / depth_max, rate, depth / depth_max,
                      total / 128.0], axis=1).astype(np.float32)

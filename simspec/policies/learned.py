@@ -112,20 +112,6 @@ class LTDPolicy(BatchPolicy):
         features = size_features(tree_scores, depth, self.context[rows], self.depth_max, self.width)
         return self.sizes[self.size_net.act(features)]
 
-    def depth_for(self, frontier_of, context: np.ndarray) -> np.ndarray:
-        """Depths the depth network drafts to, given ``frontier_of(rows, depth) -> scores``: the
-        engine's step-by-step loop, for rows at once (the size MDP's co-adaptation)."""
-        n = len(context)
-        depth = np.full(n, 2)
-        asking = np.full(n, self.depth_max > 2)
-        while asking.any():
-            idx = np.flatnonzero(asking)
-            go = self.depth_net.act(depth_features(frontier_of(idx, depth[idx]), depth[idx], context[idx],
-                                                   self.depth_max)) == CONTINUE
-            depth[idx[go]] += 1
-            asking[idx] = go & (depth[idx] < self.depth_max)
-        return depth
-
 
 class ReSpSPolicy(BatchPolicy):
     """Re-SpS: every ``hold`` cycles the network picks a (TT, d) pair from ``actions`` seeing
@@ -142,19 +128,17 @@ class ReSpSPolicy(BatchPolicy):
         self.choice = np.zeros(n, dtype=np.int64)
         self.accepted = np.zeros(n)  # this interval's sums
         self.cycles = np.zeros(n)
-        self.last = np.zeros((n, 4))  # the interval before: mean accepted, rate, d, TT
+        self.last = np.zeros((n, 3))  # the interval before: mean accepted, d, TT
 
     def plan_batch(self, rows, context):
         starting = self.left[rows] == 0
         due = rows[starting]
         if len(due):
-            ended = self.cycles[due] > 0
-            mean = self.accepted[due] / np.maximum(self.cycles[due], 1)
-            held = self.actions[self.choice[due]]
-            self.last[due[ended]] = np.stack([mean, mean / (held[:, 1] - 1), held[:, 1], held[:, 0]], 1)[ended]
+            ended = due[self.cycles[due] > 0]
+            held = self.actions[self.choice[ended]]
+            self.last[ended] = np.stack([self.accepted[ended] / self.cycles[ended], held[:, 1], held[:, 0]], 1)
             last = self.last[due]
-            features = resps_features(context[starting], last[:, 0], last[:, 1], last[:, 2], last[:, 3],
-                                      self.depth_max)
+            features = resps_features(context[starting], last[:, 0], last[:, 1], last[:, 2], self.depth_max)
             self.choice[due] = self.net.act(features)
             self.left[due], self.accepted[due], self.cycles[due] = self.hold, 0.0, 0.0
         self.left[rows] -= 1

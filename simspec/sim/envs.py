@@ -28,13 +28,12 @@ import gymnasium as gym
 import numpy as np
 
 from simspec.policies.base import tree_capacities
-from simspec.policies.features import (RESPS_FEATURES, depth_features, radar_features, resps_features,
-                                       size_feature_dim, size_features)
+from simspec.policies.features import (CONTEXT_SCALE, RESPS_FEATURES, depth_features, radar_features,
+                                       resps_features, size_feature_dim, size_features)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.replay import positions_limit
 from simspec.sim.traces import TraceSet, accepted_at
 
-CONTEXT_SCALE = 4096.0
 REWARDS = ("throughput", "acceptance", "time")
 
 
@@ -47,6 +46,11 @@ def cycle_reward(kind: str, accepted, seconds, greedy_seconds: float) -> np.ndar
     if kind == "acceptance":
         return tokens.astype(np.float32)
     return (tokens - seconds / greedy_seconds).astype(np.float32)
+
+
+def greedy_token_seconds(traces: TraceSet, cost: CostModel) -> float:
+    """Plain decoding's seconds per token at the traces' median context: the rewards' unit."""
+    return float(cost.greedy(np.median(traces.context_length)))
 
 
 class Core:
@@ -68,7 +72,7 @@ class Core:
         self.prompt_over = np.ones(n, dtype=bool)  # the copy needs a new prompt at its next reset
         self.position = np.zeros(n, dtype=np.int64)
         self.previous = np.zeros(n, dtype=np.int64)
-        self.reward_scale = float(cost.greedy(np.median(traces.context_length)))  # seconds per greedy token
+        self.reward_scale = greedy_token_seconds(traces, cost)
 
     def seed(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -217,12 +221,12 @@ class ReSpS:
         self.core, self.hold = core, hold
         self.actions = resps_actions(core.width, core.dmax)
         self.n_actions = len(self.actions)
-        self.last = np.zeros((core.n, 4))  # mean accepted, acceptance rate, d, TT of the last interval
+        self.last = np.zeros((core.n, 3))  # mean accepted, d, TT of the last interval
         self.obs_dim = RESPS_FEATURES
 
     def observe(self, rows: np.ndarray) -> np.ndarray:
         last = self.last[rows]
-        return resps_features(self.core.context(rows), last[:, 0], last[:, 1], last[:, 2], last[:, 3], self.core.dmax)
+        return resps_features(self.core.context(rows), last[:, 0], last[:, 1], last[:, 2], self.core.dmax)
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
         self.last[self.core.restart(rows)] = 0.0
@@ -244,8 +248,7 @@ class ReSpS:
             accepted_sum[live] += accepted
             cycles[live] += 1
             done[live] = finished
-        mean_accepted = accepted_sum / np.maximum(cycles, 1)
-        self.last = np.stack([mean_accepted, mean_accepted / (depth - 1), depth, total], axis=1)
+        self.last = np.stack([accepted_sum / np.maximum(cycles, 1), depth, total], axis=1)
         return (reward_sum / np.maximum(cycles, 1)).astype(np.float32), np.ones(c.n, dtype=bool)
 
 
@@ -270,11 +273,11 @@ def radar_observations(traces: TraceSet, where: np.ndarray, calls: np.ndarray) -
     return radar_features(frontier, previous_best, calls, traces.depth_max - 1, traces.width)
 
 
-def radar_cost(core: Core, size: int, policy_seconds: float) -> tuple[float, float, float]:
+def radar_cost(traces: TraceSet, cost: CostModel, size: int, policy_seconds: float) -> tuple[float, float, float]:
     """RADAR's T_gen(t) = T0 + Tf t + T_policy (t + 1): (T0, Tf, T_policy) from the cost model
     at the traces' median context (T0 verifies ``size`` nodes, Tf is one draft call)."""
-    context = float(np.median(core.traces.context_length))
-    return float(core.cost.verify(size, context)), float(core.cost.draft(core.width, context)), policy_seconds
+    context = float(np.median(traces.context_length))
+    return float(cost.verify(size, context)), float(cost.draft(traces.width, context)), policy_seconds
 
 
 class Radar:
@@ -288,7 +291,7 @@ class Radar:
         self.core, self.alpha = core, alpha
         self.t_max = core.dmax - 1
         self.table = radar_dataset(core.traces, size, self.t_max)
-        self.t0, self.tf, self.tp = radar_cost(core, size, policy_seconds)
+        self.t0, self.tf, self.tp = radar_cost(core.traces, core.cost, size, policy_seconds)
         self.calls = np.ones(core.n, dtype=np.int64)
         self.where = np.zeros(core.n, dtype=np.int64)
         self.obs_dim = core.width + 1

@@ -56,9 +56,13 @@ def _score(result: ReplayResult) -> float:
 def grid_best(train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> StaticPolicy:
     surface = static_surface(train, cost, max_new_tokens)
     depth, size = max(surface, key=lambda k: (_score(surface[k]), -k[1]))  # ties: the smaller V
-    size = int(min(size, tree_capacities(depth, train.width)))
-    policy = StaticPolicy(depth, train.width, size)
-    policy.name = f"grid-best(D={depth},V={size})"
+    return grid_policy(depth, train.width, int(min(size, tree_capacities(depth, train.width))))
+
+
+def grid_policy(depth: int, width: int, size: int) -> StaticPolicy:
+    """The static tree a grid search chose, named and charged as the grid-best baseline."""
+    policy = StaticPolicy(depth, width, size)
+    policy.name, policy.family = f"grid-best(D={depth},V={size})", "grid"
     return policy
 
 
@@ -75,8 +79,11 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     unknown = [n for n in names if n not in BASELINES and not n.startswith("static:")]
     if unknown:
         raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
-    best = grid_best(train, cost, max_new_tokens)
-    size = size or best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
+    # The grid search replays every static tree: run it only when a requested baseline needs it.
+    depth_rules = [n for n in names if n not in ("eagle3", "grid") and not n.startswith("static:")]
+    best = grid_best(train, cost, max_new_tokens) if "grid" in names or (depth_rules and not size) else None
+    if not size and best is not None:
+        size = best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
     context = int(np.median(train.context_length))
     dmax = train.depth_max
     makers = {

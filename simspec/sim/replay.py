@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy, tree_capacities
+from simspec.policies.base import BatchPolicy, drafted_depths, tree_capacities
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -82,15 +82,9 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         context = traces.context_length[at]
         planned, size = policy.plan_batch(rows, context)
         planned = np.clip(planned, 1, traces.depth_max)
-        if asks_depth:  # step by step, as the engine asks after every draft step but the last
-            depth = np.minimum(planned, 2)
-            asking = planned > 2
-            while asking.any():
-                idx = np.flatnonzero(asking)
-                frontier = traces.level_scores[at[idx], depth[idx] - 2].astype(np.float32)
-                go = np.asarray(policy.keep_drafting_batch(rows[idx], depth[idx], frontier, planned[idx]), bool)
-                depth[idx[go]] += 1
-                asking[idx] = go & (depth[idx] < planned[idx])
+        if asks_depth:
+            depth = drafted_depths(policy, rows, planned,
+                                   lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
         else:
             depth = planned
         if asks_size:

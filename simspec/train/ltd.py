@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.policies.base import drafted_depths
 from simspec.policies.learned import MLP, LTDPolicy
 from simspec.sim.envs import ltd_sizes
 from simspec.sim.vecenv import SimVecEnv
@@ -111,8 +112,14 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
     for r in range(1, schedule.rounds + 1):
         depth_net = export_actor(depth_model)
         frozen_depth = policy(depth_net, None)
-        size_model.set_env(env("ltd-size", sizes=sizes, depth_policy=lambda rows, core: frozen_depth.depth_for(
-            lambda idx, depth: core.frontier(rows[idx], depth), core.context(rows))))
+
+        def drafted(rows: np.ndarray, core) -> np.ndarray:  # the frozen depth policy's depths, at the rows' roots
+            local = np.arange(len(rows))
+            frozen_depth.reset_batch(len(rows))
+            planned, _ = frozen_depth.plan_batch(local, core.context(rows))
+            return drafted_depths(frozen_depth, local, planned, lambda idx, depth: core.frontier(rows[idx], depth))
+
+        size_model.set_env(env("ltd-size", sizes=sizes, depth_policy=drafted))
         score = run(size_model, f"size-round{r}", schedule.round_size_steps,
                     lambda actor: s.validation_speedup(policy(depth_net, actor)))
         size_net = export_actor(size_model)

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from simspec.policies.learned import LSTMNet, RadarPolicy
-from simspec.sim.envs import cycle_reward, radar_dataset, radar_observations
+from simspec.sim.envs import cycle_reward, greedy_token_seconds, radar_cost, radar_dataset, radar_observations
 from simspec.train.log import TrainingLog
 from simspec.train.setting import Setting
 
@@ -70,10 +70,9 @@ def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float
     s = setting
     traces, t_max = s.fit, s.depth_max - 1
     accepted = radar_dataset(traces, s.grid_size, t_max)
-    context = float(np.median(traces.context_length))
+    t0, tf, tp = radar_cost(traces, s.cost, s.grid_size, policy_seconds)
     t = np.arange(1, t_max + 1)
-    seconds = s.cost.verify(s.grid_size, context) + s.cost.draft(s.width, context) * t + policy_seconds * (t + 1)
-    reward = cycle_reward(s.reward, accepted, seconds[None, :], float(s.cost.greedy(context)))
+    reward = cycle_reward(s.reward, accepted, (t0 + tf * t + tp * (t + 1))[None, :], greedy_token_seconds(traces, s.cost))
     return reward - config.alpha * (t - 1)[None, :]
 
 

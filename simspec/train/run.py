@@ -21,10 +21,10 @@ import torch
 
 from simspec.errors import SimspecError
 from simspec.policies.artifact import ALGOS, write_policy
-from simspec.policies.base import BatchPolicy, StaticPolicy
+from simspec.policies.base import BatchPolicy
 from simspec.sim.envs import REWARDS
-from simspec.sim.evaluate import build_baselines, evaluate
-from simspec.sim.profile import load_profile
+from simspec.sim.evaluate import build_baselines, evaluate, grid_policy
+from simspec.sim.profile import Profile, load_profile
 from simspec.sim.replay import replay
 from simspec.train.log import TrainingLog
 from simspec.train.setting import Setting, prepare
@@ -43,7 +43,8 @@ class TrainRequest:
     variant: str = "standard"  # Re-SpS: standard or maxent
     force: bool = False
 
-    def check(self) -> None:
+    def check(self) -> Profile:
+        """Every flag, the output folder and the profile, before any work; returns the profile."""
         from simspec.train.resps import VARIANTS
 
         if self.algo not in ALGOS:
@@ -58,7 +59,7 @@ class TrainRequest:
             raise SimspecError("--variant applies to --algo resps only")
         if self.out_dir().exists() and not self.force:
             raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
-        load_profile(self.profile)  # a missing or unreadable profile fails here, before any work
+        return load_profile(self.profile)
 
     def out_dir(self) -> Path:
         if self.out:
@@ -148,9 +149,8 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
     """Runs the request; returns the summary (the ``--json`` line)."""
     from simspec.real.calibrate import policy_latency
 
-    request.check()
+    profile = request.check()
     out = request.out_dir()
-    profile = load_profile(request.profile)
     setting = prepare(profile, request.reward, request.seed)
     log = TrainingLog()
     work = Path(tempfile.mkdtemp(prefix=".simspec-train-"))
@@ -164,13 +164,14 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         result = replay(setting.validation, setting.cost, policy, setting.max_new_tokens)
         depth = max(2, int(round(result.draft_calls.sum() / result.cycles.sum() + 1)))
         decision = policy_latency({"policy": policy}, setting.width, depth, 200)["policy"]
-        grid_validation = setting.validation_speedup(StaticPolicy(setting.grid_depth, setting.width, setting.grid_size))
+        grid = grid_policy(setting.grid_depth, setting.width, setting.grid_size)  # searched once, by prepare()
+        grid_validation = setting.validation_speedup(grid)
         policy.family = "learned"
-        baselines = build_baselines(["eagle3", "grid"], setting.train, setting.cost, setting.max_new_tokens)
+        baselines = [*build_baselines(["eagle3"], setting.train, setting.cost, setting.max_new_tokens), grid]
         static_seconds = (profile.meta.get("policy_seconds") or {}).get("static", 0.0)
         rows, oracle_row, _ = evaluate(setting.heldout, setting.cost, [policy, *baselines], setting.max_new_tokens,
                                        {"learned": decision, "eagle3": static_seconds, "grid": static_seconds})
-        learned, eagle3, grid = rows
+        learned, eagle3, grid_row = rows
         log.write_csv(work / "training.csv")
         meta = {
             "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
@@ -189,7 +190,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
             "validation": {"best_speedup": fitted.validation_speedup, "grid_best_speedup": grid_validation,
                            "curve": log.validation_curve()},
             "heldout": {"speedup": learned.speedup_median, "speedup_mean": learned.speedup_mean, "tau": learned.tau,
-                        "oracle_share": learned.share_of_oracle, "grid_best_speedup": grid.speedup_median,
+                        "oracle_share": learned.share_of_oracle, "grid_best_speedup": grid_row.speedup_median,
                         "eagle3_speedup": eagle3.speedup_median, "oracle_speedup": oracle_row.speedup_median},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -200,5 +201,5 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {"policy": str(out), "algo": request.algo, "train_seconds": train_seconds, "env_steps": env_steps,
-            "heldout_speedup": learned.speedup_median, "grid_best_speedup": grid.speedup_median,
+            "heldout_speedup": learned.speedup_median, "grid_best_speedup": grid_row.speedup_median,
             "eagle3_speedup": eagle3.speedup_median, "oracle_share": learned.share_of_oracle}
