@@ -27,7 +27,8 @@ def recorded(target, prompt_ids):
     continuations = recorder.continuations(ids)
     traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], [len(i) for i in ids],
                       {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in prompt_ids[:3]]})
-    return SpeculativeEngine(target, drafter), ids, traces
+    engine = SpeculativeEngine(target, drafter)
+    return engine, ids, traces, [engine.greedy(i, MAX_NEW).tokens for i in ids]
 
 
 def _cost():
@@ -53,9 +54,10 @@ POLICIES = {
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_same_policy_same_cycles_in_engine_and_replay(recorded, name):
-    engine, ids, traces = recorded
+    engine, ids, traces, greedy = recorded
     for i, prompt in enumerate(ids):
         live = engine.generate(prompt, POLICIES[name](), MAX_NEW)
+        assert live.tokens == greedy[i], f"{name}: speculative output differs from plain greedy decoding"
         simulated = replay(traces.subset(np.array([i])), _cost(), POLICIES[name](), MAX_NEW)
         assert len(live.cycles) == simulated.cycles[0], name
         assert sum(c.draft_calls for c in live.cycles) == simulated.draft_calls[0], name
