@@ -517,12 +517,7 @@ def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_toke
     for one in ids:
         engine.check_length(one, max_new_tokens + depth_max)
     started = time.perf_counter()
-    continuations = recorder.continuations(ids, bar("greedy continuations", len(ids)))
-    tick = bar("recording trees", len(ids))
-    recorded = []
-    for one, cont in zip(ids, continuations):
-        recorded.append(recorder.record(one, cont))
-        tick()
+    recorded = recorder.record_all(ids, bar)
     record_s = time.perf_counter() - started
     meta = {"target": target, "draft": draft, "prompts": prompts, "prompt_ids": [p.id for p in chosen],
             "splits": [p.split for p in chosen], "max_new_tokens": max_new_tokens, "depth_max": depth_max,
@@ -540,29 +535,52 @@ def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_toke
 @app.command()
 def validate(
     simulated: bool = typer.Option(False, "--simulated", help="Replay the profile's traces (fast, no models)."),
-    real: bool = typer.Option(False, "--real", help="Run the real engine (not available yet)."),
+    real: bool = typer.Option(False, "--real", help="Run every method on the real engine, interleaved with plain "
+                              "greedy decoding, next to the simulator's prediction for the same prompts."),
     profile: str = typer.Option(..., help="A profile folder with traces (calibration/NAME)."),
     baselines: str = typer.Option(",".join(("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm",
                                             "cachefsm", "qlearn")),
                                   help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm, "
-                                  "qlearn, static:D,V. Tunable ones are tuned on the train split."),
+                                  "qlearn, static:D,V. Tunable ones are tuned on the profile's train split."),
     policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
                                  "the baselines; each is charged its measured decision time."),
     split: str = typer.Option("heldout", help="Prompts scored: heldout, train or all."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2,
-                                                 help="Token budget per prompt (default: everything recorded)."),
+                                                 help="Token budget per prompt (simulated default: everything "
+                                                 "recorded; real default: 48)."),
+    prompts: str = typer.Option("humaneval", help="--real: " + PROMPTS_HELP),
+    n_prompts: int = typer.Option(40, "--n-prompts", min=1, help="--real: prompts to run (first N of the split)."),
+    repeats: int = typer.Option(1, min=1, help="--real: passes over the prompts (per-prompt speedup: median)."),
+    out_dir: Optional[str] = typer.Option(None, "--out", help="--real: run folder (default "
+                                          "real/validate-PROFILE-PROMPTS)."),
+    force: bool = typer.Option(False, help="--real: replace an existing --out."),
+    threads: Optional[int] = typer.Option(None, help="--real: torch threads (default: the profile's)."),
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of the results."),
 ) -> None:
-    """Score baselines and learned policies against plain greedy decoding and the hindsight
-    oracle: simulated on the profile's traces and cost model."""
-    import warnings
+    """Score baselines and learned policies against plain greedy decoding. --simulated: replay
+    the profile's held-out traces, next to the hindsight oracle (seconds). --real: run them on
+    the real models and report real and simulated speedups side by side, paired tests against
+    EAGLE-3's default tree and the grid best, latency drift, and a lossless check; writes
+    real/RUN/ (report.json, report.md, figures)."""
+    if real == simulated:
+        raise SimspecError("choose one of --simulated (replay, seconds) or --real (the real engine)")
+    names = [n.strip() for n in baselines.split(",") if n.strip()]
+    paths = [p.strip() for p in policies.split(",") if p.strip()]
+    if real:
+        from simspec.real.validate import ValidateRequest
 
-    from simspec.policies.artifact import ProfileMismatch, load_policy
-    from simspec.sim.evaluate import build_baselines, evaluate, split_traces
+        request = ValidateRequest(profile, tuple(names), tuple(paths), prompts, split, n_prompts,
+                                  max_new_tokens or 48, repeats, out_dir, force)
+        _validate_real(request, threads, as_json)
+        return
+    _validate_simulated(profile, names, paths, split, max_new_tokens, as_json)
+
+
+def _validate_simulated(profile: str, names: list[str], paths: list[str], split: str, max_new_tokens: Optional[int],
+                        as_json: bool) -> None:
+    from simspec.sim.evaluate import evaluate, method_set, split_traces
     from simspec.sim.profile import load_profile
 
-    if real or not simulated:
-        raise SimspecError("only `validate --simulated` exists so far; real-engine validation comes with the validate issue")
     if split not in ("heldout", "train", "all"):
         raise SimspecError(f"--split must be heldout, train or all, got {split!r}")
     loaded = load_profile(profile)
@@ -571,21 +589,11 @@ def validate(
         traces = loaded.traces()
     train = split_traces(traces, "train")
     scored = split_traces(traces, split)
-    names = [n.strip() for n in baselines.split(",") if n.strip()]
-    charged = loaded.meta.get("policy_seconds") or {}
-    charged = {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
-    learned = []
-    for path in (p.strip() for p in policies.split(",") if p.strip()):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ProfileMismatch)
-            policy, meta = load_policy(path, loaded.meta["inputs_hash"])
-        for w in caught:
-            err.print(f"[yellow]warning:[/] {w.message}")
-        charged[policy.family] = meta.get("decision_seconds", 0.0)
-        learned.append(policy)
     with err.status("tuning baselines on the train split and replaying"):
-        methods = build_baselines(names, train, loaded.cost, max_new_tokens) if names else []
-        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods + learned, max_new_tokens, charged)
+        methods, charged, notes = method_set(names, paths, loaded, train, max_new_tokens)
+        for note in notes:
+            err.print(f"[yellow]warning:[/] {note}")
+        rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods, max_new_tokens, charged)
     seconds = time.perf_counter() - started
     if loaded.kind == "analytic":
         err.print("[yellow]warning:[/] ANALYTIC profile: these times come from a roofline model, not a measurement")
@@ -608,6 +616,58 @@ def validate(
             "rows": [{"method": r.name, "speedup": r.speedup_median, "tau": r.tau, "oracle_share": r.share_of_oracle,
                       "draft_calls": r.draft_calls, **r.to_dict()} for r in rows],
             "oracle": oracle_row.to_dict(), "cycles_per_s": cycles_per_s, "seconds": seconds}))
+
+
+def _validate_real(request, threads: Optional[int], as_json: bool) -> None:
+    from simspec.real.validate import validate_real
+    from simspec.report.validation import summary_line
+
+    profile, _ = request.check()
+    _set_threads(threads or profile.meta.get("threads"))
+    with _progress() as progress:
+        def bar(description: str, total: int):
+            task = progress.add_task(description, total=total)
+            return lambda n=1: progress.advance(task, n)
+
+        report, run_dir = validate_real(request, bar, err.status)
+    for note in report["warnings"]:
+        err.print(f"[yellow]warning:[/] {note}")
+    _print_validation_table(report)
+    if report["drift"]["advice"]:
+        err.print(f"[yellow]warning:[/] {report['drift']['advice']}")
+    for row in report["rows"]:
+        for d in row["divergences"]:
+            err.print(f"[yellow]{row['method']} on {d['prompt']}: differs from greedy at token {d['position']}, "
+                      f"top-2 logit gap {d['top2_gap']:.2e}{' (near-tie)' if d['near_tie'] else ' (BUG)'}[/]")
+    out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report['seconds']:.0f} s")
+    if as_json:
+        print(json.dumps(summary_line(report, str(run_dir))))
+
+
+def _print_validation_table(report: dict) -> None:
+    rank = report["rank_agreement"]
+    table = Table(title=f"validate --real: {report['profile']['name']} ({report['device']}); {report['n_prompts']} "
+                        f"{report['prompts']} ({report['split']}) prompts, {report['max_new_tokens']} new tokens",
+                  title_justify="left")
+    for col in ("method", "real (median)", "IQR", "sim", "sim error", "sim drift-corr.", "tau real/sim", "draft calls", "vs EAGLE-3",
+                "p", "vs grid", "p", "lossless"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
+    pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
+    for r in sorted(report["rows"], key=lambda r: -r["speedup_real"]):
+        table.add_row(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_real_q25']:.2f}-{r['speedup_real_q75']:.2f}",
+                      f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
+                      f"{r['speedup_sim_drift_corrected']:.3f} ({r['rel_error_drift_corrected']:+.1%})",
+                      f"{r['tau']:.2f}/{r['tau_sim']:.2f}",
+                      f"{r['draft_calls']:.1f}", pct(r.get("gain_vs_eagle3")), pv(r.get("p_vs_eagle3")),
+                      pct(r.get("gain_vs_grid")), pv(r.get("p_vs_grid")),
+                      "yes" if r["exact_match"] else ("near-tie" if r["lossless"] else "NO"))
+    out.print(table)
+    drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report["drift"]["ratios"].items())
+    out.print(f"simulator: mean |error| {report['mean_abs_rel_error']:.1%}, max {report['max_abs_rel_error']:.1%}, "
+              f"rank agreement (Spearman) {'n/a' if rank is None else f'{rank:.3f}'}; drift-corrected: mean "
+              f"{report['drift_corrected']['mean_abs_rel_error']:.1%}, max {report['drift_corrected']['max_abs_rel_error']:.1%}; "
+              f"drift (live / profile): {drift}")
 
 
 
@@ -655,6 +715,87 @@ def train(
               f"share of the oracle {summary['oracle_share']:.1%}")
     if as_json:
         print(json.dumps(summary))
+
+
+@app.command()
+def demo(
+    out_dir: str = typer.Option("demo", "--out", help="Folder for everything the demo makes."),
+    algos: str = typer.Option("ltd,radar", help="Policies to train (preset fast): ltd, radar, resps."),
+    n_prompts: int = typer.Option(8, "--n-prompts", min=1, help="Held-out HumanEval prompts of the real validation."),
+    max_new_tokens: int = typer.Option(32, "--max-new-tokens", min=4, help="New tokens per prompt in the real validation."),
+    force: bool = typer.Option(False, help="Replace an existing --out."),
+) -> None:
+    """The whole loop on the shipped defaults, in about 10 minutes on a 2-core CPU: a small
+    calibration of this machine (quick latency grid; the shipped HumanEval draft-tree traces,
+    which do not depend on the hardware), `fast` training of LTD and RADAR against it, a short
+    real validation (the learned policies, EAGLE-3's default tree, the grid best and
+    GammaTune, interleaved with plain greedy decoding), the figures, and a summary. Each step
+    is an ordinary simspec command, printed before it runs."""
+    import shutil
+    from pathlib import Path
+
+    from simspec.real.drafters import SHIPPED_DRAFTERS
+
+    root = Path(out_dir)
+    chosen = [a.strip() for a in algos.split(",") if a.strip()]
+    bad = [a for a in chosen if a not in ("ltd", "radar", "resps")]
+    if bad or not chosen:
+        raise SimspecError(f"--algos takes ltd, radar and/or resps, got {algos!r}")
+    if root.exists() and not force:
+        raise SimspecError(f"{root} exists: choose another --out or pass --force")
+    traces = SHIPPED_DRAFTERS.parents[1] / "calibration" / "traces-humaneval-eagle"
+    if not (traces / "traces.json").is_file():
+        raise SimspecError(f"the shipped traces are missing ({traces}): run the demo from a full simspec checkout")
+    shutil.rmtree(root, ignore_errors=True)
+    profile, figures = root / "profile", root / "figures"
+    policies = [root / "policies" / a for a in chosen]
+    steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile)],
+             ["plot", "curves", "--profile", str(profile), "--out", str(figures)]]
+    for algo, policy in zip(chosen, policies):
+        steps += [["train", "--simulated", "--profile", str(profile), "--algo", algo, "--preset", "fast",
+                   "--out", str(policy)],
+                  ["plot", "training", "--policy", str(policy), "--out", str(figures)]]
+    steps.append(["validate", "--real", "--profile", str(profile), "--baselines", "eagle3,grid,gammatune",
+                  "--policies", ",".join(map(str, policies)), "--n-prompts", str(n_prompts),
+                  "--max-new-tokens", str(max_new_tokens), "--out", str(root / "validate")])
+    started = time.perf_counter()
+    try:
+        for i, step in enumerate(steps, 1):
+            err.rule(f"demo step {i}/{len(steps)}: simspec {' '.join(step)}", align="left")
+            app(args=step, standalone_mode=False)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)  # no half-made demo folder
+        raise
+    _print_demo_summary(root, profile, policies, time.perf_counter() - started)
+
+
+def _print_demo_summary(root, profile_dir, policies, seconds: float) -> None:
+    from simspec.report.validation import read_report
+    from simspec.sim.profile import load_profile
+
+    profile = load_profile(profile_dir)
+    report = read_report(root / "validate")
+    err.rule("demo summary", align="left")
+    fit = profile.meta["fit_error"]
+    out.print(f"calibrated {profile.meta['device']} in {profile.meta['seconds']['curves']:.0f} s: cost model held-out "
+              f"error median {fit['median']:.1%}")
+    for path in policies:
+        meta = json.loads((path / "policy.json").read_text())
+        held = meta.get("heldout") or {}
+        out.print(f"trained {meta['algo']} (fast) in {meta.get('train_seconds', float('nan')):.0f} s: simulated held-out "
+                  f"speedup {held.get('speedup', float('nan')):.3f} (grid best {held.get('grid_best_speedup', float('nan')):.3f})")
+    table = Table(title=f"real validation: {report['n_prompts']} held-out HumanEval prompts, "
+                        f"{report['max_new_tokens']} new tokens", title_justify="left")
+    for col in ("method", "real speedup", "simulated", "error", "lossless"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for r in sorted(report["rows"], key=lambda r: -r["speedup_real"]):
+        table.add_row(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
+                      "yes" if r["exact_match"] else ("near-tie" if r["lossless"] else "NO"))
+    out.print(table)
+    if report["drift"]["advice"]:
+        out.print(f"note: {report['drift']['advice']}")
+    out.print(f"demo finished in {seconds / 60:.1f} min; everything is in {root}/ (profile/, policies/, validate/ with "
+              "report.md and figures, figures/)")
 
 
 @app.command("bench-sim")
@@ -755,6 +896,33 @@ def plot_training_command(
         raise SimspecError(f"{directory / 'training.csv'} is unreadable ({exc.__class__.__name__}): retrain") from None
     path = plot_training(directory.name, meta, rows, Path(out_dir))
     out.print(f"figure written to {path}")
+
+
+@plot_app.command("validation")
+def plot_validation_command(
+    report: str = typer.Option(..., help="A validate --real run folder (real/RUN) or its report.json."),
+    out_dir: Optional[str] = typer.Option(None, "--out", help="Folder for the figures (default: the run folder)."),
+    method: Optional[str] = typer.Option(None, help="Also draw this method's action map (learned policies' are "
+                                         "always drawn)."),
+) -> None:
+    """Redraw a real validation's figures from its report.json: simulated vs real speedup per
+    method, the time breakdown (LTD Fig. 2 right), and action maps (LTD Fig. 6)."""
+    from pathlib import Path
+
+    from simspec.report.plots import plot_action_map, plot_validation
+    from simspec.report.validation import read_report
+
+    path = Path(report)
+    loaded = read_report(path)
+    folder = Path(out_dir) if out_dir else (path if path.is_dir() else path.parent)
+    paths = plot_validation(loaded, folder)
+    if method:
+        try:
+            paths.append(plot_action_map(loaded, method, folder))
+        except KeyError:
+            names = ", ".join(r["method"] for r in loaded["rows"])
+            raise SimspecError(f"--method {method!r} is not in that report: choose one of {names}") from None
+    out.print("figures written: " + ", ".join(str(p) for p in paths))
 
 
 @app.command("drafter-card")

@@ -49,7 +49,7 @@ def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir)
 def test_validate_bad_input_is_one_line(profile_dir):
     for args, expected in [(("--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
                            (("--split", "test"), "--split must be"),
-                           (("--real",), "only `validate --simulated` exists")]:
+                           (("--real",), "choose one of --simulated")]:
         result = _simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
         assert result.returncode == 2 and expected in result.stderr, result.stderr
         assert result.stderr.strip().count("\n") == 0

@@ -1,4 +1,5 @@
-"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts.
+"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts; and
+the interleaved run loop that ``validate --real`` shares.
 
 Every prompt runs plain greedy decoding and every config back to back, in an order rotated
 from prompt to prompt, so that machine drift (thermal, other processes) hits all methods
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from simspec.policies.base import StaticPolicy, tree_capacity
+from simspec.policies.base import Policy, StaticPolicy, tree_capacity
 from simspec.real.engine import Generation, SpeculativeEngine
 from simspec.real.lossless import Divergence, compare
 
@@ -72,6 +73,34 @@ class ConfigResult:
         }
 
 
+def interleaved(
+    engine: SpeculativeEngine,
+    prompts: Sequence[tuple[str, list[int]]],
+    policies: Sequence[Policy],
+    max_new_tokens: int,
+    advance: Callable[[], None] = lambda: None,
+    repeats: int = 1,
+) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
+    """Plain greedy decoding and every policy on every prompt, back to back in an order rotated
+    from prompt to prompt (and pass to pass), so that drift over time hits every method alike.
+    Yields (pass, prompt index, greedy generation, one generation per policy); ``advance``
+    ticks per run."""
+    # Warm-up: first calls pay for allocator growth and lazy initialisation.
+    first_ids = prompts[0][1]
+    engine.greedy(first_ids, min(8, max_new_tokens))
+    for policy in policies:
+        engine.generate(first_ids, policy, min(8, max_new_tokens))
+    for rep in range(repeats):
+        for p, (_, ids) in enumerate(prompts):
+            runs: dict[int, Generation] = {}
+            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: greedy
+                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
+                    ids, policies[slot - 1], max_new_tokens
+                )
+                advance()
+            yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
+
+
 def run_bench(
     engine: SpeculativeEngine,
     prompts: Sequence[tuple[str, list[int]]],
@@ -80,35 +109,22 @@ def run_bench(
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
 ) -> list[ConfigResult]:
-    """Run greedy and every config on every prompt, interleaved, ``repeats`` passes over the
-    prompt set (so drift over time hits every pass); ``advance`` ticks per run."""
+    """Greedy and every config on every prompt, interleaved, ``repeats`` passes over the
+    prompt set; a prompt's speedup is the median over passes."""
     results = [ConfigResult(c) for c in configs]
     policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
-    # Warm-up: first calls pay for allocator growth and lazy initialisation.
-    first_ids = prompts[0][1]
-    engine.greedy(first_ids, min(8, max_new_tokens))
-    engine.generate(first_ids, policies[-1], min(8, max_new_tokens))
     for result in results:
         result.by_repeat = [[] for _ in range(repeats)]
-    for rep in range(repeats):
-        for p, (prompt_id, ids) in enumerate(prompts):
-            # Slot 0 is plain greedy decoding; it rotates with the configs.
-            runs: dict[int, Generation] = {}
-            for slot in np.roll(np.arange(len(configs) + 1), -(p + rep)):
-                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
-                    ids, policies[slot - 1], max_new_tokens
-                )
-                advance()
-            greedy = runs[0]
-            for i, result in enumerate(results):
-                spec = runs[i + 1]
-                result.by_repeat[rep].append(greedy.total_s / spec.total_s)
-                if rep == 0:
-                    result.taus.append(spec.tau)
-                    result.shares.append(spec.time_shares())
-                    divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
-                    if divergence is not None:
-                        result.divergences.append((prompt_id, divergence))
+    for rep, p, greedy, runs in interleaved(engine, prompts, policies, max_new_tokens, advance, repeats):
+        prompt_id, ids = prompts[p]
+        for result, spec in zip(results, runs):
+            result.by_repeat[rep].append(greedy.total_s / spec.total_s)
+            if rep == 0:
+                result.taus.append(spec.tau)
+                result.shares.append(spec.time_shares())
+                divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
+                if divergence is not None:
+                    result.divergences.append((prompt_id, divergence))
     for result in results:
         result.speedups = np.median(np.array(result.by_repeat), axis=0).tolist()
     return results

@@ -99,6 +99,8 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
     levels = [np.sort(-rng.exponential(2.0, width if i == 0 else width * width)).astype(np.float32)
               for i in range(depth - 1)]
     nodes = np.concatenate([[0.0], *levels]).astype(np.float32)
+    from threadpoolctl import threadpool_limits
+
     out = {}
     for name, policy in policies.items():
         policy.reset()
@@ -110,7 +112,8 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
             policy.choose_size(BuiltTree(depth, width, 256, len(nodes), lambda: nodes), plan)
             policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2))
 
-        out[name] = robust_median(np.array(time_repeated(cycle, torch.device("cpu"), repeats, warmup=3)))
+        with threadpool_limits(limits=1, user_api="blas"):  # as inside the engine
+            out[name] = robust_median(np.array(time_repeated(cycle, torch.device("cpu"), repeats, warmup=3)))
     return out
 
 

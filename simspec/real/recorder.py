@@ -101,6 +101,17 @@ class TraceRecorder:
         full = greedy_continuations(self.target, prompts, new, batch=16, advance=advance)
         return [seq[len(p):] for seq, p in zip(full, prompts)]
 
+    def record_all(self, prompts: list[list[int]], bar: Callable[[str, int], Callable[[], None]]
+                   ) -> list[PromptTrace]:
+        """Every prompt's trace: batched continuations first, then the trees, one progress bar each."""
+        continuations = self.continuations(prompts, bar("greedy continuations", len(prompts)))
+        tick = bar("recording trees", len(prompts))
+        recorded = []
+        for ids, continuation in zip(prompts, continuations):
+            recorded.append(self.record(ids, continuation))
+            tick()
+        return recorded
+
     @torch.inference_mode()
     def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
         spec, device, drafter = self.spec, self.device, self.drafter

@@ -130,3 +130,102 @@ def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path) -> Pat
     fig.suptitle(f"{name}: {meta.get('algo')} ({meta.get('preset')}, seed {meta.get('seed')}) on "
                  f"{profile.get('name')}{tag}", fontsize=10)
     return _save(plt, fig, out_dir / f"training-{name}.png")
+
+
+def _run_title(report: dict) -> str:
+    return (f"{report['profile']['name']} ({report['device']}): {report['n_prompts']} {report['prompts']} prompts, "
+            f"{report['max_new_tokens']} new tokens")
+
+
+def plot_sim_vs_real(report: dict, out_dir: Path) -> Path:
+    """Simulated against real median speedup per method, with the diagonal and IQR bars."""
+    plt = _pyplot()
+    rows = report["rows"]
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    real = np.array([r["speedup_real"] for r in rows])
+    sim = np.array([r["speedup_sim"] for r in rows])
+    iqr = np.array([[r["speedup_real"] - r["speedup_real_q25"], r["speedup_real_q75"] - r["speedup_real"]]
+                    for r in rows]).T
+    lo, hi = min(real.min(), sim.min()) * 0.95, max(real.max(), sim.max()) * 1.05
+    ax.fill_between([lo, hi], [lo * 0.97, hi * 0.97], [lo * 1.03, hi * 1.03], color="grey", alpha=0.15,
+                    label="±3 %")
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="sim = real")
+    ax.errorbar(real, sim, xerr=np.maximum(iqr, 0), fmt="o", ms=5, capsize=2, lw=0.6)
+    for r, x, y in zip(rows, real, sim):
+        ax.annotate(r["method"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="real speedup over greedy (median; bars: IQR over prompts)",
+           ylabel="simulated speedup (median, same prompts)")
+    rank = report["rank_agreement"]
+    ax.set_title(f"{_run_title(report)}\nmean |error| {report['mean_abs_rel_error']:.1%}, max "
+                 f"{report['max_abs_rel_error']:.1%}, Spearman {'n/a' if rank is None else f'{rank:.2f}'}",
+                 fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return _save(plt, fig, out_dir / "sim-vs-real.png")
+
+
+def plot_time_breakdown(report: dict, out_dir: Path) -> Path:
+    """LTD Figure 2 (right): where each method's time goes, as shares of its total."""
+    plt = _pyplot()
+    rows = sorted(report["rows"], key=lambda r: -r["speedup_real"])
+    parts = ("prefill", "draft", "verify", "policy", "bookkeeping")
+    colours = plt.cm.Set2(np.arange(len(parts)))
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.8))
+    left = np.zeros(len(rows))
+    for colour, part in zip(colours, parts):
+        share = np.array([r["time_shares"].get(part, 0.0) for r in rows])
+        ax.barh(np.arange(len(rows)), share, left=left, color=colour, label=part)
+        left += share
+    ax.set_yticks(np.arange(len(rows)), [f"{r['method']} ({r['speedup_real']:.2f}x)" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set(xlabel="share of the method's wall time (mean over prompts)", xlim=(0, 1))
+    ax.legend(fontsize=7, ncol=len(parts), loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    ax.set_title(_run_title(report), fontsize=8, pad=22)
+    return _save(plt, fig, out_dir / "time-breakdown.png")
+
+
+def plot_action_map(report: dict, method: str, out_dir: Path) -> Path:
+    """LTD Figure 6: how often a method drafted depth D and verified V tokens, one panel per
+    accepted length (what the target then took)."""
+    plt = _pyplot()
+    row = next((r for r in report["rows"] if r["method"] == method), None)
+    if row is None:
+        raise KeyError(method)
+    actions = np.array(row["actions"], dtype=int).reshape(-1, 3)
+    depths = np.arange(1, max(int(actions[:, 0].max()), 2) + 1)
+    sizes = np.unique(actions[:, 1])
+    groups = [(0, 0, "0"), (1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 10 ** 6, "≥4")]
+    fig, axes = plt.subplots(1, len(groups), figsize=(3.1 * len(groups), 3.6), sharey=True)
+    counts_max = 1
+    panels = []
+    for lo, hi, _ in groups:
+        mine = actions[(actions[:, 2] >= lo) & (actions[:, 2] <= hi)]
+        grid = np.zeros((len(sizes), len(depths)))
+        np.add.at(grid, (np.searchsorted(sizes, mine[:, 1]), mine[:, 0] - 1), 1)
+        panels.append((grid, len(mine)))
+        counts_max = max(counts_max, int(grid.max()))
+    for ax, (grid, total), (_, _, label) in zip(axes, panels, groups):
+        image = ax.imshow(np.where(grid > 0, grid, np.nan), origin="lower", aspect="auto", cmap="viridis",
+                          vmin=1, vmax=counts_max)
+        ax.set_xticks(range(len(depths)), [str(d) for d in depths], fontsize=6)
+        ax.set_yticks(range(len(sizes)), [str(v) for v in sizes], fontsize=6)
+        ax.set(xlabel="draft depth D", title=f"accepted {label}: {total} cycles")
+    axes[0].set_ylabel("verified tokens V")
+    fig.suptitle(f"{method}: actions on real runs; {_run_title(report)}", fontsize=8)
+    fig.subplots_adjust(top=0.82, bottom=0.16, left=0.05, right=0.92, wspace=0.12)
+    fig.colorbar(image, cax=fig.add_axes([0.935, 0.16, 0.01, 0.66]), label="cycles")
+    path = out_dir / f"action-map-{method.replace('/', '_')}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def plot_validation(report: dict, out_dir: Path) -> list[Path]:
+    """Every figure of a ``validate --real`` report: the scatter, the time breakdown, and the
+    action map of each learned policy (of every method whose depth or size varies, if none)."""
+    paths = [plot_sim_vs_real(report, out_dir), plot_time_breakdown(report, out_dir)]
+    learned = [r["method"] for r in report["rows"] if r["family"].startswith("policy:")]
+    for method in learned:
+        paths.append(plot_action_map(report, method, out_dir))
+    return paths

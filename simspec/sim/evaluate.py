@@ -114,6 +114,35 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     return out
 
 
+def decision_charges(profile_meta: dict) -> dict[str, float]:
+    """Seconds per cycle that each baseline family's decisions cost, as the profile measured
+    them (static trees, EAGLE-3's and the grid's included, pay the 'static' entry)."""
+    charged = dict(profile_meta.get("policy_seconds") or {})
+    return {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
+
+
+def method_set(names: list[str], policy_paths: list[str], profile, train: TraceSet, max_new_tokens: int | None
+               ) -> tuple[list[BatchPolicy], dict[str, float], list[str]]:
+    """The methods a validation scores: baselines by name (tuned on ``train``) and learned
+    policies from their folders; the decision seconds to charge each family; and the warnings
+    met on the way (a policy trained on another profile)."""
+    import warnings
+
+    from simspec.policies.artifact import ProfileMismatch, load_policy
+
+    charged = decision_charges(profile.meta)
+    learned, notes = [], []
+    for path in policy_paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ProfileMismatch)
+            policy, meta = load_policy(path, profile.meta["inputs_hash"])
+        notes += [str(w.message) for w in caught]
+        charged[policy.family] = meta.get("decision_seconds", 0.0)
+        learned.append(policy)
+    methods = build_baselines(names, train, profile.cost, max_new_tokens) if names else []
+    return methods + learned, charged, notes
+
+
 def timing_baselines(cost: CostModel, width: int, depth_max: int) -> dict[str, BatchPolicy]:
     """One untuned instance of every baseline family, for measuring decision time (which
     does not depend on tuned thresholds)."""

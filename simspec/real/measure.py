@@ -1,0 +1,138 @@
+"""Measuring methods on the real engine for ``validate --real``: every method interleaved with
+plain greedy decoding, and the live latencies held against the profile's curves (drift).
+
+What each method delivers on each prompt is kept per prompt (paired statistics need it); the
+simulator's prediction for the same prompts comes from ``simspec.sim.replay`` on traces
+recorded for them, and ``simspec.report.validation`` puts the two side by side.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from simspec.policies.base import BatchPolicy
+from simspec.real.bench import interleaved
+from simspec.real.engine import Generation, SpeculativeEngine
+from simspec.real.lossless import compare
+from simspec.sim.costmodel import CostModel
+
+# Operations whose live latency is compared with the profile's curve; drift past this is flagged.
+DRIFT_TOLERANCE = 0.10
+DRIFT_OPERATIONS = ("greedy step", "verify", "draft", "bookkeeping", "prefill")
+OPERATION_CURVE = {"greedy step": "greedy", "verify": "verify", "draft": "draft", "bookkeeping": "bookkeeping",
+                   "prefill": "prefill"}
+
+
+@dataclass
+class MethodRuns:
+    """One method's real runs, per prompt in prompt order (speedup: median over passes)."""
+
+    name: str
+    family: str
+    by_repeat: list[list[float]] = field(default_factory=list)  # [pass][prompt] greedy time / method time
+    tokens: list[int] = field(default_factory=list)  # tokens after the prefill's (the simulator's count)
+    cycles: list[int] = field(default_factory=list)
+    draft_calls: list[int] = field(default_factory=list)
+    policy_seconds: list[float] = field(default_factory=list)  # decision time per prompt (all cycles)
+    shares: list[dict[str, float]] = field(default_factory=list)
+    divergences: list[dict] = field(default_factory=list)
+    actions: list[list[int]] = field(default_factory=list)  # (depth, size, accepted) of every cycle
+
+    @property
+    def speedup(self) -> np.ndarray:
+        return np.median(np.array(self.by_repeat), axis=0)
+
+    def add(self, rep: int, greedy: Generation, run: Generation) -> None:
+        if len(self.by_repeat) <= rep:
+            self.by_repeat.append([])
+        self.by_repeat[rep].append(greedy.total_s / run.total_s)
+        if rep == 0:  # the cycles are the same in every pass (greedy decisions on the same prompt)
+            self.tokens.append(len(run.tokens) - 1)
+            self.cycles.append(len(run.cycles))
+            self.draft_calls.append(sum(c.draft_calls for c in run.cycles))
+            self.policy_seconds.append(sum(c.policy_s for c in run.cycles))
+            self.shares.append(run.time_shares())
+            self.actions += [[c.depth, c.size, c.accepted] for c in run.cycles]
+
+
+class DriftMeter:
+    """Live latencies against the profile's cost model, summed per operation: a ratio of 1.10
+    means the machine now runs that operation 10 % slower than when it was calibrated."""
+
+    def __init__(self, cost: CostModel, width: int) -> None:
+        self.cost, self.width = cost, width
+        self.measured: dict[str, float] = defaultdict(float)
+        self.predicted: dict[str, float] = defaultdict(float)
+
+    def _add(self, operation: str, measured, predicted) -> None:
+        self.measured[operation] += float(np.sum(measured))
+        self.predicted[operation] += float(np.sum(predicted))
+
+    def greedy(self, run: Generation) -> None:
+        contexts = run.prompt_length + np.arange(len(run.cycles))
+        self._add("greedy step", [c.verify_s for c in run.cycles], self.cost.greedy(contexts))
+        self._add("prefill", run.prefill_s, self.cost.prefill(run.prompt_length))
+
+    def speculative(self, run: Generation) -> None:
+        if not run.cycles:
+            return
+        depth, size, accepted = (np.array([getattr(c, k) for c in run.cycles]) for k in ("depth", "size", "accepted"))
+        emitted = accepted + 1
+        contexts = run.prompt_length + np.concatenate([[0], np.cumsum(emitted)[:-1]])
+        committed = np.concatenate([[1], emitted[:-1]])
+        drafted = depth >= 2
+        drafting = self.cost.draft(committed, contexts) + np.maximum(depth - 2, 0) * self.cost.draft(self.width, contexts)
+        self._add("verify", [c.verify_s for c in run.cycles], self.cost.verify(size, contexts))
+        self._add("draft", [c.draft_s for c in run.cycles if c.depth >= 2], drafting[drafted])
+        self._add("bookkeeping", [c.bookkeeping_s for c in run.cycles], self.cost.bookkeeping(size, depth))
+
+    def ratios(self) -> dict[str, float]:
+        return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
+
+    def drifted(self) -> list[str]:
+        """Model-forward operations off by more than the tolerance (bookkeeping, host-side
+        Python, is reported but not judged: it is a few per cent of a cycle)."""
+        return [op for op, r in self.ratios().items() if op != "bookkeeping" and abs(r - 1) > DRIFT_TOLERANCE]
+
+
+def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
+    """The profile's cost model with each curve scaled by this run's live / profile ratio: the
+    simulator as it would predict with latencies re-measured today, the tree statistics and
+    the curves' shapes unchanged. Separates what drift explains from what the model gets wrong."""
+    from simspec.sim.costmodel import Point
+
+    scale = {OPERATION_CURVE[op]: r for op, r in ratios.items()}
+    return CostModel([Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0))
+                      for s in samples])
+
+
+def run_real(
+    engine: SpeculativeEngine,
+    prompts: Sequence[tuple[str, list[int]]],
+    methods: Sequence[BatchPolicy],
+    max_new_tokens: int,
+    cost: CostModel,
+    advance: Callable[[], None] = lambda: None,
+    repeats: int = 1,
+) -> tuple[list[MethodRuns], DriftMeter]:
+    """Every method and plain greedy decoding on every prompt, interleaved; each output is
+    checked against greedy decoding's, and a divergence recorded with the target's top-2
+    logit gap there."""
+    results = [MethodRuns(m.name, getattr(m, "family", "static")) for m in methods]
+    drift = DriftMeter(cost, methods[0].width)
+    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
+        prompt_id, ids = prompts[p]
+        drift.greedy(greedy)
+        for result, run in zip(results, runs):
+            result.add(rep, greedy, run)
+            drift.speculative(run)
+            if rep == 0:
+                divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
+                if divergence is not None:
+                    result.divergences.append({"prompt": prompt_id, **asdict(divergence),
+                                               "near_tie": divergence.near_tie})
+    return results, drift

@@ -1,0 +1,178 @@
+"""``simspec validate --real``: one request in, one ``real/<run>/`` folder out.
+
+For the chosen prompts it records the drafter's trees (the calibrate code), replays every
+method on them with the profile's cost model (the simulator's prediction), runs every method
+and plain greedy decoding on the real engine interleaved (what they really deliver, and
+whether each output equals greedy decoding), checks the live latencies against the profile,
+and writes ``report.json``, ``report.md`` and the figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from simspec import __version__
+from simspec.errors import SimspecError
+from simspec.sim.evaluate import BASELINES
+from simspec.sim.profile import Profile, load_profile
+
+Bar = Callable[[str, int], Callable[..., None]]
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    profile: str
+    baselines: tuple[str, ...] = BASELINES
+    policies: tuple[str, ...] = ()
+    prompts: str = "humaneval"
+    split: str = "heldout"
+    n_prompts: int = 40
+    max_new_tokens: int = 48
+    repeats: int = 1
+    out: str | None = None
+    force: bool = False
+
+    def out_dir(self) -> Path:
+        return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
+
+    def check(self) -> tuple[Profile, list]:
+        """Every flag, the output folder, the profile, the policies and the prompts, before any
+        model is loaded; returns the profile and the prompts."""
+        from simspec.data import load_prompts
+        from simspec.policies.artifact import read_policy_meta
+
+        if self.split not in ("heldout", "train", "all"):
+            raise SimspecError(f"--split must be heldout, train or all, got {self.split!r}")
+        unknown = [n for n in self.baselines if n not in BASELINES and not n.startswith("static:")]
+        if unknown:
+            raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+        if not self.baselines and not self.policies:
+            raise SimspecError("nothing to validate: name --baselines and/or --policies")
+        if self.out_dir().exists() and not self.force:
+            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        profile = load_profile(self.profile)
+        if profile.kind == "analytic":
+            raise SimspecError(f"profile {self.profile} is an ANALYTIC model of {profile.meta['gpu'].upper()}: a real "
+                               "run here cannot check it. Calibrate on the device you validate on")
+        if not profile.meta.get("traces"):
+            raise SimspecError(f"profile {self.profile} has no traces: its baselines are tuned on them; "
+                               "record traces with `simspec calibrate`")
+        width = profile.meta["traces"]["width"]
+        for path in self.policies:
+            _, meta = read_policy_meta(path)
+            if meta["policy"]["width"] != width:
+                raise SimspecError(f"policy {path} drafts at width {meta['policy']['width']}, the profile's traces "
+                                   f"at width {width}: use a policy trained on this profile")
+        chosen = load_prompts(self.prompts, split=None if self.split == "all" else self.split, n=self.n_prompts)
+        if not chosen:
+            raise SimspecError(f"no {self.split} prompts in {self.prompts}: use another --prompts or --split all")
+        return profile, chosen
+
+
+def _file_hash(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
+def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object]) -> tuple[dict, Path]:
+    """Run the whole validation; returns the report and the folder it was written to.
+    ``status(text)`` is a context manager shown during steps without a progress count."""
+    import numpy as np
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.data import render_chat
+    from simspec.real.calibrate import device_name
+    from simspec.real.drafters import load_drafter
+    from simspec.real.engine import SpeculativeEngine
+    from simspec.real.measure import rescaled_cost, run_real
+    from simspec.real.models import load_model
+    from simspec.real.recorder import RecordSpec, TraceRecorder, assemble
+    from simspec.report.plots import plot_validation
+    from simspec.report.validation import build_report, render_markdown
+    from simspec.sim.evaluate import method_set, split_traces
+    from simspec.sim.replay import replay
+
+    profile, chosen = request.check()
+    started = time.perf_counter()
+    device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SimspecError(f"profile {request.profile} was measured on {profile.meta['device']}, and torch sees no "
+                           "CUDA device here: validate on that device")
+    ref = profile.meta["traces"]
+    depth_max, width, tokens = ref["depth_max"], ref["width"], request.max_new_tokens
+    with status("tuning baselines on the profile's train split"):
+        train = split_traces(profile.traces(), "train")
+        methods, charged, notes = method_set(list(request.baselines), list(request.policies), profile, train, tokens)
+    with status(f"loading {profile.meta['target']} and draft {profile.meta['draft']}"):
+        target = load_model(profile.meta["target"], device=device)
+        drafter = load_drafter(profile.meta["draft"], target)
+    engine = SpeculativeEngine(target, drafter)
+    ids = [render_chat(target.tokenizer, p.text) for p in chosen]
+    for one in ids:
+        engine.check_length(one, tokens + depth_max)
+
+    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens))
+    recorded = recorder.record_all(ids, bar)
+    traces = assemble(recorded, [len(i) for i in ids], {
+        "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
+        "prompt_ids": [p.id for p in chosen], "splits": [p.split for p in chosen], "max_new_tokens": tokens,
+        "depth_max": depth_max, "width": width})
+    def simulate(cost):
+        return {m.name: replay(traces, cost, m, tokens, charged.get(getattr(m, "family", "static"), 0.0))
+                for m in methods}
+
+    simulated = simulate(profile.cost)
+
+    tick = bar("real runs (greedy + every method, interleaved)", len(ids) * (len(methods) + 1) * request.repeats)
+    runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens, profile.cost,
+                           tick, request.repeats)
+
+    policies = []
+    for path in request.policies:
+        meta = json.loads((Path(path) / "policy.json").read_text())
+        policies.append({"path": str(path), "name": meta.get("name"), "algo": meta["algo"],
+                         "preset": meta.get("preset"), "seed": meta.get("seed"),
+                         "npz_hash": _file_hash(Path(path) / "policy.npz"),
+                         "decision_seconds": meta.get("decision_seconds")})
+    meta = {
+        "simspec_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+                   f"{torch.get_num_threads()} threads",
+        "device": device_name(target), "target": profile.meta["target"], "draft": profile.meta["draft"],
+        "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta["inputs_hash"],
+                    "device": profile.meta["device"], "threads": profile.meta.get("threads")},
+        "policies": policies, "baselines": list(request.baselines), "warnings": notes,
+        "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
+        "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
+        "seed": None,  # nothing is sampled: greedy decoding and deterministic policies
+        "traces_hash": traces.content_hash(),
+        "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
+        "decision_seconds_charged": {m.name: charged.get(getattr(m, "family", "static"), 0.0) for m in methods},
+    }
+    meta["inputs_hash"] = hashlib.sha256(json.dumps(
+        {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
+                              "traces_hash", "simspec_version")}, sort_keys=True).encode()).hexdigest()[:16]
+    report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    out_dir = request.out_dir()
+    with atomic_directory(out_dir, replace=request.force) as tmp:
+        (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
+        (tmp / "report.md").write_text(render_markdown(report))
+        plot_validation(report, tmp)
+    return report, out_dir
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,237 @@
+"""The ``validate --real`` report: real and simulated speedups side by side, paired tests, rank
+agreement, drift, and the markdown table. ``report.json`` holds everything the figures need,
+so ``simspec plot validation`` redraws them without rerunning anything."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+REPORT_SCHEMA = "simspec-validation"
+REPORT_VERSION = 1
+# Methods the paired tests compare against, by family.
+REFERENCES = ("eagle3", "grid")
+
+
+def paired_p(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Two-sided Wilcoxon signed-rank p-value of paired per-prompt speedups (None: too few
+    prompts; 1.0: identical everywhere)."""
+    from scipy.stats import wilcoxon
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2:
+        return None
+    if np.allclose(a, b):
+        return 1.0
+    return float(wilcoxon(a, b).pvalue)
+
+
+def _gain(a: np.ndarray, b: np.ndarray) -> float:
+    """Median over prompts of a's speedup over b's, minus one (paired)."""
+    return float(np.median(np.asarray(a) / np.asarray(b)) - 1)
+
+
+def _spearman(x: list[float], y: list[float]) -> float:
+    from scipy.stats import spearmanr
+
+    if len(x) < 3:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+def _finite(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) -> dict:
+    """One method's row: real measurements, the simulator's prediction (and with the profile's
+    curves rescaled by the run's drift), paired tests."""
+    real, sim = runs.speedup, simulated.speedup
+    sim_corrected = float(np.median(corrected.speedup))
+    q25, median, q75 = np.percentile(real, [25, 50, 75])
+    sim_median = float(np.median(sim))
+    per_prompt_error = (sim - real) / real
+    row = {
+        "method": runs.name, "family": runs.family,
+        "speedup_real": float(median), "speedup_real_q25": float(q25), "speedup_real_q75": float(q75),
+        "speedup_real_mean": float(np.mean(real)),
+        "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
+        "speedup_sim": sim_median, "rel_error": (sim_median - float(median)) / float(median),
+        "per_prompt_abs_rel_error_median": float(np.median(np.abs(per_prompt_error))),
+        "speedup_sim_drift_corrected": sim_corrected,
+        "rel_error_drift_corrected": (sim_corrected - float(median)) / float(median),
+        "tau": float(np.sum(runs.tokens) / max(np.sum(runs.cycles), 1)),
+        "tau_sim": float(np.sum(simulated.tokens) / max(np.sum(simulated.cycles), 1)),
+        "cycles": float(np.mean(runs.cycles)), "cycles_sim": float(np.mean(simulated.cycles)),
+        "decision_seconds_per_cycle": float(np.sum(runs.policy_seconds) / max(np.sum(runs.cycles), 1)),
+        "draft_calls": float(np.mean(runs.draft_calls)), "draft_calls_sim": float(np.mean(simulated.draft_calls)),
+        "time_shares": {k: float(np.mean([s[k] for s in runs.shares])) for k in runs.shares[0]},
+        "lossless": all(d["near_tie"] for d in runs.divergences),
+        "exact_match": not runs.divergences,
+        "divergences": runs.divergences,
+        "per_prompt": {"speedup_real": real.tolist(), "speedup_sim": sim.tolist(),
+                       "speedup_sim_drift_corrected": corrected.speedup.tolist()},
+        "actions": runs.actions,
+    }
+    for family, reference in references.items():
+        same = runs.family == family
+        row[f"p_vs_{family}"] = None if same else paired_p(real, reference)
+        row[f"gain_vs_{family}"] = None if same else _gain(real, reference)
+    return row
+
+
+def rank_inversions(rows: list[dict]) -> list[dict]:
+    """Pairs of methods the simulator orders differently from the real runs, with the real
+    runs' own paired p-value for the pair (a large one: the real runs cannot tell them apart)."""
+    out = []
+    for a, b in itertools.combinations(rows, 2):
+        real = a["speedup_real"] - b["speedup_real"]
+        sim = a["speedup_sim"] - b["speedup_sim"]
+        if real * sim < 0:
+            p = paired_p(a["per_prompt"]["speedup_real"], b["per_prompt"]["speedup_real"])
+            out.append({"a": a["method"], "b": b["method"], "real_difference": real, "sim_difference": sim,
+                        "p_real": p})
+    return out
+
+
+def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict) -> dict:
+    """``runs``: MethodRuns in method order; ``simulated``: method name -> ReplayResult on the
+    same prompts; ``drift``: the DriftMeter of the run; ``corrected``: the replays with the
+    profile's curves rescaled by that drift."""
+    references = {}
+    for family in REFERENCES:
+        match = next((r for r in runs if r.family == family), None)
+        if match is not None:
+            references[family] = match.speedup
+    rows = [method_row(r, simulated[r.name], corrected[r.name], references) for r in runs]
+    errors = np.abs([r["rel_error"] for r in rows])
+    corrected_errors = np.abs([r["rel_error_drift_corrected"] for r in rows])
+    ratios = drift.ratios()
+    drifted = drift.drifted()
+    return {
+        "schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION, **meta,
+        "rows": rows,
+        "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
+        "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in rows], [r["speedup_real"] for r in rows])),
+        "rank_inversions": rank_inversions(rows),
+        "drift_corrected": {
+            "mean_abs_rel_error": float(np.mean(corrected_errors)), "max_abs_rel_error": float(np.max(corrected_errors)),
+            "rank_agreement": _finite(_spearman([r["speedup_sim_drift_corrected"] for r in rows],
+                                                [r["speedup_real"] for r in rows]))},
+        "drift": {"ratios": ratios, "drifted": drifted, "tolerance": 0.10,
+                  "advice": (f"live latencies differ from the profile's by more than 10 % ({', '.join(drifted)}): "
+                             "recalibrate (`simspec calibrate`) before trusting the simulated column") if drifted
+                  else None},
+    }
+
+
+def read_report(path) -> dict:
+    """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
+    import json
+    from pathlib import Path
+
+    from simspec.errors import SimspecError
+
+    path = Path(path)
+    file = path / "report.json" if path.is_dir() else path
+    try:
+        report = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise SimspecError(f"no validation report at {file}: run `simspec validate --real`") from None
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"{file} is unreadable ({exc.__class__.__name__}): rerun `simspec validate --real`") from None
+    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA \
+            or report.get("schema_version") != REPORT_VERSION:
+        found = report.get("schema") if isinstance(report, dict) else type(report).__name__
+        raise SimspecError(f"{file} is not a {REPORT_SCHEMA} v{REPORT_VERSION} file (found {found}): rerun "
+                           "`simspec validate --real` with this simspec")
+    return report
+
+
+def summary_line(report: dict, run_path: str) -> dict:
+    """The ``--json`` line."""
+    keep = ("method", "speedup_real", "speedup_sim", "rel_error", "tau", "lossless", "p_vs_eagle3")
+    return {"run": run_path, "rows": [{k: r.get(k) for k in keep} for r in report["rows"]],
+            "mean_abs_rel_error": report["mean_abs_rel_error"], "rank_agreement": report["rank_agreement"]}
+
+
+def _p(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1e}" if value < 1e-3 else f"{value:.3f}"
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{value:+.1%}"
+
+
+def _rank(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def render_markdown(report: dict) -> str:
+    """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
+    m = report
+    lines = [
+        f"# validate --real: {m['profile']['name']}",
+        "",
+        f"{m['n_prompts']} {m['prompts']} ({m['split']}) prompts, {m['max_new_tokens']} new tokens, "
+        f"{m['repeats']} pass(es); target {m['target']}, draft {m['draft']}; device {m['device']}; "
+        f"simspec {m['simspec_version']}, {m['created']}.",
+        "",
+        "Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
+        "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
+        "prompts (their trees recorded in this run, replayed with the profile's cost model); *drift-corrected*: "
+        "the same with each latency curve rescaled by its live / profile ratio in this run. p: two-sided "
+        "Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.",
+        "",
+        "| method | real | IQR | sim | sim error | sim, drift-corrected | error | τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
+        "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for r in sorted(m["rows"], key=lambda r: -r["speedup_real"]):
+        s = r["time_shares"]
+        lines.append(
+            f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_real_q25']:.2f}–{r['speedup_real_q75']:.2f} | "
+            f"{r['speedup_sim']:.3f} | {r['rel_error']:+.1%} | {r['speedup_sim_drift_corrected']:.3f} | "
+            f"{r['rel_error_drift_corrected']:+.1%} | {r['tau']:.2f} / {r['tau_sim']:.2f} | "
+            f"{r['draft_calls']:.1f} | {r['decision_seconds_per_cycle'] * 1e6:.0f} "
+            f"({m['decision_seconds_charged'].get(r['method'], 0.0) * 1e6:.0f}) | {s['draft']:.0%} / {s['verify']:.0%} / {s['policy']:.1%} / "
+            f"{s['bookkeeping']:.1%} | {_pct(r.get('gain_vs_eagle3'))} | {_p(r.get('p_vs_eagle3'))} | "
+            f"{_pct(r.get('gain_vs_grid'))} | {_p(r.get('p_vs_grid'))} | "
+            f"{'yes' if r['exact_match'] else ('near-tie' if r['lossless'] else '**NO**')} |")
+    rank = m["rank_agreement"]
+    lines += [
+        "",
+        f"**Simulator fidelity:** mean |relative error| {m['mean_abs_rel_error']:.1%}, max "
+        f"{m['max_abs_rel_error']:.1%} over {len(m['rows'])} methods; rank agreement (Spearman) "
+        f"{'n/a' if rank is None else f'{rank:.3f}'}. With the profile's curves rescaled by this run's "
+        f"drift (below): mean {m['drift_corrected']['mean_abs_rel_error']:.1%}, max "
+        f"{m['drift_corrected']['max_abs_rel_error']:.1%}, Spearman {_rank(m['drift_corrected']['rank_agreement'])}.",
+    ]
+    if m["rank_inversions"]:
+        lines.append("")
+        lines.append("Pairs the simulator orders differently from the real runs:")
+        for inv in m["rank_inversions"]:
+            lines.append(f"- {inv['a']} vs {inv['b']}: real {inv['real_difference']:+.3f}, sim "
+                         f"{inv['sim_difference']:+.3f}; real paired p = {_p(inv['p_real'])}"
+                         + (" (the real runs cannot tell them apart)" if (inv["p_real"] or 0) > 0.05 else ""))
+    drift = m["drift"]
+    lines += ["", "**Drift** (live latency / profile's curve, summed over the run): "
+              + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift["ratios"].items()) + "."]
+    if drift["advice"]:
+        lines.append(f"**Warning:** {drift['advice']}.")
+    bad = [(r["method"], d) for r in m["rows"] for d in r["divergences"]]
+    lines += [""]
+    if not bad:
+        lines.append("**Lossless:** every output of every method equals plain greedy decoding, token for token.")
+    else:
+        lines.append("**Outputs that differ from greedy decoding** (top-2 logit gap of the target there):")
+        lines += [f"- {name}, {d['prompt']}: token {d['position']}, gap {d['top2_gap']:.2e}"
+                  f" ({'near-tie' if d['near_tie'] else 'BUG'})" for name, d in bad]
+    if m.get("near_tie_cut_traces"):
+        lines.append(f"\n{m['near_tie_cut_traces']} recorded trace(s) were cut short where batched and "
+                     "unbatched arithmetic split a near-tie; their simulated runs are shorter.")
+    return "\n".join(lines) + "\n"

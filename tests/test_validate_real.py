@@ -1,0 +1,158 @@
+"""`validate --real` and `demo`: the report's arithmetic, the drift meter, bad input, and the
+whole loop end to end on the demo pair (real target, shipped drafter and traces)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simspec.real.engine import CycleRecord, Generation
+from simspec.real.measure import DriftMeter, MethodRuns, rescaled_cost
+from simspec.report.validation import build_report, paired_p, summary_line
+from simspec.sim.profile import load_profile
+from simspec.sim.replay import ReplayResult
+
+
+def _simspec(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=900)
+
+
+def _runs(name: str, family: str, speedups) -> MethodRuns:
+    runs = MethodRuns(name, family, by_repeat=[list(speedups)])
+    n = len(speedups)
+    runs.tokens, runs.cycles, runs.draft_calls, runs.policy_seconds = [20] * n, [10] * n, [30] * n, [0.0] * n
+    runs.shares = [{"draft": 0.2, "verify": 0.7, "policy": 0.0, "bookkeeping": 0.02, "prefill": 0.08}] * n
+    runs.actions = [[3, 6, 1]] * (10 * n)
+    return runs
+
+
+def _replayed(speedups) -> ReplayResult:
+    """A replay whose per-prompt speedups are ``speedups`` (prefill 0, greedy 1 s)."""
+    s = np.asarray(speedups, dtype=float)
+    n = len(s)
+    return ReplayResult(1 / s, np.ones(n), np.zeros(n), np.full(n, 20), np.full(n, 10), np.full(n, 30))
+
+
+class _NoDrift:
+    def ratios(self):
+        return {"verify": 1.0}
+
+    def drifted(self):
+        return []
+
+
+def test_report_errors_ranks_and_paired_tests():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.6, 0.8, 12)
+    real = {"eagle3": base, "grid": base * 1.8, "ltd": base * 1.9 + 0.01}
+    runs = [_runs(name, name if name != "ltd" else "policy:ltd", v) for name, v in real.items()]
+    sim = {"eagle3": _replayed(base * 1.02), "grid": _replayed(base * 1.8), "ltd": _replayed(base * 1.7)}
+    report = build_report({"n_prompts": 12}, runs, sim, _NoDrift(), sim)
+    rows = {r["method"]: r for r in report["rows"]}
+    assert rows["eagle3"]["rel_error"] == pytest.approx(0.02)
+    assert rows["grid"]["rel_error"] == pytest.approx(0.0)
+    expected = (np.median(base * 1.7) - np.median(real["ltd"])) / np.median(real["ltd"])
+    assert rows["ltd"]["rel_error"] == pytest.approx(expected)
+    assert report["mean_abs_rel_error"] == pytest.approx(np.mean([0.02, 0.0, abs(expected)]))
+    # The simulator puts grid above LTD, the real runs the other way round: one inversion.
+    assert [(i["a"], i["b"]) for i in report["rank_inversions"]] == [("grid", "ltd")]
+    assert report["rank_agreement"] == pytest.approx(0.5)
+    # Paired tests: against itself none; LTD is faster than EAGLE-3 on all 12 prompts.
+    assert rows["eagle3"]["p_vs_eagle3"] is None and rows["grid"]["p_vs_grid"] is None
+    assert rows["ltd"]["p_vs_eagle3"] < 0.01 and rows["ltd"]["gain_vs_eagle3"] > 0.8
+    assert paired_p(base, base) == 1.0
+    line = summary_line(report, "real/x")
+    assert set(line) == {"run", "rows", "mean_abs_rel_error", "rank_agreement"}
+    assert set(line["rows"][0]) == {"method", "speedup_real", "speedup_sim", "rel_error", "tau", "lossless",
+                                    "p_vs_eagle3"}
+    json.dumps(report)  # everything in it is JSON
+
+
+def test_drift_meter_and_rescaled_cost():
+    profile = load_profile("calibration/cpu-demo")
+    cost = profile.cost
+    slower = {"greedy": 1.3, "verify": 1.2, "draft": 0.9}
+    greedy = Generation(list(range(6)), 100, float(cost.prefill(100)), 1.0,
+                        [CycleRecord(1, 1, 1, 0, 0, 0.0, float(cost.greedy(100 + i)) * slower["greedy"], 0.0, 0.0)
+                         for i in range(5)])
+    # Two speculative cycles: depth 4, V 6, the first accepting 2 tokens.
+    verify = [float(cost.verify(6, 100)), float(cost.verify(6, 103))]
+    draft = [float(cost.draft(1, 100) + 2 * cost.draft(10, 100)), float(cost.draft(3, 103) + 2 * cost.draft(10, 103))]
+    spec = Generation(list(range(5)), 100, 0.0, 1.0,
+                      [CycleRecord(4, 10, 6, a, 3, d * slower["draft"], v * slower["verify"], 0.0, 0.0)
+                       for a, d, v in zip((2, 0), draft, verify)])
+    meter = DriftMeter(cost, 10)
+    meter.greedy(greedy)
+    meter.speculative(spec)
+    ratios = meter.ratios()
+    for operation, curve in (("greedy step", "greedy"), ("verify", "verify"), ("draft", "draft")):
+        assert ratios[operation] == pytest.approx(slower[curve], rel=1e-6)
+    assert ratios["prefill"] == pytest.approx(1.0)
+    assert set(meter.drifted()) == {"greedy step", "verify"}  # 0.9 is inside the 10 % tolerance
+    rescaled = rescaled_cost(profile.samples, {"verify": 1.2})
+    sizes = np.array([1, 6, 40])
+    assert np.allclose(rescaled.verify(sizes, 300), 1.2 * cost.verify(sizes, 300))
+    assert np.allclose(rescaled.draft(sizes, 300), cost.draft(sizes, 300))
+
+
+def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = tmp_path / "run"
+    exists = tmp_path / "exists"
+    exists.mkdir()
+    cases = [
+        (("--profile", "calibration/h100-demo-analytic"), "ANALYTIC"),
+        (("--profile", "calibration/cpu-demo", "--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
+        (("--profile", "calibration/cpu-demo", "--policies", str(tmp_path / "none")), "no policy at"),
+        (("--profile", str(tmp_path / "nowhere")), "no profile at"),
+        (("--profile", "calibration/cpu-demo", "--prompts", str(empty)), "empty"),
+        (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
+    ]
+    for args, message in cases:
+        result = _simspec("validate", "--real", *args, "--out", str(out))
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert not out.exists()
+    taken = _simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--out", str(exists))
+    assert taken.returncode == 2 and "exists" in taken.stderr
+    both = _simspec("validate", "--real", "--simulated", "--profile", "calibration/cpu-demo")
+    assert both.returncode == 2 and "choose one of" in both.stderr
+    missing = _simspec("plot", "validation", "--report", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "no validation report" in missing.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
+    """calibrate (quick) -> train RADAR (fast) -> validate --real -> figures -> summary."""
+    out = tmp_path / "demo"
+    result = _simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo summary" in result.stderr and "demo finished" in result.stdout
+    report = json.loads((out / "validate" / "report.json").read_text())
+    assert report["schema"] == "simspec-validation" and report["n_prompts"] == 2 and report["inputs_hash"]
+    assert report["profile"]["name"] == "profile" and report["policies"][0]["algo"] == "radar"
+    rows = {r["method"]: r for r in report["rows"]}
+    assert len(rows) == 4 and "radar" in rows
+    for row in rows.values():
+        assert row["lossless"], row["divergences"]  # every output equals greedy decoding
+        assert row["speedup_real"] > 0 and row["speedup_sim"] > 0
+        # The recorded trees predict every real cycle: same count of cycles and draft calls.
+        assert row["cycles"] == row["cycles_sim"] and row["draft_calls"] == row["draft_calls_sim"]
+        # Shares of the method's wall time; the rest (resets between prompts) is a sliver.
+        assert 0.97 < sum(row["time_shares"].values()) <= 1.0 + 1e-9
+    for figure in ("sim-vs-real.png", "time-breakdown.png", "action-map-radar.png"):
+        assert (out / "validate" / figure).stat().st_size > 10_000
+    assert (out / "validate" / "report.md").read_text().startswith("# validate --real")
+    assert (out / "figures" / "curves-profile.png").exists() and (out / "figures" / "training-radar.png").exists()
+    redraw = _simspec("plot", "validation", "--report", str(out / "validate"), "--out", str(tmp_path / "again"),
+                      "--method", "eagle3")
+    assert redraw.returncode == 0, redraw.stderr
+    assert (tmp_path / "again" / "action-map-eagle3.png").exists()
+    again = _simspec("demo", "--out", str(out))
+    assert again.returncode == 2 and "exists" in again.stderr
