@@ -3,6 +3,7 @@ absent GPU) and record draft-tree traces, into one profile folder."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -91,7 +92,9 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
     """Seconds one cycle of decisions costs each policy through the engine's own hooks: plan,
     keep_drafting after every draft step but the last, choose_size, observe; synthetic scores
     of the real shapes (decision code does not depend on their values). The simulator charges
-    these per cycle."""
+    these per cycle. Each cycle starts with cold caches, as it does in the engine after the
+    models' forwards: LTD's decisions took 144 us warm in a tight loop, ~0.5 ms cold, and
+    1.0 ms per cycle inside the engine (validate --real, cpu-demo)."""
     from simspec.policies import BuiltTree, CycleOutcome, CycleStart, DraftStep
     from simspec.sim.costmodel import robust_median
 
@@ -101,6 +104,7 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
     nodes = np.concatenate([[0.0], *levels]).astype(np.float32)
     from threadpoolctl import threadpool_limits
 
+    scratch = np.zeros(8 << 20, dtype=np.float32)  # 32 MB, more than this CPU's last-level cache share
     out = {}
     for name, policy in policies.items():
         policy.reset()
@@ -112,8 +116,14 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
             policy.choose_size(BuiltTree(depth, width, 256, len(nodes), lambda: nodes), plan)
             policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2))
 
+        samples = []
         with threadpool_limits(limits=1, user_api="blas"):  # as inside the engine
-            out[name] = robust_median(np.array(time_repeated(cycle, torch.device("cpu"), repeats, warmup=3)))
+            for _ in range(3 + repeats):
+                scratch += 1.0  # evict: in the engine a model forward runs between two cycles
+                started = time.perf_counter()
+                cycle()
+                samples.append(time.perf_counter() - started)
+        out[name] = robust_median(np.array(samples[3:]))
     return out
 
 
