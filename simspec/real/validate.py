@@ -83,7 +83,6 @@ def _file_hash(path: Path) -> str | None:
 def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object]) -> tuple[dict, Path]:
     """Run the whole validation; returns the report and the folder it was written to.
     ``status(text)`` is a context manager shown during steps without a progress count."""
-    import numpy as np
     import torch
 
     from simspec.cache import atomic_directory
