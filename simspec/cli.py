@@ -412,6 +412,10 @@ def calibrate(
             w, d = (source[1]["width"], source[1]["depth_max"]) if source else (width, depth_max)
             families = timing_baselines(CostModel(points_of(samples)), w, d)
             policy_seconds = policy_latency(families, w, d, grid.repeats * 5)
+            from simspec.train.radar import RADAR_TIMING_KEY, radar_call_seconds
+
+            # RADAR's training charges this (stored so that one seed gives one policy).
+            policy_seconds[RADAR_TIMING_KEY] = radar_call_seconds(w, d, 60)
         traces_meta, record_s, checks = None, 0.0, []
         if chosen:
             traces, record_s, checks = _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens,

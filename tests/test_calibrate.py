@@ -148,6 +148,8 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     profile = load_profile(out)
     traces = profile.traces()
     assert traces.positions == summary["positions"] and traces.meta["draft"] == "eagle"
+    # Decision times the simulator and training charge, RADAR's T_policy included.
+    assert profile.meta["policy_seconds"]["static"] > 0 and profile.meta["policy_seconds"]["radar_call"] > 0
     # The same traces under an analytic A100 curve set: a profile names both.
     result = _simspec("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
                       str(tmp_path / "a100"))

@@ -75,6 +75,8 @@ def test_train_command_end_to_end_and_bad_input(tmp_path):
     assert summary["heldout_speedup"] > summary["eagle3_speedup"]  # RADAR beats EAGLE-3's tree on this CPU
     meta = json.loads((out / "policy.json").read_text())
     assert meta["profile"]["name"] == "cpu-demo" and meta["decision_seconds"] > 0 and meta["traces_hash"]
+    # cpu-demo predates the stored RADAR timing: T_policy is measured, and the metadata says so.
+    assert meta["schedule"]["policy_seconds_source"].startswith("measured")
     assert (out / "training.csv").exists() and (out / "radar_lstm.pt").exists()
 
     figure = _simspec("plot", "training", "--policy", str(out), "--out", str(tmp_path / "fig"))

@@ -119,3 +119,17 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
             log.add("reinforce", env_steps, float(ret.mean()), score)
     net.load_state_dict(best_state)
     return RadarResult(deployed(net.export()), net, float(best_score), env_steps)
+
+
+# The profile's ``policy_seconds`` entry for T_policy (written by ``simspec calibrate``).
+RADAR_TIMING_KEY = "radar_call"
+
+
+def radar_call_seconds(width: int, depth_max: int, size: int, hidden: int = 64, repeats: int = 50) -> float:
+    """Seconds of one RADAR decision cycle at depth 3 (one CONTINUE/STOP call), for T_gen's
+    T_policy; an untrained network, since the time does not depend on the weights."""
+    from simspec.policies.learned import RadarPolicy
+    from simspec.real.calibrate import policy_latency
+
+    untrained = RadarPolicy(width, depth_max, RadarNet(width + 1, hidden).export(), size)
+    return policy_latency({"radar": untrained}, width, 3, repeats)["radar"]

@@ -128,21 +128,23 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
         schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant}
         return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
                       schedule, ["resps_policy.sb3"])
-    from simspec.real.calibrate import policy_latency
-    from simspec.policies.learned import RadarPolicy
-    from simspec.train.radar import RADAR_PRESETS, RadarNet, train_radar
+    from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
 
     config = RADAR_PRESETS[request.preset]
-    # T_policy of RADAR's T_gen: the untrained network's decision time (it does not depend on weights).
-    untrained = RadarPolicy(setting.width, setting.depth_max, RadarNet(setting.width + 1, config.hidden).export(),
-                            setting.grid_size)
-    per_call = policy_latency({"radar": untrained}, setting.width, 3, 50)["radar"]
+    # T_policy of RADAR's T_gen: from the profile when calibrate measured it (so that one seed
+    # gives one policy); else the untrained network's decision time, measured now.
+    per_call = (setting.profile.meta.get("policy_seconds") or {}).get(RADAR_TIMING_KEY)
+    source = "profile"
+    if per_call is None:
+        per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
+            "measured during training (the profile has none: runs with one seed may differ)"
     result = train_radar(setting, config, log, advance, per_call)
     torch.save(result.net.state_dict(), work / "radar_lstm.pt")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
     return Fitted(policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
-                  {**asdict(config), "policy_seconds_per_call": per_call}, ["radar_lstm.pt"])
+                  {**asdict(config), "policy_seconds_per_call": per_call, "policy_seconds_source": source},
+                  ["radar_lstm.pt"])
 
 
 def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda n: None) -> dict:
