@@ -55,6 +55,15 @@ def _progress() -> Progress:
     )
 
 
+def _bars(progress: Progress):
+    """``bar(description, total)`` -> a function that advances that new bar by n (default 1)."""
+    def bar(description: str, total: int):
+        task = progress.add_task(description, total=total)
+        return lambda n=1: progress.advance(task, n)
+
+    return bar
+
+
 def _set_threads(threads: Optional[int]) -> None:
     import torch
 
@@ -252,9 +261,7 @@ def train_draft(
     loaded = load_model(target)
     started = time.perf_counter()
     with _progress() as progress:
-        def tracker(description: str, total: int):
-            task = progress.add_task(description, total=total)
-            return lambda n=1: progress.advance(task, n)
+        tracker = _bars(progress)
 
         corpus = build_corpus(loaded, spec, tracker)
         heldout_corpus = build_corpus(loaded, heldout, tracker)
@@ -382,10 +389,7 @@ def calibrate(
         chosen = load_prompts(prompts, n=n_prompts)
     started = time.perf_counter()
     with _progress() as progress:
-        def bar(description: str, total: int):
-            task = progress.add_task(description, total=total)
-            return lambda n=1: progress.advance(task, n)
-
+        bar = _bars(progress)
         if traces_only:
             samples, device_label = [], "none (traces only)"
         elif kind == "measured":
@@ -626,14 +630,10 @@ def _validate_real(request, threads: Optional[int], as_json: bool) -> None:
     from simspec.real.validate import validate_real
     from simspec.report.validation import summary_line
 
-    profile, _ = request.check()
-    _set_threads(threads or profile.meta.get("threads"))
+    checked = request.check()
+    _set_threads(threads or checked[0].meta.get("threads"))
     with _progress() as progress:
-        def bar(description: str, total: int):
-            task = progress.add_task(description, total=total)
-            return lambda n=1: progress.advance(task, n)
-
-        report, run_dir = validate_real(request, bar, err.status)
+        report, run_dir = validate_real(request, _bars(progress), err.status, checked)
     for note in report["warnings"]:
         err.print(f"[yellow]warning:[/] {note}")
     _print_validation_table(report)
@@ -774,6 +774,7 @@ def demo(
 
 
 def _print_demo_summary(root, profile_dir, policies, seconds: float) -> None:
+    from simspec.policies.artifact import read_policy_meta
     from simspec.report.validation import read_report
     from simspec.sim.profile import load_profile
 
@@ -784,7 +785,7 @@ def _print_demo_summary(root, profile_dir, policies, seconds: float) -> None:
     out.print(f"calibrated {profile.meta['device']} in {profile.meta['seconds']['curves']:.0f} s: cost model held-out "
               f"error median {fit['median']:.1%}")
     for path in policies:
-        meta = json.loads((path / "policy.json").read_text())
+        _, meta = read_policy_meta(path)
         held = meta.get("heldout") or {}
         out.print(f"trained {meta['algo']} (fast) in {meta.get('train_seconds', float('nan')):.0f} s: simulated held-out "
                   f"speedup {held.get('speedup', float('nan')):.3f} (grid best {held.get('grid_best_speedup', float('nan')):.3f})")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from simspec import __version__
-from simspec.errors import SimspecError
+from simspec.errors import SimspecError, read_json
 from simspec.policies.base import BatchPolicy
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
 
@@ -82,13 +82,8 @@ def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
     if directory.name in ("policy.json", "policy.npz"):
         directory = directory.parent
     file = directory / "policy.json"
-    try:
-        meta = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise SimspecError(f"no policy at {directory} (missing policy.json): train one with "
-                           f"`simspec train --simulated --out {directory}`") from None
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"policy file {file} is unreadable ({exc.__class__.__name__}): retrain it") from None
+    meta = read_json(file, "policy file ", f"no policy at {directory} (missing policy.json): train one with "
+                     f"`simspec train --simulated --out {directory}`", "retrain it")
     if meta.get("schema") != POLICY_SCHEMA or meta.get("schema_version") != POLICY_VERSION:
         raise SimspecError(f"{file} is not a {POLICY_SCHEMA} v{POLICY_VERSION} file (found {meta.get('schema')} "
                            f"v{meta.get('schema_version')}): retrain it with this simspec")

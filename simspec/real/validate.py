@@ -80,9 +80,11 @@ def _file_hash(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
-def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object]) -> tuple[dict, Path]:
+def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object],
+                  checked: tuple[Profile, list] | None = None) -> tuple[dict, Path]:
     """Run the whole validation; returns the report and the folder it was written to.
-    ``status(text)`` is a context manager shown during steps without a progress count."""
+    ``status(text)`` is a context manager shown during steps without a progress count;
+    ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
     import torch
 
     from simspec.cache import atomic_directory
@@ -98,7 +100,9 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.replay import replay
 
-    profile, chosen = request.check()
+    from simspec.policies.artifact import read_policy_meta
+
+    profile, chosen = checked or request.check()
     started = time.perf_counter()
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -123,9 +127,10 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
         "prompt_ids": [p.id for p in chosen], "splits": [p.split for p in chosen], "max_new_tokens": tokens,
         "depth_max": depth_max, "width": width})
+    charge = {m.name: charged.get(getattr(m, "family", "static"), 0.0) for m in methods}
+
     def simulate(cost):
-        return {m.name: replay(traces, cost, m, tokens, charged.get(getattr(m, "family", "static"), 0.0))
-                for m in methods}
+        return {m.name: replay(traces, cost, m, tokens, charge[m.name]) for m in methods}
 
     simulated = simulate(profile.cost)
 
@@ -135,10 +140,10 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
 
     policies = []
     for path in request.policies:
-        meta = json.loads((Path(path) / "policy.json").read_text())
+        directory, meta = read_policy_meta(path)
         policies.append({"path": str(path), "name": meta.get("name"), "algo": meta["algo"],
                          "preset": meta.get("preset"), "seed": meta.get("seed"),
-                         "npz_hash": _file_hash(Path(path) / "policy.npz"),
+                         "npz_hash": _file_hash(directory / "policy.npz"),
                          "decision_seconds": meta.get("decision_seconds")})
     meta = {
         "simspec_version": __version__,
@@ -154,7 +159,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "seed": None,  # nothing is sampled: greedy decoding and deterministic policies
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
-        "decision_seconds_charged": {m.name: charged.get(getattr(m, "family", "static"), 0.0) for m in methods},
+        "decision_seconds_charged": charge,
     }
     meta["inputs_hash"] = hashlib.sha256(json.dumps(
         {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",

@@ -18,8 +18,9 @@ def _pyplot():
     return plt
 
 
-def _save(plt, fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(plt, fig, path: Path, tight: bool = True) -> Path:
+    if tight:  # figures with hand-placed axes (a shared colour bar) set their own layout
+        fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -214,11 +215,7 @@ def plot_action_map(report: dict, method: str, out_dir: Path) -> Path:
     fig.suptitle(f"{method}: actions on real runs; {_run_title(report)}", fontsize=8)
     fig.subplots_adjust(top=0.82, bottom=0.16, left=0.05, right=0.92, wspace=0.12)
     fig.colorbar(image, cax=fig.add_axes([0.935, 0.16, 0.01, 0.66]), label="cycles")
-    path = out_dir / f"action-map-{method.replace('/', '_')}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / f"action-map-{method.replace('/', '_')}.png", tight=False)
 
 
 def plot_validation(report: dict, out_dir: Path) -> list[Path]:

@@ -129,19 +129,14 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
 
 def read_report(path) -> dict:
     """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
-    import json
     from pathlib import Path
 
-    from simspec.errors import SimspecError
+    from simspec.errors import SimspecError, read_json
 
     path = Path(path)
     file = path / "report.json" if path.is_dir() else path
-    try:
-        report = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise SimspecError(f"no validation report at {file}: run `simspec validate --real`") from None
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"{file} is unreadable ({exc.__class__.__name__}): rerun `simspec validate --real`") from None
+    report = read_json(file, "", f"no validation report at {file}: run `simspec validate --real`",
+                       "rerun `simspec validate --real`")
     if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA \
             or report.get("schema_version") != REPORT_VERSION:
         found = report.get("schema") if isinstance(report, dict) else type(report).__name__

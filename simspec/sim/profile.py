@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec.errors import SimspecError
+from simspec.errors import SimspecError, read_json
 from simspec.sim.costmodel import CostModel, Point, robust_median
 from simspec.sim.traces import TraceSet, load_traces
 
@@ -94,12 +94,8 @@ def load_profile(path: str | Path) -> Profile:
     path = Path(path)
     directory = path.parent if path.name == "profile.json" else path
     file = directory / "profile.json"
-    try:
-        blob = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise SimspecError(f"no profile at {directory} (missing profile.json): run `simspec calibrate --out {directory}`") from None
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"profile {file} is unreadable ({exc.__class__.__name__}): recalibrate") from None
+    blob = read_json(file, "profile ", f"no profile at {directory} (missing profile.json): run "
+                     f"`simspec calibrate --out {directory}`", "recalibrate")
     if blob.get("schema") != PROFILE_SCHEMA or blob.get("schema_version") != PROFILE_VERSION:
         raise SimspecError(f"{file} is not a {PROFILE_SCHEMA} v{PROFILE_VERSION} file (found "
                            f"{blob.get('schema')} v{blob.get('schema_version')}): recalibrate with this simspec")

@@ -125,7 +125,8 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
 RADAR_TIMING_KEY = "radar_call"
 
 
-def radar_call_seconds(width: int, depth_max: int, size: int, hidden: int = 64, repeats: int = 50) -> float:
+def radar_call_seconds(width: int, depth_max: int, size: int, hidden: int = RadarConfig.hidden,
+                       repeats: int = 50) -> float:
     """Seconds of one RADAR decision cycle at depth 3 (one CONTINUE/STOP call), for T_gen's
     T_policy; an untrained network, since the time does not depend on the weights."""
     from simspec.policies.learned import RadarPolicy
