@@ -60,6 +60,34 @@ def test_same_seed_same_policy(train):
     assert not all(np.array_equal(first[k], other[k]) for k in first)
 
 
+def test_ppo_learns_with_sb3_adam_and_restores_global_state():
+    """SimPPO is SB3's PPO with its Adam (eps 1e-5) fused, learning without per-minibatch
+    distribution checks and with single-threaded numpy BLAS, both restored afterwards."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from threadpoolctl import threadpool_info
+
+    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.ppo import make_ppo
+
+    s = tiny_setting(0)
+    model = make_ppo(SimVecEnv("ltd-depth", s.fit, s.cost, 4, size=4), _tiny_ppo(0.9), 0, None)
+    group = model.policy.optimizer.param_groups[0]
+    assert isinstance(model.policy.optimizer, torch.optim.Adam) and group["eps"] == 1e-5 and group["fused"]
+    seen = []
+
+    class Probe(BaseCallback):
+        def _on_step(self) -> bool:
+            blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+            seen.append((torch.distributions.Distribution._validate_args, blas))
+            return True
+
+    before = torch.distributions.Distribution._validate_args
+    model.learn(512, callback=Probe())
+    assert seen and all(checks is False and all(n == 1 for n in blas) for checks, blas in seen)
+    assert torch.distributions.Distribution._validate_args == before
+
+
 def _simspec(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, cwd=cwd)
 

@@ -25,6 +25,7 @@ DRIFT_TOLERANCE = 0.10
 DRIFT_OPERATIONS = ("greedy step", "verify", "draft", "bookkeeping", "prefill")
 OPERATION_CURVE = {"greedy step": "greedy", "verify": "verify", "draft": "draft", "bookkeeping": "bookkeeping",
                    "prefill": "prefill"}
+PER_SIZE = ("verify", "bookkeeping")  # operations whose curves run along the verified size V
 
 
 @dataclass
@@ -67,10 +68,17 @@ class DriftMeter:
         self.cost, self.width = cost, width
         self.measured: dict[str, float] = defaultdict(float)
         self.predicted: dict[str, float] = defaultdict(float)
+        # Per verified size V, for the operations whose curves run along V (in-situ refits).
+        self.by_size: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0]) for op in PER_SIZE}
 
-    def _add(self, operation: str, measured, predicted) -> None:
+    def _add(self, operation: str, measured, predicted, size=None) -> None:
         self.measured[operation] += float(np.sum(measured))
         self.predicted[operation] += float(np.sum(predicted))
+        if size is not None:
+            sums = self.by_size[operation]
+            for v, m, p in zip(np.asarray(size).tolist(), np.asarray(measured, dtype=float), np.asarray(predicted)):
+                sums[v][0] += m
+                sums[v][1] += p
 
     def greedy(self, run: Generation) -> None:
         contexts = run.prompt_length + np.arange(len(run.cycles))
@@ -86,12 +94,19 @@ class DriftMeter:
         committed = np.concatenate([[1], emitted[:-1]])
         drafted = depth >= 2
         drafting = self.cost.draft(committed, contexts) + np.maximum(depth - 2, 0) * self.cost.draft(self.width, contexts)
-        self._add("verify", [c.verify_s for c in run.cycles], self.cost.verify(size, contexts))
+        self._add("verify", [c.verify_s for c in run.cycles], self.cost.verify(size, contexts), size)
         self._add("draft", [c.draft_s for c in run.cycles if c.depth >= 2], drafting[drafted])
-        self._add("bookkeeping", [c.bookkeeping_s for c in run.cycles], self.cost.bookkeeping(size, depth))
+        self._add("bookkeeping", [c.bookkeeping_s for c in run.cycles], self.cost.bookkeeping(size, depth), size)
 
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
+
+    def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray]:
+        """The live / profile ratio of one of ``PER_SIZE``'s operations at each verified size seen
+        (sizes ascending)."""
+        sums = self.by_size[operation]
+        sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
+        return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
 
     def drifted(self) -> list[str]:
         """Model-forward operations off by more than the tolerance (bookkeeping, host-side
@@ -108,6 +123,31 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
     scale = {OPERATION_CURVE[op]: r for op, r in ratios.items()}
     return CostModel([Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0))
                       for s in samples])
+
+
+def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object]
+                ) -> tuple[SpeculativeEngine, list[list[int]]]:
+    """The profile's target and drafter on the device the profile was measured on, and the
+    prompts as chat-rendered token ids, each checked to leave ``room`` tokens of context."""
+    import torch
+
+    from simspec.data import render_chat
+    from simspec.errors import SimspecError
+    from simspec.real.drafters import load_drafter
+    from simspec.real.models import load_model
+
+    device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
+                           "no CUDA device here: run on that device")
+    with status(f"loading {profile.meta['target']} and draft {profile.meta['draft']}"):
+        target = load_model(profile.meta["target"], device=device)
+        drafter = load_drafter(profile.meta["draft"], target)
+    engine = SpeculativeEngine(target, drafter)
+    ids = [render_chat(target.tokenizer, text) for text in texts]
+    for one in ids:
+        engine.check_length(one, room)
+    return engine, ids
 
 
 def run_real(

@@ -21,7 +21,7 @@ from typing import Callable
 from simspec import __version__
 from simspec.errors import SimspecError
 from simspec.sim.evaluate import BASELINES
-from simspec.sim.profile import Profile, load_profile
+from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
 
@@ -57,13 +57,7 @@ class ValidateRequest:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         if self.out_dir().exists() and not self.force:
             raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
-        profile = load_profile(self.profile)
-        if profile.kind == "analytic":
-            raise SimspecError(f"profile {self.profile} is an ANALYTIC model of {profile.meta['gpu'].upper()}: a real "
-                               "run here cannot check it. Calibrate on the device you validate on")
-        if not profile.meta.get("traces"):
-            raise SimspecError(f"profile {self.profile} has no traces: its baselines are tuned on them; "
-                               "record traces with `simspec calibrate`")
+        profile = load_live_profile(self.profile, "validate --real")
         width = profile.meta["traces"]["width"]
         for path in self.policies:
             _, meta = read_policy_meta(path)
@@ -88,12 +82,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     import torch
 
     from simspec.cache import atomic_directory
-    from simspec.data import render_chat
     from simspec.real.calibrate import device_name
-    from simspec.real.drafters import load_drafter
-    from simspec.real.engine import SpeculativeEngine
-    from simspec.real.measure import rescaled_cost, run_real
-    from simspec.real.models import load_model
+    from simspec.real.measure import load_engine, rescaled_cost, run_real
     from simspec.real.recorder import RecordSpec, TraceRecorder, assemble
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report, render_markdown
@@ -104,22 +94,13 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
 
     profile, chosen = checked or request.check()
     started = time.perf_counter()
-    device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise SimspecError(f"profile {request.profile} was measured on {profile.meta['device']}, and torch sees no "
-                           "CUDA device here: validate on that device")
     ref = profile.meta["traces"]
     depth_max, width, tokens = ref["depth_max"], ref["width"], request.max_new_tokens
     with status("tuning baselines on the profile's train split"):
         train = split_traces(profile.traces(), "train")
         methods, charged, notes = method_set(list(request.baselines), list(request.policies), profile, train, tokens)
-    with status(f"loading {profile.meta['target']} and draft {profile.meta['draft']}"):
-        target = load_model(profile.meta["target"], device=device)
-        drafter = load_drafter(profile.meta["draft"], target)
-    engine = SpeculativeEngine(target, drafter)
-    ids = [render_chat(target.tokenizer, p.text) for p in chosen]
-    for one in ids:
-        engine.check_length(one, tokens + depth_max)
+    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + depth_max, status)
+    target, drafter = engine.target, engine.drafter
 
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens))
     recorded = recorder.record_all(ids, bar)
@@ -152,7 +133,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
                    f"{torch.get_num_threads()} threads",
         "device": device_name(target), "target": profile.meta["target"], "draft": profile.meta["draft"],
         "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta["inputs_hash"],
-                    "device": profile.meta["device"], "threads": profile.meta.get("threads")},
+                    "device": profile.meta["device"], "threads": profile.meta.get("threads"),
+                    "in_situ": (profile.meta.get("in_situ") or {}).get("base")},  # None: calibrate's tight loops
         "policies": policies, "baselines": list(request.baselines), "warnings": notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,

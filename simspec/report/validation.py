@@ -174,7 +174,9 @@ def render_markdown(report: dict) -> str:
         "",
         f"{m['n_prompts']} {m['prompts']} ({m['split']}) prompts, {m['max_new_tokens']} new tokens, "
         f"{m['repeats']} pass(es); target {m['target']}, draft {m['draft']}; device {m['device']}; "
-        f"simspec {m['simspec_version']}, {m['created']}.",
+        f"simspec {m['simspec_version']}, {m['created']}."
+        + (f" Profile refitted in situ (`simspec recalibrate`) from {m['profile']['in_situ']['name']}."
+           if m["profile"].get("in_situ") else ""),
         "",
         "Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
         "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "

@@ -105,3 +105,15 @@ def load_profile(path: str | Path) -> Profile:
     except (TypeError, KeyError, ValueError) as exc:
         raise SimspecError(f"profile {file} has unusable latency samples ({exc}): recalibrate") from None
     return Profile(directory, blob, samples, cost)
+
+
+def load_live_profile(path: str | Path, purpose: str) -> Profile:
+    """A measured profile with traces, for work that runs the live engine against it
+    (``purpose`` says which, in the errors)."""
+    profile = load_profile(path)
+    if profile.kind == "analytic":
+        raise SimspecError(f"profile {path} is an ANALYTIC model of {profile.meta['gpu'].upper()}: {purpose} runs the "
+                           "live engine, which cannot check a model of another device. Use a profile measured here")
+    if not profile.meta.get("traces"):
+        raise SimspecError(f"profile {path} has no traces, which {purpose} needs: record traces with `simspec calibrate`")
+    return profile

@@ -6,13 +6,15 @@ best checkpoint, as LTD does."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from threadpoolctl import threadpool_limits
 
 from simspec.policies.learned import MLP
 from simspec.train.log import TrainingLog
@@ -55,12 +57,37 @@ def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callab
     return schedule
 
 
-def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None) -> PPO:
-    return PPO("MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
-               n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
-               gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
-               policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)}},
-               tensorboard_log=tensorboard, seed=seed, device="cpu", verbose=0)
+@contextmanager
+def _lean_torch() -> Iterator[None]:
+    """Exact shortcuts for a CPU learner: no argument validation in every minibatch's
+    distribution, and single-threaded numpy BLAS (the simulator's and frozen partner policies'
+    small products would otherwise leave OpenBLAS threads spinning on the cores torch needs)."""
+    checks = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        with threadpool_limits(1, "blas"):
+            yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(checks)
+
+
+class SimPPO(PPO):
+    """SB3's PPO, unchanged, learning under ``_lean_torch``."""
+
+    def learn(self, *args, **kwargs):
+        with _lean_torch():
+            return super().learn(*args, **kwargs)
+
+
+def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None) -> SimPPO:
+    return SimPPO("MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
+                  n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
+                  gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
+                  policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)},
+                                 # SB3's Adam (its eps 1e-5, which any optimizer_kwargs replace), as one
+                                 # fused kernel per step instead of a dozen per parameter tensor
+                                 "optimizer_kwargs": {"eps": 1e-5, "fused": True}},
+                  tensorboard_log=tensorboard, seed=seed, device="cpu", verbose=0)
 
 
 def export_actor(model: PPO) -> MLP:

@@ -1,0 +1,147 @@
+"""In-situ recalibration: a measured profile's latency curves refitted to the live engine's own
+cycle timings.
+
+``calibrate`` times each operation alone, in a tight loop. Inside the decoding loop the same
+forward passes run right after other work (the drafter's forwards, the host building the tree),
+and on a CPU they cost more: on this project's 2-core machine live / profile came out at 1.10 for
+a greedy step and 1.17-1.22 for verification and drafting, in every real validation. Speedups are
+ratios, so a shift shared by every operation cancels; a shift that differs between operations (or
+between tree sizes) biases every prediction.
+
+This runs plain greedy decoding and a ladder of static trees spanning the verify curve on the
+profile's *train* prompts (never the held-out ones a validation scores), interleaved, holds every
+cycle against the profile's curves (``DriftMeter``), and scales each curve's points by the live
+ratio: per verified size V for verify and bookkeeping (interpolated in log V between the
+ladder's sizes, held flat beyond them), one ratio for the greedy step, drafting and the prefill.
+The curves' shapes along the context length stay calibrate's; their levels become the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simspec import __version__
+from simspec.errors import SimspecError
+from simspec.sim.profile import Profile, load_live_profile, load_profile
+
+Bar = Callable[[str, int], Callable[..., None]]
+
+# (depth, verified size) of the static trees run: sizes spread over the verify curve's range
+# that tree policies use, each at a depth that can fill it at width 10.
+LADDER = ((2, 2), (3, 4), (4, 6), (5, 10), (6, 16), (7, 32), (8, 64), (10, 128))
+
+
+@dataclass(frozen=True)
+class RecalibrateRequest:
+    profile: str
+    out: str | None = None
+    n_prompts: int = 8
+    max_new_tokens: int = 48
+    force: bool = False
+
+    def out_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        base = Path(self.profile)
+        base = base.parent if base.name == "profile.json" else base
+        return base.parent / f"{base.name}-insitu"
+
+    def check(self) -> tuple[Profile, list]:
+        """Flags, output folder, profile and prompts, before any model loads."""
+        from simspec.data import load_prompts
+
+        if self.out_dir().exists() and not self.force:
+            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        profile = load_live_profile(self.profile, "recalibration")
+        prompts = profile.meta["traces"]["prompts"]
+        chosen = load_prompts(prompts, split="train", n=self.n_prompts)
+        if not chosen:
+            raise SimspecError(f"no train prompts in {prompts}: recalibrate a profile whose traces have a train split")
+        return profile, chosen
+
+
+def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
+    """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
+    and each curve's scale: one number, or {V: ratio} for the curves resolved per verified size."""
+    from simspec.real.measure import OPERATION_CURVE, PER_SIZE
+
+    overall = drift.ratios()
+    scales: dict[str, object] = {}
+    scale_at = {}  # curve -> (n -> scale)
+    for op, curve in OPERATION_CURVE.items():
+        sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0), np.empty(0))
+        if len(sizes):
+            scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
+            scale_at[curve] = lambda n, x=np.log(sizes), y=ratios: float(np.interp(np.log(n), x, y))
+        else:
+            ratio = overall.get(op, 1.0)
+            scales[curve] = round(ratio, 4)
+            scale_at[curve] = lambda n, r=ratio: r
+    out = []
+    for record in samples:
+        scale = scale_at[record["kind"]](record["n"])
+        out.append({**record, "samples": [x * scale for x in record["samples"]], "median": record["median"] * scale,
+                    "q25": record["q25"] * scale, "q75": record["q75"] * scale, "in_situ_scale": scale})
+    return out, scales
+
+
+def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], object],
+                checked: tuple[Profile, list] | None = None) -> tuple[Profile, dict]:
+    """Runs the ladder on the live engine and writes the refitted profile; returns it and the
+    summary (the ``--json`` line)."""
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.policies.base import StaticPolicy
+    from simspec.real.measure import load_engine, run_real
+    from simspec.sim.profile import write_profile
+
+    profile, chosen = checked or request.check()
+    started = time.perf_counter()
+    ref = profile.meta["traces"]
+    width, tokens = ref["width"], request.max_new_tokens
+    ladder = []
+    for depth, size in LADDER:
+        tree = StaticPolicy(depth, width, size)
+        tree.name = f"static(D={depth},V={size})"
+        ladder.append(tree)
+    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + max(d for d, _ in LADDER), status)
+    tick = bar("in-situ runs (greedy + static trees, interleaved)", len(ids) * (len(ladder) + 1))
+    runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], ladder, tokens, profile.cost, tick)
+    diverged = [r.name for r in runs if r.divergences]
+    if diverged:  # a lossless engine never gets here; refuse to build on one that is not
+        raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration: the engine "
+                           "is not lossless here; run `simspec bench-engine` and report it")
+    samples, scales = refit_samples(profile.samples, drift)
+    out_dir = request.out_dir()
+    meta = {k: v for k, v in profile.meta.items() if k not in ("schema", "schema_version", "fit", "fit_error",
+                                                              "inputs_hash")}
+    meta.update({
+        "simspec_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
+                   f"{torch.get_num_threads()} threads",
+        "traces": {**ref, "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
+        "in_situ": {
+            "base": {"name": profile.directory.name, "path": str(request.profile),
+                     "inputs_hash": profile.meta["inputs_hash"], "created": profile.meta.get("created")},
+            "prompts": ref["prompts"], "split": "train", "prompt_ids": [p.id for p in chosen],
+            "max_new_tokens": tokens, "trees": [list(t) for t in LADDER], "cycles": int(sum(sum(r.cycles) for r in runs)),
+            "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
+            "scales": scales, "seconds": round(time.perf_counter() - started, 1),
+        },
+    })
+    with atomic_directory(out_dir, replace=request.force) as tmp:
+        written = write_profile(tmp, meta, samples)
+    refitted = load_profile(out_dir)
+    summary = {"profile": str(out_dir), "base": str(request.profile), "prompts": len(chosen),
+               "cycles": meta["in_situ"]["cycles"], "live_over_profile": meta["in_situ"]["live_over_profile"],
+               "inputs_hash": written.meta["inputs_hash"], "seconds": meta["in_situ"]["seconds"]}
+    return refitted, summary

@@ -1,0 +1,70 @@
+"""`recalibrate`: the in-situ refit's arithmetic, and the verb end to end on the live demo pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simspec.real.engine import CycleRecord, Generation
+from simspec.real.insitu import refit_samples
+from simspec.real.measure import DriftMeter
+from simspec.sim.costmodel import CostModel
+from simspec.sim.profile import load_profile, points_of
+
+
+def _simspec(*args):
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, timeout=900)
+
+
+def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio():
+    profile = load_profile("calibration/cpu-demo")
+    cost = profile.cost
+    verify_slower = {4: 1.3, 64: 1.1}
+    greedy_slower, draft_slower, bookkeeping_slower = 1.2, 0.9, 2.0
+    greedy = Generation(list(range(6)), 100, float(cost.prefill(100)), 1.0,
+                        [CycleRecord(1, 1, 1, 0, 0, 0.0, float(cost.greedy(100 + i)) * greedy_slower, 0.0, 0.0)
+                         for i in range(5)])
+    meter = DriftMeter(cost, 10)
+    meter.greedy(greedy)
+    for size, slower in verify_slower.items():  # one cycle per size, accepting nothing, at context 100
+        cycle = CycleRecord(3, 10, size, 0, 2, float(cost.draft(1, 100) + cost.draft(10, 100)) * draft_slower,
+                            float(cost.verify(size, 100)) * slower, 0.0,
+                            float(cost.bookkeeping(size, 3)) * bookkeeping_slower)
+        meter.speculative(Generation([0], 100, 0.0, 1.0, [cycle]))
+    samples, scales = refit_samples(profile.samples, meter)
+    refit = CostModel(points_of(samples))
+    contexts = np.array([64, 300, 512])
+    for size, expected in [(2, 1.3), (4, 1.3), (16, 1.2), (64, 1.1), (256, 1.1)]:  # log-V interpolation, flat ends
+        assert np.allclose(refit.verify(size, contexts), expected * cost.verify(size, contexts), rtol=1e-9), size
+    assert np.allclose(refit.greedy(contexts), greedy_slower * cost.greedy(contexts))
+    assert np.allclose(refit.draft(np.array([1, 10]), 300), draft_slower * cost.draft(np.array([1, 10]), 300))
+    assert np.allclose(refit.bookkeeping(np.array([4, 60]), 4), bookkeeping_slower * cost.bookkeeping(np.array([4, 60]), 4))
+    assert np.allclose(refit.prefill(200), cost.prefill(200))  # the greedy run's prefill took what the curve says
+    assert scales["verify"] == {4: 1.3, 64: 1.1} and scales["greedy"] == pytest.approx(1.2)
+
+
+@pytest.mark.slow
+def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
+    out = tmp_path / "insitu"
+    result = _simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
+                      "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    refit, base = load_profile(out), load_profile("calibration/cpu-demo")
+    situ = refit.meta["in_situ"]
+    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"] and situ["split"] == "train"
+    assert summary["inputs_hash"] == refit.meta["inputs_hash"] != base.meta["inputs_hash"]
+    assert situ["cycles"] > 0 and set(situ["live_over_profile"]) >= {"greedy step", "verify", "draft"}
+    assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from here
+    for record, before in zip(refit.samples, base.samples):
+        assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
+    assert all(0.3 < r["in_situ_scale"] < 3 for r in refit.samples if r["kind"] != "bookkeeping")
+    taken = _simspec("recalibrate", "--profile", "calibration/cpu-demo", "--out", str(out))
+    assert taken.returncode == 2 and "exists" in taken.stderr
+    analytic = _simspec("recalibrate", "--profile", "calibration/h100-demo-analytic", "--out", str(tmp_path / "x"))
+    assert analytic.returncode == 2 and "ANALYTIC" in analytic.stderr and len(analytic.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
