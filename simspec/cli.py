@@ -565,7 +565,7 @@ def recalibrate(
     checked = request.check()
     _set_threads(threads or checked[0].meta.get("threads"))
     with _progress() as progress:
-        refitted, summary = run_recalibrate(request, _bars(progress), err.status, checked)
+        summary = run_recalibrate(request, _bars(progress), err.status, checked)
     ratios = ", ".join(f"{op} {r:.2f}" for op, r in summary["live_over_profile"].items())
     out.print(f"{summary['profile']}: {summary['base']} refitted to {summary['cycles']:,} live cycles on "
               f"{summary['prompts']} train prompts in {summary['seconds']:.0f} s; live / profile before: {ratios}")

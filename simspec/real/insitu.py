@@ -29,7 +29,7 @@ import numpy as np
 
 from simspec import __version__
 from simspec.errors import SimspecError
-from simspec.sim.profile import Profile, load_live_profile, load_profile
+from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
 
@@ -93,9 +93,9 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
 
 
 def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], object],
-                checked: tuple[Profile, list] | None = None) -> tuple[Profile, dict]:
-    """Runs the ladder on the live engine and writes the refitted profile; returns it and the
-    summary (the ``--json`` line)."""
+                checked: tuple[Profile, list] | None = None) -> dict:
+    """Runs the ladder on the live engine and writes the refitted profile; returns the summary
+    (the ``--json`` line)."""
     import torch
 
     from simspec.cache import atomic_directory
@@ -140,8 +140,6 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
     })
     with atomic_directory(out_dir, replace=request.force) as tmp:
         written = write_profile(tmp, meta, samples)
-    refitted = load_profile(out_dir)
-    summary = {"profile": str(out_dir), "base": str(request.profile), "prompts": len(chosen),
-               "cycles": meta["in_situ"]["cycles"], "live_over_profile": meta["in_situ"]["live_over_profile"],
-               "inputs_hash": written.meta["inputs_hash"], "seconds": meta["in_situ"]["seconds"]}
-    return refitted, summary
+    return {"profile": str(out_dir), "base": str(request.profile), "prompts": len(chosen),
+            "cycles": meta["in_situ"]["cycles"], "live_over_profile": meta["in_situ"]["live_over_profile"],
+            "inputs_hash": written.meta["inputs_hash"], "seconds": meta["in_situ"]["seconds"]}
