@@ -19,11 +19,11 @@ from simspec.train.resps import train_resps
 from simspec.train.setting import Setting
 
 
-def tiny_setting(seed: int) -> Setting:
+def tiny_setting(seed: int, precision: str = "fp32") -> Setting:
     traces = random_traces(7)
     fit, validation = traces.subset(np.arange(5)), traces.subset(np.array([5, 6]))
     return Setting(None, cost_model(), traces, fit, validation, validation, grid_depth=3, grid_size=4,
-                   reward="throughput", seed=seed, n_envs=4)
+                   reward="throughput", seed=seed, n_envs=4, precision=precision)
 
 
 def _tiny_ppo(gamma: float) -> PPOConfig:
@@ -34,9 +34,13 @@ TINY_LTD = LTDSchedule(_tiny_ppo(0.9), _tiny_ppo(0.999), rounds=1, round_size_st
                        validations_per_phase=2)
 
 
-def _ltd_arrays(seed):
-    result = train_ltd(tiny_setting(seed), TINY_LTD, TrainingLog(), lambda n: None)
+def _ltd_arrays(seed, precision="fp32"):
+    result = train_ltd(tiny_setting(seed, precision), TINY_LTD, TrainingLog(), lambda n: None)
     return {**result.policy.depth_net.arrays("d"), **result.policy.size_net.arrays("s")}
+
+
+def _ltd_bf16_arrays(seed):
+    return _ltd_arrays(seed, "bf16")
 
 
 def _resps_arrays(seed):
@@ -49,7 +53,8 @@ def _radar_arrays(seed):
     return train_radar(tiny_setting(seed), config, TrainingLog(), lambda n: None).policy.net.arrays("l")
 
 
-@pytest.mark.parametrize("train", [_ltd_arrays, _resps_arrays, _radar_arrays], ids=["ltd", "resps", "radar"])
+@pytest.mark.parametrize("train", [_ltd_arrays, _ltd_bf16_arrays, _resps_arrays, _radar_arrays],
+                         ids=["ltd", "ltd-bf16", "resps", "radar"])
 def test_same_seed_same_policy(train):
     import torch
 
@@ -88,6 +93,38 @@ def test_ppo_learns_with_sb3_adam_and_restores_global_state():
     assert torch.distributions.Distribution._validate_args == before
 
 
+def test_bf16_policy_multiplies_hidden_layers_in_bf16_and_keeps_the_rest_fp32():
+    """The mixed-precision policy: hidden layers in bf16, weights, heads and log-probabilities in
+    fp32, and the rollout's log-probability equal to the update's (PPO's ratio starts at 1)."""
+    import torch
+
+    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.ppo import BF16Extractor, export_actor, make_ppo
+
+    s = tiny_setting(0)
+    env = SimVecEnv("ltd-size", s.fit, s.cost, 4, sizes=np.arange(1, 13))
+    mixed, plain = (make_ppo(env, _tiny_ppo(0.9), 0, None, precision) for precision in ("bf16", "fp32"))
+    assert isinstance(mixed.policy.mlp_extractor, BF16Extractor)
+    assert all(p.dtype == torch.float32 for p in mixed.policy.parameters())
+    plain.policy.load_state_dict(mixed.policy.state_dict())  # same weights, two precisions
+    hidden = []
+    mixed.policy.mlp_extractor.policy_net[0].register_forward_hook(lambda m, i, o: hidden.append(o.dtype))
+    obs = torch.as_tensor(env.reset())
+    with torch.no_grad():
+        actions, values, log_prob = mixed.policy(obs, deterministic=True)
+        values_again, log_prob_again, _ = mixed.policy.evaluate_actions(obs, actions)
+        _, plain_log_prob, _ = plain.policy.evaluate_actions(obs, actions)
+    assert hidden and set(hidden) == {torch.bfloat16}
+    assert values.dtype == log_prob.dtype == torch.float32
+    assert torch.equal(log_prob, log_prob_again) and torch.equal(values, values_again)
+    gap = (log_prob - plain_log_prob).abs().max().item()
+    assert 0 < gap < 0.05  # bf16 rounding shows, and stays small
+    exported = export_actor(mixed)  # the deployed actor is the fp32 network
+    assert all(w.dtype == np.float32 for w, _ in exported.layers)
+    with pytest.raises(ValueError, match="precision"):
+        make_ppo(env, _tiny_ppo(0.9), 0, None, "fp16")
+
+
 def _simspec(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, cwd=cwd)
 
@@ -103,6 +140,7 @@ def test_train_command_end_to_end_and_bad_input(tmp_path):
     assert summary["heldout_speedup"] > summary["eagle3_speedup"]  # RADAR beats EAGLE-3's tree on this CPU
     meta = json.loads((out / "policy.json").read_text())
     assert meta["profile"]["name"] == "cpu-demo" and meta["decision_seconds"] > 0 and meta["traces_hash"]
+    assert meta["precision"] == "fp32"  # RADAR's LSTM trains in fp32
     # cpu-demo predates the stored RADAR timing: T_policy is measured, and the metadata says so.
     assert meta["schedule"]["policy_seconds_source"].startswith("measured")
     assert (out / "training.csv").exists() and (out / "radar_lstm.pt").exists()
@@ -119,6 +157,8 @@ def test_train_command_end_to_end_and_bad_input(tmp_path):
         (("--algo", "ltd", "--variant", "maxent"), "--variant applies to --algo resps only"),
         (("--algo", "radar", "--out", str(out)), "exists"),
         (("--algo", "radar", "--reward", "speed"), "unknown --reward"),
+        (("--algo", "ltd", "--precision", "fp16"), "unknown --precision"),
+        (("--algo", "radar", "--precision", "bf16"), "--precision bf16 applies to the PPO algorithms"),
     ]:
         bad = _simspec("train", "--simulated", "--profile", "calibration/cpu-demo", *args)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

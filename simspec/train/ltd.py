@@ -94,9 +94,9 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
 
     # Initial trainings: the size policy under uniform depths (validated with the best static
     # depth), the depth policy at a fixed V.
-    size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard)
+    size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard, s.precision)
     run(size_model, "size", schedule.size.steps, lambda actor: s.validation_speedup(policy(None, actor)))
-    depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard)
+    depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard, s.precision)
     run(depth_model, "depth", schedule.depth.steps, lambda actor: s.validation_speedup(policy(actor, None)))
 
     # Co-adaptation: retrain each policy against the other one frozen at its best checkpoint;

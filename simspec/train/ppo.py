@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import MlpExtractor
 from threadpoolctl import threadpool_limits
 
 from simspec.policies.learned import MLP
@@ -71,6 +73,42 @@ def _lean_torch() -> Iterator[None]:
         torch.distributions.Distribution.set_default_validate_args(checks)
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX): elsewhere bf16
+    matrix products are emulated and slower than fp32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class BF16Extractor(MlpExtractor):
+    """SB3's actor and critic trunks with their hidden layers multiplied in bfloat16 (autocast),
+    in rollouts and updates alike, so PPO's probability ratio starts each update at exactly 1.
+    Weights, gradients and Adam's moments stay fp32, and so do the action and value heads, the
+    log-probabilities, the losses and the exported (deployed) actor: mixed precision as GPU
+    trainers use it, which halves the update time on a CPU with native bf16."""
+
+    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return super().forward_actor(features).float()
+
+    def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return super().forward_critic(features).float()
+
+
+class BF16Policy(ActorCriticPolicy):
+    """SB3's MlpPolicy built on ``BF16Extractor``."""
+
+    def _build_mlp_extractor(self) -> None:
+        self.mlp_extractor = BF16Extractor(self.features_dim, net_arch=self.net_arch,
+                                           activation_fn=self.activation_fn, device=self.device)
+
+
 class SimPPO(PPO):
     """SB3's PPO, unchanged, learning under ``_lean_torch``."""
 
@@ -79,8 +117,10 @@ class SimPPO(PPO):
             return super().learn(*args, **kwargs)
 
 
-def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None) -> SimPPO:
-    return SimPPO("MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
+def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None, precision: str = "fp32") -> SimPPO:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return SimPPO(BF16Policy if precision == "bf16" else "MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
                   n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
                   gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
                   policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)},

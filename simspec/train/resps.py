@@ -41,7 +41,7 @@ def train_resps(setting: Setting, config: PPOConfig, variant: str, log: Training
     config = PPOConfig(**{**config.__dict__, "entropy": VARIANTS[variant]})
     env = SimVecEnv("resps", s.fit, s.cost, s.n_envs, seed=s.seed, max_new_tokens=s.max_new_tokens, reward=s.reward,
                     hold=TRAIN_HOLD)
-    model = make_ppo(env, config, s.seed, tensorboard)
+    model = make_ppo(env, config, s.seed, tensorboard, s.precision)
 
     def deployed(actor) -> ReSpSPolicy:
         return ReSpSPolicy(s.width, s.depth_max, actions, actor, INFERENCE_HOLD)

@@ -42,9 +42,23 @@ class TrainRequest:
     out: str | None = None
     variant: str = "standard"  # Re-SpS: standard or maxent
     force: bool = False
+    precision: str = "auto"  # PPO hidden layers: auto, fp32 or bf16
+
+    def resolved_precision(self) -> str:
+        """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (it halves their
+        update time), fp32 for Re-SpS's small ones (nothing to gain) and everywhere else; RADAR's
+        LSTM always trains in fp32."""
+        from simspec.train.ppo import native_bf16
+
+        if self.algo == "radar":
+            return "fp32"
+        if self.precision != "auto":
+            return self.precision
+        return "bf16" if self.algo == "ltd" and native_bf16() else "fp32"
 
     def check(self) -> Profile:
         """Every flag, the output folder and the profile, before any work; returns the profile."""
+        from simspec.train.ppo import PRECISIONS
         from simspec.train.resps import VARIANTS
 
         if self.algo not in ALGOS:
@@ -57,6 +71,10 @@ class TrainRequest:
             raise SimspecError(f"unknown --variant {self.variant!r}: choose from {', '.join(VARIANTS)}")
         if self.variant != "standard" and self.algo != "resps":
             raise SimspecError("--variant applies to --algo resps only")
+        if self.precision not in ("auto", *PRECISIONS):
+            raise SimspecError(f"unknown --precision {self.precision!r}: choose from auto, {', '.join(PRECISIONS)}")
+        if self.precision == "bf16" and self.algo == "radar":
+            raise SimspecError("--precision bf16 applies to the PPO algorithms (ltd, resps); radar trains in fp32")
         if self.out_dir().exists() and not self.force:
             raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
         return load_profile(self.profile)
@@ -153,7 +171,8 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
 
     profile = request.check()
     out = request.out_dir()
-    setting = prepare(profile, request.reward, request.seed)
+    precision = request.resolved_precision()
+    setting = prepare(profile, request.reward, request.seed, precision=precision)
     log = TrainingLog()
     work = Path(tempfile.mkdtemp(prefix=".simspec-train-"))
     try:
@@ -177,7 +196,8 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         log.write_csv(work / "training.csv")
         meta = {
             "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
-            "preset": request.preset, "reward": request.reward, "seed": request.seed, "schedule": fitted.schedule,
+            "preset": request.preset, "reward": request.reward, "seed": request.seed, "precision": precision,
+            "schedule": fitted.schedule,
             "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
             "steps_per_second": env_steps / train_seconds,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",

@@ -31,6 +31,7 @@ class Setting:
     seed: int
     max_new_tokens: int | None = None
     n_envs: int = 16
+    precision: str = "fp32"  # PPO's hidden layers: fp32 or bf16 (see simspec.train.ppo.BF16Extractor)
 
     @property
     def width(self) -> int:
@@ -46,7 +47,7 @@ class Setting:
 
 
 def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 0.2,
-            max_new_tokens: int | None = None) -> Setting:
+            max_new_tokens: int | None = None, precision: str = "fp32") -> Setting:
     traces = profile.traces()
     train, heldout = split_traces(traces, "train"), split_traces(traces, "heldout")
     if train.n_prompts < 5:
@@ -58,4 +59,4 @@ def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 
     best = grid_best(train, profile.cost, max_new_tokens)
     depth, size = (int(x[0]) for x in best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1)))
     return Setting(profile, profile.cost, train, train.subset(np.flatnonzero(~chosen)), train.subset(np.flatnonzero(chosen)),
-                   heldout, depth, size, reward, seed, max_new_tokens)
+                   heldout, depth, size, reward, seed, max_new_tokens, precision=precision)
