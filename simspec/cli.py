@@ -125,10 +125,10 @@ def bench_engine(
     """Real engine: every static (D, W, V) tree vs plain greedy decoding on the same prompts,
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check."""
     from simspec.data import load_prompts, render_chat
-    from simspec.real.bench import config_grid, run_bench
-    from simspec.real.drafters import load_drafter
-    from simspec.real.engine import SpeculativeEngine
-    from simspec.real.models import load_model
+    from simspec.measure.bench import config_grid, run_bench
+    from simspec.engine.load import load_drafter
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.engine.models import load_model
 
     configs = config_grid(_int_list(depths, "--depths"), _int_list(widths, "--widths"), _int_list(sizes, "--sizes"))
     chosen = load_prompts(prompts, split=None if split == "all" else _split(split), n=offset + n_prompts)[offset:]
@@ -184,9 +184,9 @@ def latency(
     as_json: bool = typer.Option(False, "--json", help="End stdout with one JSON line of every sample."),
 ) -> None:
     """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR)."""
-    from simspec.real.drafters import load_drafter
-    from simspec.real.models import load_model
-    from simspec.real.profiler import draft_latency, target_latency
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model
+    from simspec.measure.profiler import draft_latency, target_latency
 
     size_list, context_list = _int_list(sizes, "--sizes"), _int_list(contexts, "--contexts")
     width_list = _int_list(widths, "--widths")
@@ -244,10 +244,10 @@ def train_draft(
     import torch
 
     from simspec.cache import atomic_directory
-    from simspec.real.distill import CorpusSpec, build_corpus
-    from simspec.real.draft_lm import DraftLMShape
-    from simspec.real.models import load_model
-    from simspec.real.train_draft import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
+    from simspec.distill.corpus import CorpusSpec, build_corpus
+    from simspec.engine.draft_lm import DraftLMShape
+    from simspec.engine.models import load_model
+    from simspec.distill.trainer import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
 
     if kind not in ("eagle", "lm"):
         raise SimspecError(f"--kind must be eagle or lm, got {kind!r}")
@@ -339,7 +339,7 @@ def calibrate(
 
     from simspec.cache import atomic_directory
     from simspec.data import load_prompts
-    from simspec.real.calibrate import (
+    from simspec.measure.curves import (
         CurveGrid,
         analytic_curves,
         bookkeeping_latency,
@@ -378,8 +378,8 @@ def calibrate(
     models_needed = target not in ARCH_TARGETS
     loaded = drafter = None
     if models_needed:
-        from simspec.real.drafters import load_drafter
-        from simspec.real.models import load_model
+        from simspec.engine.load import load_drafter
+        from simspec.engine.models import load_model
 
         with err.status(f"loading {target} and draft {draft}"):
             loaded = load_model(target, device=run_device)
@@ -408,7 +408,7 @@ def calibrate(
         curves_s = time.perf_counter() - started
         policy_seconds = {}
         if samples:  # the policies run on this host whatever the accelerator: time their decisions here
-            from simspec.real.calibrate import policy_latency
+            from simspec.policies.timing import policy_latency
             from simspec.sim.costmodel import CostModel
             from simspec.sim.evaluate import timing_baselines
             from simspec.sim.profile import points_of
@@ -516,8 +516,9 @@ def _report_traces(out_dir, traces, record_s: float, checks, as_json: bool) -> N
 def _record_traces(loaded, drafter, chosen, prompts, target, draft, max_new_tokens, depth_max, width, check_prompts,
                    check_tokens, seed, bar):
     from simspec.data import render_chat
-    from simspec.real.engine import SpeculativeEngine
-    from simspec.real.recorder import RecordSpec, TraceRecorder, assemble, replay_check
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
+    from simspec.sim.traces import assemble
 
     recorder = TraceRecorder(loaded, drafter, RecordSpec(depth_max, width, max_new_tokens))
     engine = SpeculativeEngine(loaded, drafter)
@@ -559,7 +560,7 @@ def recalibrate(
     loops miss what a forward costs inside the decoding loop; this profile predicts the real
     engine. Takes ~5 minutes on a 2-core CPU at the defaults. Writes a new profile that names the
     one it refits."""
-    from simspec.real.insitu import RecalibrateRequest, recalibrate as run_recalibrate
+    from simspec.measure.insitu import RecalibrateRequest, recalibrate as run_recalibrate
 
     request = RecalibrateRequest(profile, out_path, n_prompts, max_new_tokens, force)
     checked = request.check()
@@ -608,7 +609,7 @@ def validate(
     names = [n.strip() for n in baselines.split(",") if n.strip()]
     paths = [p.strip() for p in policies.split(",") if p.strip()]
     if real:
-        from simspec.real.validate import ValidateRequest
+        from simspec.measure.validate import ValidateRequest
 
         request = ValidateRequest(profile, tuple(names), tuple(paths), prompts, split, n_prompts,
                                   max_new_tokens or 48, repeats, out_dir, force)
@@ -660,7 +661,7 @@ def _validate_simulated(profile: str, names: list[str], paths: list[str], split:
 
 
 def _validate_real(request, threads: Optional[int], as_json: bool) -> None:
-    from simspec.real.validate import validate_real
+    from simspec.measure.validate import validate_real
     from simspec.report.validation import summary_line
 
     checked = request.check()
@@ -775,7 +776,7 @@ def demo(
     import shutil
     from pathlib import Path
 
-    from simspec.real.drafters import SHIPPED_DRAFTERS
+    from simspec.shipped import locate, missing_hint
 
     root = Path(out_dir)
     chosen = [a.strip() for a in algos.split(",") if a.strip()]
@@ -784,9 +785,9 @@ def demo(
         raise SimspecError(f"--algos takes ltd, radar and/or resps, got {algos!r}")
     if root.exists() and not force:
         raise SimspecError(f"{root} exists: choose another --out or pass --force")
-    traces = SHIPPED_DRAFTERS.parents[1] / "calibration" / "traces-humaneval-eagle"
+    traces = locate("calibration/traces-humaneval-eagle")
     if not (traces / "traces.json").is_file():
-        raise SimspecError(f"the shipped traces are missing ({traces}): run the demo from a full simspec checkout")
+        raise SimspecError(f"the shipped traces are missing: {missing_hint()}")
     shutil.rmtree(root, ignore_errors=True)
     profile, figures = root / "profile", root / "figures"
     policies = [root / "policies" / a for a in chosen]
@@ -979,14 +980,15 @@ def drafter_card(
     HumanEval and ShareGPT prompts) and write its model card (README.md + measured.json)."""
     from pathlib import Path
 
-    from simspec.real.drafters import SHIPPED_DRAFTERS, load_drafter
-    from simspec.real.model_card import count_parameters, measure_card, write_card
-    from simspec.real.models import load_model
+    from simspec.engine.load import load_drafter
+    from simspec.shipped import shipped_drafter
+    from simspec.distill.card import count_parameters, measure_card, write_card
+    from simspec.engine.models import load_model
 
     _set_threads(threads)
     loaded = load_model(target)
     drafter = load_drafter(draft, loaded)
-    directory = SHIPPED_DRAFTERS / draft if (SHIPPED_DRAFTERS / draft).is_dir() else Path(draft)
+    directory = shipped_drafter(draft) or Path(draft)
     provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
     config = json.loads((provenance if provenance.is_file() else directory / "config.json").read_text())
     if hasattr(drafter, "head"):

@@ -31,7 +31,6 @@ __all__ = [
     "split_of",
     "load_prompts",
     "render_chat",
-    "sharegpt_stats",
 ]
 
 log = logging.getLogger("simspec")
@@ -131,17 +130,6 @@ def render_chat(tokenizer: Any, text: str) -> list[int]:
             raise DataError(f"chat template produced {len(out)} sequences for one message; expected 1")
         out = out[0]
     return [int(t) for t in out]
-
-
-_SHAREGPT_STATS: dict[str, Any] = {"records_read": 0, "truncated": False}
-
-
-def sharegpt_stats() -> dict:
-    """{"records_read": n, "truncated": bool} of the last ShareGPT parse or cache load.
-
-    Both are zero/False until ShareGPT has been loaded in this process.
-    """
-    return dict(_SHAREGPT_STATS)
 
 
 # ---------------------------------------------------------------- file resolution
@@ -255,7 +243,6 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int) -> list[Prompt]:
     else:
         pairs, records, truncated = cached["prompts"], cached["records_read"], cached["truncated"]
         log.info("ShareGPT: %d prompts from cache %s (%d records read at parse time)", len(pairs), cache_file, records)
-    _SHAREGPT_STATS.update(records_read=records, truncated=truncated)
     return [Prompt(f"sharegpt/{rid}", text, "sharegpt", split_of(text)) for rid, text in pairs]
 
 

@@ -10,7 +10,7 @@ torch.set_num_threads(2)
 
 @pytest.fixture(scope="session")
 def target():
-    from simspec.real.models import load_model
+    from simspec.engine.models import load_model
 
     return load_model("smollm2-135m-instruct")
 
@@ -31,7 +31,7 @@ def random_drafter(target):
     """A randomly initialised one-layer Llama over the target's vocabulary: accepts ~nothing."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from simspec.real.drafters import CausalLMDrafter
+    from simspec.engine.drafter import CausalLMDrafter
 
     torch.manual_seed(0)
     config = LlamaConfig(

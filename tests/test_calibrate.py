@@ -12,7 +12,8 @@ import pytest
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
-from simspec.sim.costmodel import CostModel, Point, fit_curve, robust_median
+from simspec.sim.costmodel import CostModel, Point, fit_curve
+from simspec.stats import robust_median
 from simspec.sim.profile import load_profile, sample_record, write_profile
 
 CONTEXTS = (64, 256, 512)

@@ -10,7 +10,7 @@ import pytest
 
 from simspec.cli import main
 from simspec.errors import SimspecError
-from simspec.real.models import resolve_model
+from simspec.engine.models import resolve_model
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -57,7 +57,7 @@ def test_missing_demo_wheel_names_the_pip_command(monkeypatch):
 def test_draft_with_another_vocabulary_is_refused(target, tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from simspec.real.drafters import load_drafter
+    from simspec.engine.load import load_drafter
 
     config = LlamaConfig(vocab_size=1000, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1)

@@ -9,12 +9,14 @@ import torch
 
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
-from simspec.real.distill import teacher_pass
-from simspec.real.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
-from simspec.real.drafters import SHIPPED_DRAFTERS, CausalLMDrafter, load_drafter
-from simspec.real.engine import SpeculativeEngine
-from simspec.real.lossless import compare
-from simspec.real.train_draft import LMTrainConfig, LMTrainer
+from simspec.distill.corpus import teacher_pass
+from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
+from simspec.engine.drafter import CausalLMDrafter
+from simspec.engine.load import load_drafter
+from simspec.shipped import shipped_drafter
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.lossless import compare
+from simspec.distill.trainer import LMTrainConfig, LMTrainer
 
 TINY = DraftLMShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
 
@@ -101,7 +103,7 @@ def test_bad_lm_files_are_one_clear_error(target, tiny_lm_dir, tmp_path, damage)
 
 
 def test_shipped_lm_drafter_accepts_and_is_lossless(target, prompt_ids):
-    assert (SHIPPED_DRAFTERS / "lm" / "model.safetensors").is_file(), "the demo draft LM must ship"
+    assert (shipped_drafter("lm") / "model.safetensors").is_file(), "the demo draft LM must ship"
     engine = SpeculativeEngine(target, load_drafter("lm", target))
     taus = []
     for _, ids in prompt_ids:

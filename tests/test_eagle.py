@@ -9,11 +9,12 @@ import torch
 
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
-from simspec.real.drafters import SHIPPED_DRAFTERS, load_drafter
-from simspec.real.eagle import EagleConfig, EagleDrafter, EagleHead, load_eagle, save_eagle
-from simspec.real.engine import SpeculativeEngine
-from simspec.real.lossless import compare
-from simspec.real.train_draft import reduced_vocabulary
+from simspec.engine.load import load_drafter
+    from simspec.shipped import shipped_drafter
+from simspec.engine.eagle import EagleConfig, EagleDrafter, EagleHead, load_eagle, save_eagle
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.lossless import compare
+from simspec.distill.trainer import reduced_vocabulary
 
 MAX_NEW = 16
 
@@ -78,7 +79,7 @@ def test_bad_drafter_files_are_one_clear_error(target, random_eagle_dir, tmp_pat
 
 
 def test_shipped_eagle_drafter_accepts_and_is_lossless(target, prompt_ids):
-    assert (SHIPPED_DRAFTERS / "eagle" / "model.safetensors").is_file(), "the demo EAGLE drafter must ship"
+    assert (shipped_drafter("eagle") / "model.safetensors").is_file(), "the demo EAGLE drafter must ship"
     engine = SpeculativeEngine(target, load_drafter("eagle", target))
     pid, ids = prompt_ids[0]
     greedy = engine.greedy(ids, 32).tokens

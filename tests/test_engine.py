@@ -7,9 +7,9 @@ import pytest
 
 from simspec.errors import SimspecError
 from simspec.policies import Policy, StaticPolicy, tree_capacity
-from simspec.real.drafters import load_drafter
-from simspec.real.engine import SpeculativeEngine
-from simspec.real.lossless import compare
+from simspec.engine.load import load_drafter
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.lossless import compare
 
 MAX_NEW = 16
 # Degenerate and ordinary shapes: plain decoding, chains, wide-shallow, EAGLE-3's default,

@@ -29,7 +29,7 @@ def test_every_mdp_passes_gymnasiums_checker(name):
 
 @pytest.mark.parametrize("name", sorted(MDPS))
 def test_vecenv_steps_a_batch_and_restarts_finished_copies(name):
-    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.vecenv import SimVecEnv
 
     env = SimVecEnv(name, random_traces(2), cost_model(), n_envs=16, seed=0)
     obs = env.reset()
@@ -86,7 +86,7 @@ def test_ppo_trains_a_few_thousand_steps_on_each(name):
     import torch
     from stable_baselines3 import PPO
 
-    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.vecenv import SimVecEnv
 
     torch.set_num_threads(1)
     env = SimVecEnv(name, random_traces(6), cost_model(), n_envs=8, seed=0)

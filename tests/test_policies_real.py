@@ -10,9 +10,10 @@ from test_learned import random_ltd, random_radar, random_resps
 
 from simspec.policies import StaticPolicy
 from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
-from simspec.real.drafters import load_drafter
-from simspec.real.engine import SpeculativeEngine
-from simspec.real.recorder import RecordSpec, TraceRecorder, assemble
+from simspec.engine.load import load_drafter
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.measure.recorder import RecordSpec, TraceRecorder
+from simspec.sim.traces import assemble
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.replay import replay
 

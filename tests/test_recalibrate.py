@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from simspec.real.engine import CycleRecord, Generation
-from simspec.real.insitu import refit_samples
-from simspec.real.measure import DriftMeter
+from simspec.engine.speculative import CycleRecord, Generation
+from simspec.measure.insitu import refit_samples
+from simspec.measure.interleave import DriftMeter
 from simspec.sim.costmodel import CostModel
 from simspec.sim.profile import load_profile, points_of
 

@@ -9,7 +9,7 @@ import pytest
 
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy, tree_capacity
-from simspec.real.recorder import PromptTrace, assemble
+from simspec.sim.traces import PromptTrace, assemble
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.replay import replay
 from simspec.sim.traces import NO_NODE, accepted_lengths

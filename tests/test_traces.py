@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from simspec.errors import SimspecError
-from simspec.real.recorder import PromptTrace, assemble, tree_tables
-from simspec.real.tree import DraftTree
+from simspec.measure.recorder import tree_tables
+from simspec.sim.traces import PromptTrace, assemble
+from simspec.engine.tree import DraftTree
 from simspec.sim.traces import accepted_lengths, load_traces, save_traces
 
 VOCAB = 6  # a tiny vocabulary makes greedy paths deep and ties frequent

@@ -72,7 +72,7 @@ def test_ppo_learns_with_sb3_adam_and_restores_global_state():
     from stable_baselines3.common.callbacks import BaseCallback
     from threadpoolctl import threadpool_info
 
-    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.vecenv import SimVecEnv
     from simspec.train.ppo import make_ppo
 
     s = tiny_setting(0)
@@ -98,7 +98,7 @@ def test_bf16_policy_multiplies_hidden_layers_in_bf16_and_keeps_the_rest_fp32():
     fp32, and the rollout's log-probability equal to the update's (PPO's ratio starts at 1)."""
     import torch
 
-    from simspec.sim.vecenv import SimVecEnv
+    from simspec.train.vecenv import SimVecEnv
     from simspec.train.ppo import BF16Extractor, export_actor, make_ppo
 
     s = tiny_setting(0)

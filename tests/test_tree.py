@@ -5,7 +5,7 @@ import pytest
 
 from simspec.errors import SimspecError
 from simspec.policies import DraftPlan, tree_capacity
-from simspec.real.tree import DraftTree, select_nodes
+from simspec.engine.tree import DraftTree, select_nodes
 
 
 def grow_random_tree(depth: int, width: int, seed: int = 0, vocab: int = 50) -> DraftTree:

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from simspec.real.engine import CycleRecord, Generation
-from simspec.real.measure import DriftMeter, MethodRuns, rescaled_cost
+from simspec.engine.speculative import CycleRecord, Generation
+from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.validation import build_report, paired_p, summary_line
 from simspec.sim.profile import load_profile
 from simspec.sim.replay import ReplayResult

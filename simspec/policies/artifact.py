@@ -23,6 +23,7 @@ import numpy as np
 from simspec import __version__
 from simspec.errors import SimspecError, read_json
 from simspec.policies.base import BatchPolicy
+from simspec.shipped import locate
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
 
 POLICY_SCHEMA = "simspec-policy"
@@ -78,7 +79,7 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
 
 
 def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
-    directory = Path(path)
+    directory = locate(path)
     if directory.name in ("policy.json", "policy.npz"):
         directory = directory.parent
     file = directory / "policy.json"

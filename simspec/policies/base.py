@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -116,10 +116,26 @@ class CycleOutcome:
     accepted: int  # draft tokens accepted (the bonus token not counted)
 
 
+class Costs(Protocol):
+    """What a cost-aware policy reads of a latency model (``simspec.sim.costmodel.CostModel``
+    satisfies it): seconds per draft step, per verification and per whole cycle."""
+
+    def draft(self, nodes, context) -> np.ndarray: ...
+
+    def verify(self, size, context) -> np.ndarray: ...
+
+    def cycle(self, depth, width, size, context, committed) -> np.ndarray: ...
+
+
 class Policy(ABC):
     """Base class: subclasses override the hooks their method uses."""
 
     name: str = "policy"
+    # Which decision time a method is charged per cycle, in one vocabulary: a baseline's name as
+    # ``--baselines`` spells it (its time measured by calibrate, in the profile's
+    # ``policy_seconds``), "static" for any fixed tree, or "policy:<folder>" for a learned
+    # policy (its own measured time, from its policy.json).
+    family: str = "static"
 
     def reset(self) -> None:
         """A new sequence starts; forget per-sequence state."""

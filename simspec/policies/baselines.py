@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.policies.base import BatchPolicy, tree_capacities
-from simspec.sim.costmodel import CostModel
+from simspec.policies.base import BatchPolicy, Costs, tree_capacities
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
@@ -115,7 +114,7 @@ class AnalyticWindow(DepthBudget):
     (1 - β^(γ+1)) / ((1 - β) (γ a + b(γ))), with a the draft step and b(γ) the verification
     of that tree from the profile's cost model."""
 
-    def __init__(self, cost: CostModel, context: int = 256, history: int = 8, width: int = 10,
+    def __init__(self, cost: Costs, context: int = 256, history: int = 8, width: int = 10,
                  max_depth: int = 12, size: int = 60) -> None:
         super().__init__(width, max_depth, size)
         self.history = history
@@ -152,7 +151,7 @@ class QLearning(DepthBudget):
     """Online tabular Q-learning of the depth: state = last accepted length, action = depth,
     reward = tokens per second of the cycle (from the cost model), ε-greedy, per sequence."""
 
-    def __init__(self, cost: CostModel, context: int = 256, epsilon: float = 0.1, lr: float = 0.3,
+    def __init__(self, cost: Costs, context: int = 256, epsilon: float = 0.1, lr: float = 0.3,
                  width: int = 10, max_depth: int = 12, size: int = 60, seed: int = 0) -> None:
         super().__init__(width, max_depth, size)
         self.epsilon, self.lr, self.seed = epsilon, lr, seed

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+
 KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
 
 
@@ -31,15 +32,6 @@ class Point:
     n: int
     context: int
     median: float
-
-
-def robust_median(samples: np.ndarray) -> float:
-    """Median after dropping samples more than 5 MADs above it (a shared machine's hiccups;
-    only slow outliers exist, nothing runs faster than the hardware allows)."""
-    samples = np.asarray(samples, dtype=float)
-    med = np.median(samples)
-    mad = np.median(np.abs(samples - med)) or 1e-12
-    return float(np.median(samples[samples <= med + 5 * mad]))
 
 
 class Curve:

@@ -2,7 +2,7 @@
 
 Every environment is written once as a *batched core* that steps ``n`` independent copies
 with numpy (state in arrays, no loop over copies). ``SimEnv`` exposes one copy as a
-``gymnasium.Env`` (it passes ``check_env``); ``simspec.sim.vecenv.SimVecEnv`` exposes all of
+``gymnasium.Env`` (it passes ``check_env``); ``simspec.train.vecenv.SimVecEnv`` exposes all of
 them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
 stable-baselines3 imports torch, and this module must not).
 

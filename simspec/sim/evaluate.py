@@ -198,7 +198,7 @@ def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max
     rows, cycles, seconds = [], 0, 0.0
     for policy in policies:
         started = time.perf_counter()
-        charge = decision_seconds.get(getattr(policy, "family", "static"), 0.0)
+        charge = decision_seconds.get(policy.family, 0.0)
         result = replay(traces, cost, policy, max_new_tokens, charge)
         seconds += time.perf_counter() - started
         cycles += int(result.cycles.sum())

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import SimspecError, read_json
-from simspec.sim.costmodel import CostModel, Point, robust_median
+from simspec.sim.costmodel import CostModel, Point
+from simspec.stats import robust_median
+from simspec.shipped import locate
 from simspec.sim.traces import TraceSet, load_traces
 
 PROFILE_SCHEMA = "simspec-profile"
@@ -91,7 +93,7 @@ def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
 
 def load_profile(path: str | Path) -> Profile:
     """A profile folder (or its ``profile.json``); one clear error for anything unusable."""
-    path = Path(path)
+    path = locate(path)
     directory = path.parent if path.name == "profile.json" else path
     file = directory / "profile.json"
     blob = read_json(file, "profile ", f"no profile at {directory} (missing profile.json): run "

@@ -154,3 +154,32 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
         raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; "
                            "record them again with `simspec calibrate`")
     return traces
+
+
+@dataclass
+class PromptTrace:
+    continuation: np.ndarray  # greedy tokens, the first one from the prefill
+    context_length: np.ndarray  # [positions]
+    path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1]
+    level_scores: np.ndarray  # [positions, depth_max - 1, width**2]
+    best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width]
+    near_tie_cut: bool  # the batched continuation disagreed with the checking pass and was cut there
+
+
+def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
+    counts = [len(t.context_length) for t in traces]
+    tcounts = [len(t.continuation) for t in traces]
+    levels = meta["depth_max"] - 1
+    width2 = meta["width"] ** 2
+    return TraceSet(
+        prompt_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        tokens=np.concatenate([t.continuation for t in traces] + [np.zeros(0)]).astype(np.int32),
+        token_offsets=np.concatenate([[0], np.cumsum(tcounts)]).astype(np.int64),
+        prompt_lengths=np.asarray(prompt_lengths, dtype=np.int32),
+        context_length=np.concatenate([t.context_length for t in traces] + [np.zeros(0)]).astype(np.int32),
+        path_rank=np.concatenate([t.path_rank for t in traces] + [np.zeros((0, levels, levels), np.int16)]),
+        level_scores=np.concatenate([t.level_scores for t in traces] + [np.zeros((0, levels, width2), np.float16)]),
+        best_child_logprobs=np.concatenate([t.best_child_logprobs for t in traces]
+                                           + [np.zeros((0, levels, meta["width"]), np.float16)]),
+        meta=meta,
+    )

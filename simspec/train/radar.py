@@ -130,7 +130,7 @@ def radar_call_seconds(width: int, depth_max: int, size: int, hidden: int = Rada
     """Seconds of one RADAR decision cycle at depth 3 (one CONTINUE/STOP call), for T_gen's
     T_policy; an untrained network, since the time does not depend on the weights."""
     from simspec.policies.learned import RadarPolicy
-    from simspec.real.calibrate import policy_latency
+    from simspec.policies.timing import policy_latency
 
     untrained = RadarPolicy(width, depth_max, RadarNet(width + 1, hidden).export(), size)
     return policy_latency({"radar": untrained}, width, 3, repeats)["radar"]

@@ -167,7 +167,7 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
 
 def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda n: None) -> dict:
     """Runs the request; returns the summary (the ``--json`` line)."""
-    from simspec.real.calibrate import policy_latency
+    from simspec.policies.timing import policy_latency
 
     profile = request.check()
     out = request.out_dir()
@@ -187,11 +187,11 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         decision = policy_latency({"policy": policy}, setting.width, depth, 200)["policy"]
         grid = grid_policy(setting.grid_depth, setting.width, setting.grid_size)  # searched once, by prepare()
         grid_validation = setting.validation_speedup(grid)
-        policy.family = "learned"
+        policy.family = f"policy:{out.name}"
         baselines = [*build_baselines(["eagle3"], setting.train, setting.cost, setting.max_new_tokens), grid]
         static_seconds = (profile.meta.get("policy_seconds") or {}).get("static", 0.0)
         rows, oracle_row, _ = evaluate(setting.heldout, setting.cost, [policy, *baselines], setting.max_new_tokens,
-                                       {"learned": decision, "eagle3": static_seconds, "grid": static_seconds})
+                                       {policy.family: decision, "eagle3": static_seconds, "grid": static_seconds})
         learned, eagle3, grid_row = rows
         log.write_csv(work / "training.csv")
         meta = {

@@ -15,9 +15,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from simspec.policies.base import BatchPolicy
-from simspec.real.bench import interleaved
-from simspec.real.engine import Generation, SpeculativeEngine
-from simspec.real.lossless import compare
+from simspec.measure.bench import interleaved
+from simspec.engine.speculative import Generation, SpeculativeEngine
+from simspec.engine.lossless import compare
 from simspec.sim.costmodel import CostModel
 
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
@@ -133,8 +133,8 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
 
     from simspec.data import render_chat
     from simspec.errors import SimspecError
-    from simspec.real.drafters import load_drafter
-    from simspec.real.models import load_model
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model
 
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -162,7 +162,7 @@ def run_real(
     """Every method and plain greedy decoding on every prompt, interleaved; each output is
     checked against greedy decoding's, and a divergence recorded with the target's top-2
     logit gap there."""
-    results = [MethodRuns(m.name, getattr(m, "family", "static")) for m in methods]
+    results = [MethodRuns(m.name, m.family) for m in methods]
     drift = DriftMeter(cost, methods[0].width)
     for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
         prompt_id, ids = prompts[p]

@@ -10,10 +10,10 @@ import torch
 
 from simspec.data import load_prompts, render_chat
 from simspec.policies import StaticPolicy
-from simspec.real.drafters import Drafter
-from simspec.real.engine import SpeculativeEngine
-from simspec.real.models import LoadedModel
-from simspec.real.profiler import draft_latency, target_latency
+from simspec.engine.drafter import Drafter
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.models import LoadedModel
+from simspec.measure.profiler import draft_latency, target_latency
 
 
 def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], depth: int, width: int,

@@ -27,11 +27,11 @@ import torch.nn.functional as F
 
 from simspec import __version__
 from simspec.errors import SimspecError
-from simspec.real.distill import Corpus
-from simspec.real.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
-from simspec.real.eagle import EagleConfig, EagleHead, save_eagle
-from simspec.real.modeling import base_and_head
-from simspec.real.models import LoadedModel
+from simspec.distill.corpus import Corpus
+from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
+from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
+from simspec.engine.modeling import base_and_head
+from simspec.engine.models import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from simspec.policies.base import Policy, StaticPolicy, tree_capacity
-from simspec.real.engine import Generation, SpeculativeEngine
-from simspec.real.lossless import Divergence, compare
+from simspec.engine.speculative import Generation, SpeculativeEngine
+from simspec.engine.lossless import Divergence, compare
 
 
 @dataclass(frozen=True)

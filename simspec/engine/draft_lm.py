@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from simspec.errors import SimspecError
-from simspec.real.models import LoadedModel
+from simspec.engine.models import LoadedModel
 
 DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
 PROVENANCE_FILE = "simspec.json"

@@ -70,7 +70,7 @@ class RecalibrateRequest:
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
     and each curve's scale: one number, or {V: ratio} for the curves resolved per verified size."""
-    from simspec.real.measure import OPERATION_CURVE, PER_SIZE
+    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     overall = drift.ratios()
     scales: dict[str, object] = {}
@@ -100,7 +100,7 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
 
     from simspec.cache import atomic_directory
     from simspec.policies.base import StaticPolicy
-    from simspec.real.measure import load_engine, run_real
+    from simspec.measure.interleave import load_engine, run_real
     from simspec.sim.profile import write_profile
 
     profile, chosen = checked or request.check()

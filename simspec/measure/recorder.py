@@ -16,13 +16,13 @@ import numpy as np
 import torch
 
 from simspec.policies import StaticPolicy
-from simspec.real.distill import greedy_continuations
-from simspec.real.drafters import Drafter
-from simspec.real.engine import SpeculativeEngine, TargetCache, draft_tree
-from simspec.real.modeling import head_logits
-from simspec.real.models import LoadedModel, eos_token_ids
-from simspec.real.tree import DraftTree
-from simspec.sim.traces import NO_NODE, TraceSet, accepted_lengths
+from simspec.distill.corpus import greedy_continuations
+from simspec.engine.drafter import Drafter
+from simspec.engine.speculative import SpeculativeEngine, TargetCache, draft_tree
+from simspec.engine.modeling import head_logits
+from simspec.engine.models import LoadedModel, eos_token_ids
+from simspec.engine.tree import DraftTree
+from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, assemble
 
 
 @dataclass(frozen=True)
@@ -30,16 +30,6 @@ class RecordSpec:
     depth_max: int = 12
     width: int = 10
     max_new_tokens: int = 128
-
-
-@dataclass
-class PromptTrace:
-    continuation: np.ndarray  # greedy tokens, the first one from the prefill
-    context_length: np.ndarray  # [positions]
-    path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1]
-    level_scores: np.ndarray  # [positions, depth_max - 1, width**2]
-    best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width]
-    near_tie_cut: bool  # the batched continuation disagreed with the checking pass and was cut there
 
 
 def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
@@ -147,25 +137,6 @@ class TraceRecorder:
             drafter.end_cycle()
         return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
                            best_children, bool(len(disagree)))
-
-
-def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
-    counts = [len(t.context_length) for t in traces]
-    tcounts = [len(t.continuation) for t in traces]
-    levels = meta["depth_max"] - 1
-    width2 = meta["width"] ** 2
-    return TraceSet(
-        prompt_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        tokens=np.concatenate([t.continuation for t in traces] + [np.zeros(0)]).astype(np.int32),
-        token_offsets=np.concatenate([[0], np.cumsum(tcounts)]).astype(np.int64),
-        prompt_lengths=np.asarray(prompt_lengths, dtype=np.int32),
-        context_length=np.concatenate([t.context_length for t in traces] + [np.zeros(0)]).astype(np.int32),
-        path_rank=np.concatenate([t.path_rank for t in traces] + [np.zeros((0, levels, levels), np.int16)]),
-        level_scores=np.concatenate([t.level_scores for t in traces] + [np.zeros((0, levels, width2), np.float16)]),
-        best_child_logprobs=np.concatenate([t.best_child_logprobs for t in traces]
-                                           + [np.zeros((0, levels, meta["width"]), np.float16)]),
-        meta=meta,
-    )
 
 
 @dataclass(frozen=True)

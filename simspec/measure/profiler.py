@@ -13,10 +13,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from simspec.real.drafters import Drafter
-from simspec.real.engine import TargetCache, clock
-from simspec.real.modeling import head_logits
-from simspec.real.models import LoadedModel
+from simspec.engine.drafter import Drafter
+from simspec.engine.speculative import TargetCache, clock
+from simspec.engine.modeling import head_logits
+from simspec.engine.models import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from simspec.errors import SimspecError
-from simspec.real.modeling import additive_mask, base_and_head, head_logits
-from simspec.real.models import LoadedModel, check_same_vocabulary, load_model
+from simspec.engine.modeling import additive_mask, base_and_head, head_logits
+from simspec.engine.models import LoadedModel
 
 
 class Drafter(ABC):
@@ -135,36 +134,3 @@ def truncated_target(target: LoadedModel, n_layers: int) -> torch.nn.Module:
         setattr(draft_base, name, torch.nn.ModuleList(module[:n_layers]) if name == "layers" else module)
     draft.set_output_embeddings(head)
     return draft.eval()
-
-
-SHIPPED_DRAFTERS = Path(__file__).resolve().parents[2] / "real" / "drafters"
-
-
-def load_drafter(ref: str, target: LoadedModel) -> Drafter:
-    """``target`` (the target itself), ``target-layers:N``, a shipped drafter name (``eagle``),
-    a simspec drafter directory, or any causal LM reference sharing the target's tokenizer."""
-    if ref == "target":
-        return CausalLMDrafter(target.model, "target")
-    if ref.startswith("target-layers:"):
-        try:
-            n_layers = int(ref.split(":", 1)[1])
-        except ValueError:
-            raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
-        return CausalLMDrafter(truncated_target(target, n_layers), ref)
-    path = SHIPPED_DRAFTERS / ref if (SHIPPED_DRAFTERS / ref / "config.json").is_file() else Path(ref)
-    if (path / "config.json").is_file() and '"simspec-eagle-drafter"' in (path / "config.json").read_text():
-        from simspec.real.eagle import load_eagle
-
-        return load_eagle(path, target, ref)
-    from simspec.real.draft_lm import load_draft_vocab
-
-    if (path / "config.json").is_file():  # refuse a foreign vocabulary before loading any weights
-        import json
-
-        rows = json.loads((path / "config.json").read_text()).get("vocab_size")
-        if isinstance(rows, int):
-            check_same_vocabulary(target, None, ref, rows)
-    draft = load_model(str(path), device=str(target.device))
-    check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
-    vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None
-    return CausalLMDrafter(draft.model, ref, vocab)

@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from simspec.errors import SimspecError
-from simspec.real.drafters import Drafter
-from simspec.real.modeling import base_and_head
-from simspec.real.models import LoadedModel
+from simspec.engine.drafter import Drafter
+from simspec.engine.modeling import base_and_head
+from simspec.engine.models import LoadedModel
 
 FORMAT = "simspec-eagle-drafter"
 FORMAT_VERSION = 1

@@ -30,8 +30,8 @@ from simspec import __version__
 from simspec.cache import cache_dir
 from simspec.data import load_prompts, render_chat
 from simspec.errors import SimspecError
-from simspec.real.modeling import base_and_head, head_logits
-from simspec.real.models import LoadedModel
+from simspec.engine.modeling import base_and_head, head_logits
+from simspec.engine.models import LoadedModel
 
 log = logging.getLogger("simspec")
 SOURCES = ("sharegpt", "code", "self")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from simspec.real.modeling import base_and_head, head_logits
-from simspec.real.models import LoadedModel
+from simspec.engine.modeling import base_and_head, head_logits
+from simspec.engine.models import LoadedModel
 
 NEAR_TIE = 1e-4
 

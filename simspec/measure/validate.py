@@ -82,9 +82,10 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     import torch
 
     from simspec.cache import atomic_directory
-    from simspec.real.calibrate import device_name
-    from simspec.real.measure import load_engine, rescaled_cost, run_real
-    from simspec.real.recorder import RecordSpec, TraceRecorder, assemble
+    from simspec.measure.curves import device_name
+    from simspec.measure.interleave import load_engine, rescaled_cost, run_real
+    from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.sim.traces import assemble
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report, render_markdown
     from simspec.sim.evaluate import method_set, split_traces
@@ -108,7 +109,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
         "prompt_ids": [p.id for p in chosen], "splits": [p.split for p in chosen], "max_new_tokens": tokens,
         "depth_max": depth_max, "width": width})
-    charge = {m.name: charged.get(getattr(m, "family", "static"), 0.0) for m in methods}
+    charge = {m.name: charged.get(m.family, 0.0) for m in methods}
 
     def simulate(cost):
         return {m.name: replay(traces, cost, m, tokens, charge[m.name]) for m in methods}

@@ -1,0 +1,39 @@
+"""Resolving a ``--draft`` reference to a loaded drafter: the target itself, a truncated target,
+a shipped drafter by name, a simspec EAGLE-style head, or any causal LM sharing the target's
+tokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from simspec.engine.draft_lm import load_draft_vocab
+from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
+from simspec.engine.eagle import load_eagle
+from simspec.engine.models import LoadedModel, check_same_vocabulary, load_model
+from simspec.errors import SimspecError
+from simspec.shipped import shipped_drafter
+
+
+def load_drafter(ref: str, target: LoadedModel) -> Drafter:
+    """``target`` (the target itself), ``target-layers:N``, a shipped drafter name (``eagle``),
+    a simspec drafter directory, or any causal LM reference sharing the target's tokenizer."""
+    if ref == "target":
+        return CausalLMDrafter(target.model, "target")
+    if ref.startswith("target-layers:"):
+        try:
+            n_layers = int(ref.split(":", 1)[1])
+        except ValueError:
+            raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
+        return CausalLMDrafter(truncated_target(target, n_layers), ref)
+    path = shipped_drafter(ref) or Path(ref)
+    if (path / "config.json").is_file() and '"simspec-eagle-drafter"' in (path / "config.json").read_text():
+        return load_eagle(path, target, ref)
+    if (path / "config.json").is_file():  # refuse a foreign vocabulary before loading any weights
+        rows = json.loads((path / "config.json").read_text()).get("vocab_size")
+        if isinstance(rows, int):
+            check_same_vocabulary(target, None, ref, rows)
+    draft = load_model(str(path), device=str(target.device))
+    check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
+    vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None
+    return CausalLMDrafter(draft.model, ref, vocab)
