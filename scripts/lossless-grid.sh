@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine issue's lossless grid: 25 held-out HumanEval + 25 held-out ShareGPT prompts,
+# The lossless grid: 25 held-out HumanEval + 25 held-out ShareGPT prompts,
 # D in {1,3,8,12} x W in {1,4,10} x V in {1,8,60,240}, run in chunks of 5 prompts so that a
 # stopped run keeps what it finished (finished chunks are skipped on a rerun).
 # Usage: [THREADS=N] scripts/lossless-grid.sh OUT_DIR [DRAFT] [MAX_NEW]

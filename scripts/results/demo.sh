@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# docs/results.md#the-demo: `simspec demo` under /usr/bin/time (7.3 min on the reference
+# machine). Writes demo/ (FORCE=--force replaces it) and real/bench/demo.txt (the demo's output;
+# wall time and peak memory go to stderr).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
+/usr/bin/time -f "wall %E, peak %M KiB" simspec demo ${FORCE:-} | tee real/bench/demo.txt

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# docs/results.md#lossless-grid: 31 trees x 50 held-out prompts (25 HumanEval + 25 ShareGPT),
+# 16 new tokens, for the EAGLE head and the draft LM; every output must equal plain greedy
+# decoding. 1 torch thread (THREADS=N to change): it checks outputs, not timings; resumable
+# (finished chunks are skipped). Writes
+# real/bench/lossless-grid-{eagle,lm}/ and real/bench/lossless-grid-{eagle,lm}.json.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
+for draft in eagle lm; do
+  THREADS=${THREADS:-1} bash scripts/lossless-grid.sh "real/bench/lossless-grid-$draft" "$draft" 16
+  python3 scripts/summarise-grid.py "real/bench/lossless-grid-$draft" "real/bench/lossless-grid-$draft.json"
+done
