@@ -1,8 +1,14 @@
-"""User-facing errors, and the one way simspec reads its JSON artifacts into them."""
+"""User-facing errors, and the one way simspec reads its JSON artifacts into them.
+
+Every artifact reader goes through ``read_json`` (the file is JSON and holds an object),
+``require_schema`` (it is the schema and version this simspec writes) and ``require`` /
+``require_records`` (each field it uses has the type it needs), so a wrong-shaped file is
+reported by its path and the field at fault, with what to do, and never as a Python error."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 
@@ -10,12 +16,96 @@ class SimspecError(Exception):
     """An error caused by the user's input; the CLI prints it as one line and exits non-zero."""
 
 
-def read_json(file: Path, what: str, missing: str, fix: str):
-    """The JSON in ``file``. A missing file raises ``missing``; an unreadable one says which
-    ``what`` (e.g. "profile ") it was, why it failed, and ``fix``."""
+_MISSING = object()
+
+
+def describe(value) -> str:
+    """What a JSON value is, for messages: "null", "the string 'x'", "a list of 3", ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}" + ("..." if len(value) > 40 else "")
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _is(value, kind) -> bool:
+    """``isinstance`` for JSON values: a bool is not a number, an int is a float, and a
+    float must be finite."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isfinite(value)
+    return isinstance(value, kinds)
+
+
+_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object", list: "a list",
+          bool: "true or false"}
+
+
+def read_json(file: Path, what: str, missing: str, fix: str) -> dict:
+    """The JSON object in ``file``. A missing file raises ``missing``; an unreadable one, or one
+    that holds anything but an object, says which ``what`` (e.g. "profile ") it was, what is
+    wrong, and ``fix``."""
     try:
-        return json.loads(Path(file).read_text())
+        blob = json.loads(Path(file).read_text())
     except FileNotFoundError:
         raise SimspecError(missing) from None
     except (OSError, ValueError) as exc:
         raise SimspecError(f"{what}{file} is unreadable ({exc.__class__.__name__}): {fix}") from None
+    if not isinstance(blob, dict):
+        raise SimspecError(f"{what}{file} is unreadable (it holds {describe(blob)}, not a JSON object): {fix}")
+    return blob
+
+
+def require_schema(blob: dict, schema: str, version: int, file, fix: str, key: str = "schema") -> None:
+    """``blob[key]`` is ``schema`` and ``blob[key + "_version"]`` is ``version``."""
+    found, found_version = blob.get(key), blob.get(f"{key}_version")
+    if found != schema or found_version != version:
+        seen = f"{found} v{found_version}" if found is not None else f"no '{key}' field"
+        raise SimspecError(f"{file} is not a {schema} v{version} file (found {seen}): {fix}")
+
+
+def require(blob: dict, field: str, kind, file, fix: str, what: str | None = None, optional: bool = False,
+            name: str | None = None):
+    """``blob[field]``, which must be of ``kind`` (a type or a tuple of types; null or absent
+    too when ``optional``); else one error naming ``file`` and the field (``name``, e.g.
+    "traces.width", when it is nested), what it must be (``what``) and ``fix``."""
+    value = blob.get(field, _MISSING) if isinstance(blob, dict) else _MISSING
+    if optional and (value is _MISSING or value is None):
+        return None
+    if not _is(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        want = what or " or ".join(_NAMES.get(k, k.__name__) for k in kinds)
+        raise SimspecError(f"{file}: field '{name or field}' must be {want} ({_found(value)}): {fix}")
+    return value
+
+
+def _found(value) -> str:
+    return "it is missing" if value is _MISSING else f"found {describe(value)}"
+
+
+def require_records(blob: dict, field: str, keys: dict, file, fix: str, what: str, optional: bool = False):
+    """``blob[field]``: a list of objects, each with the ``keys`` (name -> type) given; else
+    one error naming the file, the field and the first bad item."""
+    records = require(blob, field, list, file, fix, what=what, optional=optional)
+    for i, record in enumerate(records or []):
+        if not isinstance(record, dict):
+            problem = f"item {i} is {describe(record)}"
+        else:
+            bad = next((k for k, kind in keys.items() if not _is(record.get(k, _MISSING), kind)), None)
+            if bad is None:
+                continue
+            value = record.get(bad, _MISSING)
+            problem = f"item {i} has no '{bad}'" if value is _MISSING else \
+                f"item {i} has '{bad}' {describe(value)}, not {_NAMES.get(keys[bad], 'that')}"
+        raise SimspecError(f"{file}: field '{field}' must be {what} ({problem}): {fix}")
+    return records

@@ -85,7 +85,8 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
         for name, run in runs.items():
             reach = ", ".join(f"k={k}: {v:.2f}" for k, v in run["reach"].items())
             lines.append(f"- {src}, {name}: tau {run['tau']:.2f} over {run['cycles']} cycles; {reach}")
-    lines += ["", "Reproduce: see the README's *Drafters* section for the exact commands.", ""]
+    lines += ["", "Reproduce: `scripts/results/train-drafters.sh` and `scripts/results/drafter-cards.sh` "
+              "(simspec's docs/drafters.md explains the recipe).", ""]
     (directory / "README.md").write_text("\n".join(lines))
     (directory / "measured.json").write_text(json.dumps(measured, indent=1))
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simspec.errors import SimspecError
+from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.engine.drafter import Drafter
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
@@ -234,19 +234,28 @@ def save_eagle(directory: Path, head: EagleHead, vocab_ids: torch.Tensor, meta: 
         {"format": FORMAT, "format_version": FORMAT_VERSION, "config": asdict(head.cfg), **meta}, indent=2))
 
 
+def retrain_eagle_advice(directory: Path) -> str:
+    return f"restore it, or train it again with `simspec train-draft --kind eagle --out {directory} --force`"
+
+
 def load_eagle(directory: Path, target: LoadedModel, name: str) -> EagleDrafter:
     """Load a drafter directory and bind it to ``target``; refuse one made for another target."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     config_file, weights_file = directory / "config.json", directory / "model.safetensors"
-    try:
-        meta = json.loads(config_file.read_text())
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"drafter {name!r}: cannot read {config_file} ({exc.__class__.__name__})") from None
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise SimspecError(f"drafter {name!r}: {config_file} is not a {FORMAT} v{FORMAT_VERSION} file")
-    cfg = EagleConfig(**meta["config"])
+    fix = retrain_eagle_advice(directory)
+    meta = read_json(config_file, f"drafter {name!r}: ", f"drafter {name!r}: {config_file} is missing: {fix}", fix)
+    require_schema(meta, FORMAT, FORMAT_VERSION, config_file, fix, key="format")
+    blob = require(meta, "config", dict, config_file, fix, what="an object (the drafter's architecture)")
+    values = {}
+    for f in fields(EagleConfig):
+        kind = float if f.type == "float" else int
+        values[f.name] = require(blob, f.name, kind, config_file, fix, name=f"config.{f.name}")
+        if values[f.name] <= 0:
+            raise SimspecError(f"{config_file}: field 'config.{f.name}' must be positive (found {values[f.name]}): "
+                               f"{fix}")
+    cfg = EagleConfig(**values)
     expected = EagleConfig.for_target(target, cfg.draft_vocab)
     if (cfg.hidden, cfg.target_vocab) != (expected.hidden, expected.target_vocab):
         raise SimspecError(
@@ -254,15 +263,26 @@ def load_eagle(directory: Path, target: LoadedModel, name: str) -> EagleDrafter:
             f"{cfg.target_vocab}, but {target.name!r} has {expected.hidden} and {expected.target_vocab}: "
             "train a drafter for this target with `simspec train-draft`"
         )
+    if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads or cfg.head_dim % 2:
+        raise SimspecError(f"{config_file}: fields 'config.hidden', 'config.heads' and 'config.kv_heads' do not "
+                           f"describe an attention layer (hidden {cfg.hidden}, heads {cfg.heads}, kv_heads "
+                           f"{cfg.kv_heads}): {fix}")
     try:
         tensors = load_file(str(weights_file))
     except (OSError, SafetensorError, ValueError) as exc:
-        raise SimspecError(f"drafter {name!r}: {weights_file} is missing or corrupt ({exc})") from None
-    vocab_ids = tensors.pop("vocab_ids")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise SimspecError(f"drafter {name!r}: {weights_file} is missing or corrupt ({first}): {fix}") from None
+    vocab_ids = tensors.pop("vocab_ids", None)
+    if vocab_ids is None or vocab_ids.ndim != 1 or len(vocab_ids) != cfg.draft_vocab \
+            or vocab_ids.dtype not in (torch.int64, torch.int32) \
+            or int(vocab_ids.min()) < 0 or int(vocab_ids.max()) >= cfg.target_vocab:
+        raise SimspecError(f"drafter {name!r}: {weights_file} lacks a valid 'vocab_ids' tensor ({cfg.draft_vocab} "
+                           f"target token ids below {cfg.target_vocab}): {fix}")
     head = EagleHead(cfg)
     try:
         head.load_state_dict({k: v.float() for k, v in tensors.items()})
     except RuntimeError as exc:
-        raise SimspecError(f"drafter {name!r}: weights do not match its config ({str(exc).splitlines()[0]})") from None
+        raise SimspecError(f"drafter {name!r}: weights do not match its config ({str(exc).splitlines()[0]}): "
+                           f"{fix}") from None
     head.to(target.device)
     return EagleDrafter(head, vocab_ids, target, name)

@@ -4,14 +4,13 @@ tokenizer."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from simspec.engine.draft_lm import load_draft_vocab
+from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
-from simspec.engine.eagle import load_eagle
+from simspec.engine.eagle import FORMAT, load_eagle
 from simspec.engine.models import LoadedModel, check_same_vocabulary, load_model
-from simspec.errors import SimspecError
+from simspec.errors import SimspecError, read_json
 from simspec.shipped import shipped_drafter
 
 
@@ -27,12 +26,18 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
             raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
         return CausalLMDrafter(truncated_target(target, n_layers), ref)
     path = shipped_drafter(ref) or Path(ref)
-    if (path / "config.json").is_file() and '"simspec-eagle-drafter"' in (path / "config.json").read_text():
-        return load_eagle(path, target, ref)
-    if (path / "config.json").is_file():  # refuse a foreign vocabulary before loading any weights
-        rows = json.loads((path / "config.json").read_text()).get("vocab_size")
+    config_file = path / "config.json"
+    if config_file.is_file():
+        kind = "lm" if (path / PROVENANCE_FILE).is_file() else "eagle"
+        fix = f"restore it, or train the drafter again with `simspec train-draft --kind {kind} --out {path} --force`"
+        config = read_json(config_file, f"drafter {ref!r}: ", f"drafter {ref!r}: {config_file} is missing", fix)
+        if config.get("format") == FORMAT:
+            return load_eagle(path, target, ref)
+        rows = config.get("vocab_size")  # refuse a foreign vocabulary before loading any weights
         if isinstance(rows, int):
             check_same_vocabulary(target, None, ref, rows)
+        if (path / PROVENANCE_FILE).is_file():  # a simspec draft LM: its provenance is read by its model card
+            read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", fix)
     draft = load_model(str(path), device=str(target.device))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None

@@ -43,8 +43,8 @@ class ValidateRequest:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
 
     def check(self) -> tuple[Profile, list]:
-        """Every flag, the output folder, the profile, the policies and the prompts, before any
-        model is loaded; returns the profile and the prompts."""
+        """Every flag, the output folder, the profile and its traces, the policies and the prompts,
+        before any model is loaded; returns the profile and the prompts."""
         from simspec.data import load_prompts
         from simspec.policies.artifact import read_policy_meta
 
@@ -58,6 +58,7 @@ class ValidateRequest:
         if self.out_dir().exists() and not self.force:
             raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
         profile = load_live_profile(self.profile, "validate --real")
+        profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
         width = profile.meta["traces"]["width"]
         for path in self.policies:
             _, meta = read_policy_meta(path)

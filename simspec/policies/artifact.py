@@ -16,12 +16,13 @@ import shutil
 import tempfile
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from simspec import __version__
-from simspec.errors import SimspecError, read_json
+from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.policies.base import BatchPolicy
 from simspec.shipped import locate
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
@@ -78,18 +79,40 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
     return directory
 
 
+# What each algorithm's inference configuration (``policy.json``'s "policy") must hold.
+SPEC_FIELDS = {"ltd": {"sizes": list, "size": int}, "resps": {"actions": list, "hold": int}, "radar": {"size": int}}
+
+
+def retrain_advice(directory: Path, meta: dict | None = None) -> str:
+    """How to make the policy in ``directory`` again (with its algorithm and profile, when
+    its metadata still says them)."""
+    meta = meta if isinstance(meta, dict) else {}
+    algo = meta.get("algo") if meta.get("algo") in ALGOS else "ALGO"
+    source = meta.get("profile")
+    profile = source.get("path") if isinstance(source, dict) and isinstance(source.get("path"), str) else "PROFILE"
+    return (f"retrain it with `simspec train --simulated --profile {profile} --algo {algo} --out {directory} "
+            "--force`")
+
+
 def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
     directory = locate(path)
     if directory.name in ("policy.json", "policy.npz"):
         directory = directory.parent
     file = directory / "policy.json"
     meta = read_json(file, "policy file ", f"no policy at {directory} (missing policy.json): train one with "
-                     f"`simspec train --simulated --out {directory}`", "retrain it")
-    if meta.get("schema") != POLICY_SCHEMA or meta.get("schema_version") != POLICY_VERSION:
-        raise SimspecError(f"{file} is not a {POLICY_SCHEMA} v{POLICY_VERSION} file (found {meta.get('schema')} "
-                           f"v{meta.get('schema_version')}): retrain it with this simspec")
+                     f"`simspec train --simulated --profile PROFILE --algo ALGO --out {directory}`",
+                     retrain_advice(directory))
+    fix = retrain_advice(directory, meta)
+    require_schema(meta, POLICY_SCHEMA, POLICY_VERSION, file, fix)
     if meta.get("algo") not in ALGOS:
-        raise SimspecError(f"{file} names an unknown algorithm {meta.get('algo')!r}: retrain it")
+        raise SimspecError(f"{file} names an unknown algorithm {meta.get('algo')!r}: {fix}")
+    spec = require(meta, "policy", dict, file, fix, what="an object (the policy's inference configuration)")
+    for field, kind in {"width": int, "depth_max": int, **SPEC_FIELDS[meta["algo"]]}.items():
+        require(spec, field, kind, file, fix, name=f"policy.{field}")
+    require(meta, "name", str, file, fix, optional=True)
+    for field in ("profile", "validation", "heldout"):
+        require(meta, field, dict, file, fix, optional=True)
+    require(meta, "decision_seconds", float, file, fix, optional=True)
     return directory, meta
 
 
@@ -99,14 +122,15 @@ def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[Batc
     directory, meta = read_policy_meta(path)
     weights = directory / "policy.npz"
     try:
-        with np.load(weights) as blob:
+        with open(weights, "rb") as handle, np.load(handle) as blob:  # closed even when the zip is bad
             arrays = {k: blob[k] for k in blob.files}
         policy = build_policy(meta, arrays)
     except FileNotFoundError:
-        raise SimspecError(f"policy {directory} has no policy.npz (its weights): retrain it") from None
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise SimspecError(f"policy {directory} has no policy.npz (its weights): "
+                           f"{retrain_advice(directory, meta)}") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise SimspecError(f"policy weights {weights} are unreadable or incomplete "
-                           f"({exc.__class__.__name__}: {exc}): retrain it") from None
+                           f"({exc.__class__.__name__}: {exc}): {retrain_advice(directory, meta)}") from None
     trained_on = meta.get("profile", {}).get("inputs_hash")
     if profile_hash is not None and trained_on != profile_hash:
         warnings.warn(f"policy {directory.name} was trained on profile {meta.get('profile', {}).get('name')} "

@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from simspec.errors import SimspecError
+
 REPORT_SCHEMA = "simspec-validation"
 REPORT_VERSION = 1
 # Methods the paired tests compare against, by family.
@@ -127,21 +129,39 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
     }
 
 
+# What every row of a report must hold for the figures and the tables (name -> type).
+ROW_FIELDS = {"method": str, "family": str, "speedup_real": float, "speedup_real_q25": float,
+              "speedup_real_q75": float, "speedup_sim": float, "rel_error": float, "time_shares": dict,
+              "actions": list}
+
+
 def read_report(path) -> dict:
     """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
     from pathlib import Path
 
-    from simspec.errors import SimspecError, read_json
+    from simspec.errors import read_json, require, require_records, require_schema
 
     path = Path(path)
     file = path / "report.json" if path.is_dir() else path
-    report = read_json(file, "", f"no validation report at {file}: run `simspec validate --real`",
-                       "rerun `simspec validate --real`")
-    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA \
-            or report.get("schema_version") != REPORT_VERSION:
-        found = report.get("schema") if isinstance(report, dict) else type(report).__name__
-        raise SimspecError(f"{file} is not a {REPORT_SCHEMA} v{REPORT_VERSION} file (found {found}): rerun "
-                           "`simspec validate --real` with this simspec")
+    fix = f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
+    report = read_json(file, "", f"no validation report at {file}: run `simspec validate --real`", fix)
+    require_schema(report, REPORT_SCHEMA, REPORT_VERSION, file, fix)
+    profile = require(report, "profile", dict, file, fix)
+    require(profile, "name", str, file, fix, name="profile.name")
+    for field, kind in (("device", str), ("prompts", str), ("n_prompts", int), ("max_new_tokens", int),
+                        ("mean_abs_rel_error", float), ("max_abs_rel_error", float)):
+        require(report, field, kind, file, fix)
+    require(report, "rank_agreement", float, file, fix, what="a number or null", optional=True)
+    require_records(report, "rows", ROW_FIELDS, file, fix, what="a list of method rows, objects with "
+                    + ", ".join(ROW_FIELDS))
+    if not report["rows"]:
+        raise SimspecError(f"{file}: field 'rows' is empty (a report has a row per method): {fix}")
+    for i, row in enumerate(report["rows"]):
+        actions = row["actions"]
+        if not actions or not all(isinstance(a, list) and len(a) == 3 and all(type(x) is int and x >= 0 for x in a)
+                                  for a in actions):
+            raise SimspecError(f"{file}: field 'rows[{i}].actions' must be a non-empty list of [depth, size, "
+                               f"accepted] integer triples: {fix}")
     return report
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from simspec.errors import SimspecError, read_json
+from simspec.errors import SimspecError, read_json, require, require_records, require_schema
 from simspec.sim.costmodel import CostModel, Point
 from simspec.stats import robust_median
 from simspec.shipped import locate
@@ -49,6 +49,7 @@ class Profile:
     meta: dict
     samples: list[dict]
     cost: CostModel
+    _traces: TraceSet | None = field(default=None, repr=False, compare=False)  # loaded once, on first use
 
     @property
     def kind(self) -> str:
@@ -66,6 +67,13 @@ class Profile:
         return None if not ref else (self.directory / ref["path"]).resolve()
 
     def traces(self) -> TraceSet:
+        """The profile's traces, checked against it (loaded once per profile object: a request's
+        ``check()`` reads them before any work, and the work then uses the same ones)."""
+        if self._traces is None:
+            self._traces = self._load_traces()
+        return self._traces
+
+    def _load_traces(self) -> TraceSet:
         ref = self.meta.get("traces")
         if not ref:
             raise SimspecError(f"profile {self.directory} has latency curves only, no traces: "
@@ -73,7 +81,9 @@ class Profile:
         traces = load_traces(self.traces_dir)
         if traces.meta.get("content_hash") != ref["content_hash"]:
             raise SimspecError(f"profile {self.directory} was made with traces {ref['content_hash']} but "
-                               f"{self.traces_dir} holds {traces.meta.get('content_hash')}: recalibrate")
+                               f"{self.traces_dir} holds {traces.meta.get('content_hash')}: restore those traces, or "
+                               f"re-create the profile with `simspec calibrate --traces-from {self.traces_dir} "
+                               f"--out {self.directory} --force`")
         for role in ("target", "draft"):
             if traces.meta.get(role) != self.meta.get(role):
                 raise SimspecError(f"traces in {self.traces_dir} belong to {role} {traces.meta.get(role)!r}, "
@@ -91,21 +101,52 @@ def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     return Profile(directory, meta, samples, cost)
 
 
+def recreate_advice(directory: Path) -> str:
+    """What to do about an unusable profile (``recalibrate`` reads the profile it refits, so it
+    cannot repair one)."""
+    return f"re-create it with `simspec calibrate --out {directory} --force`"
+
+
+SAMPLE_KEYS = {"kind": str, "n": int, "context": int, "median": float}
+
+
 def load_profile(path: str | Path) -> Profile:
     """A profile folder (or its ``profile.json``); one clear error for anything unusable."""
     path = locate(path)
     directory = path.parent if path.name == "profile.json" else path
     file = directory / "profile.json"
+    fix = recreate_advice(directory)
     blob = read_json(file, "profile ", f"no profile at {directory} (missing profile.json): run "
-                     f"`simspec calibrate --out {directory}`", "recalibrate")
-    if blob.get("schema") != PROFILE_SCHEMA or blob.get("schema_version") != PROFILE_VERSION:
-        raise SimspecError(f"{file} is not a {PROFILE_SCHEMA} v{PROFILE_VERSION} file (found "
-                           f"{blob.get('schema')} v{blob.get('schema_version')}): recalibrate with this simspec")
-    samples = blob.pop("samples", None)
+                     f"`simspec calibrate --out {directory}`", fix)
+    require_schema(blob, PROFILE_SCHEMA, PROFILE_VERSION, file, fix)
+    require(blob, "kind", str, file, fix)
+    if blob["kind"] not in ("measured", "analytic"):
+        raise SimspecError(f"{file}: field 'kind' must be measured or analytic (found {blob['kind']!r}): {fix}")
+    for field in ("device", "inputs_hash"):
+        require(blob, field, str, file, fix)
+    for field in ("target", "draft", "gpu"):
+        require(blob, field, str, file, fix, optional=True)
+    require(blob, "policy_seconds", dict, file, fix, optional=True)
+    ref = require(blob, "traces", dict, file, fix, what="an object naming the profile's traces, or null", optional=True)
+    if ref is not None:
+        require(ref, "path", str, file, fix, name="traces.path")
+        require(ref, "content_hash", str, file, fix, name="traces.content_hash")
+        for field in ("width", "depth_max"):
+            require(ref, field, int, file, fix, name=f"traces.{field}", optional=True)
+        require(ref, "prompts", str, file, fix, name="traces.prompts", optional=True)
+    samples = require_records(blob, "samples", SAMPLE_KEYS, file, fix, what="a list of latency samples, objects with "
+                              "kind, n, context and median")
+    blob.pop("samples")
+    present = {s["kind"] for s in samples}
+    missing = [k for k in ("verify", "draft") if k not in present]
+    if missing:
+        raise SimspecError(f"{file}: field 'samples' has no {' or '.join(missing)} latency samples, which the cost "
+                           f"model needs: {fix}")
     try:
         cost = CostModel(points_of(samples))
-    except (TypeError, KeyError, ValueError) as exc:
-        raise SimspecError(f"profile {file} has unusable latency samples ({exc}): recalibrate") from None
+    except (TypeError, KeyError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        raise SimspecError(f"{file}: field 'samples' holds latencies no cost model fits ({exc.__class__.__name__}): "
+                           f"{fix}") from None
     return Profile(directory, blob, samples, cost)
 
 
@@ -114,8 +155,17 @@ def load_live_profile(path: str | Path, purpose: str) -> Profile:
     (``purpose`` says which, in the errors)."""
     profile = load_profile(path)
     if profile.kind == "analytic":
-        raise SimspecError(f"profile {path} is an ANALYTIC model of {profile.meta['gpu'].upper()}: {purpose} runs the "
+        gpu = str(profile.meta.get("gpu") or "another device").upper()
+        raise SimspecError(f"profile {path} is an ANALYTIC model of {gpu}: {purpose} runs the "
                            "live engine, which cannot check a model of another device. Use a profile measured here")
     if not profile.meta.get("traces"):
         raise SimspecError(f"profile {path} has no traces, which {purpose} needs: record traces with `simspec calibrate`")
+    # What the live engine is built from: the models, and the trees the traces were drafted with.
+    file, fix = profile.directory / "profile.json", recreate_advice(profile.directory)
+    for field in ("target", "draft"):
+        require(profile.meta, field, str, file, fix)
+    ref = profile.meta["traces"]
+    for field in ("width", "depth_max"):
+        require(ref, field, int, file, fix, name=f"traces.{field}")
+    require(ref, "prompts", str, file, fix, name="traces.prompts")
     return profile

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from simspec.errors import SimspecError
+from simspec.errors import SimspecError, read_json, require, require_schema
 
 TRACE_SCHEMA = "simspec-traces"
 TRACE_VERSION = 1
@@ -134,25 +136,85 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
     return content
 
 
+def record_again(directory: Path, meta: dict | None = None) -> str:
+    """What to do about unusable traces: restore them, or record them again into the same
+    folder (with the models and prompts they were recorded with, when their meta says)."""
+    meta = meta if isinstance(meta, dict) else {}
+    flags = "".join(f" --{flag} {meta[key]}" for flag, key in (("target", "target"), ("draft", "draft"),
+                                                               ("prompts", "prompts"))
+                    if isinstance(meta.get(key), str))
+    return (f"restore the folder, or record the traces again with `simspec calibrate --traces-only{flags} "
+            f"--out {directory} --force`")
+
+
+# name -> (integer or floating kind, number of dimensions)
+ARRAY_SHAPES = {"prompt_offsets": ("i", 1), "tokens": ("i", 1), "token_offsets": ("i", 1), "prompt_lengths": ("i", 1),
+                "context_length": ("i", 1), "path_rank": ("i", 3), "level_scores": ("f", 3),
+                "best_child_logprobs": ("f", 3)}
+
+
+def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fix: str) -> None:
+    """The arrays fit together (kinds, dimensions, lengths), so that replay cannot index out
+    of them: one error naming the array at fault otherwise."""
+    def bad(name: str, why: str) -> SimspecError:
+        return SimspecError(f"traces {data_file}: array '{name}' {why}: {fix}")
+
+    for name, (kind, ndim) in ARRAY_SHAPES.items():
+        array = arrays[name]
+        if array.dtype.kind not in ((kind, "u") if kind == "i" else (kind,)) or array.ndim != ndim:
+            raise bad(name, f"must be a {ndim}-D {'integer' if kind == 'i' else 'float'} array "
+                            f"(found {array.ndim}-D {array.dtype})")
+    positions = len(arrays["context_length"])
+    n = len(arrays["prompt_lengths"])
+    levels = arrays["path_rank"].shape[1]
+    width = meta["width"]
+    expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
+                "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}
+    for name, shape in expected.items():
+        if arrays[name].shape != shape:
+            raise bad(name, f"has shape {arrays[name].shape}, not {shape}")
+    for name, end in (("prompt_offsets", positions), ("token_offsets", len(arrays["tokens"]))):
+        offsets = arrays[name]
+        if offsets[0] != 0 or offsets[-1] != end or np.any(np.diff(offsets) < 0):
+            raise bad(name, f"must rise from 0 to {end}")
+    for key in ("splits", "prompt_ids"):
+        if key in meta and (not isinstance(meta[key], list) or len(meta[key]) != n):
+            raise SimspecError(f"{data_file.with_suffix('.json')}: field '{key}' must be a list of {n} entries, one "
+                               f"per prompt: {fix}")
+
+
 def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
+    """A trace folder; one clear error, naming the file and what to do, for anything unusable."""
     meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
+    meta = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
+                     f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))
+    fix = record_again(directory, meta)
+    require_schema(meta, TRACE_SCHEMA, TRACE_VERSION, meta_file, fix)
+    require(meta, "content_hash", str, meta_file, fix)
+    require(meta, "width", int, meta_file, fix)
+    for field in ("target", "draft", "prompts"):
+        require(meta, field, str, meta_file, fix, optional=True)
     try:
-        meta = json.loads(meta_file.read_text())
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"cannot read traces {meta_file} ({exc.__class__.__name__}): run `simspec calibrate`") from None
-    if meta.get("schema") != TRACE_SCHEMA or meta.get("schema_version") != TRACE_VERSION:
-        raise SimspecError(f"{meta_file} is not a {TRACE_SCHEMA} v{TRACE_VERSION} file "
-                           f"(found {meta.get('schema')} v{meta.get('schema_version')}): record it again with this simspec")
-    try:
-        with np.load(data_file) as blob:
-            arrays = {name: blob[name] for name in ARRAYS}
-    except (OSError, KeyError, ValueError, EOFError) as exc:
-        raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}): "
-                           "record them again with `simspec calibrate`") from None
+        with open(data_file, "rb") as handle:  # closed even when the archive is bad
+            blob = np.load(handle)
+            if not isinstance(blob, np.lib.npyio.NpzFile):
+                raise ValueError("one array, not an archive of them")
+            with blob:
+                lacking = [name for name in ARRAYS if name not in blob.files]
+                if lacking:
+                    raise SimspecError(f"traces {data_file} are missing or corrupt (no array "
+                                       f"{', '.join(lacking)}): {fix}")
+                arrays = {name: blob[name] for name in ARRAYS}
+    except FileNotFoundError:
+        raise SimspecError(f"traces {data_file} are missing: {fix}") from None
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+        detail = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
+        raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}"
+                           f"{': ' + detail if detail else ''}): {fix}") from None
+    _check_arrays(arrays, meta, data_file, fix)
     traces = TraceSet(**arrays, meta=meta)
     if verify_hash and traces.content_hash() != meta.get("content_hash"):
-        raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; "
-                           "record them again with `simspec calibrate`")
+        raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; {fix}")
     return traces
 
 

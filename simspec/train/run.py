@@ -57,7 +57,8 @@ class TrainRequest:
         return "bf16" if self.algo == "ltd" and native_bf16() else "fp32"
 
     def check(self) -> Profile:
-        """Every flag, the output folder and the profile, before any work; returns the profile."""
+        """Every flag, the output folder, the profile and its traces, before any work; returns
+        the profile."""
         from simspec.train.ppo import PRECISIONS
         from simspec.train.resps import VARIANTS
 
@@ -77,7 +78,9 @@ class TrainRequest:
             raise SimspecError("--precision bf16 applies to the PPO algorithms (ltd, resps); radar trains in fp32")
         if self.out_dir().exists() and not self.force:
             raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
-        return load_profile(self.profile)
+        profile = load_profile(self.profile)
+        profile.traces()  # read and checked now (kept for the run), not after the progress bar is up
+        return profile
 
     def out_dir(self) -> Path:
         if self.out:

@@ -1,0 +1,654 @@
+"""Every bad input, through the real command line (issue 18): one line `simspec: error: ...` on
+stderr, exit status 2, no traceback, and nothing left behind: no new file or folder beside the
+inputs, at --out, or in the temporary directory. Plus SIGINT: `simspec: interrupted`, exit 130,
+no --out and no temporary folder.
+
+The table runs each case as a subprocess (`python -m simspec.cli ...`, from the repository
+root). Rows that fail before any model loads run together, two at a time; the few that must
+load the demo target are marked `model`. Every row gets its own folder (its inputs, its --out,
+and $TMPDIR); shared inputs too large to copy per row (corrupt traces) live in one folder that
+must not change either."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT / "calibration" / "traces-humaneval-eagle"
+PROFILE = ROOT / "calibration" / "cpu-demo"
+ANALYTIC = "calibration/h100-demo-analytic"  # an analytic profile with traces
+CURVES_ONLY = "calibration/a100-llama8b-analytic"  # an analytic profile without traces
+POLICY = ROOT / "policies" / "ltd-cpu-demo"
+REPORT = ROOT / "real" / "validate-cpu-demo-humaneval40" / "report.json"
+WORKERS = 2
+TIMEOUT = 120
+
+
+# --- helpers local to this module (the other test modules are being reorganised) ---------------
+
+def simspec(args: list[str], workdir: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """``simspec ARGS`` as a user runs it, from the repository root, with ``workdir/.tmp`` as
+    its temporary directory (so that a stray temporary folder shows up in the snapshot)."""
+    env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "COLUMNS": "100"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# Third-party caches that torch makes in the temporary directory whatever the command does.
+FOREIGN = ("torchinductor_",)
+
+
+def snapshot(folder: Path) -> dict[str, tuple]:
+    """Every path under ``folder`` with its size and modification time (files) or None (folders),
+    but for torch's own caches."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if any(part.startswith(FOREIGN) for part in path.relative_to(folder).parts):
+            continue
+        stat = path.lstat()
+        out[str(path.relative_to(folder))] = None if path.is_dir() else (stat.st_size, stat.st_mtime_ns)
+    return out
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, expect: str | None = None) -> None:
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, f"exit {result.returncode}, stderr: {result.stderr[-2000:]}"
+    assert len(lines) == 1, f"stderr is {len(lines)} lines: {result.stderr[-2000:]}"
+    assert lines[0].startswith("simspec: error: ") and lines[0][len("simspec: error: "):].strip(), lines[0]
+    if expect is not None:
+        assert expect in lines[0], lines[0]
+
+
+def write_json(path: Path, blob) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(blob if isinstance(blob, str) else json.dumps(blob))
+    return path
+
+
+def profile_blob(traces: Path = TRACES) -> dict:
+    """The shipped CPU profile, naming ``traces`` (absolute) as its traces."""
+    blob = json.loads((PROFILE / "profile.json").read_text())
+    blob["traces"]["path"] = str(traces)
+    return blob
+
+
+def profile_with(folder: Path, edit: Callable[[dict], object] | None = None, traces: Path = TRACES) -> str:
+    """A copy of the shipped CPU profile in ``folder`` (``edit`` returns the JSON to write
+    instead, or None after editing in place); returns the folder as an argument."""
+    blob = profile_blob(traces)
+    if edit is not None:
+        replaced = edit(blob)
+        blob = blob if replaced is None else replaced
+    write_json(folder / "profile.json", blob)
+    return str(folder)
+
+
+def policy_with(folder: Path, edit: Callable[[dict], object] | None = None, weights: bytes | None = None) -> str:
+    """A copy of the shipped LTD policy's policy.json (and policy.npz: ``weights`` or the real one)."""
+    blob = json.loads((POLICY / "policy.json").read_text())
+    if edit is not None:
+        replaced = edit(blob)
+        blob = blob if replaced is None else replaced
+    write_json(folder / "policy.json", blob)
+    if weights is not None:
+        (folder / "policy.npz").write_bytes(weights)
+    else:
+        shutil.copyfile(POLICY / "policy.npz", folder / "policy.npz")
+    return str(folder)
+
+
+def report_with(folder: Path, edit: Callable[[dict], object] | None = None) -> str:
+    blob = json.loads(REPORT.read_text())
+    if edit is not None:
+        replaced = edit(blob)
+        blob = blob if replaced is None else replaced
+    write_json(folder / "report.json", blob)
+    return str(folder)
+
+
+def existing(folder: Path) -> str:
+    """An --out that already exists (with a file in it, which must survive)."""
+    folder.mkdir(parents=True)
+    (folder / "keep.txt").write_text("mine")
+    return str(folder)
+
+
+def prompts_file(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def setitem(blob: dict, key: str, value) -> None:
+    blob[key] = value
+
+
+def delitem(blob: dict, key: str) -> None:
+    del blob[key]
+
+
+# --- shared inputs ------------------------------------------------------------------------------
+
+@dataclass
+class Assets:
+    """Corrupt trace folders, made once: copies of the shipped HumanEval traces."""
+
+    root: Path
+
+    @property
+    def truncated(self) -> Path:  # the zip's central directory is gone: BadZipFile
+        return self.root / "traces-truncated"
+
+    @property
+    def flipped(self) -> Path:  # bits flipped inside a compressed member: zlib / CRC error
+        return self.root / "traces-flipped"
+
+    @property
+    def no_array(self) -> Path:  # a readable archive without the arrays replay needs: KeyError
+        return self.root / "traces-no-array"
+
+    @property
+    def bad_shape(self) -> Path:  # consistent hash, wrong dimensions
+        return self.root / "traces-bad-shape"
+
+    @property
+    def not_object(self) -> Path:  # traces.json holds a list
+        return self.root / "traces-json-list"
+
+
+def make_assets(root: Path) -> Assets:
+    assets = Assets(root)
+    data = (TRACES / "traces.npz").read_bytes()
+    meta = (TRACES / "traces.json").read_text()
+    for folder in (assets.truncated, assets.flipped, assets.no_array, assets.bad_shape, assets.not_object):
+        folder.mkdir(parents=True)
+        (folder / "traces.json").write_text(meta)
+    (assets.truncated / "traces.npz").write_bytes(data[: len(data) * 2 // 5])
+    flipped = bytearray(data)
+    for i in range(len(data) // 3, len(data) // 3 + 4096, 97):
+        flipped[i] ^= 0xFF
+    (assets.flipped / "traces.npz").write_bytes(bytes(flipped))
+    np.savez(assets.no_array / "traces.npz", tokens=np.zeros(3, np.int32))
+    # Arrays whose hash matches traces.json, but path_rank has lost a dimension.
+    from simspec.sim.traces import ARRAYS, TraceSet
+
+    arrays = {name: np.zeros(2, np.int64) for name in ARRAYS}
+    arrays.update(prompt_offsets=np.array([0, 2]), token_offsets=np.array([0, 2]), prompt_lengths=np.array([5]),
+                  context_length=np.array([5, 6], np.int32), path_rank=np.zeros((2, 11), np.int16),
+                  level_scores=np.zeros((2, 11, 100), np.float16),
+                  best_child_logprobs=np.zeros((2, 11, 10), np.float16))
+    blob = json.loads(meta)
+    blob.update(content_hash=TraceSet(**arrays, meta=blob).content_hash(), n_prompts=1, positions=2,
+                splits=["heldout"], prompt_ids=["p"])
+    np.savez(assets.bad_shape / "traces.npz", **arrays)
+    (assets.bad_shape / "traces.json").write_text(json.dumps(blob))
+    (assets.not_object / "traces.json").write_text("[1]")
+    np.savez(assets.not_object / "traces.npz", tokens=np.zeros(3, np.int32))  # never reached
+    return assets
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    verb: str
+    name: str
+    make: Callable[[Path, Assets], list[str]]  # (row folder, assets) -> arguments after `simspec`
+    expect: str | None = None  # a phrase the error must contain
+    model: bool = False  # loads the demo target before it can fail
+    usage: bool = False  # a command-line usage error (typer/click)
+
+    @property
+    def id(self) -> str:
+        return f"{self.verb}: {self.name}"
+
+
+ROWS: list[Row] = []
+
+
+def row(verb: str, name: str, make, expect: str | None = None, **kw) -> None:
+    ROWS.append(Row(verb, name, make, expect, **kw))
+
+
+def out(d: Path) -> str:
+    return str(d / "out")
+
+
+V_SIM = ["validate", "--simulated"]
+V_REAL = ["validate", "--real", "--n-prompts", "1", "--max-new-tokens", "4"]
+TRAIN = ["train", "--simulated", "--preset", "fast"]
+
+# Usage errors: typer's own checks, for every verb.
+row("(none)", "unknown verb", lambda d, a: ["bogusverb"], usage=True)
+row("bench-engine", "--max-new-tokens 0", lambda d, a: ["bench-engine", "--max-new-tokens", "0"], usage=True)
+row("bench-engine", "unknown option", lambda d, a: ["bench-engine", "--no-such-option", "1"], usage=True)
+row("latency", "--repeats 2 (min 3)", lambda d, a: ["latency", "--repeats", "2"], usage=True)
+row("train-draft", "--unroll 9 (max 4)", lambda d, a: ["train-draft", "--unroll", "9", "--out", out(d)], usage=True)
+row("train-draft", "--tokens notanint", lambda d, a: ["train-draft", "--tokens", "notanint", "--out", out(d)],
+    usage=True)
+row("drafter-card", "--n-prompts 0", lambda d, a: ["drafter-card", "--n-prompts", "0"], usage=True)
+row("calibrate", "--depth-max 1 (min 2)", lambda d, a: ["calibrate", "--depth-max", "1", "--out", out(d)], usage=True)
+row("calibrate", "--width 0", lambda d, a: ["calibrate", "--width", "0", "--out", out(d)], usage=True)
+row("recalibrate", "missing --profile", lambda d, a: ["recalibrate", "--out", out(d)], usage=True)
+row("validate --simulated", "--max-new-tokens 0",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--max-new-tokens", "0"], usage=True)
+row("validate --real", "--repeats 0", lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--repeats", "0",
+                                                    "--out", out(d)], usage=True)
+row("train --simulated", "missing --profile", lambda d, a: ["train", "--simulated", "--algo", "ltd"], usage=True)
+row("train --simulated", "--seed notanint",
+    lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd", "--seed", "notanint", "--out", out(d)],
+    usage=True)
+row("train --simulated", "missing --algo value", lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo"],
+    usage=True)
+row("demo", "--max-new-tokens 3 (min 4)", lambda d, a: ["demo", "--max-new-tokens", "3", "--out", out(d)], usage=True)
+row("demo", "unexpected argument", lambda d, a: ["demo", "extra", "--out", out(d)], usage=True)
+row("bench-sim", "--copies 0", lambda d, a: ["bench-sim", "--profile", "calibration/cpu-demo", "--copies", "0"],
+    usage=True)
+row("bench-sim", "missing --profile", lambda d, a: ["bench-sim"], usage=True)
+row("plot", "unknown plot", lambda d, a: ["plot", "bogus"], usage=True)
+row("plot curves", "missing --profile", lambda d, a: ["plot", "curves", "--out", out(d)], usage=True)
+row("plot surface", "--max-new-tokens 1 (min 2)",
+    lambda d, a: ["plot", "surface", "--profile", "calibration/cpu-demo", "--max-new-tokens", "1", "--out", out(d)],
+    usage=True)
+row("plot training", "missing --policy", lambda d, a: ["plot", "training", "--out", out(d)], usage=True)
+row("plot validation", "--report without a value", lambda d, a: ["plot", "validation", "--report"], usage=True)
+
+# bench-engine: flags and prompts are checked before any model loads.
+row("bench-engine", "D < 1", lambda d, a: ["bench-engine", "--depths", "0,3"], "D must be >= 1")
+row("bench-engine", "W < 1", lambda d, a: ["bench-engine", "--widths", "0"], "W must be >= 1")
+row("bench-engine", "V < 1", lambda d, a: ["bench-engine", "--sizes", "6,0"], "V must be >= 1")
+row("bench-engine", "non-integer sizes", lambda d, a: ["bench-engine", "--sizes", "six"], "comma-separated integers")
+row("bench-engine", "empty prompt file",
+    lambda d, a: ["bench-engine", "--prompts", prompts_file(d / "empty.jsonl", "")], "empty")
+row("bench-engine", "missing prompt file", lambda d, a: ["bench-engine", "--prompts", str(d / "none.jsonl")],
+    "none.jsonl")
+row("bench-engine", "prompt file of bad JSON",
+    lambda d, a: ["bench-engine", "--prompts", prompts_file(d / "bad.jsonl", '{"prompt": \n')], "malformed JSON")
+row("bench-engine", "unknown split", lambda d, a: ["bench-engine", "--split", "test"], "--split")
+row("bench-engine", "offset past the prompts", lambda d, a: ["bench-engine", "--offset", "100000"], "--offset")
+row("bench-engine", "unknown model", lambda d, a: ["bench-engine", "--target", "no-such-model"], "unknown model")
+row("bench-engine", "unknown device", lambda d, a: ["bench-engine", "--device", "tpu"], "--device")
+row("bench-engine", "unknown draft", lambda d, a: ["bench-engine", "--draft", "no-such-draft"], "no-such-draft",
+    model=True)
+# latency
+row("latency", "V < 1", lambda d, a: ["latency", "--sizes", "0"], "V must be >= 1")
+row("latency", "W < 1", lambda d, a: ["latency", "--widths", "1,0"], "W must be >= 1")
+row("latency", "non-integer contexts", lambda d, a: ["latency", "--contexts", "64,long"], "comma-separated integers")
+row("latency", "unknown model", lambda d, a: ["latency", "--target", str(d / "no-model")], "unknown model")
+# train-draft
+row("train-draft", "unknown kind", lambda d, a: ["train-draft", "--kind", "medusa", "--out", out(d)], "--kind")
+row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
+row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],
+    "unknown model")
+# drafter-card
+row("drafter-card", "unknown model", lambda d, a: ["drafter-card", "--target", "no-such-model"], "unknown model")
+row("drafter-card", "unknown draft", lambda d, a: ["drafter-card", "--draft", str(d / "no-draft")], "no-draft",
+    model=True)
+row("drafter-card", "drafter config.json not an object",
+    lambda d, a: ["drafter-card", "--draft", str(write_json(d / "drafter" / "config.json", "[1]").parent)],
+    "config.json is unreadable", model=True)
+# calibrate
+row("calibrate", "unknown gpu", lambda d, a: ["calibrate", "--gpu", "tpu9", "--out", out(d)], "unknown --gpu")
+row("calibrate", "existing --out", lambda d, a: ["calibrate", "--out", existing(d / "out")], "exists")
+row("calibrate", "architecture target measured here",
+    lambda d, a: ["calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", out(d)], "architecture")
+row("calibrate", "--traces-only with --no-traces",
+    lambda d, a: ["calibrate", "--traces-only", "--no-traces", "--out", out(d)], "--traces-only")
+row("calibrate", "unknown model", lambda d, a: ["calibrate", "--gpu", "cpu", "--target", "nope", "--out", out(d)],
+    "unknown model")
+row("calibrate", "--traces-from truncated traces.npz",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from", str(a.truncated), "--out", out(d)],
+    "traces-truncated/traces.npz are missing or corrupt (BadZipFile")
+row("calibrate", "--traces-from bit-flipped traces.npz",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from", str(a.flipped), "--out", out(d)],
+    "are missing or corrupt")
+row("calibrate", "--traces-from traces.json not an object",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from", str(a.not_object), "--out", out(d)],
+    "not a JSON object")
+row("calibrate", "--traces-from a folder without traces",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from", str(d / "nothing"), "--out", out(d)],
+    "no traces at")
+row("calibrate", "--traces-from profile.json not an object",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from",
+                  profile_with(d / "p", lambda b: '"x"'), "--out", out(d)], "profile.json is unreadable")
+row("calibrate", "empty prompt file",
+    lambda d, a: ["calibrate", "--traces-only", "--prompts", prompts_file(d / "empty.jsonl", ""), "--out", out(d)],
+    "empty", model=True)
+# recalibrate: everything it reads is checked before the models load.
+row("recalibrate", "missing profile", lambda d, a: ["recalibrate", "--profile", str(d / "none"), "--out", out(d)],
+    "no profile at")
+row("recalibrate", "profile.json is a list",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: [1]), "--out", out(d)],
+    "not a JSON object")
+row("recalibrate", "profile.json is a string",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: '"x"'), "--out", out(d)],
+    "not a JSON object")
+row("recalibrate", "foreign profile version",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: setitem(b, "schema_version", 99)),
+                  "--out", out(d)], "simspec calibrate --out")
+row("recalibrate", "analytic profile", lambda d, a: ["recalibrate", "--profile", ANALYTIC, "--out", out(d)], "ANALYTIC")
+row("recalibrate", "profile without traces",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: setitem(b, "traces", None)),
+                  "--out", out(d)], "no traces")
+row("recalibrate", "profile traces without width",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: delitem(b["traces"], "width")),
+                  "--out", out(d)], "field 'traces.width'")
+row("recalibrate", "existing --out",
+    lambda d, a: ["recalibrate", "--profile", "calibration/cpu-demo", "--out", existing(d / "out")], "exists")
+# validate --simulated: every artifact it reads.
+row("validate --simulated", "neither --simulated nor --real",
+    lambda d, a: ["validate", "--profile", "calibration/cpu-demo"], "choose one of")
+row("validate --simulated", "missing profile", lambda d, a: [*V_SIM, "--profile", str(d / "none")], "no profile at")
+row("validate --simulated", "profile.json is a list",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: [1])], "not a JSON object")
+row("validate --simulated", "profile.json is not JSON",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: "{ truncated")], "unreadable")
+row("validate --simulated", "foreign profile schema",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "schema", "other"))],
+    "is not a simspec-profile v1 file")
+row("validate --simulated", "profile samples null",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "samples", None))],
+    "field 'samples' must be a list of latency samples")
+row("validate --simulated", "profile sample without kind",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: delitem(b["samples"][3], "kind"))],
+    "field 'samples'")
+row("validate --simulated", "profile sample n is a string",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b["samples"][0], "n", "8"))],
+    "field 'samples'")
+row("validate --simulated", "profile without draft samples",
+    lambda d, a: [*V_SIM, "--profile", profile_with(
+        d / "p", lambda b: setitem(b, "samples", [s for s in b["samples"] if s["kind"] != "draft"]))], "no draft")
+row("validate --simulated", "profile traces reference is a string",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "traces", "../traces"))],
+    "field 'traces'")
+row("validate --simulated", "truncated traces.npz",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=a.truncated)], "BadZipFile")
+row("validate --simulated", "bit-flipped traces.npz",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=a.flipped)], "simspec calibrate --traces-only")
+row("validate --simulated", "traces.npz without its arrays",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=a.no_array)], "no array")
+row("validate --simulated", "traces arrays of the wrong shape",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=a.bad_shape)], "array 'path_rank'")
+row("validate --simulated", "traces.json is a list",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=a.not_object)], "not a JSON object")
+row("validate --simulated", "traces folder missing",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", traces=d / "gone")], "no traces at")
+row("validate --simulated", "curves-only profile", lambda d, a: [*V_SIM, "--profile", CURVES_ONLY],
+    "latency curves only")
+row("validate --simulated", "unknown baseline",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3,medusa"], "unknown baseline")
+row("validate --simulated", "unknown split",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--split", "test"], "--split")
+row("validate --simulated", "missing policy",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies", str(d / "none")],
+    "no policy at")
+row("validate --simulated", "policy.json is a string",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", lambda b: '"x"', weights=b"")], "not a JSON object")
+row("validate --simulated", "foreign policy version",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", lambda b: setitem(b, "schema_version", 2), weights=b"")],
+    "is not a simspec-policy v1 file")
+row("validate --simulated", "policy of an unknown algorithm",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", lambda b: setitem(b, "algo", "medusa"), weights=b"")], "unknown algorithm")
+row("validate --simulated", "policy without its inference configuration",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", lambda b: setitem(b, "policy", [4]), weights=b"")], "field 'policy'")
+row("validate --simulated", "truncated policy.npz",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", weights=(POLICY / "policy.npz").read_bytes()[:5000])], "policy weights")
+# validate --real: checked before any model loads.
+row("validate --real", "unknown baseline",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "medusa", "--out", out(d)],
+    "unknown baseline")
+row("validate --real", "existing --out",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--out", existing(d / "out")],
+    "exists")
+row("validate --real", "analytic profile",
+    lambda d, a: [*V_REAL, "--profile", ANALYTIC, "--baselines", "eagle3", "--out", out(d)], "ANALYTIC")
+row("validate --real", "profile.json is a list",
+    lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", lambda b: [1]), "--out", out(d)], "not a JSON object")
+row("validate --real", "profile without target",
+    lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", lambda b: delitem(b, "target")), "--out", out(d)],
+    "field 'target'")
+row("validate --real", "empty prompt file",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--prompts",
+                  prompts_file(d / "empty.jsonl", ""), "--out", out(d)], "empty")
+row("validate --real", "bit-flipped traces.npz",
+    lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", traces=a.flipped), "--baselines", "eagle3",
+                  "--out", out(d)], "are missing or corrupt")
+row("validate --real", "policy of another width",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  policy_with(d / "pol", lambda b: setitem(b["policy"], "width", 4)), "--out", out(d)],
+    "width 4")
+# train --simulated
+row("train --simulated", "without --simulated",
+    lambda d, a: ["train", "--profile", "calibration/cpu-demo", "--algo", "ltd", "--out", out(d)], "--simulated")
+row("train --simulated", "unknown algo",
+    lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "medusa", "--out", out(d)], "unknown --algo")
+row("train --simulated", "unknown preset",
+    lambda d, a: ["train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "ltd", "--preset", "slow",
+                  "--out", out(d)], "unknown --preset")
+row("train --simulated", "unknown reward",
+    lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd", "--reward", "money", "--out", out(d)],
+    "unknown --reward")
+row("train --simulated", "unknown precision",
+    lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd", "--precision", "fp8",
+                  "--out", out(d)], "unknown --precision")
+row("train --simulated", "existing --out",
+    lambda d, a: [*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd", "--out", existing(d / "out")],
+    "exists")
+row("train --simulated", "profile.json is a string",
+    lambda d, a: [*TRAIN, "--profile", profile_with(d / "p", lambda b: '"x"'), "--algo", "ltd", "--out", out(d)],
+    "not a JSON object")
+row("train --simulated", "foreign profile version",
+    lambda d, a: [*TRAIN, "--profile", profile_with(d / "p", lambda b: setitem(b, "schema_version", 0)),
+                  "--algo", "ltd", "--out", out(d)], "simspec calibrate --out")
+row("train --simulated", "truncated traces.npz",
+    lambda d, a: [*TRAIN, "--profile", profile_with(d / "p", traces=a.truncated), "--algo", "ltd", "--out", out(d)],
+    "BadZipFile")
+row("train --simulated", "bit-flipped traces.npz",
+    lambda d, a: [*TRAIN, "--profile", profile_with(d / "p", traces=a.flipped), "--algo", "radar", "--out", out(d)],
+    "are missing or corrupt")
+row("train --simulated", "curves-only profile",
+    lambda d, a: [*TRAIN, "--profile", CURVES_ONLY, "--algo", "ltd", "--out", out(d)], "latency curves only")
+# demo
+row("demo", "unknown algo", lambda d, a: ["demo", "--algos", "ltd,medusa", "--out", out(d)], "--algos")
+row("demo", "existing --out", lambda d, a: ["demo", "--out", existing(d / "out")], "exists")
+# bench-sim
+row("bench-sim", "missing profile", lambda d, a: ["bench-sim", "--profile", str(d / "none")], "no profile at")
+row("bench-sim", "profile.json is a list",
+    lambda d, a: ["bench-sim", "--profile", profile_with(d / "p", lambda b: [1])], "not a JSON object")
+row("bench-sim", "truncated traces.npz",
+    lambda d, a: ["bench-sim", "--profile", profile_with(d / "p", traces=a.truncated)], "BadZipFile")
+row("bench-sim", "bit-flipped traces.npz",
+    lambda d, a: ["bench-sim", "--profile", profile_with(d / "p", traces=a.flipped)], "are missing or corrupt")
+row("bench-sim", "curves-only profile", lambda d, a: ["bench-sim", "--profile", CURVES_ONLY], "latency curves only")
+# plot curves / surface / training / validation
+row("plot curves", "profile.json is a list",
+    lambda d, a: ["plot", "curves", "--profile", profile_with(d / "p", lambda b: [1]), "--out", out(d)],
+    "not a JSON object")
+row("plot curves", "profile samples not a list",
+    lambda d, a: ["plot", "curves", "--profile", profile_with(d / "p", lambda b: setitem(b, "samples", {"n": 1})),
+                  "--out", out(d)], "field 'samples' must be a list of latency samples")
+row("plot curves", "profile kind unknown",
+    lambda d, a: ["plot", "curves", "--profile", profile_with(d / "p", lambda b: setitem(b, "kind", 3)),
+                  "--out", out(d)], "field 'kind'")
+row("plot curves", "missing profile", lambda d, a: ["plot", "curves", "--profile", str(d / "none"), "--out", out(d)],
+    "no profile at")
+row("plot surface", "bit-flipped traces.npz",
+    lambda d, a: ["plot", "surface", "--profile", profile_with(d / "p", traces=a.flipped), "--out", out(d)],
+    "are missing or corrupt")
+row("plot surface", "traces arrays of the wrong shape",
+    lambda d, a: ["plot", "surface", "--profile", profile_with(d / "p", traces=a.bad_shape), "--out", out(d)],
+    "array 'path_rank'")
+row("plot surface", "curves-only profile",
+    lambda d, a: ["plot", "surface", "--profile", CURVES_ONLY, "--out", out(d)], "latency curves only")
+row("plot training", "missing policy", lambda d, a: ["plot", "training", "--policy", str(d / "none"), "--out", out(d)],
+    "no policy at")
+row("plot training", "policy.json is a list",
+    lambda d, a: ["plot", "training", "--policy", policy_with(d / "pol", lambda b: [1], weights=b""), "--out", out(d)],
+    "not a JSON object")
+row("plot training", "policy validation is a list",
+    lambda d, a: ["plot", "training", "--policy", policy_with(d / "pol", lambda b: setitem(b, "validation", [1]),
+                                                              weights=b""), "--out", out(d)], "field 'validation'")
+row("plot training", "policy without training.csv",
+    lambda d, a: ["plot", "training", "--policy", policy_with(d / "pol", weights=b""), "--out", out(d)],
+    "training.csv")
+row("plot validation", "missing report", lambda d, a: ["plot", "validation", "--report", str(d / "none")],
+    "no validation report")
+row("plot validation", "report.json is a list",
+    lambda d, a: ["plot", "validation", "--report", str(write_json(d / "run" / "report.json", "[1]"))],
+    "not a JSON object")
+row("plot validation", "foreign report schema",
+    lambda d, a: ["plot", "validation", "--report", report_with(d / "run", lambda b: setitem(b, "schema", "x"))],
+    "is not a simspec-validation v1 file")
+row("plot validation", "report rows null",
+    lambda d, a: ["plot", "validation", "--report", report_with(d / "run", lambda b: setitem(b, "rows", None))],
+    "field 'rows'")
+row("plot validation", "report row without speedup",
+    lambda d, a: ["plot", "validation", "--report",
+                  report_with(d / "run", lambda b: delitem(b["rows"][1], "speedup_real"))], "field 'rows'")
+row("plot validation", "unknown --method",
+    lambda d, a: ["plot", "validation", "--report", report_with(d / "run"), "--method", "medusa", "--out", out(d)],
+    "--method")
+
+FAST = [r for r in ROWS if not r.model]
+SLOW = [r for r in ROWS if r.model]
+VERBS = ("bench-engine", "latency", "train-draft", "drafter-card", "calibrate", "recalibrate", "validate --simulated",
+         "validate --real", "train --simulated", "demo", "bench-sim", "plot curves", "plot surface", "plot training",
+         "plot validation")
+
+
+def test_the_table_covers_every_verb():
+    assert set(VERBS) <= {r.verb for r in ROWS}
+    assert len({r.id for r in ROWS}) == len(ROWS)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assets")
+    made = make_assets(root)
+    before = snapshot(root)
+    yield made
+    assert snapshot(root) == before, "a command changed the shared inputs"
+
+
+def _prepare(r: Row, folder: Path, assets: Assets) -> tuple[list[str], dict]:
+    folder.mkdir(parents=True)
+    (folder / ".tmp").mkdir()
+    args = r.make(folder, assets)
+    return args, snapshot(folder)
+
+
+def _check(r: Row, folder: Path, result: subprocess.CompletedProcess, before: dict) -> None:
+    assert_one_line_error(result, r.expect)
+    assert snapshot(folder) == before, "new or changed files: " + ", ".join(sorted(set(snapshot(folder)) ^ set(before)))
+
+
+@pytest.fixture(scope="module")
+def fast_results(request, tmp_path_factory, assets):
+    """Every selected fast row, run two at a time: row id -> (folder, result, snapshot before)."""
+    wanted = {item.callspec.params["r"].id for item in request.session.items
+              if getattr(item, "originalname", "") == "test_bad_input" and hasattr(item, "callspec")}
+    base = tmp_path_factory.mktemp("rows")
+    jobs = {}
+    for i, r in enumerate(x for x in FAST if x.id in wanted):
+        folder = base / f"row{i:03d}"
+        jobs[r.id] = (folder, *_prepare(r, folder, assets))
+
+    def run(item):
+        rid, (folder, args, before) = item
+        try:
+            return rid, (folder, simspec(args, folder), before)
+        except subprocess.TimeoutExpired as exc:
+            return rid, (folder, exc, before)
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return dict(pool.map(run, jobs.items()))
+
+
+@pytest.mark.parametrize("r", FAST, ids=lambda r: r.id)
+def test_bad_input(r, fast_results):
+    folder, result, before = fast_results[r.id]
+    if isinstance(result, subprocess.TimeoutExpired):
+        pytest.fail(f"simspec {r.id} ran past {TIMEOUT} s")
+    _check(r, folder, result, before)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("r", SLOW, ids=lambda r: r.id)
+def test_bad_input_loading_the_model(r, tmp_path, assets):
+    folder = tmp_path / "row"
+    args, before = _prepare(r, folder, assets)
+    _check(r, folder, simspec(args, folder, timeout=300), before)
+
+
+# --- SIGINT ------------------------------------------------------------------------------------
+
+def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace: float,
+              limit: float = 120) -> tuple[int, str]:
+    """Start ``simspec ARGS``, wait until ``started()`` (or the process ends), let it work
+    ``grace`` more seconds, send SIGINT; returns (exit status, stderr)."""
+    env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with open(workdir / "stderr.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "simspec.cli", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            deadline = time.monotonic() + limit
+            while not started() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert proc.poll() is None, "the command ended before it could be interrupted"
+            time.sleep(grace)
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return code, (workdir / "stderr.log").read_text()
+
+
+def _assert_interrupted(code: int, stderr: str, workdir: Path) -> None:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert code == 130, f"exit {code}, stderr: {stderr[-2000:]}"
+    assert stderr.rstrip().splitlines()[-1] == "simspec: interrupted", stderr[-2000:]
+    left = sorted(set(snapshot(workdir)) - {"stderr.log", ".tmp"})
+    assert not left, f"left behind: {left}"
+
+
+def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path):
+    (tmp_path / ".tmp").mkdir()
+    # Training has started once its work folder exists in $TMPDIR (made right before the first update).
+    started = lambda: any((tmp_path / ".tmp").glob(".simspec-train-*"))  # noqa: E731
+    code, stderr = interrupt([*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd",
+                              "--out", str(tmp_path / "x")], tmp_path, started, grace=2)
+    _assert_interrupted(code, stderr, tmp_path)
+
+
+@pytest.mark.model
+def test_sigint_during_trace_recording_says_interrupted_and_leaves_nothing(tmp_path):
+    (tmp_path / ".tmp").mkdir()
+    # No file marks the recording's start (its folder is written at the end): give the model
+    # time to load (a second or two once converted) and the recording time to begin.
+    code, stderr = interrupt(["calibrate", "--traces-only", "--n-prompts", "20", "--check-prompts", "0",
+                              "--out", str(tmp_path / "traces")], tmp_path, lambda: True, grace=12)
+    _assert_interrupted(code, stderr, tmp_path)
