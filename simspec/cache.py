@@ -37,3 +37,22 @@ def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_out(out: Path | str, force: bool = False, flag: str = "--out") -> Path:
+    """The output folder ``out``, checked before any work: it must not exist (unless ``force``)
+    and its nearest existing parent must take a new folder (the artifact is renamed into place
+    at the end, so an unwritable place would otherwise be found only after the work)."""
+    from simspec.errors import SimspecError
+
+    out = Path(out)
+    if out.exists() and not force:
+        raise SimspecError(f"{out} exists: choose another {flag} or pass --force")
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:  # os.access says yes to root on read-only and pseudo file systems: try it
+        os.rmdir(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".check"))
+    except OSError:
+        raise SimspecError(f"cannot write {out}: no new folder can be made in {parent}; choose another {flag}") from None
+    return out

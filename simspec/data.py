@@ -102,10 +102,12 @@ def load_prompts(
     sized = [p for p in prompts if min_chars <= len(p.text) <= max_chars]
     chosen = sized if split is None else [p for p in sized if p.split == split]
     if not chosen:
+        # Advice in terms of options the verbs have (--prompts, --split), not this function's limits.
+        advice = "choose another --split" if sized else "use shorter prompts (another --prompts set or file)"
         raise DataError(
             f"no prompts left from {spec}: read {read}, {read - len(sized)} removed by the length filter "
             f"(min_chars={min_chars}, max_chars={max_chars}), {len(sized) - len(chosen)} removed by the "
-            f"split filter (split={split}); widen the length limits or choose another split"
+            f"split filter (split={split}); {advice}"
         )
     return chosen if n is None else chosen[:n]
 

@@ -1,17 +1,58 @@
-"""Shared fixtures: the real demo target, loaded once per test session."""
+"""Shared fixtures (the real demo target, loaded once per test session) and the checks that keep
+the markers honest:
+
+- a test that uses the model fixtures must be marked ``model`` (checked at collection);
+- a test that runs the CLI through ``helpers.simspec`` must be marked ``e2e`` (checked when it runs);
+- the simulator's test modules (``NUMPY_ONLY``) must not import torch, transformers or
+  stable-baselines3 while they run (checked around every test; their module-level imports are
+  checked in a fresh interpreter by tests/test_layering.py).
+
+The fast lane is ``pytest -m "not model"``."""
 
 from __future__ import annotations
 
-import pytest
-import torch
+import sys
+from pathlib import Path
 
-torch.set_num_threads(2)
+import pytest
+
+import helpers
+
+MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
+NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
+              "test_layering.py")
+HEAVY = ("torch", "transformers", "stable_baselines3")
+
+
+def pytest_collection_modifyitems(config, items):
+    unmarked = [item.nodeid for item in items
+                if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("model") is None]
+    if unmarked:
+        raise pytest.UsageError("tests that load the demo target must be marked `model`: " + ", ".join(unmarked))
+
+
+def pytest_runtest_setup(item):
+    helpers.RUNNING["marks"] = {mark.name for mark in item.iter_markers()}  # before any fixture runs
+
+
+@pytest.fixture(autouse=True)
+def _numpy_only(request):
+    numpy_only = Path(str(request.node.fspath)).name in NUMPY_ONLY
+    before = {name for name in HEAVY if name in sys.modules}
+    yield
+    imported = sorted(name for name in HEAVY if name in sys.modules and name not in before)
+    if numpy_only and imported:
+        pytest.fail(f"a simulator test imported {', '.join(imported)}: it belongs elsewhere (numpy only here)")
 
 
 @pytest.fixture(scope="session")
 def target():
+    import torch
+
     from simspec.engine.models import load_model
 
+    torch.set_num_threads(2)
     return load_model("smollm2-135m-instruct")
 
 
@@ -29,6 +70,7 @@ def prompt_ids(target):
 @pytest.fixture(scope="session")
 def random_drafter(target):
     """A randomly initialised one-layer Llama over the target's vocabulary: accepts ~nothing."""
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from simspec.engine.drafter import CausalLMDrafter

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
@@ -104,45 +102,89 @@ def test_profile_round_trip_and_bad_files(tmp_path):
         load_profile(tmp_path / "nowhere")
 
 
-def _simspec(*args, timeout=900):
-    env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
+@pytest.mark.e2e
 def test_calibrate_bad_input_is_one_line(tmp_path):
-    result = _simspec("calibrate", "--gpu", "tpu")
+    result = simspec("calibrate", "--gpu", "tpu")
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "unknown --gpu 'tpu'" in result.stderr
     (tmp_path / "taken").mkdir()
-    result = _simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "taken"))
+    result = simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "taken"))
     assert result.returncode == 2 and "exists" in result.stderr and "--force" in result.stderr
-    result = _simspec("calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "x"))
+    result = simspec("calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "without weights" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
+# The roofline by hand, for an H100 SXM5 running Llama-3.1-8B in bf16, from the numbers the
+# analytic model states (simspec/sim/analytic.py), written out here rather than read from it:
+# 989 TFLOP/s dense bf16 at 60% of peak, 3350 GB/s at 80%, 5 us per kernel launch, 14 kernels per
+# decoder layer, GEMM token tiles of 64. Llama-3.1-8B: 32 layers, hidden 4096, 32 heads of 128,
+# 8 KV heads (K and V are 1024 wide each), MLP 14336, vocabulary 128256, 2 bytes per parameter.
+H100_FLOPS = 989e12 * 0.6
+H100_BYTES = 3350e9 * 0.8
+LAUNCHES = 32 * 14 + 1  # every layer's kernels, and the output head's GEMM
+# Per layer, (k, n) of each GEMM: q|k|v fused, o, gate|up fused, down. Then the output head.
+LAYER_GEMMS = [(4096, 4096 + 2 * 1024), (4096, 4096), (4096, 2 * 14336), (14336, 4096)]
+HEAD_GEMM = (4096, 128256)
+
+
+def hand_decode_seconds(context: int) -> float:
+    """One token: every GEMM reads its weights (and the token's activations) once, and is
+    memory-bound (its math on a padded 64-token tile takes < 1/3 of that); attention reads the
+    K and V cache of context + 1 positions."""
+    gemm_bytes = sum(2 * (k * n + (k + n)) for k, n in LAYER_GEMMS)
+    kv_bytes = 2 * (context + 1) * 1024 * 2
+    head_bytes = 2 * (HEAD_GEMM[0] * HEAD_GEMM[1] + sum(HEAD_GEMM))
+    return (32 * (gemm_bytes + kv_bytes) + head_bytes) / H100_BYTES + LAUNCHES * 5e-6
+
+
+def hand_prefill_seconds(tokens: int, context: int) -> float:
+    """Many tokens (a multiple of the tile): every GEMM and the attention are compute-bound:
+    2 flops per weight per token, attention 4 * tokens * keys * hidden."""
+    gemm_flops = sum(2 * tokens * k * n for k, n in LAYER_GEMMS)
+    attention_flops = 4 * tokens * (context + tokens) * 4096
+    head_flops = 2 * tokens * HEAD_GEMM[0] * HEAD_GEMM[1]
+    return (32 * (gemm_flops + attention_flops) + head_flops) / H100_FLOPS + LAUNCHES * 5e-6
+
+
+def test_analytic_roofline_is_the_hand_computation():
+    h100 = device_spec("h100")
+    for context in (64, 320):
+        assert forward_seconds(h100, LLAMA31_8B, 1, context) == pytest.approx(hand_decode_seconds(context), rel=1e-9)
+    assert forward_seconds(h100, LLAMA31_8B, 512, 256) == pytest.approx(hand_prefill_seconds(512, 256), rel=1e-9)
+    # The numbers themselves: 15.0 GB of weights at 2.68 TB/s plus 449 launches of 5 us (2.2 ms);
+    # 7.9 TFLOP at 593 TFLOP/s plus the same launches.
+    assert hand_decode_seconds(64) == pytest.approx(7.85e-3, rel=1e-3)
+    assert hand_prefill_seconds(512, 256) == pytest.approx(15.54e-3, rel=1e-3)
+
+
+@pytest.mark.e2e
 def test_analytic_profile_for_an_absent_gpu(tmp_path):
     out = tmp_path / "h100"
-    result = _simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--quick", "--out", str(out),
-                      "--json")
+    result = simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--quick", "--out", out, "--json")
     assert result.returncode == 0, result.stderr
     assert "ANALYTIC" in result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json(result)
     assert summary["kind"] == "analytic" and summary["positions"] == 0
     profile = load_profile(out)
     assert "ANALYTIC" in profile.label
-    assert profile.cost.verify(1, 256) == pytest.approx(forward_seconds(device_spec("h100"), LLAMA31_8B, 1, 256),
-                                                        rel=0.05)
+    # Operating points of the quick grid (contexts 64 and 320) hold the roofline's numbers; between
+    # them the curve interpolates (the KV read grows linearly with the context).
+    for context in (64, 320):
+        assert float(profile.cost.verify(1, context)) == pytest.approx(hand_decode_seconds(context), rel=1e-6)
+        assert float(profile.cost.greedy(context)) == pytest.approx(hand_decode_seconds(context), rel=1e-6)
+    assert float(profile.cost.verify(1, 256)) == pytest.approx(hand_decode_seconds(256), rel=1e-4)
 
 
+@pytest.mark.model
+@pytest.mark.e2e
 def test_measured_calibration_replays_the_live_engine(tmp_path):
     """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces."""
     out = tmp_path / "cpu"
-    result = _simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
+    result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
                       "--check-prompts", "3", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json(result)
     assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0
     for check in summary["replay_check"]:
         assert check["cycles"] > 0 and check["matches"] == check["cycles"], check
@@ -152,21 +194,21 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta["policy_seconds"]["static"] > 0 and profile.meta["policy_seconds"]["radar_call"] > 0
     # The same traces under an analytic A100 curve set: a profile names both.
-    result = _simspec("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
+    result = simspec("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
                       str(tmp_path / "a100"))
     assert result.returncode == 0, result.stderr
     analytic = load_profile(tmp_path / "a100")
     assert analytic.kind == "analytic" and analytic.traces().content_hash() == traces.content_hash()
     # Traces recorded on their own (they need no quiet machine), then named by a profile.
-    result = _simspec("calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8", "--check-prompts", "1",
+    result = simspec("calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8", "--check-prompts", "1",
                       "--draft", "lm", "--out", str(tmp_path / "lm-traces"), "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1])["positions"] > 0
-    result = _simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
+    assert last_json(result)["positions"] > 0
+    result = simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
                       "--quick", "--out", str(tmp_path / "h100-lm"))
     assert result.returncode == 0, result.stderr
     assert load_profile(tmp_path / "h100-lm").traces().meta["draft"] == "lm"
-    result = _simspec("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
+    result = simspec("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
                       str(tmp_path / "mismatch"))
     assert result.returncode == 2 and "holds traces of smollm2-135m-instruct + lm" in result.stderr
     # Traces that belong to other models are refused.

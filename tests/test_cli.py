@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+from helpers import last_json, simspec
 
 from simspec.cli import main
 from simspec.errors import SimspecError
@@ -27,7 +24,7 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
         (["--sizes", "8,-1"], "V must be >= 1"),
         (["--widths", "x"], "--widths takes comma-separated integers"),
         (["--target", "/no/such/model"], "unknown model '/no/such/model'"),
-        (["--draft", "target-layers:99"], "cannot take 99 layers"),
+        pytest.param(["--draft", "target-layers:99"], "cannot take 99 layers", marks=pytest.mark.model),  # loads it
         (["--prompts", "/no/such.jsonl"], "no/such.jsonl"),
     ],
 )
@@ -54,6 +51,7 @@ def test_missing_demo_wheel_names_the_pip_command(monkeypatch):
         resolve_model("smollm2-135m-instruct")
 
 
+@pytest.mark.model
 def test_draft_with_another_vocabulary_is_refused(target, tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -67,15 +65,14 @@ def test_draft_with_another_vocabulary_is_refused(target, tmp_path):
         load_drafter(str(tmp_path), target)
 
 
-def test_bench_engine_json_end_to_end(target):
+@pytest.mark.model
+@pytest.mark.e2e
+def test_bench_engine_json_end_to_end():
     """The real command in a subprocess: table on stdout, the JSON contract on its last line."""
-    result = subprocess.run(
-        [sys.executable, "-m", "simspec.cli", "bench-engine", "--n-prompts", "1", "--max-new-tokens", "8",
-         "--depths", "1,3", "--widths", "2", "--sizes", "4", "--draft", "target-layers:2", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )
+    result = simspec("bench-engine", "--n-prompts", "1", "--max-new-tokens", "8", "--depths", "1,3", "--widths", "2",
+                     "--sizes", "4", "--draft", "target-layers:2", "--json", timeout=300)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = last_json(result)
     assert [(c["depth"], c["width"], c["size"]) for c in report["configs"]] == [(1, 1, 1), (3, 2, 4)]
     for config in report["configs"]:
         assert set(config) >= {"depth", "width", "size", "speedup", "tau", "lossless"}

@@ -18,6 +18,8 @@ from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.lossless import compare
 from simspec.distill.trainer import LMTrainConfig, LMTrainer
 
+pytestmark = pytest.mark.model  # every test here runs the demo target
+
 TINY = DraftLMShape(hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64)
 
 

@@ -11,6 +11,8 @@ from simspec.engine.load import load_drafter
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.lossless import compare
 
+pytestmark = pytest.mark.model  # every test here runs the demo target
+
 MAX_NEW = 16
 # Degenerate and ordinary shapes: plain decoding, chains, wide-shallow, EAGLE-3's default,
 # deep-and-huge, and a tree verified at its root only.

@@ -1,11 +1,12 @@
-"""The simulator's MDPs: Gymnasium's checker, the batched VecEnv, and agreement with replay."""
+"""The simulator's MDPs: Gymnasium's checker and agreement with replay (numpy only: the SB3
+VecEnv and PPO on it are tested in test_train.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from test_replay import DEPTH_MAX, cost_model, random_traces
+from helpers import DEPTH_MAX, cost_model, random_traces
 
 from simspec.policies import StaticPolicy
 from simspec.sim.envs import MDPS, SimEnv, radar_dataset, resps_actions
@@ -25,23 +26,6 @@ def test_every_mdp_passes_gymnasiums_checker(name):
         assert env.observation_space.contains(obs) and np.isfinite(reward)
         total, steps = total + reward, steps + 1
     assert done
-
-
-@pytest.mark.parametrize("name", sorted(MDPS))
-def test_vecenv_steps_a_batch_and_restarts_finished_copies(name):
-    from simspec.train.vecenv import SimVecEnv
-
-    env = SimVecEnv(name, random_traces(2), cost_model(), n_envs=16, seed=0)
-    obs = env.reset()
-    assert obs.shape == (16, env.observation_space.shape[0])
-    finished = 0
-    for _ in range(60):
-        obs, reward, done, infos = env.step(np.random.default_rng(0).integers(0, env.action_space.n, 16))
-        assert obs.shape[0] == 16 and reward.shape == (16,) and np.all(np.isfinite(reward))
-        for i in np.flatnonzero(done):
-            assert "terminal_observation" in infos[i]
-        finished += int(done.sum())
-    assert finished > 0
 
 
 def test_ltd_depth_env_with_a_fixed_stop_matches_static_replay():
@@ -79,20 +63,3 @@ def test_radar_table_and_resps_actions():
             assert table[position, calls - 1] == expected
     pairs = resps_actions(10, 12)
     assert all(tt <= 10 ** (d - 1) for tt, d in pairs) and len(pairs) == 6 * 6 - 1  # (128, 3): 128 > 10**2
-
-
-@pytest.mark.parametrize("name", sorted(MDPS))
-def test_ppo_trains_a_few_thousand_steps_on_each(name):
-    import torch
-    from stable_baselines3 import PPO
-
-    from simspec.train.vecenv import SimVecEnv
-
-    torch.set_num_threads(1)
-    env = SimVecEnv(name, random_traces(6), cost_model(), n_envs=8, seed=0)
-    model = PPO("MlpPolicy", env, n_steps=128, batch_size=256, n_epochs=2, seed=0, device="cpu",
-                policy_kwargs={"net_arch": [32]})
-    model.learn(total_timesteps=3000)
-    assert model.num_timesteps >= 3000
-    action, _ = model.predict(env.reset(), deterministic=True)
-    assert action.shape == (8,)

@@ -9,41 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
-from test_replay import DEPTH_MAX, cost_model, random_traces
+from helpers import DEPTH_MAX, cost_model, random_lstm, random_ltd, random_resps, random_traces
 
 from simspec.errors import SimspecError
 from simspec.policies.artifact import ProfileMismatch, load_policy, write_policy
-from simspec.policies.features import RESPS_FEATURES, size_feature_dim
-from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
-from simspec.sim.envs import SimEnv, ltd_sizes, radar_observations, resps_actions
+from simspec.policies.learned import RadarPolicy
+from simspec.sim.envs import SimEnv, radar_observations
 from simspec.sim.replay import replay
-
-
-def random_mlp(sizes: list[int], seed: int) -> MLP:
-    rng = np.random.default_rng(seed)
-    return MLP(tuple((rng.normal(0, 1.5 / np.sqrt(a), (a, b)).astype(np.float32), rng.normal(0, 0.3, b).astype(np.float32))
-                     for a, b in zip(sizes[:-1], sizes[1:])))
-
-
-def random_lstm(inputs: int, hidden: int, seed: int) -> LSTMNet:
-    rng = np.random.default_rng(seed)
-    g = lambda *shape: rng.normal(0, 0.8, shape).astype(np.float32)  # noqa: E731
-    return LSTMNet(g(4 * hidden, inputs), g(4 * hidden, hidden), g(4 * hidden), g(2, hidden), g(2))
-
-
-def random_ltd(width: int, depth_max: int, seed: int = 0) -> LTDPolicy:
-    sizes = ltd_sizes(2)
-    return LTDPolicy(width, depth_max, sizes, random_mlp([width * width + 2, 16, 2], seed),
-                     random_mlp([size_feature_dim(width, depth_max), 16, len(sizes)], seed + 1), size=6)
-
-
-def random_resps(width: int, depth_max: int, hold: int, seed: int = 0) -> ReSpSPolicy:
-    actions = resps_actions(width, depth_max)
-    return ReSpSPolicy(width, depth_max, actions, random_mlp([RESPS_FEATURES, 16, len(actions)], seed), hold)
-
-
-def random_radar(width: int, depth_max: int, seed: int = 0) -> RadarPolicy:
-    return RadarPolicy(width, depth_max, random_lstm(width + 1, 8, seed), size=6)
 
 
 class Recording:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from test_learned import random_ltd, random_radar, random_resps
+from helpers import random_ltd, random_radar, random_resps
 
 from simspec.policies import StaticPolicy
 from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
@@ -16,6 +15,8 @@ from simspec.measure.recorder import RecordSpec, TraceRecorder
 from simspec.sim.traces import assemble
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.replay import replay
+
+pytestmark = pytest.mark.model
 
 MAX_NEW = 24
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from helpers import ROOT, last_json, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import refit_samples
@@ -16,12 +13,8 @@ from simspec.sim.costmodel import CostModel
 from simspec.sim.profile import load_profile, points_of
 
 
-def _simspec(*args):
-    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, timeout=900)
-
-
 def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio():
-    profile = load_profile("calibration/cpu-demo")
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
     cost = profile.cost
     verify_slower = {4: 1.3, 64: 1.1}
     greedy_slower, draft_slower, bookkeeping_slower = 1.2, 0.9, 2.0
@@ -47,14 +40,15 @@ def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio():
     assert scales["verify"] == {4: 1.3, 64: 1.1} and scales["greedy"] == pytest.approx(1.2)
 
 
-@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.e2e
 def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     out = tmp_path / "insitu"
-    result = _simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
+    result = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
                       "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    refit, base = load_profile(out), load_profile("calibration/cpu-demo")
+    summary = last_json(result)
+    refit, base = load_profile(out), load_profile(ROOT / "calibration" / "cpu-demo")
     situ = refit.meta["in_situ"]
     assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"] and situ["split"] == "train"
     assert summary["inputs_hash"] == refit.meta["inputs_hash"] != base.meta["inputs_hash"]
@@ -63,8 +57,8 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     for record, before in zip(refit.samples, base.samples):
         assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
     assert all(0.3 < r["in_situ_scale"] < 3 for r in refit.samples if r["kind"] != "bookkeeping")
-    taken = _simspec("recalibrate", "--profile", "calibration/cpu-demo", "--out", str(out))
+    taken = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--out", str(out))
     assert taken.returncode == 2 and "exists" in taken.stderr
-    analytic = _simspec("recalibrate", "--profile", "calibration/h100-demo-analytic", "--out", str(tmp_path / "x"))
+    analytic = simspec("recalibrate", "--profile", "calibration/h100-demo-analytic", "--out", str(tmp_path / "x"))
     assert analytic.returncode == 2 and "ANALYTIC" in analytic.stderr and len(analytic.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()

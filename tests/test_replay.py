@@ -6,40 +6,12 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import DEPTH_MAX, cost_model, random_traces
 
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy, tree_capacity
-from simspec.sim.traces import PromptTrace, assemble
-from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.replay import replay
-from simspec.sim.traces import NO_NODE, accepted_lengths
-
-DEPTH_MAX = 6
-
-
-def random_traces(seed: int, n_prompts: int = 7):
-    rng = np.random.default_rng(seed)
-    levels = DEPTH_MAX - 1
-    traces = []
-    for _ in range(n_prompts):
-        n = int(rng.integers(3, 40))
-        ranks = np.full((n, levels, levels), NO_NODE, dtype=np.int16)
-        for p in range(n):
-            reach = int(rng.integers(0, levels + 1))  # the greedy path's depth in the full tree
-            for j in range(1, reach + 1):
-                for d in range(j + 1, DEPTH_MAX + 1):
-                    ranks[p, j - 1, d - 2] = rng.integers(0, 4) * j + (d - j)  # grows with depth
-        traces.append(PromptTrace(np.zeros(n + 6, dtype=np.int64), 50 + np.arange(n, dtype=np.int32), ranks,
-                                  np.zeros((n, levels, 4), np.float16), np.zeros((n, levels, 2), np.float16), False))
-    return assemble(traces, [50] * n_prompts, {"depth_max": DEPTH_MAX, "width": 2, "prompt_ids": list("abcdefg")})
-
-
-def cost_model():
-    points = ([Point("verify", n, c, 0.05 + 2e-3 * n + 1e-5 * c) for c in (32, 512) for n in (1, 8, 64)]
-              + [Point("draft", n, c, 0.004 + 3e-4 * n) for c in (32, 512) for n in (1, 4, 16)]
-              + [Point("greedy", 1, c, 0.05 + 1e-5 * c) for c in (32, 512)]
-              + [Point("prefill", n, 0, 0.01 * n) for n in (16, 128)])
-    return CostModel(points)
+from simspec.sim.traces import accepted_lengths
 
 
 def loop_reference(traces, cost, depth, size, max_new):

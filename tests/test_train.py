@@ -4,18 +4,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from test_replay import cost_model, random_traces
+from helpers import cost_model, last_json, random_traces, simspec
 
 from simspec.train.log import TrainingLog
 from simspec.train.ltd import LTDSchedule, train_ltd
 from simspec.train.ppo import PPOConfig
 from simspec.train.radar import RadarConfig, train_radar
 from simspec.train.resps import train_resps
+from simspec.sim.envs import MDPS
 from simspec.train.setting import Setting
 
 
@@ -125,43 +125,125 @@ def test_bf16_policy_multiplies_hidden_layers_in_bf16_and_keeps_the_rest_fp32():
         make_ppo(env, _tiny_ppo(0.9), 0, None, "fp16")
 
 
-def _simspec(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, cwd=cwd)
+@pytest.mark.parametrize("name", sorted(MDPS))
+def test_vecenv_steps_a_batch_and_restarts_finished_copies(name):
+    from simspec.train.vecenv import SimVecEnv
+
+    env = SimVecEnv(name, random_traces(2), cost_model(), n_envs=16, seed=0)
+    obs = env.reset()
+    assert obs.shape == (16, env.observation_space.shape[0])
+    finished = 0
+    for _ in range(60):
+        obs, reward, done, infos = env.step(np.random.default_rng(0).integers(0, env.action_space.n, 16))
+        assert obs.shape[0] == 16 and reward.shape == (16,) and np.all(np.isfinite(reward))
+        for i in np.flatnonzero(done):
+            assert "terminal_observation" in infos[i]
+        finished += int(done.sum())
+    assert finished > 0
 
 
-def test_train_command_end_to_end_and_bad_input(tmp_path):
+
+@pytest.mark.parametrize("name", sorted(MDPS))
+def test_ppo_runs_on_every_mdp(name):
+    import torch
+    from stable_baselines3 import PPO
+
+    from simspec.train.vecenv import SimVecEnv
+
+    torch.set_num_threads(1)
+    env = SimVecEnv(name, random_traces(6), cost_model(), n_envs=8, seed=0)
+    model = PPO("MlpPolicy", env, n_steps=128, batch_size=256, n_epochs=2, seed=0, device="cpu",
+                policy_kwargs={"net_arch": [32]})
+    model.learn(total_timesteps=1024)
+    assert model.num_timesteps >= 1024
+    action, _ = model.predict(env.reset(), deterministic=True)
+    assert action.shape == (8,) and np.all((0 <= action) & (action < env.action_space.n))
+
+
+def _mean_reward(env, act, steps: int = 400) -> float:
+    obs, total = env.reset(), 0.0
+    for _ in range(steps):
+        obs, reward, _, _ = env.step(act(obs))
+        total += float(reward.mean())
+    return total / steps
+
+
+def test_ppo_beats_a_uniform_random_policy_on_a_small_replay_env():
+    """The chain-window MDP on synthetic traces: each cycle picks the chain's depth. There the
+    fixed depths earn 1.03, 1.76, 1.83, 1.86, 1.86 (greedy = 1) and a uniform choice ~1.60. PPO
+    (seed 2, whose untrained network picks the worst depth) must learn within 3000 steps to earn
+    8% more than the uniform policy and within 3% of the best depth, on the same environment and
+    episodes (same seed, same number of steps). Measured: 1.83 (seeds 0-7: 1.83-1.87)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from simspec.train.vecenv import SimVecEnv
+
+    torch.set_num_threads(1)
+    traces, cost = random_traces(6), cost_model()
+    model = PPO("MlpPolicy", SimVecEnv("chain-window", traces, cost, n_envs=8, seed=2), n_steps=128, batch_size=256,
+                n_epochs=4, learning_rate=3e-3, seed=2, device="cpu", policy_kwargs={"net_arch": [32]})
+
+    def score(act) -> float:  # the same episodes for every policy: a fresh copy of one seeded environment
+        return _mean_reward(SimVecEnv("chain-window", traces, cost, n_envs=8, seed=100), act)
+
+    depths = traces.depth_max - 1  # actions: depth 2 .. depth_max
+    rng = np.random.default_rng(0)
+    uniform = score(lambda obs: rng.integers(0, depths, len(obs)))
+    fixed = [score(lambda obs, a=a: np.full(len(obs), a)) for a in range(depths)]
+    untrained = score(lambda obs: model.predict(obs, deterministic=True)[0])
+    assert untrained < 1.08 * uniform  # the bar below is not met before learning
+    model.learn(total_timesteps=3000)
+    learned = score(lambda obs: model.predict(obs, deterministic=True)[0])
+    assert learned > 1.08 * uniform, (learned, uniform)
+    assert learned > 0.97 * max(fixed), (learned, fixed)
+
+
+@pytest.mark.e2e
+def test_train_command_end_to_end(tmp_path):
     out = tmp_path / "radar"
-    done = _simspec("train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar",
-                    "--preset", "fast", "--out", str(out), "--threads", "1", "--json")
+    done = simspec("train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset", "fast",
+                   "--out", out, "--threads", "1", "--json")
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    summary = last_json(done)
     assert set(summary) == {"policy", "algo", "train_seconds", "env_steps", "heldout_speedup", "grid_best_speedup",
                             "eagle3_speedup", "oracle_share"}
-    assert summary["heldout_speedup"] > summary["eagle3_speedup"]  # RADAR beats EAGLE-3's tree on this CPU
+    # Training must beat the best static tree of the training split on the held-out prompts.
+    # Measured on cpu-demo (fast preset, seeds 0-2): 1.486-1.495 against the grid best's 1.432.
+    # An untrained RADAR network of the same shape scores 1.402 or 0.924 (torch seeds 0-5), and
+    # EAGLE-3's default tree 0.655: neither passes.
+    assert summary["heldout_speedup"] > summary["grid_best_speedup"] > summary["eagle3_speedup"], summary
     meta = json.loads((out / "policy.json").read_text())
+    assert meta["heldout"]["speedup"] == summary["heldout_speedup"]
     assert meta["profile"]["name"] == "cpu-demo" and meta["decision_seconds"] > 0 and meta["traces_hash"]
     assert meta["precision"] == "fp32"  # RADAR's LSTM trains in fp32
     # cpu-demo predates the stored RADAR timing: T_policy is measured, and the metadata says so.
     assert meta["schedule"]["policy_seconds_source"].startswith("measured")
     assert (out / "training.csv").exists() and (out / "radar_lstm.pt").exists()
 
-    figure = _simspec("plot", "training", "--policy", str(out), "--out", str(tmp_path / "fig"))
+    with ThreadPoolExecutor(2) as pool:  # both read the finished policy: side by side
+        figure = pool.submit(simspec, "plot", "training", "--policy", out, "--out", tmp_path / "fig")
+        scored = pool.submit(simspec, "validate", "--simulated", "--profile", "calibration/cpu-demo", "--baselines",
+                             "eagle3", "--policies", out, "--json")
+        figure, scored = figure.result(), scored.result()
     assert figure.returncode == 0 and (tmp_path / "fig" / "training-radar.png").exists()
-    scored = _simspec("validate", "--simulated", "--profile", "calibration/cpu-demo", "--baselines", "eagle3",
-                      "--policies", str(out), "--json")
     assert scored.returncode == 0, scored.stderr
-    assert [r["method"] for r in json.loads(scored.stdout.strip().splitlines()[-1])["rows"]] == ["eagle3", "radar"]
+    assert [r["method"] for r in last_json(scored)["rows"]] == ["eagle3", "radar"]
 
-    for args, message in [
-        (("--algo", "nope"), "unknown --algo"),
-        (("--algo", "ltd", "--variant", "maxent"), "--variant applies to --algo resps only"),
-        (("--algo", "radar", "--out", str(out)), "exists"),
-        (("--algo", "radar", "--reward", "speed"), "unknown --reward"),
-        (("--algo", "ltd", "--precision", "fp16"), "unknown --precision"),
-        (("--algo", "radar", "--precision", "bf16"), "--precision bf16 applies to the PPO algorithms"),
-    ]:
-        bad = _simspec("train", "--simulated", "--profile", "calibration/cpu-demo", *args)
+
+@pytest.mark.e2e
+def test_train_bad_input_is_one_line(tmp_path):
+    """The conflicts between train's own options (tests/test_bad_input.py holds the rest of the
+    bad-input table: unknown --algo / --reward / --precision, a taken --out, broken profiles)."""
+    cases = [
+        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--variant", "maxent"),
+         "--variant applies to --algo resps only"),
+        (("--profile", "calibration/cpu-demo", "--algo", "radar", "--precision", "bf16"),
+         "--precision bf16 applies to the PPO algorithms"),
+        (("--profile", tmp_path / "none", "--algo", "radar", "--out", tmp_path / "x"), "no profile"),
+    ]
+    with ThreadPoolExecutor(2) as pool:  # independent failures: two at a time
+        results = list(pool.map(lambda case: simspec("train", "--simulated", *case[0]), cases))
+    for (args, message), bad in zip(cases, results):
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    missing = _simspec("train", "--simulated", "--profile", str(tmp_path / "none"), "--algo", "radar",
-                       "--out", str(tmp_path / "x"))
-    assert missing.returncode == 2 and "no profile" in missing.stderr and not (tmp_path / "x").exists()
+    assert not (tmp_path / "x").exists()

@@ -4,22 +4,16 @@ whole loop end to end on the demo pair (real target, shipped drafter and traces)
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import ROOT, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.validation import build_report, paired_p, summary_line
 from simspec.sim.profile import load_profile
 from simspec.sim.replay import ReplayResult
-
-
-def _simspec(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=900)
 
 
 def _runs(name: str, family: str, speedups) -> MethodRuns:
@@ -74,7 +68,7 @@ def test_report_errors_ranks_and_paired_tests():
 
 
 def test_drift_meter_and_rescaled_cost():
-    profile = load_profile("calibration/cpu-demo")
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
     cost = profile.cost
     slower = {"greedy": 1.3, "verify": 1.2, "draft": 0.9}
     greedy = Generation(list(range(6)), 100, float(cost.prefill(100)), 1.0,
@@ -100,6 +94,7 @@ def test_drift_meter_and_rescaled_cost():
     assert np.allclose(rescaled.draft(sizes, 300), cost.draft(sizes, 300))
 
 
+@pytest.mark.e2e
 def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -115,23 +110,24 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
         (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
     ]
     for args, message in cases:
-        result = _simspec("validate", "--real", *args, "--out", str(out))
+        result = simspec("validate", "--real", *args, "--out", str(out))
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert not out.exists()
-    taken = _simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--out", str(exists))
+    taken = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--out", str(exists))
     assert taken.returncode == 2 and "exists" in taken.stderr
-    both = _simspec("validate", "--real", "--simulated", "--profile", "calibration/cpu-demo")
+    both = simspec("validate", "--real", "--simulated", "--profile", "calibration/cpu-demo")
     assert both.returncode == 2 and "choose one of" in both.stderr
-    missing = _simspec("plot", "validation", "--report", str(tmp_path / "none"))
+    missing = simspec("plot", "validation", "--report", str(tmp_path / "none"))
     assert missing.returncode == 2 and "no validation report" in missing.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     """calibrate (quick) -> train RADAR (fast) -> validate --real -> figures -> summary."""
     out = tmp_path / "demo"
-    result = _simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out))
+    result = simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
     report = json.loads((out / "validate" / "report.json").read_text())
@@ -150,9 +146,9 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
         assert (out / "validate" / figure).stat().st_size > 10_000
     assert (out / "validate" / "report.md").read_text().startswith("# validate --real")
     assert (out / "figures" / "curves-profile.png").exists() and (out / "figures" / "training-radar.png").exists()
-    redraw = _simspec("plot", "validation", "--report", str(out / "validate"), "--out", str(tmp_path / "again"),
+    redraw = simspec("plot", "validation", "--report", str(out / "validate"), "--out", str(tmp_path / "again"),
                       "--method", "eagle3")
     assert redraw.returncode == 0, redraw.stderr
     assert (tmp_path / "again" / "action-map-eagle3.png").exists()
-    again = _simspec("demo", "--out", str(out))
+    again = simspec("demo", "--out", str(out))
     assert again.returncode == 2 and "exists" in again.stderr

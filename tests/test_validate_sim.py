@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
-from test_replay import random_traces
+from helpers import last_json, random_traces, simspec
 
 from simspec.sim.profile import sample_record, write_profile
 from simspec.sim.traces import save_traces
+
+pytestmark = pytest.mark.e2e  # the verbs as a user runs them, in a subprocess
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +27,10 @@ def profile_dir(tmp_path_factory):
     return root / "profile"
 
 
-def _simspec(*args):
-    return subprocess.run([sys.executable, "-m", "simspec.cli", *args], capture_output=True, text=True, timeout=300)
-
-
 def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir):
-    result = _simspec("validate", "--simulated", "--profile", str(profile_dir), "--json")
+    result = simspec("validate", "--simulated", "--profile", str(profile_dir), "--json")
     assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json(result)
     assert summary["split"] == "heldout" and summary["prompts"] == 3
     methods = [r["method"] for r in summary["rows"]]
     assert len(methods) == 9 and methods[0].startswith("eagle3") and methods[1].startswith("grid-best")
@@ -50,17 +44,17 @@ def test_validate_bad_input_is_one_line(profile_dir):
     for args, expected in [(("--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
                            (("--split", "test"), "--split must be"),
                            (("--real",), "choose one of --simulated")]:
-        result = _simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
+        result = simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
         assert result.returncode == 2 and expected in result.stderr, result.stderr
         assert result.stderr.strip().count("\n") == 0
 
 
 def test_surface_plot_and_replay_benchmark(profile_dir, tmp_path):
-    result = _simspec("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
+    result = simspec("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "surface-profile-all.png").stat().st_size > 10_000
-    result = _simspec("bench-sim", "--profile", str(profile_dir), "--copies", "20", "--depth", "4", "--size", "6",
+    result = simspec("bench-sim", "--profile", str(profile_dir), "--copies", "20", "--depth", "4", "--size", "6",
                       "--json")
     assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json(result)
     assert summary["cycles"] > 0 and summary["cycles_per_s"] > 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from simspec.data import load_prompts, render_chat
+from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
 from simspec.engine.drafter import Drafter
 from simspec.engine.speculative import SpeculativeEngine
@@ -93,3 +95,60 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
 
 def count_parameters(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
+
+
+EAGLE_DESCRIPTION = (
+    "EAGLE-style feature drafter: [target feature ; next-token embedding] -> linear -> one Llama decoder layer "
+    "with its own KV cache -> the target's LM head over a reduced draft vocabulary (ids mapped back to the "
+    "target's). Only the mixer, the layer and the id map are stored; embeddings and head rows come from the "
+    "target at load time.")
+
+
+def _lm_description(config) -> str:
+    return (f"Standalone draft LM: a {config.num_hidden_layers}-layer Llama, hidden {config.hidden_size}, "
+            f"{config.num_attention_heads} heads ({config.num_key_value_heads} KV), sharing the target's tokenizer; "
+            "tied embeddings initialised from the target's embedding projected on its principal directions, then "
+            "distilled on the target's greedy tokens. A plain Hugging Face model directory; children are scored "
+            "over a reduced output vocabulary (draft_vocab.safetensors).")
+
+
+@dataclass(frozen=True)
+class CardRequest:
+    draft: str = "eagle"
+    target: str = "smollm2-135m-instruct"
+    n_prompts: int = 8
+    max_new_tokens: int = 64
+
+
+def make_card(request: CardRequest, status) -> Path:
+    """Measures the drafter and writes its card (README.md + measured.json) into its folder;
+    returns the README's path. ``status(text)`` is a context manager shown while it works."""
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model
+    from simspec.shipped import shipped_drafter
+
+    with status(f"loading {request.target} and draft {request.draft}"):
+        loaded = load_model(request.target)
+        drafter = load_drafter(request.draft, loaded)
+    directory = shipped_drafter(request.draft) or Path(request.draft)
+    provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
+    source = provenance if provenance.is_file() else directory / "config.json"
+    try:
+        config = json.loads(source.read_text())
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"{source} is unreadable ({exc.__class__.__name__}): retrain the drafter") from None
+    if not isinstance(config, dict):
+        raise SimspecError(f"{source} is unreadable (not a JSON object): retrain the drafter")
+    if hasattr(drafter, "head"):
+        config["parameters"] = count_parameters(drafter.head)
+        description = EAGLE_DESCRIPTION
+    else:
+        config["parameters"] = count_parameters(drafter.model)
+        config.setdefault("config", {})["draft_vocab"] = (None if drafter.draft_vocab is None
+                                                          else len(drafter.draft_vocab))
+        description = _lm_description(drafter.model.config)
+    with status("measuring latency and acceptance"):
+        measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens)
+    write_card(directory, f"simspec drafter `{directory.name}` for {config.get('target')}", description, config,
+               measured)
+    return directory / "README.md"

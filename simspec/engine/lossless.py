@@ -29,6 +29,11 @@ class Divergence:
     def near_tie(self) -> bool:
         return self.top2_gap < NEAR_TIE
 
+    @classmethod
+    def from_dict(cls, record: dict) -> "Divergence":
+        """From a report's or a ``--json`` line's record (extra keys such as the prompt ignored)."""
+        return cls(record["position"], record["speculative_token"], record["greedy_token"], record["top2_gap"])
+
     def describe(self) -> str:
         kind = "near-tie" if self.near_tie else "BUG"
         return (

@@ -157,6 +157,20 @@ def load_model(ref: str, device: str = "cpu", dtype: torch.dtype = torch.float32
     return _load(resolve_model(ref), device, dtype)
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> str:
+    """``--device``: auto (CUDA when torch sees it), cpu or cuda (refused when torch sees none)."""
+    if name not in DEVICES:
+        raise SimspecError(f"--device must be auto, cpu or cuda, got {name!r}")
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SimspecError("--device cuda: torch sees no CUDA device here (use --device cpu)")
+    return name
+
+
 def vocab_signature(tokenizer) -> tuple[int, int]:
     """(size, hash) of a tokenizer's token -> id map: equal signatures share token ids."""
     vocab = tokenizer.get_vocab()

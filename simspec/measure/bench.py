@@ -1,23 +1,23 @@
-"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts; and
-the interleaved run loop that ``validate --real`` shares.
+"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts.
 
-Every prompt runs plain greedy decoding and every config back to back, in an order rotated
-from prompt to prompt, so that machine drift (thermal, other processes) hits all methods
-alike; a config's speedup is the per-prompt ratio greedy time / speculative time, and the
-table reports the median over prompts with the inter-quartile range.
+The runs are ``simspec.measure.interleave``'s (the same interleaving and aggregation as
+``validate --real``); a config's speedup is the median over prompts of greedy time /
+speculative time, with the inter-quartile range.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
-from simspec.policies.base import Policy, StaticPolicy, tree_capacity
-from simspec.engine.speculative import Generation, SpeculativeEngine
-from simspec.engine.lossless import Divergence, compare
+from simspec.errors import SimspecError
+from simspec.measure.interleave import MethodRuns
+from simspec.policies.base import StaticPolicy, tree_capacity
+
+Bar = Callable[[str, int], Callable[..., None]]
 
 
 @dataclass(frozen=True)
@@ -42,89 +42,105 @@ def config_grid(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
     return list(seen.values())
 
 
-@dataclass
-class ConfigResult:
-    config: TreeConfig
-    speedups: list[float] = field(default_factory=list)  # per prompt (median over repeats)
-    by_repeat: list[list[float]] = field(default_factory=list)  # [repeat][prompt]
-    taus: list[float] = field(default_factory=list)
-    shares: list[dict[str, float]] = field(default_factory=list)
-    divergences: list[tuple[str, Divergence]] = field(default_factory=list)
-
-    @property
-    def lossless(self) -> bool:
-        """Equal to greedy everywhere, or split only at float-order near-ties."""
-        return all(d.near_tie for _, d in self.divergences)
-
-    def summary(self) -> dict:
-        q25, median, q75 = np.percentile(self.speedups, [25, 50, 75])
-        shares = {k: float(np.mean([s[k] for s in self.shares])) for k in self.shares[0]}
-        return {
-            **asdict(self.config),
-            "speedup": float(median),
-            "speedup_q25": float(q25),
-            "speedup_q75": float(q75),
-            "repeat_medians": [float(np.median(r)) for r in self.by_repeat],
-            "tau": float(np.mean(self.taus)),
-            "lossless": self.lossless,
-            "exact_match": not self.divergences,
-            "time_shares": shares,
-            "divergences": [{"prompt": p, **asdict(d)} for p, d in self.divergences],
-        }
+def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[int]) -> str | None:
+    """One line naming the requested sizes V that run capped at their tree's node count (None:
+    none). Depth 1 drafts nothing, so its V is moot like its W and is not named."""
+    capped = {}
+    for depth, width in itertools.product(depths, widths):
+        cap = tree_capacity(depth, width)
+        over = sorted({v for v in sizes if v > cap})
+        if depth > 1 and over:
+            capped[(depth, width)] = (over, cap)
+    if not capped:
+        return None
+    parts = [f"D={d} W={w}: V={','.join(map(str, over))} -> {cap}" for (d, w), (over, cap) in capped.items()]
+    return "V is capped at the tree's node count (" + "; ".join(parts) + ")"
 
 
-def interleaved(
-    engine: SpeculativeEngine,
-    prompts: Sequence[tuple[str, list[int]]],
-    policies: Sequence[Policy],
-    max_new_tokens: int,
-    advance: Callable[[], None] = lambda: None,
-    repeats: int = 1,
-) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
-    """Plain greedy decoding and every policy on every prompt, back to back in an order rotated
-    from prompt to prompt (and pass to pass), so that drift over time hits every method alike.
-    Yields (pass, prompt index, greedy generation, one generation per policy); ``advance``
-    ticks per run."""
-    # Warm-up: first calls pay for allocator growth and lazy initialisation.
-    first_ids = prompts[0][1]
-    engine.greedy(first_ids, min(8, max_new_tokens))
-    for policy in policies:
-        engine.generate(first_ids, policy, min(8, max_new_tokens))
-    for rep in range(repeats):
-        for p, (_, ids) in enumerate(prompts):
-            runs: dict[int, Generation] = {}
-            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: greedy
-                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
-                    ids, policies[slot - 1], max_new_tokens
-                )
-                advance()
-            yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
+@dataclass(frozen=True)
+class BenchRequest:
+    target: str = "smollm2-135m-instruct"
+    draft: str = "eagle"
+    prompts: str = "humaneval"
+    split: str = "heldout"
+    n_prompts: int = 3
+    offset: int = 0
+    max_new_tokens: int = 48
+    depths: tuple[int, ...] = (1, 3, 5)
+    widths: tuple[int, ...] = (1, 4)
+    sizes: tuple[int, ...] = (6, 12)
+    repeats: int = 1
+    device: str = "auto"
+
+    def check(self) -> tuple[list[TreeConfig], list]:
+        """The configs and the prompts, before any model loads."""
+        from simspec.data import load_prompts
+        from simspec.sim.evaluate import check_split
+
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise SimspecError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        configs = config_grid(self.depths, self.widths, self.sizes)
+        split = check_split(self.split)
+        chosen = load_prompts(self.prompts, split=None if split == "all" else split,
+                              n=self.offset + self.n_prompts)[self.offset:]
+        if not chosen:
+            raise SimspecError(f"--offset {self.offset} skips every prompt of {self.prompts} ({self.split})")
+        return configs, chosen
 
 
-def run_bench(
-    engine: SpeculativeEngine,
-    prompts: Sequence[tuple[str, list[int]]],
-    configs: Sequence[TreeConfig],
-    max_new_tokens: int,
-    advance: Callable[[], None] = lambda: None,
-    repeats: int = 1,
-) -> list[ConfigResult]:
-    """Greedy and every config on every prompt, interleaved, ``repeats`` passes over the
-    prompt set; a prompt's speedup is the median over passes."""
-    results = [ConfigResult(c) for c in configs]
-    policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
-    for result in results:
-        result.by_repeat = [[] for _ in range(repeats)]
-    for rep, p, greedy, runs in interleaved(engine, prompts, policies, max_new_tokens, advance, repeats):
-        prompt_id, ids = prompts[p]
-        for result, spec in zip(results, runs):
-            result.by_repeat[rep].append(greedy.total_s / spec.total_s)
-            if rep == 0:
-                result.taus.append(spec.tau)
-                result.shares.append(spec.time_shares())
-                divergence = compare(engine.target, ids, spec.tokens, greedy.tokens)
-                if divergence is not None:
-                    result.divergences.append((prompt_id, divergence))
-    for result in results:
-        result.speedups = np.median(np.array(result.by_repeat), axis=0).tolist()
-    return results
+def config_summary(config: TreeConfig, runs: MethodRuns) -> dict:
+    """One config's row of the ``--json`` line."""
+    q25, median, q75 = np.percentile(runs.speedup, [25, 50, 75])
+    return {
+        **asdict(config),
+        "speedup": float(median), "speedup_q25": float(q25), "speedup_q75": float(q75),
+        "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
+        "tau": float(np.mean(runs.taus)),
+        "lossless": runs.lossless,
+        "exact_match": not runs.divergences,
+        "time_shares": {k: float(np.mean([s[k] for s in runs.shares])) for k in runs.shares[0]},
+        "divergences": [{k: v for k, v in d.items() if k != "near_tie"} for d in runs.divergences],
+    }
+
+
+def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object],
+                 checked: tuple[list[TreeConfig], list] | None = None) -> dict:
+    """Loads the models, runs greedy and every config on every prompt, interleaved, ``repeats``
+    passes; returns the summary (the ``--json`` line)."""
+    import torch
+
+    from simspec import __version__
+    from simspec.data import render_chat
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model, resolve_device
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.interleave import run_methods
+
+    configs, chosen = checked or request.check()
+    with status(f"loading {request.target} and draft {request.draft}"):
+        loaded = load_model(request.target, device=resolve_device(request.device))
+        drafter = load_drafter(request.draft, loaded)
+    engine = SpeculativeEngine(loaded, drafter)
+    prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
+    for _, ids in prompt_ids:
+        engine.check_length(ids, request.max_new_tokens)
+    policies = []
+    for config in configs:
+        policy = StaticPolicy(config.depth, config.width, config.size)
+        policy.name, policy.family = config.label, "static"
+        policies.append(policy)
+    tick = bar("bench-engine", request.repeats * len(prompt_ids) * (len(configs) + 1))
+    runs = run_methods(engine, prompt_ids, policies, request.max_new_tokens, tick, request.repeats)
+    rows = [config_summary(c, r) for c, r in zip(configs, runs)]
+    keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau", "lossless",
+            "exact_match")
+    best = max(rows, key=lambda r: r["speedup"])
+    return {
+        "target": request.target, "draft": request.draft, "prompts": request.prompts, "split": request.split,
+        "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids],
+        "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
+        "threads": torch.get_num_threads(), "simspec_version": __version__,
+        "configs": [{k: r[k] for k in keep} | {"time_shares": r["time_shares"], "divergences": r["divergences"]}
+                    for r in rows],
+        "best": {k: best[k] for k in keep},
+    }

@@ -152,10 +152,8 @@ def drafter_architecture(drafter: Drafter, bytes_per_param: int = 2) -> Architec
 
 
 def device_name(target: LoadedModel) -> str:
-    import os
-    import platform
+    """A profile's ``device``: the GPU's name, or 'cpu (...)'."""
+    from simspec.machine import device_label
 
-    if target.device.type == "cuda":
-        return torch.cuda.get_device_name(target.device)
-    return f"cpu ({platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+    return device_label(str(target.device))
 

@@ -19,7 +19,6 @@ The curves' shapes along the context length stay calibrate's; their levels becom
 from __future__ import annotations
 
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,10 +54,10 @@ class RecalibrateRequest:
 
     def check(self) -> tuple[Profile, list]:
         """Flags, output folder, profile and prompts, before any model loads."""
+        from simspec.cache import check_out
         from simspec.data import load_prompts
 
-        if self.out_dir().exists() and not self.force:
-            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "recalibration")
         prompts = profile.meta["traces"]["prompts"]
         chosen = load_prompts(prompts, split="train", n=self.n_prompts)
@@ -96,9 +95,8 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
                 checked: tuple[Profile, list] | None = None) -> dict:
     """Runs the ladder on the live engine and writes the refitted profile; returns the summary
     (the ``--json`` line)."""
-    import torch
-
     from simspec.cache import atomic_directory
+    from simspec.machine import device_model, machine
     from simspec.policies.base import StaticPolicy
     from simspec.measure.interleave import load_engine, run_real
     from simspec.sim.profile import write_profile
@@ -126,8 +124,7 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
     meta.update({
         "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
-                   f"{torch.get_num_threads()} threads",
+        "machine": machine(str(engine.target.device)), "device_model": device_model(str(engine.target.device)),
         "traces": {**ref, "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
         "in_situ": {
             "base": {"name": profile.directory.name, "path": str(request.profile),

@@ -1,5 +1,10 @@
-"""Measuring methods on the real engine for ``validate --real``: every method interleaved with
-plain greedy decoding, and the live latencies held against the profile's curves (drift).
+"""Measuring methods on the real engine (``validate --real``, ``recalibrate``, ``bench-engine``):
+every method interleaved with plain greedy decoding, and the live latencies held against the
+profile's curves (drift).
+
+Every prompt runs plain greedy decoding and every method back to back, in an order rotated from
+prompt to prompt, so that machine drift (thermal, other processes) hits all methods alike; a
+method's speedup on a prompt is greedy time / its time (median over passes).
 
 What each method delivers on each prompt is kept per prompt (paired statistics need it); the
 simulator's prediction for the same prompts comes from ``simspec.sim.replay`` on traces
@@ -10,14 +15,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from simspec.policies.base import BatchPolicy
-from simspec.measure.bench import interleaved
-from simspec.engine.speculative import Generation, SpeculativeEngine
 from simspec.engine.lossless import compare
+from simspec.engine.speculative import Generation, SpeculativeEngine
+from simspec.policies.base import BatchPolicy, Policy
 from simspec.sim.costmodel import CostModel
 
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
@@ -39,8 +43,9 @@ class MethodRuns:
     cycles: list[int] = field(default_factory=list)
     draft_calls: list[int] = field(default_factory=list)
     policy_seconds: list[float] = field(default_factory=list)  # decision time per prompt (all cycles)
+    taus: list[float] = field(default_factory=list)  # accepted tokens per cycle, per prompt
     shares: list[dict[str, float]] = field(default_factory=list)
-    divergences: list[dict] = field(default_factory=list)
+    divergences: list[dict] = field(default_factory=list)  # Divergence fields + prompt, near_tie
     actions: list[list[int]] = field(default_factory=list)  # (depth, size, accepted) of every cycle
 
     @property
@@ -56,8 +61,14 @@ class MethodRuns:
             self.cycles.append(len(run.cycles))
             self.draft_calls.append(sum(c.draft_calls for c in run.cycles))
             self.policy_seconds.append(sum(c.policy_s for c in run.cycles))
+            self.taus.append(run.tau)
             self.shares.append(run.time_shares())
             self.actions += [[c.depth, c.size, c.accepted] for c in run.cycles]
+
+    @property
+    def lossless(self) -> bool:
+        """Equal to greedy everywhere, or split only at float-order near-ties."""
+        return all(d["near_tie"] for d in self.divergences)
 
 
 class DriftMeter:
@@ -150,6 +161,63 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     return engine, ids
 
 
+def interleaved(
+    engine: SpeculativeEngine,
+    prompts: Sequence[tuple[str, list[int]]],
+    policies: Sequence[Policy],
+    max_new_tokens: int,
+    advance: Callable[[], None] = lambda: None,
+    repeats: int = 1,
+) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
+    """Plain greedy decoding and every policy on every prompt, back to back in an order rotated
+    from prompt to prompt (and pass to pass), so that drift over time hits every method alike.
+    Yields (pass, prompt index, greedy generation, one generation per policy); ``advance``
+    ticks per run."""
+    # Warm-up: first calls pay for allocator growth and lazy initialisation.
+    first_ids = prompts[0][1]
+    engine.greedy(first_ids, min(8, max_new_tokens))
+    for policy in policies:
+        engine.generate(first_ids, policy, min(8, max_new_tokens))
+    for rep in range(repeats):
+        for p, (_, ids) in enumerate(prompts):
+            runs: dict[int, Generation] = {}
+            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: greedy
+                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
+                    ids, policies[slot - 1], max_new_tokens
+                )
+                advance()
+            yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
+
+
+def run_methods(
+    engine: SpeculativeEngine,
+    prompts: Sequence[tuple[str, list[int]]],
+    methods: Sequence[BatchPolicy],
+    max_new_tokens: int,
+    advance: Callable[[], None] = lambda: None,
+    repeats: int = 1,
+    drift: "DriftMeter | None" = None,
+) -> list[MethodRuns]:
+    """Every method and plain greedy decoding on every prompt, interleaved; each output is
+    checked against greedy decoding's, and a divergence recorded with the target's top-2
+    logit gap there. ``drift``, when given, sees every run."""
+    results = [MethodRuns(m.name, m.family) for m in methods]
+    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
+        prompt_id, ids = prompts[p]
+        if drift is not None:
+            drift.greedy(greedy)
+        for result, run in zip(results, runs):
+            result.add(rep, greedy, run)
+            if drift is not None:
+                drift.speculative(run)
+            if rep == 0:
+                divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
+                if divergence is not None:
+                    result.divergences.append({"prompt": prompt_id, **asdict(divergence),
+                                               "near_tie": divergence.near_tie})
+    return results
+
+
 def run_real(
     engine: SpeculativeEngine,
     prompts: Sequence[tuple[str, list[int]]],
@@ -159,20 +227,6 @@ def run_real(
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
 ) -> tuple[list[MethodRuns], DriftMeter]:
-    """Every method and plain greedy decoding on every prompt, interleaved; each output is
-    checked against greedy decoding's, and a divergence recorded with the target's top-2
-    logit gap there."""
-    results = [MethodRuns(m.name, m.family) for m in methods]
+    """``run_methods`` with the live latencies held against the profile's ``cost`` (drift)."""
     drift = DriftMeter(cost, methods[0].width)
-    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
-        prompt_id, ids = prompts[p]
-        drift.greedy(greedy)
-        for result, run in zip(results, runs):
-            result.add(rep, greedy, run)
-            drift.speculative(run)
-            if rep == 0:
-                divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
-                if divergence is not None:
-                    result.divergences.append({"prompt": prompt_id, **asdict(divergence),
-                                               "near_tie": divergence.near_tie})
-    return results, drift
+    return run_methods(engine, prompts, methods, max_new_tokens, advance, repeats, drift), drift

@@ -110,3 +110,34 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
             results.append(Latency("draft", width, context, time_repeated(run, device, repeats)))
             advance()
     return results
+
+
+@dataclass(frozen=True)
+class LatencyRequest:
+    target: str = "smollm2-135m-instruct"
+    draft: str = "eagle"
+    sizes: tuple[int, ...] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+    contexts: tuple[int, ...] = (64, 256, 1024)
+    widths: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
+    repeats: int = 7
+    device: str = "auto"
+
+
+def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],
+                    status: Callable[[str], object]) -> dict:
+    """``simspec latency``: one target forward vs V and L, one draft step vs W and L; returns the
+    summary (the ``--json`` line; ``samples`` holds every point, verify then draft)."""
+    from simspec import __version__
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model, resolve_device
+
+    r = request
+    with status(f"loading {r.target} and draft {r.draft}"):
+        loaded = load_model(r.target, device=resolve_device(r.device))
+        drafter = load_drafter(r.draft, loaded)
+    tick = bar("latency", len(r.contexts) * (len(r.sizes) + len(r.widths)))
+    verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick)
+    drafts = draft_latency(drafter, loaded.model.config.vocab_size, r.widths, r.contexts, r.repeats, loaded.device,
+                           tick)
+    return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
+            "simspec_version": __version__, "samples": [x.to_dict() for x in verify + drafts]}

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Callable
 
 from simspec import __version__
 from simspec.errors import SimspecError
-from simspec.sim.evaluate import BASELINES
+from simspec.sim.evaluate import BASELINES, check_split
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -45,18 +43,17 @@ class ValidateRequest:
     def check(self) -> tuple[Profile, list]:
         """Every flag, the output folder, the profile and its traces, the policies and the prompts,
         before any model is loaded; returns the profile and the prompts."""
+        from simspec.cache import check_out
         from simspec.data import load_prompts
         from simspec.policies.artifact import read_policy_meta
 
-        if self.split not in ("heldout", "train", "all"):
-            raise SimspecError(f"--split must be heldout, train or all, got {self.split!r}")
+        check_split(self.split)
         unknown = [n for n in self.baselines if n not in BASELINES and not n.startswith("static:")]
         if unknown:
             raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
         if not self.baselines and not self.policies:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
-        if self.out_dir().exists() and not self.force:
-            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
         width = profile.meta["traces"]["width"]
@@ -80,9 +77,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     """Run the whole validation; returns the report and the folder it was written to.
     ``status(text)`` is a context manager shown during steps without a progress count;
     ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
-    import torch
-
     from simspec.cache import atomic_directory
+    from simspec.machine import device_model, machine
     from simspec.measure.curves import device_name
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
@@ -131,8 +127,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     meta = {
         "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-                   f"{torch.get_num_threads()} threads",
+        "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
         "device": device_name(target), "target": profile.meta["target"], "draft": profile.meta["draft"],
         "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta["inputs_hash"],
                     "device": profile.meta["device"], "threads": profile.meta.get("threads"),

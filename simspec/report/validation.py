@@ -17,6 +17,12 @@ REPORT_VERSION = 1
 REFERENCES = ("eagle3", "grid")
 
 
+def lossless_label(row: dict, no: str = "NO") -> str:
+    """A row's lossless verdict: yes (equal to greedy), near-tie (split only at float-order
+    ties) or NO (a bug)."""
+    return "yes" if row["exact_match"] else ("near-tie" if row["lossless"] else no)
+
+
 def paired_p(a: np.ndarray, b: np.ndarray) -> float | None:
     """Two-sided Wilcoxon signed-rank p-value of paired per-prompt speedups (None: too few
     prompts; 1.0: identical everywhere)."""
@@ -218,7 +224,7 @@ def render_markdown(report: dict) -> str:
             f"({m['decision_seconds_charged'].get(r['method'], 0.0) * 1e6:.0f}) | {s['draft']:.0%} / {s['verify']:.0%} / {s['policy']:.1%} / "
             f"{s['bookkeeping']:.1%} | {_pct(r.get('gain_vs_eagle3'))} | {_p(r.get('p_vs_eagle3'))} | "
             f"{_pct(r.get('gain_vs_grid'))} | {_p(r.get('p_vs_grid'))} | "
-            f"{'yes' if r['exact_match'] else ('near-tie' if r['lossless'] else '**NO**')} |")
+            f"{lossless_label(r, no='**NO**')} |")
     rank = m["rank_agreement"]
     lines += [
         "",

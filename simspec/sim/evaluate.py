@@ -3,6 +3,7 @@ every method shown as a share of the hindsight oracle."""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -16,9 +17,23 @@ from simspec.sim.oracle import oracle
 from simspec.sim.replay import ReplayResult, replay
 from simspec.sim.traces import TraceSet
 
+SPLITS = ("heldout", "train", "all")
 BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn")
 GRID_DEPTHS = tuple(range(1, 13))
 GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
+
+
+def check_split(split: str) -> str:
+    """``split`` if it names a prompt split (``--split``), else a one-line error."""
+    if split not in SPLITS:
+        raise SimspecError(f"--split must be heldout, train or all, got {split!r}")
+    return split
+
+
+def parse_names(text: str) -> list[str]:
+    """A comma-separated list of methods; ``static:D,V`` keeps its own comma (``static:DxV``
+    is accepted too)."""
+    return [m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip()]
 
 
 def split_traces(traces: TraceSet, split: str) -> TraceSet:
@@ -103,7 +118,7 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     for name in names:
         if name.startswith("static:"):
             try:
-                d, v = (int(x) for x in name.split(":", 1)[1].split(","))
+                d, v = (int(x) for x in re.split(r"[,x]", name.split(":", 1)[1]))
             except ValueError:
                 raise SimspecError(f"bad baseline {name!r}: write static:D,V, e.g. static:5,8") from None
             policy = StaticPolicy(d, width, v)

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import SimspecError, read_json, require, require_schema
+from simspec.shipped import locate
 
 TRACE_SCHEMA = "simspec-traces"
 TRACE_VERSION = 1
@@ -184,7 +185,9 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fi
 
 
 def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
-    """A trace folder; one clear error, naming the file and what to do, for anything unusable."""
+    """A trace folder (a relative one that is not here: the shipped copy, see ``simspec.shipped``);
+    one clear error, naming the file and what to do, for anything unusable."""
+    directory = locate(directory)
     meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
     meta = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
                      f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))

@@ -7,8 +7,6 @@ EAGLE-3's default tree, the best static tree and the hindsight oracle, and write
 
 from __future__ import annotations
 
-import os
-import platform
 import shutil
 import tempfile
 import time
@@ -20,6 +18,7 @@ import numpy as np
 import torch
 
 from simspec.errors import SimspecError
+from simspec.machine import machine
 from simspec.policies.artifact import ALGOS, write_policy
 from simspec.policies.base import BatchPolicy
 from simspec.sim.envs import REWARDS
@@ -59,6 +58,7 @@ class TrainRequest:
     def check(self) -> Profile:
         """Every flag, the output folder, the profile and its traces, before any work; returns
         the profile."""
+        from simspec.cache import check_out
         from simspec.train.ppo import PRECISIONS
         from simspec.train.resps import VARIANTS
 
@@ -76,8 +76,7 @@ class TrainRequest:
             raise SimspecError(f"unknown --precision {self.precision!r}: choose from auto, {', '.join(PRECISIONS)}")
         if self.precision == "bf16" and self.algo == "radar":
             raise SimspecError("--precision bf16 applies to the PPO algorithms (ltd, resps); radar trains in fp32")
-        if self.out_dir().exists() and not self.force:
-            raise SimspecError(f"{self.out_dir()} exists: choose another --out or pass --force")
+        check_out(self.out_dir(), self.force)
         profile = load_profile(self.profile)
         profile.traces()  # read and checked now (kept for the run), not after the progress bar is up
         return profile
@@ -203,7 +202,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
             "schedule": fitted.schedule,
             "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
             "steps_per_second": env_steps / train_seconds,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+            "machine": machine(),
             "profile": {"name": profile.directory.name, "path": str(profile.directory),
                         "inputs_hash": profile.meta["inputs_hash"], "device": profile.meta["device"],
                         "kind": profile.kind},

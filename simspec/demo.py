@@ -1,0 +1,96 @@
+"""``simspec demo``: the whole loop on the shipped defaults, each step an ordinary simspec
+command (calibrate this machine on the shipped traces, train policies fast, validate them on
+the real engine, draw the figures), and a summary read back from what the steps wrote."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from simspec.errors import SimspecError
+
+ALGOS = ("ltd", "radar", "resps")
+TRACES = "calibration/traces-humaneval-eagle"
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    out: str = "demo"
+    algos: tuple[str, ...] = ("ltd", "radar")
+    n_prompts: int = 8
+    max_new_tokens: int = 32
+    force: bool = False
+
+    def check(self) -> Path:
+        """The flags, the output folder and the shipped traces; returns the traces folder."""
+        from simspec.cache import check_out
+        from simspec.shipped import locate, missing_hint
+
+        bad = [a for a in self.algos if a not in ALGOS]
+        if bad or not self.algos:
+            raise SimspecError(f"--algos takes ltd, radar and/or resps, got {','.join(self.algos)!r}")
+        check_out(self.out, self.force)
+        traces = locate(TRACES)
+        if not (traces / "traces.json").is_file():
+            raise SimspecError(f"the shipped traces are missing: {missing_hint()}")
+        return traces
+
+    def policies(self) -> list[Path]:
+        return [Path(self.out) / "policies" / a for a in self.algos]
+
+    def steps(self, traces: Path) -> list[list[str]]:
+        """The simspec commands the demo runs, in order."""
+        root = Path(self.out)
+        profile, figures = root / "profile", root / "figures"
+        steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile)],
+                 ["plot", "curves", "--profile", str(profile), "--out", str(figures)]]
+        for algo, policy in zip(self.algos, self.policies()):
+            steps += [["train", "--simulated", "--profile", str(profile), "--algo", algo, "--preset", "fast",
+                       "--out", str(policy)],
+                      ["plot", "training", "--policy", str(policy), "--out", str(figures)]]
+        steps.append(["validate", "--real", "--profile", str(profile), "--baselines", "eagle3,grid,gammatune",
+                      "--policies", ",".join(map(str, self.policies())), "--n-prompts", str(self.n_prompts),
+                      "--max-new-tokens", str(self.max_new_tokens), "--out", str(root / "validate")])
+        return steps
+
+
+def run_demo(request: DemoRequest, invoke: Callable[[list[str]], None],
+             announce: Callable[[int, int, list[str]], None]) -> dict:
+    """Runs every step through ``invoke`` (the command line), announcing each; nothing is left
+    at ``--out`` when a step fails or is interrupted. Returns the summary."""
+    traces = request.check()
+    root = Path(request.out)
+    shutil.rmtree(root, ignore_errors=True)
+    steps = request.steps(traces)
+    started = time.perf_counter()
+    try:
+        for i, step in enumerate(steps, 1):
+            announce(i, len(steps), step)
+            invoke(step)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)  # no half-made demo folder
+        raise
+    return summary(request, time.perf_counter() - started)
+
+
+def summary(request: DemoRequest, seconds: float) -> dict:
+    """What the steps wrote: the calibration, each policy's training and the real validation."""
+    from simspec.policies.artifact import read_policy_meta
+    from simspec.report.validation import read_report
+    from simspec.sim.profile import load_profile
+
+    root = Path(request.out)
+    profile = load_profile(root / "profile")
+    policies = []
+    for path in request.policies():
+        _, meta = read_policy_meta(path)
+        held = meta.get("heldout") or {}
+        policies.append({"algo": meta["algo"], "train_seconds": meta.get("train_seconds", float("nan")),
+                         "speedup": held.get("speedup", float("nan")),
+                         "grid_best_speedup": held.get("grid_best_speedup", float("nan"))})
+    return {"root": str(root), "device": profile.meta["device"], "curves_seconds": profile.meta["seconds"]["curves"],
+            "fit_error_median": profile.meta["fit_error"]["median"], "policies": policies,
+            "report": read_report(root / "validate"), "seconds": seconds}

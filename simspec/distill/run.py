@@ -1,0 +1,102 @@
+"""``simspec train-draft``: one request in, one drafter folder out.
+
+Builds the teacher corpus (text the target labels with its own greedy tokens), trains an
+EAGLE-style head or a standalone draft LM on it, resumably (a stopped run continues from
+``OUT.partial/``) and deterministically from the seed, and scores it on held-out text.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from simspec.errors import SimspecError
+
+Bar = Callable[[str, int], Callable[..., None]]
+KINDS = ("eagle", "lm")
+
+
+@dataclass(frozen=True)
+class TrainDraftRequest:
+    kind: str = "eagle"
+    target: str = "smollm2-135m-instruct"
+    data: tuple[str, ...] = ("sharegpt", "code", "self")
+    tokens: int = 200_000
+    epochs: int = 4
+    draft_vocab: int = 8192
+    unroll: int = 2  # eagle: passes feeding the head's own features back (1 = EAGLE-1)
+    feature_weight: float = 1.0  # eagle: weight of the feature-regression loss
+    hidden: int = 256  # lm
+    layers: int = 2  # lm
+    lr: float = 1e-3
+    seed: int = 0
+    out: str | None = None
+    force: bool = False
+
+    def out_dir(self) -> Path:
+        return Path(self.out or f"real/drafters/{self.kind}")
+
+    def check(self) -> None:
+        """The flags and the output folder, before the target loads."""
+        from simspec.cache import check_out
+
+        if self.kind not in KINDS:
+            raise SimspecError(f"--kind must be eagle or lm, got {self.kind!r}")
+        check_out(self.out_dir(), self.force)
+
+
+def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], object]) -> dict:
+    """Runs the request; returns the summary (the ``--json`` line)."""
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.distill.corpus import CorpusSpec, build_corpus
+    from simspec.distill.trainer import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
+    from simspec.engine.draft_lm import DraftLMShape
+    from simspec.engine.models import load_model
+    from simspec.machine import machine
+
+    r = request
+    r.check()
+    out_dir = r.out_dir()
+    spec = CorpusSpec(r.data, r.tokens, seed=r.seed)
+    heldout = CorpusSpec(("self",), max(4096, r.tokens // 20), seed=r.seed + 1, split="heldout")
+    torch.manual_seed(r.seed)
+    with status(f"loading {r.target}"):
+        loaded = load_model(r.target)
+    started = time.perf_counter()
+    corpus = build_corpus(loaded, spec, bar)
+    heldout_corpus = build_corpus(loaded, heldout, bar)
+    data_s = time.perf_counter() - started
+    if r.kind == "eagle":
+        trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
+            draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, unroll=r.unroll, feature_weight=r.feature_weight,
+            seed=r.seed))
+    else:
+        shape = DraftLMShape(hidden=r.hidden, layers=r.layers, heads=max(1, r.hidden // 64),
+                             kv_heads=max(1, r.hidden // 128), intermediate=int(r.hidden * 2.75) // 16 * 16)
+        trainer = LMTrainer(loaded, corpus, LMTrainConfig(draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr,
+                                                          seed=r.seed, shape=shape))
+    advance, done = bar("training", trainer.total_steps), [0]
+
+    def tick(stats: dict) -> None:  # a resumed run starts past step 0
+        advance(stats["step"] - done[0], description=f"training loss {stats['loss']:.3f}")
+        done[0] = stats["step"]
+
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    train_started = time.perf_counter()
+    trainer.train(partial / "checkpoint.pt", tick)
+    train_s = time.perf_counter() - train_started
+    agreement = trainer.agreement(heldout_corpus)
+    meta = {"kind": r.kind, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
+            "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
+            "machine": machine(str(loaded.device))}
+    with atomic_directory(out_dir, replace=r.force) as tmp:
+        trainer.save(tmp, meta)
+    shutil.rmtree(partial, ignore_errors=True)
+    return {"drafter": str(out_dir), "kind": r.kind, "heldout_top1": agreement["top1"],
+            "heldout_top10": agreement["top10"], "coverage": trainer.coverage(),
+            "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}

@@ -1,0 +1,54 @@
+"""The one description of the machine an artifact was made on (stdlib only).
+
+Profiles, policies, drafters and validation runs each record it, so that a number can be
+traced to the device that produced it: the CPU's model name (``/proc/cpuinfo``), or the GPU's
+when a run used one. torch is consulted only when the caller has already imported it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name, e.g. 'AMD EPYC 7B13' ('unknown CPU' when nothing says)."""
+    try:
+        with open("/proc/cpuinfo") as lines:
+            for line in lines:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def device_model(device: str = "cpu") -> str:
+    """The model name of the device that ran the work: the GPU's for "cuda", else the CPU's."""
+    torch = sys.modules.get("torch")
+    if device.startswith("cuda") and torch is not None and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return cpu_model()
+
+
+def machine(device: str = "cpu") -> str:
+    """One line: architecture, cores, device model, torch version and threads (when loaded)."""
+    torch = sys.modules.get("torch")
+    text = f"{platform.machine()}, {os.cpu_count()} cores ({cpu_model()})"
+    if device.startswith("cuda"):
+        text += f", {device_model(device)}"
+    if torch is not None:
+        text += f", torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return text
+
+
+def device_label(device: str = "cpu") -> str:
+    """A profile's ``device``: the GPU's name, or 'cpu (...)' (readers test the 'cpu' prefix)."""
+    torch = sys.modules.get("torch")
+    if device.startswith("cuda"):
+        return device_model(device)
+    threads = f", {torch.get_num_threads()} torch threads" if torch is not None else ""
+    return f"cpu ({platform.machine()}, {os.cpu_count()} cores{threads})"

@@ -1,0 +1,251 @@
+"""``simspec calibrate``: one request in, one profile folder (or traces folder) out.
+
+Measures the latency curves on the device at hand, or models them with a roofline for a GPU
+that is not here (an ANALYTIC profile, marked as such everywhere), fits the cost model, times
+the baselines' decisions on this host, and records draft-tree traces (or reuses recorded ones).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simspec import __version__
+from simspec.errors import SimspecError
+
+Bar = Callable[[str, int], Callable[..., None]]
+
+ARCH_TARGETS = {"arch:llama-3.1-8b": "Llama-3.1-8B-class target (32 layers, hidden 4096, GQA 32/8, vocab 128,256) "
+                                     "with an EAGLE-3-style one-layer draft (32k draft vocabulary)"}
+GPU_NAMES = ("auto", "cpu", "a100", "h100", "h200", "a40", "l4", "rtx3090", "rtx4090", "v100")
+# (D, V) of the live engine's replay check against the recorded traces (depth_max: the deepest).
+REPLAY_CHECK = ((3, 8), (6, 16), (8, 60))
+
+
+@dataclass(frozen=True)
+class CalibrateRequest:
+    gpu: str = "auto"
+    target: str = "smollm2-135m-instruct"
+    draft: str = "eagle"
+    prompts: str = "humaneval"
+    n_prompts: int = 164
+    max_new_tokens: int = 128
+    depth_max: int = 12
+    width: int = 10
+    traces_from: str | None = None
+    no_traces: bool = False
+    traces_only: bool = False
+    check_prompts: int = 4
+    check_tokens: int = 48
+    quick: bool = False
+    out: str | None = None
+    force: bool = False
+    seed: int = 0
+
+    def out_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        if self.traces_only:
+            return Path(f"calibration/traces-{Path(self.prompts).stem}-{Path(self.draft).name}")
+        return Path(f"calibration/{self.gpu.lower()}-{Path(self.draft).name}")
+
+    def check(self) -> "Plan":
+        """Every flag, the output folder, reused traces and the prompts, before any model loads."""
+        from simspec.cache import check_out
+        from simspec.data import load_prompts
+
+        gpu = self.gpu.lower()
+        if gpu not in GPU_NAMES:
+            raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
+        check_out(self.out_dir(), self.force)
+        kind = "measured" if gpu in ("cpu", "auto") or gpu_present(gpu) else "analytic"
+        if self.target in ARCH_TARGETS and kind == "measured":
+            raise SimspecError(f"--target {self.target} is an architecture without weights: use it with an absent "
+                               "--gpu (analytic), e.g. --gpu h100")
+        source = traces_source(self.traces_from, self.target, self.draft) if self.traces_from else None
+        if self.traces_only and (self.no_traces or source or self.target in ARCH_TARGETS):
+            raise SimspecError("--traces-only records traces: it needs real models and no --no-traces / --traces-from")
+        models = self.target not in ARCH_TARGETS
+        chosen = load_prompts(self.prompts, n=self.n_prompts) if models and not (self.no_traces or source) else []
+        return Plan(gpu, kind, source, chosen)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``CalibrateRequest.check`` found: the device kind, reused traces, prompts to record."""
+
+    gpu: str
+    kind: str  # measured or analytic
+    source: tuple[Path, dict] | None  # (folder, reference) of reused traces
+    prompts: list = field(default_factory=list)
+
+
+def gpu_present(gpu: str) -> bool:
+    """Whether torch sees the named GPU: its name inside the CUDA device's (e.g. 'h100' in
+    'NVIDIA H100 80GB HBM3', 'rtx4090' as '4090' in 'NVIDIA GeForce RTX 4090')."""
+    import torch
+
+    from simspec.machine import device_model
+
+    if not torch.cuda.is_available():
+        return False
+    return gpu.replace("rtx", "") in device_model("cuda:0").lower().replace(" ", "")
+
+
+def traces_source(path: str, target: str, draft: str) -> tuple[Path, dict]:
+    """(folder, reference) of existing traces: a traces folder, or the traces a profile names."""
+    from simspec.shipped import locate
+    from simspec.sim.profile import load_profile
+    from simspec.sim.traces import load_traces
+
+    folder = locate(path)
+    if (folder / "profile.json").is_file():
+        profile = load_profile(folder)
+        if not profile.meta.get("traces"):
+            raise SimspecError(f"--traces-from {path}: that profile has latency curves only, no traces")
+        folder = profile.traces_dir
+    traces = load_traces(folder)
+    meta = traces.meta
+    if meta.get("target") != target or meta.get("draft") != draft:
+        raise SimspecError(f"--traces-from {path} holds traces of {meta.get('target')} + {meta.get('draft')}, "
+                           f"not {target} + {draft}: pass the matching --target/--draft or record new traces")
+    ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
+           "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width}
+    return folder.resolve(), ref
+
+
+def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar: Bar):
+    """Records the drafter's trees on ``chosen`` and replays a few static trees on the live engine
+    against them; returns (traces, seconds, replay checks)."""
+    from simspec.data import render_chat
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
+    from simspec.sim.traces import assemble
+
+    r = request
+    recorder = TraceRecorder(loaded, drafter, RecordSpec(r.depth_max, r.width, r.max_new_tokens))
+    engine = SpeculativeEngine(loaded, drafter)
+    ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
+    for one in ids:
+        engine.check_length(one, r.max_new_tokens + r.depth_max)
+    started = time.perf_counter()
+    recorded = recorder.record_all(ids, bar)
+    record_s = time.perf_counter() - started
+    meta = {"target": r.target, "draft": r.draft, "prompts": r.prompts, "prompt_ids": [p.id for p in chosen],
+            "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
+            "width": r.width, "seed": r.seed, "simspec_version": __version__,
+            "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1)}
+    traces = assemble(recorded, [len(i) for i in ids], meta)
+    checks = []
+    if r.check_prompts:
+        k = min(r.check_prompts, len(ids))
+        configs = [*REPLAY_CHECK, (r.depth_max, 240)]
+        tick = bar("replay check (live engine)", k * len(configs))
+        checks = replay_check(engine, traces, ids[:k], configs, min(r.check_tokens, r.max_new_tokens), tick)
+    return traces, record_s, checks
+
+
+def _policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -> dict:
+    """Decision time per cycle of every baseline family and of RADAR's LSTM, on this host (the
+    policies run here whatever the accelerator); RADAR's training charges its entry (stored, so
+    that one seed gives one policy)."""
+    from simspec.policies.timing import policy_latency
+    from simspec.sim.costmodel import CostModel
+    from simspec.sim.evaluate import timing_baselines
+    from simspec.sim.profile import points_of
+    from simspec.train.radar import RADAR_TIMING_KEY, radar_call_seconds
+
+    seconds = policy_latency(timing_baselines(CostModel(points_of(samples)), width, depth), width, depth, repeats)
+    seconds[RADAR_TIMING_KEY] = radar_call_seconds(width, depth, 60)
+    return seconds
+
+
+def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], object], plan: Plan | None = None) -> dict:
+    """Runs the request; returns the summary (the ``--json`` line: a profile's, or with
+    ``traces_only`` a traces folder's)."""
+    import torch
+
+    from simspec.cache import atomic_directory
+    from simspec.machine import device_model, machine
+    from simspec.measure.curves import CurveGrid, analytic_curves, bookkeeping_latency, device_name, \
+        drafter_architecture, measure_curves
+    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
+    from simspec.sim.profile import write_profile
+    from simspec.sim.traces import save_traces
+
+    r = request
+    plan = plan or r.check()
+    gpu, kind, source, out_dir = plan.gpu, plan.kind, plan.source, r.out_dir()
+    grid = CurveGrid.quick() if r.quick else CurveGrid()
+    torch.manual_seed(r.seed)
+    run_device = "cuda" if torch.cuda.is_available() and kind == "measured" and gpu != "cpu" else "cpu"
+    loaded = drafter = None
+    if r.target not in ARCH_TARGETS:
+        from simspec.engine.load import load_drafter
+        from simspec.engine.models import load_model
+
+        with status(f"loading {r.target} and draft {r.draft}"):
+            loaded = load_model(r.target, device=run_device)
+            drafter = load_drafter(r.draft, loaded)
+    started = time.perf_counter()
+    if r.traces_only:
+        samples, device_label = [], "none (traces only)"
+    elif kind == "measured":
+        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()))
+        device_label = device_name(loaded)
+    else:
+        spec = device_spec(gpu)
+        book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats,
+                                   bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)))
+        target_arch = Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B
+        draft_arch = drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT
+        samples = analytic_curves(spec, target_arch, draft_arch, grid, book)
+        device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
+    curves_s = time.perf_counter() - started
+    width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
+    policy_seconds = _policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {}
+    traces, record_s, checks = (record_traces(loaded, drafter, r, plan.prompts, bar) if plan.prompts
+                                else (None, 0.0, []))
+    meta = {
+        "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
+        "device_model": device_model(run_device) if kind == "measured" else gpu.upper(),
+        "target": r.target, "draft": r.draft if loaded else "eagle3-style one-layer draft",
+        "architecture": {"target": (Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B).to_dict(),
+                         "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
+        "dtype": str(next(loaded.model.parameters()).dtype) if loaded else "bfloat16 (modelled)",
+        "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
+        "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
+        "replay_check": [c.to_dict() for c in checks],
+        "policy_seconds": policy_seconds,
+    }
+    if r.target in ARCH_TARGETS:
+        meta["target_description"] = ARCH_TARGETS[r.target]
+    if r.traces_only:
+        with atomic_directory(out_dir, replace=r.force) as tmp:
+            traces.meta["replay_check"] = meta["replay_check"]
+            traces.meta["machine"] = meta["machine"]
+            save_traces(tmp, traces)
+        return {"traces": str(out_dir), "prompts": traces.n_prompts, "positions": traces.positions,
+                "megabytes": sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6, "record_seconds": record_s,
+                "replay_check": meta["replay_check"]}
+    with atomic_directory(out_dir, replace=r.force) as tmp:
+        traces_meta = None
+        if traces is not None:
+            content = save_traces(tmp / "traces", traces)
+            traces_meta = {"path": "traces", "content_hash": content, "positions": traces.positions,
+                           "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
+                           "width": r.width}
+        elif source:
+            traces_meta = {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
+        meta["traces"] = traces_meta
+        profile = write_profile(tmp, meta, samples)
+    fit = profile.meta["fit_error"]
+    return {"profile": str(out_dir), "device": device_label, "kind": kind,
+            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"],
+            "prompts": traces_meta["n_prompts"] if traces_meta else 0,
+            "positions": traces_meta["positions"] if traces_meta else 0,
+            "seconds": meta["seconds"], "replay_check": meta["replay_check"]}

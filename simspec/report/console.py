@@ -1,0 +1,216 @@
+"""What the verbs show a person: progress bars on stderr while they work, then tables and
+one-line results on stdout, rendered from the same summaries their ``--json`` lines hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+# Wide enough for the tables when stdout is a file or a pipe (rich would assume 80 columns).
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+
+def run_with_progress(work, threads: int | None = None):
+    """``work(bar, status)`` under progress bars on stderr, with torch's threads set first.
+    ``bar(description, total)`` adds a bar and returns ``advance(n=1, description=None)``;
+    ``status(text)`` is a context manager shown during steps without a count."""
+    import torch
+
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
+
+    def bar(description: str, total: int):
+        task = progress.add_task(description, total=total)
+        return lambda n=1, description=None: progress.update(
+            task, advance=n, **({"description": description} if description else {}))
+
+    with progress:
+        return work(bar, err.status)
+
+
+def json_line(as_json: bool, summary: dict) -> None:
+    if as_json:
+        print(json.dumps(summary))
+
+
+def warn(text: str) -> None:
+    err.print(f"[yellow]warning:[/] {text}")
+
+
+def note(text: str) -> None:
+    err.print(f"note: {text}", markup=False, highlight=False)
+
+
+def table(title: str, columns, rows, left: str = "method") -> None:
+    grid = Table(title=title, title_justify="left")
+    for col in columns:
+        grid.add_column(col, justify="left" if col == left else "right")
+    for row in rows:
+        grid.add_row(*row)
+    out.print(grid)
+
+
+def divergences(rows: list[dict], name) -> None:
+    """One line per output that differs from greedy decoding (``name(row)`` says whose)."""
+    from simspec.engine.lossless import Divergence
+
+    for row in rows:
+        for d in row["divergences"]:
+            err.print(f"[yellow]{name(row)} on {d['prompt']}: {Divergence.from_dict(d).describe()}[/]", highlight=False)
+
+
+def _replay_verdict(checks: list[dict]) -> str:
+    same, total = sum(c["matches"] for c in checks), sum(c["cycles"] for c in checks)
+    return f"; replay check: {same}/{total} cycles' accepted lengths equal the live engine's" if checks else ""
+
+
+def _f(row: dict, key: str, spec: str) -> str:
+    """``row[key]`` formatted; the JSON's null for what does not apply (the oracle's tau) as nan."""
+    return format(float("nan") if row[key] is None else row[key], spec)
+
+
+def bench_engine(s: dict) -> None:
+    from simspec.report.validation import lossless_label
+
+    best, rows = s["best"], s["configs"]
+    is_best = lambda r: all(r[k] == best[k] for k in ("depth", "width", "size"))  # noqa: E731
+    table(f"bench-engine: target {s['target']}, draft {s['draft']}, {s['n_prompts']} {s['prompts']} ({s['split']}) "
+          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}",
+          ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "draft", "verify", "bookkeeping", "lossless"),
+          [(str(r["depth"]), str(r["width"]), str(r["size"]), f"{r['speedup']:.3f}{' *' if is_best(r) else ''}",
+            f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", "/".join(f"{m:.2f}" for m in r["repeat_medians"]),
+            f"{r['tau']:.2f}", f"{r['time_shares']['draft']:.0%}", f"{r['time_shares']['verify']:.0%}",
+            f"{r['time_shares']['bookkeeping']:.1%}", lossless_label(r)) for r in rows], left="")
+    out.print(f"best: D={best['depth']} W={best['width']} V={best['size']} speedup {best['speedup']:.3f}x (* above)")
+    divergences(rows, lambda r: f"D={r['depth']} W={r['width']} V={r['size']}")
+
+
+def latency(s: dict, contexts) -> None:
+    ms = lambda x: f"{x['median'] * 1e3:.1f} [{x['q25'] * 1e3:.1f}-{x['q75'] * 1e3:.1f}]"  # noqa: E731
+    for kind, name, label in (("verify", f"target forward, {s['target']}", "V"),
+                              ("draft", f"draft step, {s['draft']}", "W")):
+        samples = [x for x in s["samples"] if x["kind"] == kind]
+        cell = {(x["tokens"], x["context"]): x for x in samples}
+        table(f"{name} ({s['device']}): median ms [IQR]", (label, *(f"L={c}" for c in contexts)),
+              [(str(n), *(ms(cell[n, c]) for c in contexts)) for n in sorted({x["tokens"] for x in samples})])
+
+
+def train_draft(s: dict) -> None:
+    out.print(f"drafter written to {s['drafter']}: held-out top-1 {s['heldout_top1']:.3f}, top-10 "
+              f"{s['heldout_top10']:.3f} on the target's own greedy text; draft vocabulary covers "
+              f"{s['coverage']:.1%} of its greedy tokens; data {s['data_seconds']:.0f} s, training "
+              f"{s['train_seconds']:.0f} s")
+
+
+def calibrate(s: dict) -> None:
+    if "traces" in s:  # --traces-only
+        out.print(f"traces written to {s['traces']}: {s['prompts']} prompts, {s['positions']} positions, "
+                  f"{s['megabytes']:.1f} MB, recorded in {s['record_seconds']:.0f} s" + _replay_verdict(s["replay_check"]))
+        return
+    out.print(f"profile written to {s['profile']} ({s['kind']}, {s['device']}): cost model held-out relative error "
+              f"median {s['fit_error_median']:.1%}, p90 {s['fit_error_p90']:.1%}"
+              + (f"; {s['prompts']} prompts, {s['positions']} positions" if s["prompts"] else "")
+              + _replay_verdict(s["replay_check"]))
+
+
+def recalibrate(s: dict) -> None:
+    ratios = ", ".join(f"{op} {r:.2f}" for op, r in s["live_over_profile"].items())
+    out.print(f"{s['profile']}: {s['base']} refitted to {s['cycles']:,} live cycles on {s['prompts']} train prompts "
+              f"in {s['seconds']:.0f} s; live / profile before: {ratios}")
+
+
+def validate_simulated(result) -> None:
+    s = result.summary
+    for text in result.notes:
+        warn(text)
+    if s["kind"] == "analytic":
+        warn("ANALYTIC profile: these times come from a roofline model, not a measurement")
+    tokens = "all recorded" if s["max_new_tokens"] is None else s["max_new_tokens"]
+    table(f"validate --simulated: {result.label}; {s['prompts']} {s['split']} prompts, {tokens} tokens",
+          ("method", "speedup (median)", "IQR", "mean", "tau", "cycles", "draft calls", "share of oracle"),
+          [(r["name"], _f(r, "speedup_median", ".3f"), f"{_f(r, 'speedup_q25', '.2f')}-{_f(r, 'speedup_q75', '.2f')}",
+            *(_f(r, k, f) for k, f in (("speedup_mean", ".3f"), ("tau", ".2f"), ("cycles", ".1f"),
+                                       ("draft_calls", ".1f"), ("share_of_oracle", ".1%"))))
+           for r in s["rows"] + [s["oracle"]]])
+    out.print(f"replayed {len(s['rows'])} methods + oracle on {result.positions} positions in {s['seconds']:.1f} s "
+              f"(replay: {s['cycles_per_s']:,.0f} cycles/s)")
+
+
+def validate_real(report: dict, run_dir) -> None:
+    from simspec.report.validation import lossless_label
+
+    for text in report["warnings"]:
+        warn(text)
+    rank, corrected = report["rank_agreement"], report["drift_corrected"]
+    pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
+    pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
+    table(f"validate --real: {report['profile']['name']} ({report['device']}); {report['n_prompts']} "
+          f"{report['prompts']} ({report['split']}) prompts, {report['max_new_tokens']} new tokens",
+          ("method", "real (median)", "IQR", "sim", "sim error", "sim drift-corr.", "tau real/sim", "draft calls",
+           "vs EAGLE-3", "p", "vs grid", "p", "lossless"),
+          [(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_real_q25']:.2f}-{r['speedup_real_q75']:.2f}",
+            f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
+            f"{r['speedup_sim_drift_corrected']:.3f} ({r['rel_error_drift_corrected']:+.1%})",
+            f"{r['tau']:.2f}/{r['tau_sim']:.2f}", f"{r['draft_calls']:.1f}", pct(r.get("gain_vs_eagle3")),
+            pv(r.get("p_vs_eagle3")), pct(r.get("gain_vs_grid")), pv(r.get("p_vs_grid")), lossless_label(r))
+           for r in sorted(report["rows"], key=lambda r: -r["speedup_real"])])
+    drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report["drift"]["ratios"].items())
+    out.print(f"simulator: mean |error| {report['mean_abs_rel_error']:.1%}, max {report['max_abs_rel_error']:.1%}, "
+              f"rank agreement (Spearman) {'n/a' if rank is None else f'{rank:.3f}'}; drift-corrected: mean "
+              f"{corrected['mean_abs_rel_error']:.1%}, max {corrected['max_abs_rel_error']:.1%}; "
+              f"drift (live / profile): {drift}")
+    if report["drift"]["advice"]:
+        warn(report["drift"]["advice"])
+    divergences(report["rows"], lambda r: r["method"])
+    out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report['seconds']:.0f} s")
+
+
+def train(s: dict, request) -> None:
+    r = request
+    if r.preset == "fast":
+        out.print("preset fast: the paper's networks with about a tenth of its steps; train with --preset paper "
+                  "for the reported results")
+    out.print(f"{s['policy']}: {r.algo} ({r.preset}, reward {r.reward}, seed {r.seed}, {r.resolved_precision()}) "
+              f"trained in {s['train_seconds']:.0f} s, {s['env_steps']:,} environment steps "
+              f"({s['env_steps'] / s['train_seconds']:,.0f}/s)")
+    out.print(f"held-out speedup (simulated, median): {s['heldout_speedup']:.3f} | grid best "
+              f"{s['grid_best_speedup']:.3f} | EAGLE-3 default {s['eagle3_speedup']:.3f} | "
+              f"share of the oracle {s['oracle_share']:.1%}")
+
+
+def demo_step(i: int, n: int, step: list[str]) -> None:
+    err.rule(f"demo step {i}/{n}: simspec {' '.join(step)}", align="left")
+
+
+def demo(s: dict) -> None:
+    from simspec.report.validation import lossless_label
+
+    report = s["report"]
+    err.rule("demo summary", align="left")
+    out.print(f"calibrated {s['device']} in {s['curves_seconds']:.0f} s: cost model held-out error median "
+              f"{s['fit_error_median']:.1%}")
+    for p in s["policies"]:
+        out.print(f"trained {p['algo']} (fast) in {p['train_seconds']:.0f} s: simulated held-out speedup "
+                  f"{p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
+    table(f"real validation: {report['n_prompts']} held-out HumanEval prompts, {report['max_new_tokens']} new tokens",
+          ("method", "real speedup", "simulated", "error", "lossless"),
+          [(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
+            lossless_label(r)) for r in sorted(report["rows"], key=lambda r: -r["speedup_real"])])
+    if report["drift"]["advice"]:
+        out.print(f"note: {report['drift']['advice']}")
+    out.print(f"demo finished in {s['seconds'] / 60:.1f} min; everything is in {s['root']}/ (profile/, policies/, "
+              "validate/ with report.md and figures, figures/)")
+
+
+def bench_sim(s: dict, n_prompts: int, repeats: int) -> None:
+    rates = s["all_cycles_per_s"]
+    out.print(f"replay of static D={s['depth']} V={s['size']} over {s['copies']} x {n_prompts} prompts: "
+              f"{s['cycles']:,} cycles per replay, median {s['cycles_per_s']:,.0f} cycles/s "
+              f"(range {rates[0]:,.0f}-{rates[-1]:,.0f}, {repeats} repeats)")

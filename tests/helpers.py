@@ -1,0 +1,108 @@
+"""Helpers shared by the test modules: synthetic traces and cost models, random numpy policies,
+and `simspec` as a user runs it (a subprocess).
+
+numpy only, like the simulator: importing this module must not import torch, transformers or
+stable-baselines3 (tests/test_layering.py checks it). Anything that needs torch belongs in a
+conftest.py fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from simspec.policies.features import RESPS_FEATURES, size_feature_dim
+from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
+from simspec.sim.costmodel import CostModel, Point
+from simspec.sim.envs import ltd_sizes, resps_actions
+from simspec.sim.traces import NO_NODE, PromptTrace, assemble
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository: shipped profiles live under calibration/
+
+# --- synthetic traces and costs -----------------------------------------------------------------
+
+DEPTH_MAX = 6
+
+
+def random_traces(seed: int, n_prompts: int = 7):
+    """A width-2 trace set of ``n_prompts`` prompts (3 to 39 positions each) whose greedy paths
+    reach a random depth of the full tree; a path node's rank grows with the tree's depth."""
+    rng = np.random.default_rng(seed)
+    levels = DEPTH_MAX - 1
+    traces = []
+    for _ in range(n_prompts):
+        n = int(rng.integers(3, 40))
+        ranks = np.full((n, levels, levels), NO_NODE, dtype=np.int16)
+        for p in range(n):
+            reach = int(rng.integers(0, levels + 1))  # the greedy path's depth in the full tree
+            for j in range(1, reach + 1):
+                for d in range(j + 1, DEPTH_MAX + 1):
+                    ranks[p, j - 1, d - 2] = rng.integers(0, 4) * j + (d - j)  # grows with depth
+        traces.append(PromptTrace(np.zeros(n + 6, dtype=np.int64), 50 + np.arange(n, dtype=np.int32), ranks,
+                                  np.zeros((n, levels, 4), np.float16), np.zeros((n, levels, 2), np.float16), False))
+    return assemble(traces, [50] * n_prompts, {"depth_max": DEPTH_MAX, "width": 2, "prompt_ids": list("abcdefg")})
+
+
+def cost_model() -> CostModel:
+    """Affine curves, GPU-like in shape: verification grows slowly with its size, a draft step is cheap."""
+    points = ([Point("verify", n, c, 0.05 + 2e-3 * n + 1e-5 * c) for c in (32, 512) for n in (1, 8, 64)]
+              + [Point("draft", n, c, 0.004 + 3e-4 * n) for c in (32, 512) for n in (1, 4, 16)]
+              + [Point("greedy", 1, c, 0.05 + 1e-5 * c) for c in (32, 512)]
+              + [Point("prefill", n, 0, 0.01 * n) for n in (16, 128)])
+    return CostModel(points)
+
+
+# --- learned policies with random networks (numpy inference) ------------------------------------
+
+def random_mlp(sizes: list[int], seed: int) -> MLP:
+    rng = np.random.default_rng(seed)
+    return MLP(tuple((rng.normal(0, 1.5 / np.sqrt(a), (a, b)).astype(np.float32), rng.normal(0, 0.3, b).astype(np.float32))
+                     for a, b in zip(sizes[:-1], sizes[1:])))
+
+
+def random_lstm(inputs: int, hidden: int, seed: int) -> LSTMNet:
+    rng = np.random.default_rng(seed)
+    g = lambda *shape: rng.normal(0, 0.8, shape).astype(np.float32)  # noqa: E731
+    return LSTMNet(g(4 * hidden, inputs), g(4 * hidden, hidden), g(4 * hidden), g(2, hidden), g(2))
+
+
+def random_ltd(width: int, depth_max: int, seed: int = 0) -> LTDPolicy:
+    sizes = ltd_sizes(2)
+    return LTDPolicy(width, depth_max, sizes, random_mlp([width * width + 2, 16, 2], seed),
+                     random_mlp([size_feature_dim(width, depth_max), 16, len(sizes)], seed + 1), size=6)
+
+
+def random_resps(width: int, depth_max: int, hold: int, seed: int = 0) -> ReSpSPolicy:
+    actions = resps_actions(width, depth_max)
+    return ReSpSPolicy(width, depth_max, actions, random_mlp([RESPS_FEATURES, 16, len(actions)], seed), hold)
+
+
+def random_radar(width: int, depth_max: int, seed: int = 0) -> RadarPolicy:
+    return RadarPolicy(width, depth_max, random_lstm(width + 1, 8, seed), size=6)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+# The marks of the test now running, set by conftest.py: `simspec()` refuses to run in a test
+# that is not marked `e2e`, so that the marker keeps meaning what it says.
+RUNNING: dict[str, set[str]] = {"marks": set()}
+
+
+def simspec(*args: str, cwd: Path | str | None = ROOT, timeout: float = 900,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``simspec ARGS`` in a subprocess, from the repository root by default (so that
+    ``calibration/cpu-demo`` names the shipped profile), two BLAS/torch threads at most."""
+    if "e2e" not in RUNNING["marks"]:
+        raise AssertionError("a test that runs the simspec CLI in a subprocess must be marked e2e")
+    full_env = {**os.environ, "OMP_NUM_THREADS": "2", **(env or {})}  # the machine has 2 cores
+    return subprocess.run([sys.executable, "-m", "simspec.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=full_env)
+
+
+def last_json(result: subprocess.CompletedProcess) -> dict:
+    """The ``--json`` summary: the last line of stdout."""
+    return json.loads(result.stdout.strip().splitlines()[-1])
