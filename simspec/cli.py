@@ -114,10 +114,10 @@ def bench_engine(
     grid = _int_list(depths, "--depths"), _int_list(widths, "--widths"), _int_list(sizes, "--sizes")
     request = BenchRequest(target, draft, prompts, split, n_prompts, offset, max_new_tokens, *grid, repeats, device)
     checked = request.check()
-    if capped_note(*grid):
-        show.note(capped_note(*grid))
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
     show.bench_engine(summary)
+    if capped_note(*grid):
+        show.note(capped_note(*grid))
     _json(as_json, summary)
 
 

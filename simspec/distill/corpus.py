@@ -31,6 +31,7 @@ from simspec.cache import cache_dir
 from simspec.data import load_prompts, render_chat
 from simspec.errors import SimspecError
 from simspec.engine.modeling import base_and_head, head_logits
+from simspec.engine.greedy import greedy_continuations
 from simspec.engine.models import LoadedModel
 
 log = logging.getLogger("simspec")
@@ -103,48 +104,6 @@ def _code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random) -> l
             if total >= n_tokens:
                 return out
     return out
-
-
-@torch.inference_mode()
-def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
-                         advance: Callable[[int], None] = lambda n: None) -> list[list[int]]:
-    """Batched greedy generation, returning prompt + continuation for every prompt.
-
-    Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
-    on this CPU ``model.generate`` ran ~10x slower for the same batches.) Sequences keep
-    generating past EOS; the caller truncates to its sequence length anyway."""
-    from transformers import DynamicCache
-
-    base, head = base_and_head(target.model)
-    device = target.device
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths batch well
-    outputs: dict[int, list[int]] = {}
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
-        width = max(len(prompts[i]) for i in idx)
-        ids = torch.zeros((len(idx), width), dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids[row, width - len(prompts[i]):] = torch.tensor(prompts[i])
-            mask[row, width - len(prompts[i]):] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache).last_hidden_state
-        token = head_logits(head, hidden[:, -1]).argmax(-1)
-        generated = [token]
-        for _ in range(new_tokens - 1):
-            mask = torch.cat([mask, mask.new_ones((len(idx), 1))], dim=1)
-            positions = positions[:, -1:] + 1
-            hidden = base(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
-                          past_key_values=cache).last_hidden_state
-            token = head_logits(head, hidden[:, -1]).argmax(-1)
-            generated.append(token)
-        continuation = torch.stack(generated, dim=1).cpu()
-        for row, i in enumerate(idx):
-            outputs[i] = prompts[i] + continuation[row].tolist()
-        advance(len(idx))
-    return [outputs[i] for i in range(len(prompts))]
 
 
 @torch.inference_mode()

@@ -43,18 +43,15 @@ def config_grid(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
 
 
 def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[int]) -> str | None:
-    """One line naming the requested sizes V that run capped at their tree's node count (None:
-    none). Depth 1 drafts nothing, so its V is moot like its W and is not named."""
-    capped = {}
-    for depth, width in itertools.product(depths, widths):
-        cap = tree_capacity(depth, width)
-        over = sorted({v for v in sizes if v > cap})
-        if depth > 1 and over:
-            capped[(depth, width)] = (over, cap)
-    if not capped:
+    """One line naming the requested sizes V that no tree of the grid holds, so that every config
+    asking for them runs capped at its tree's node count (None: each V is used as given at least
+    once). Depth 1 drafts nothing, so its V is moot like its W."""
+    largest = max((tree_capacity(d, w) for d, w in itertools.product(depths, widths) if d > 1), default=None)
+    over = sorted({v for v in sizes if largest is not None and v > largest})
+    if not over:
         return None
-    parts = [f"D={d} W={w}: V={','.join(map(str, over))} -> {cap}" for (d, w), (over, cap) in capped.items()]
-    return "V is capped at the tree's node count (" + "; ".join(parts) + ")"
+    return (f"V={','.join(map(str, over))} exceeds every tree of the grid (the largest holds {largest} nodes): "
+            "those configs ran with V capped at their tree's node count")
 
 
 @dataclass(frozen=True)

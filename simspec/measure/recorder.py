@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from simspec.policies import StaticPolicy
-from simspec.distill.corpus import greedy_continuations
+from simspec.engine.greedy import greedy_continuations
 from simspec.engine.drafter import Drafter
 from simspec.engine.speculative import SpeculativeEngine, TargetCache, draft_tree
 from simspec.engine.modeling import head_logits

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -24,15 +25,32 @@ def run_with_progress(work, threads: int | None = None):
 
     torch.set_num_threads(threads or os.cpu_count() or 1)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
+                        TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False,
+                        disable=not err.is_terminal)  # a log file gets no frames, only the results
 
     def bar(description: str, total: int):
         task = progress.add_task(description, total=total)
         return lambda n=1, description=None: progress.update(
             task, advance=n, **({"description": description} if description else {}))
 
+    @contextmanager
+    def status(text: str):
+        # A step without a count, shown as a pulsing bar in the same live display (a second
+        # live display, rich's own status spinner, would leave a line behind on an error).
+        task = progress.add_task(text, total=None)
+        try:
+            yield
+        finally:
+            progress.remove_task(task)
+
     with progress:
-        return work(bar, err.status)
+        try:
+            return work(bar, status)
+        except BaseException:
+            # An error or an interrupt ends in one line of its own: erase the bars (and the blank
+            # line an empty live display leaves) instead of printing their last frame above it.
+            progress.live.transient = True
+            raise
 
 
 def json_line(as_json: bool, summary: dict) -> None:

@@ -58,11 +58,10 @@ def validation(report: str, out: str | None, method: str | None) -> list[Path]:
     path = Path(report)
     loaded = read_report(path)
     folder = Path(out) if out else (path if path.is_dir() else path.parent)
+    names = [r["method"] for r in loaded["rows"]]
+    if method and method not in names:  # before drawing anything: a refused request writes nothing
+        raise SimspecError(f"--method {method!r} is not in that report: choose one of {', '.join(names)}")
     paths = plot_validation(loaded, folder)
     if method:
-        try:
-            paths.append(plot_action_map(loaded, method, folder))
-        except KeyError:
-            names = ", ".join(r["method"] for r in loaded["rows"])
-            raise SimspecError(f"--method {method!r} is not in that report: choose one of {names}") from None
+        paths.append(plot_action_map(loaded, method, folder))
     return paths

@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from simspec.policies.learned import MLP
 from simspec.train.log import TrainingLog
+from simspec.train.setting import PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,6 @@ def _lean_torch() -> Iterator[None]:
         torch.distributions.Distribution.set_default_validate_args(checks)
 
 
-PRECISIONS = ("fp32", "bf16")
 
 
 def native_bf16() -> bool:

@@ -15,10 +15,9 @@ from simspec.sim.envs import resps_actions
 from simspec.train.vecenv import SimVecEnv
 from simspec.train.log import TrainingLog
 from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
-from simspec.train.setting import Setting
+from simspec.train.setting import VARIANTS, Setting
 
 TRAIN_HOLD, INFERENCE_HOLD = 10, 30
-VARIANTS = {"standard": 0.0, "maxent": 0.1}  # entropy coefficient
 
 _RESPS = {"policy_layers": (128, 128), "value_layers": (128, 128), "gamma": 0.99, "buffer": 2048, "minibatch": 64,
           "epochs": 10, "learning_rate": 3e-4, "warmup": 0.0, "decay": False}

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from simspec.errors import SimspecError
 from simspec.machine import machine
@@ -26,7 +25,7 @@ from simspec.sim.evaluate import build_baselines, evaluate, grid_policy
 from simspec.sim.profile import Profile, load_profile
 from simspec.sim.replay import replay
 from simspec.train.log import TrainingLog
-from simspec.train.setting import Setting, prepare
+from simspec.train.setting import PRECISIONS, VARIANTS, Setting, prepare
 
 PRESETS = ("paper", "fast")
 
@@ -59,8 +58,6 @@ class TrainRequest:
         """Every flag, the output folder, the profile and its traces, before any work; returns
         the profile."""
         from simspec.cache import check_out
-        from simspec.train.ppo import PRECISIONS
-        from simspec.train.resps import VARIANTS
 
         if self.algo not in ALGOS:
             raise SimspecError(f"unknown --algo {self.algo!r}: choose from {', '.join(ALGOS)}")
@@ -137,7 +134,7 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
         files = ["size_policy.sb3", "depth_policy.sb3"]
         return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup, asdict(schedule), files)
     if request.algo == "resps":
-        from simspec.train.resps import RESPS_PRESETS, VARIANTS, train_resps
+        from simspec.train.resps import RESPS_PRESETS, train_resps
 
         config = RESPS_PRESETS[request.preset]
         result = train_resps(setting, config, request.variant, log, advance, tensorboard)
@@ -159,6 +156,8 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
         per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
             "measured during training (the profile has none: runs with one seed may differ)"
     result = train_radar(setting, config, log, advance, per_call)
+    import torch  # imported late: a refused request answers before torch loads
+
     torch.save(result.net.state_dict(), work / "radar_lstm.pt")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}

@@ -16,6 +16,10 @@ from simspec.sim.profile import Profile
 from simspec.sim.replay import replay
 from simspec.sim.traces import TraceSet
 
+# Choices that requests check before any heavy import (torch, SB3).
+PRECISIONS = ("fp32", "bf16")  # PPO's hidden layers (simspec.train.ppo)
+VARIANTS = {"standard": 0.0, "maxent": 0.1}  # Re-SpS: PPO's entropy coefficient
+
 
 @dataclass(frozen=True)
 class Setting:
