@@ -134,10 +134,10 @@ def latency(
     as_json: Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of every sample.")] = False,
 ) -> None:
     """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR)."""
-    from simspec.measure.profiler import LatencyRequest, measure_latency
+    grid = _int_list(sizes, "--sizes"), _int_list(contexts, "--contexts"), _int_list(widths, "--widths")
+    from simspec.measure.profiler import LatencyRequest, measure_latency  # torch: after the flags are checked
 
-    request = LatencyRequest(target, draft, _int_list(sizes, "--sizes"), _int_list(contexts, "--contexts"),
-                             _int_list(widths, "--widths"), repeats, device)
+    request = LatencyRequest(target, draft, *grid, repeats, device)
     summary = _run(lambda bar, status: measure_latency(request, bar, status), threads)
     show.latency(summary, request.contexts)
     _json(as_json, summary)

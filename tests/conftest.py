@@ -11,7 +11,9 @@ The fast lane is ``pytest -m "not model"``."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,25 @@ def pytest_collection_modifyitems(config, items):
                 and item.get_closest_marker("model") is None]
     if unmarked:
         raise pytest.UsageError("tests that load the demo target must be marked `model`: " + ", ".join(unmarked))
+
+
+RADAR_RUN = "tests/test_train.py::test_train_command_end_to_end"
+
+
+def pytest_collection_finish(session):
+    # The fast lane's slowest test trains a policy in a subprocess (~20 s, one core): start it
+    # now, so that it runs beside the other tests instead of after them.
+    if any(item.nodeid == RADAR_RUN for item in session.items) and not session.config.option.collectonly:
+        out = Path(tempfile.mkdtemp(prefix="simspec-early-")) / "radar"
+        helpers.start_early("radar", [*helpers.RADAR_ARGS, "--out", str(out)], out)
+
+
+def pytest_sessionfinish(session):
+    for proc, out in helpers.EARLY.values():  # a run whose test never came (-x, Ctrl-C): stop it
+        proc.kill()
+        proc.wait()
+    for folder in Path(tempfile.gettempdir()).glob("simspec-early-*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_runtest_setup(item):

@@ -106,3 +106,23 @@ def simspec(*args: str, cwd: Path | str | None = ROOT, timeout: float = 900,
 def last_json(result: subprocess.CompletedProcess) -> dict:
     """The ``--json`` summary: the last line of stdout."""
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# --- long CLI runs started at collection time, so that they overlap the rest of the session -------
+EARLY: dict[str, tuple[subprocess.Popen, Path]] = {}
+RADAR_ARGS = ["train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset", "fast",
+              "--threads", "1", "--json"]
+
+
+def start_early(key: str, args: list[str], out: Path) -> None:
+    """Starts ``simspec ARGS`` now, in the background (its --out is ``out``); ``finish_early``
+    collects it. Used for the fast lane's one slow end-to-end training run."""
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    EARLY[key] = (subprocess.Popen([sys.executable, "-m", "simspec.cli", *map(str, args)], cwd=ROOT, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out)
+
+
+def finish_early(key: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, Path]:
+    proc, out = EARLY.pop(key)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out

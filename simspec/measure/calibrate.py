@@ -61,11 +61,12 @@ class CalibrateRequest:
         if gpu not in GPU_NAMES:
             raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
         check_out(self.out_dir(), self.force)
+        source = traces_source(self.traces_from, self.target, self.draft) if self.traces_from else None
+        # Last of the file checks: asking torch whether the named GPU is here takes a second.
         kind = "measured" if gpu in ("cpu", "auto") or gpu_present(gpu) else "analytic"
         if self.target in ARCH_TARGETS and kind == "measured":
             raise SimspecError(f"--target {self.target} is an architecture without weights: use it with an absent "
                                "--gpu (analytic), e.g. --gpu h100")
-        source = traces_source(self.traces_from, self.target, self.draft) if self.traces_from else None
         if self.traces_only and (self.no_traces or source or self.target in ARCH_TARGETS):
             raise SimspecError("--traces-only records traces: it needs real models and no --no-traces / --traces-from")
         models = self.target not in ARCH_TARGETS

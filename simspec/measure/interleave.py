@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
-from simspec.engine.lossless import compare
-from simspec.engine.speculative import Generation, SpeculativeEngine
 from simspec.policies.base import BatchPolicy, Policy
 from simspec.sim.costmodel import CostModel
+
+if TYPE_CHECKING:  # the engine (torch) loads with the models, after a request's checks
+    from simspec.engine.speculative import Generation, SpeculativeEngine
 
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
 DRIFT_TOLERANCE = 0.10
@@ -146,6 +147,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     from simspec.errors import SimspecError
     from simspec.engine.load import load_drafter
     from simspec.engine.models import load_model
+    from simspec.engine.speculative import SpeculativeEngine
 
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -201,6 +203,8 @@ def run_methods(
     """Every method and plain greedy decoding on every prompt, interleaved; each output is
     checked against greedy decoding's, and a divergence recorded with the target's top-2
     logit gap there. ``drift``, when given, sees every run."""
+    from simspec.engine.lossless import compare
+
     results = [MethodRuns(m.name, m.family) for m in methods]
     for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
         prompt_id, ids = prompts[p]

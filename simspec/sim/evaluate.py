@@ -36,6 +36,13 @@ def parse_names(text: str) -> list[str]:
     return [m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip()]
 
 
+def check_names(names: list[str]) -> None:
+    """Every name is a known baseline (checked before any traces load)."""
+    unknown = [n for n in names if n not in BASELINES and not n.startswith("static:")]
+    if unknown:
+        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+
+
 def split_traces(traces: TraceSet, split: str) -> TraceSet:
     """The traces of one prompt split (``all`` keeps everything)."""
     if split == "all":
@@ -91,9 +98,7 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     """Baselines by name; tunable ones are tuned on ``train``. Depth rules verify ``size``
     nodes (default: the grid-best static size, so that they differ from it only in depth)."""
     width = train.width
-    unknown = [n for n in names if n not in BASELINES and not n.startswith("static:")]
-    if unknown:
-        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+    check_names(names)
     # The grid search replays every static tree: run it only when a requested baseline needs it.
     depth_rules = [n for n in names if n not in ("eagle3", "grid") and not n.startswith("static:")]
     best = grid_best(train, cost, max_new_tokens) if "grid" in names or (depth_rules and not size) else None

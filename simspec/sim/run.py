@@ -33,11 +33,12 @@ class Simulated:
 
 def validate_simulated(request: SimulatedRequest, status: Callable[[str], object]) -> Simulated:
     """Tunes the baselines on the train split and replays every method on the chosen split."""
-    from simspec.sim.evaluate import check_split, evaluate, method_set, split_traces
+    from simspec.sim.evaluate import check_names, check_split, evaluate, method_set, split_traces
     from simspec.sim.profile import load_profile
 
     r = request
     split = check_split(r.split)
+    check_names(list(r.baselines))
     loaded = load_profile(r.profile)
     started = time.perf_counter()
     with status("loading traces"):
