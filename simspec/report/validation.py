@@ -130,7 +130,8 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
                                                 [r["speedup_real"] for r in rows]))},
         "drift": {"ratios": ratios, "drifted": drifted, "tolerance": 0.10,
                   "advice": (f"live latencies differ from the profile's by more than 10 % ({', '.join(drifted)}): "
-                             "recalibrate (`simspec calibrate`) before trusting the simulated column") if drifted
+                             "refit the profile in situ (`simspec recalibrate --profile PROFILE`) right before the runs it "
+                             "predicts, and validate with the refitted one") if drifted
                   else None},
     }
 
