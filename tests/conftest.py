@@ -27,6 +27,9 @@ HEAVY = ("torch", "transformers", "stable_baselines3")
 
 
 def pytest_collection_modifyitems(config, items):
+    # The bad-input table runs in the background from collection on (pytest_collection_finish):
+    # check its results last, once the in-process tests have run beside it.
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_bad_input.py"))
     unmarked = [item.nodeid for item in items
                 if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("model") is None]
@@ -38,17 +41,29 @@ RADAR_RUN = "tests/test_train.py::test_train_command_end_to_end"
 
 
 def pytest_collection_finish(session):
-    # The fast lane's slowest test trains a policy in a subprocess (~20 s, one core): start it
-    # now, so that it runs beside the other tests instead of after them.
-    if any(item.nodeid == RADAR_RUN for item in session.items) and not session.config.option.collectonly:
+    # The fast lane's slowest work runs in subprocesses: a policy training (~20 s, one core) and
+    # the bad-input table (~130 short CLI runs). Start both now, so that they run beside the
+    # in-process tests instead of after them.
+    if session.config.option.collectonly:
+        return
+    if any(item.nodeid == RADAR_RUN for item in session.items):
         out = Path(tempfile.mkdtemp(prefix="simspec-early-")) / "radar"
         helpers.start_early("radar", [*helpers.RADAR_ARGS, "--out", str(out)], out)
+    # Likewise the bad-input table's subprocesses (tests/test_bad_input.py collects them).
+    table = [item for item in session.items if getattr(item, "originalname", "") == "test_bad_input"]
+    if table:
+        table[0].module.start_table({item.callspec.params["r"].id for item in table})
 
 
 def pytest_sessionfinish(session):
     for proc, out in helpers.EARLY.values():  # a run whose test never came (-x, Ctrl-C): stop it
         proc.kill()
         proc.wait()
+    for item in session.items:  # likewise a bad-input table never collected
+        if getattr(item, "originalname", "") == "test_bad_input":
+            for table in item.module.TABLE:
+                table.close()
+            break
     for folder in Path(tempfile.gettempdir()).glob("simspec-early-*"):
         shutil.rmtree(folder, ignore_errors=True)
 

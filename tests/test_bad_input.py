@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -543,13 +544,45 @@ def test_the_table_covers_every_verb():
     assert len({r.id for r in ROWS}) == len(ROWS)
 
 
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("assets")
-    made = make_assets(root)
-    before = snapshot(root)
-    yield made
-    assert snapshot(root) == before, "a command changed the shared inputs"
+class Table:
+    """The selected fast rows, started in the background as soon as the session has collected
+    them (``start_table``, called from conftest), so that their subprocesses overlap the other
+    test modules; ``fast_results`` collects them."""
+
+    def __init__(self, wanted: set[str]) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="simspec-bad-input-"))
+        self.assets = make_assets(self.root / "assets")
+        self.assets_before = snapshot(self.root / "assets")
+        self.jobs = {}
+        for i, r in enumerate(x for x in FAST if x.id in wanted):
+            folder = self.root / "rows" / f"row{i:03d}"
+            self.jobs[r.id] = (folder, *_prepare(r, folder, self.assets))
+        self.pool = ThreadPoolExecutor(WORKERS)
+        self.futures = {rid: self.pool.submit(self._run, folder, args) for rid, (folder, args, _) in self.jobs.items()}
+
+    @staticmethod
+    def _run(folder: Path, args: list[str]):
+        try:
+            return simspec(args, folder)
+        except subprocess.TimeoutExpired as exc:
+            return exc
+
+    def results(self) -> dict:
+        """Row id -> (folder, result, snapshot before); the shared inputs must be unchanged."""
+        done = {rid: (self.jobs[rid][0], future.result(), self.jobs[rid][2]) for rid, future in self.futures.items()}
+        assert snapshot(self.root / "assets") == self.assets_before, "a command changed the shared inputs"
+        return done
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+TABLE: list[Table] = []
+
+
+def start_table(wanted: set[str]) -> None:
+    TABLE.append(Table(wanted))
 
 
 def _prepare(r: Row, folder: Path, assets: Assets) -> tuple[list[str], dict]:
@@ -565,25 +598,26 @@ def _check(r: Row, folder: Path, result: subprocess.CompletedProcess, before: di
 
 
 @pytest.fixture(scope="module")
-def fast_results(request, tmp_path_factory, assets):
-    """Every selected fast row, run two at a time: row id -> (folder, result, snapshot before)."""
-    wanted = {item.callspec.params["r"].id for item in request.session.items
-              if getattr(item, "originalname", "") == "test_bad_input" and hasattr(item, "callspec")}
-    base = tmp_path_factory.mktemp("rows")
-    jobs = {}
-    for i, r in enumerate(x for x in FAST if x.id in wanted):
-        folder = base / f"row{i:03d}"
-        jobs[r.id] = (folder, *_prepare(r, folder, assets))
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assets")
+    made = make_assets(root)
+    before = snapshot(root)
+    yield made
+    assert snapshot(root) == before, "a command changed the shared inputs"
 
-    def run(item):
-        rid, (folder, args, before) = item
-        try:
-            return rid, (folder, simspec(args, folder), before)
-        except subprocess.TimeoutExpired as exc:
-            return rid, (folder, exc, before)
 
-    with ThreadPoolExecutor(WORKERS) as pool:
-        return dict(pool.map(run, jobs.items()))
+@pytest.fixture(scope="module")
+def fast_results(request):
+    """Every selected fast row's result, from the table conftest started at collection (or one
+    started now, when this module runs some other way)."""
+    if not TABLE:
+        start_table({item.callspec.params["r"].id for item in request.session.items
+                     if getattr(item, "originalname", "") == "test_bad_input" and hasattr(item, "callspec")})
+    table = TABLE.pop()
+    try:
+        yield table.results()
+    finally:
+        table.close()
 
 
 @pytest.mark.parametrize("r", FAST, ids=lambda r: r.id)
@@ -640,7 +674,7 @@ def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path):
     # Training has started once its work folder exists in $TMPDIR (made right before the first update).
     started = lambda: any((tmp_path / ".tmp").glob(".simspec-train-*"))  # noqa: E731
     code, stderr = interrupt([*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd",
-                              "--out", str(tmp_path / "x")], tmp_path, started, grace=2)
+                              "--out", str(tmp_path / "x")], tmp_path, started, grace=0.5)
     _assert_interrupted(code, stderr, tmp_path)
 
 
