@@ -123,13 +123,10 @@ class CardRequest:
 def make_card(request: CardRequest, status) -> Path:
     """Measures the drafter and writes its card (README.md + measured.json) into its folder;
     returns the README's path. ``status(text)`` is a context manager shown while it works."""
-    from simspec.engine.load import load_drafter
-    from simspec.engine.models import load_model
+    from simspec.engine.load import load_pair
     from simspec.shipped import shipped_drafter
 
-    with status(f"loading {request.target} and draft {request.draft}"):
-        loaded = load_model(request.target)
-        drafter = load_drafter(request.draft, loaded)
+    loaded, drafter = load_pair(request.target, request.draft, status=status)
     directory = shipped_drafter(request.draft) or Path(request.draft)
     provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
     source = provenance if provenance.is_file() else directory / "config.json"

@@ -4,7 +4,9 @@ tokenizer."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Callable
 
 from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
@@ -42,3 +44,11 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None
     return CausalLMDrafter(draft.model, ref, vocab)
+
+
+def load_pair(target: str, draft: str, device: str = "cpu", status: Callable[[str], object] = nullcontext
+              ) -> tuple[LoadedModel, Drafter]:
+    """The target and its drafter, loaded inside ``status`` (a progress step without a count)."""
+    with status(f"loading {target} and draft {draft}"):
+        loaded = load_model(target, device=device)
+        return loaded, load_drafter(draft, loaded)

@@ -108,15 +108,13 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
 
     from simspec import __version__
     from simspec.data import render_chat
-    from simspec.engine.load import load_drafter
-    from simspec.engine.models import load_model, resolve_device
+    from simspec.engine.load import load_pair
+    from simspec.engine.models import resolve_device
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.interleave import run_methods
 
     configs, chosen = checked or request.check()
-    with status(f"loading {request.target} and draft {request.draft}"):
-        loaded = load_model(request.target, device=resolve_device(request.device))
-        drafter = load_drafter(request.draft, loaded)
+    loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status)
     engine = SpeculativeEngine(loaded, drafter)
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:

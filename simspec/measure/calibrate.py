@@ -185,12 +185,9 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     run_device = "cuda" if torch.cuda.is_available() and kind == "measured" and gpu != "cpu" else "cpu"
     loaded = drafter = None
     if r.target not in ARCH_TARGETS:
-        from simspec.engine.load import load_drafter
-        from simspec.engine.models import load_model
+        from simspec.engine.load import load_pair
 
-        with status(f"loading {r.target} and draft {r.draft}"):
-            loaded = load_model(r.target, device=run_device)
-            drafter = load_drafter(r.draft, loaded)
+        loaded, drafter = load_pair(r.target, r.draft, run_device, status)
     started = time.perf_counter()
     if r.traces_only:
         samples, device_label = [], "none (traces only)"

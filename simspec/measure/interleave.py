@@ -145,17 +145,14 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
 
     from simspec.data import render_chat
     from simspec.errors import SimspecError
-    from simspec.engine.load import load_drafter
-    from simspec.engine.models import load_model
+    from simspec.engine.load import load_pair
     from simspec.engine.speculative import SpeculativeEngine
 
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
                            "no CUDA device here: run on that device")
-    with status(f"loading {profile.meta['target']} and draft {profile.meta['draft']}"):
-        target = load_model(profile.meta["target"], device=device)
-        drafter = load_drafter(profile.meta["draft"], target)
+    target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status)
     engine = SpeculativeEngine(target, drafter)
     ids = [render_chat(target.tokenizer, text) for text in texts]
     for one in ids:

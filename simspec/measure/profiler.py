@@ -128,13 +128,11 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     """``simspec latency``: one target forward vs V and L, one draft step vs W and L; returns the
     summary (the ``--json`` line; ``samples`` holds every point, verify then draft)."""
     from simspec import __version__
-    from simspec.engine.load import load_drafter
-    from simspec.engine.models import load_model, resolve_device
+    from simspec.engine.load import load_pair
+    from simspec.engine.models import resolve_device
 
     r = request
-    with status(f"loading {r.target} and draft {r.draft}"):
-        loaded = load_model(r.target, device=resolve_device(r.device))
-        drafter = load_drafter(r.draft, loaded)
+    loaded, drafter = load_pair(r.target, r.draft, resolve_device(r.device), status)
     tick = bar("latency", len(r.contexts) * (len(r.sizes) + len(r.widths)))
     verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick)
     drafts = draft_latency(drafter, loaded.model.config.vocab_size, r.widths, r.contexts, r.repeats, loaded.device,
