@@ -36,6 +36,8 @@ Draft = Annotated[str, typer.Option(help=DRAFT_HELP)]
 Prompts = Annotated[str, typer.Option(help=PROMPTS_HELP)]
 Split = Annotated[str, typer.Option(help="Prompts: heldout, train or all.")]
 Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+DType = Annotated[str, typer.Option(help="fp32, bf16 or fp16: target and drafter weights and activations (lossless "
+                                    "means equal to plain decoding in the same dtype; bf16 is native on AMX CPUs).")]
 Threads = Annotated[Optional[int], typer.Option(help="torch CPU threads (default: all cores).")]
 ProfileThreads = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
 Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
@@ -104,6 +106,7 @@ def bench_engine(
                               "capped at the tree's node count."),
     repeats: int = typer.Option(1, min=1, help="Passes over the prompt set (speedup per prompt = median over passes)."),
     device: Device = "auto",
+    dtype: DType = "fp32",
     threads: Threads = None,
     as_json: Json = False,
 ) -> None:
@@ -112,7 +115,8 @@ def bench_engine(
     from simspec.measure.bench import BenchRequest, bench_engine as run, capped_note
 
     grid = _int_list(depths, "--depths"), _int_list(widths, "--widths"), _int_list(sizes, "--sizes")
-    request = BenchRequest(target, draft, prompts, split, n_prompts, offset, max_new_tokens, *grid, repeats, device)
+    request = BenchRequest(target, draft, prompts, split, n_prompts, offset, max_new_tokens, *grid, repeats, device,
+                           dtype)
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
     show.bench_engine(summary)
@@ -130,14 +134,18 @@ def latency(
     widths: str = typer.Option("1,2,4,6,8,10", help="Draft step widths W (frontier nodes expanded)."),
     repeats: int = typer.Option(7, min=3, help="Timed repeats per point (after 2 warm-up calls)."),
     device: Device = "auto",
+    dtype: DType = "fp32",
     threads: Threads = None,
     as_json: Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of every sample.")] = False,
 ) -> None:
-    """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR)."""
+    """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR),
+    and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth)."""
     grid = _int_list(sizes, "--sizes"), _int_list(contexts, "--contexts"), _int_list(widths, "--widths")
+    from simspec.engine.models import resolve_dtype
     from simspec.measure.profiler import LatencyRequest, measure_latency  # torch: after the flags are checked
 
-    request = LatencyRequest(target, draft, *grid, repeats, device)
+    resolve_dtype(dtype)
+    request = LatencyRequest(target, draft, *grid, repeats, device, dtype)
     summary = _run(lambda bar, status: measure_latency(request, bar, status), threads)
     show.latency(summary, request.contexts)
     _json(as_json, summary)
@@ -145,20 +153,26 @@ def latency(
 
 @app.command("train-draft")
 def train_draft(
-    kind: str = typer.Option("eagle", help="eagle: EAGLE-style feature head (reads the target's hidden "
-                             "states); lm: a small standalone Llama sharing the target's tokenizer."),
+    kind: str = typer.Option("eagle3", help="eagle3: an EAGLE-3 head in the public layout SGLang and vLLM load "
+                             "(three fused target layers, its own LM head, training-time test); eagle: simspec's "
+                             "EAGLE-1-style head; lm: a small standalone Llama sharing the target's tokenizer."),
     target: Target = "smollm2-135m-instruct",
-    data: str = typer.Option("sharegpt,code,self", help="Teacher text: sharegpt (train split), code (Python "
-                             "stdlib), self (the target's own greedy continuations of train prompts)."),
-    tokens: int = typer.Option(200_000, min=256, help="Teacher tokens in total, split evenly between sources."),
+    data: str = typer.Option("self:0.55,selfcode:0.15,sharegpt:0.15,code:0.15", help="Teacher text, NAME[:SHARE] "
+                             "comma-separated: self (the target's greedy continuations of train-split ShareGPT and "
+                             "HumanEval prompts), selfcode (its continuations of stdlib function stubs), sharegpt "
+                             "(train-split conversations), code (Python stdlib source). No shares: even split."),
+    tokens: int = typer.Option(480_000, min=256, help="Teacher tokens in total."),
     epochs: int = typer.Option(4, min=1, help="Passes over the teacher corpus."),
     draft_vocab: int = typer.Option(8192, "--draft-vocab", min=16, help="Reduced draft vocabulary (most frequent target tokens)."),
     unroll: int = typer.Option(2, min=1, max=4, help="eagle: training passes feeding the head's own features back (1 = EAGLE-1)."),
+    ttt_steps: int = typer.Option(4, "--ttt-steps", min=1, max=8, help="eagle3: training-time test steps (the head "
+                                  "unrolled on its own outputs; step k's loss weighs 0.8^k)."),
     feature_weight: float = typer.Option(1.0, "--feature-weight", min=0.0, help="eagle: weight of the feature-regression loss (0 = token loss only)."),
     hidden: int = typer.Option(256, min=16, help="lm: hidden size."),
     layers: int = typer.Option(2, min=1, help="lm: decoder layers."),
     lr: float = typer.Option(1e-3, help="Peak learning rate (AdamW, warm-up then cosine)."),
     seed: int = typer.Option(0, help="Seed for data order, initialisation and sampling."),
+    dtype: DType = "fp32",
     out_path: Out("Output directory (default real/drafters/KIND)") = None,
     force: Force = False,
     threads: Threads = None,
@@ -168,8 +182,8 @@ def train_draft(
     continues from OUT.partial/), deterministic from --seed."""
     from simspec.distill.run import TrainDraftRequest, train_draft as run
 
-    request = TrainDraftRequest(kind, target, _names(data), tokens, epochs, draft_vocab, unroll, feature_weight,
-                                hidden, layers, lr, seed, out_path, force)
+    request = TrainDraftRequest(kind, target, _names(data), tokens, epochs, draft_vocab, unroll, ttt_steps,
+                                feature_weight, hidden, layers, lr, seed, dtype, out_path, force)
     request.check()
     s = _run(lambda bar, status: run(request, bar, status), threads)
     show.train_draft(s)
@@ -178,19 +192,24 @@ def train_draft(
 
 @app.command("drafter-card")
 def drafter_card(
-    draft: str = typer.Option("eagle", help="A shipped drafter name or a simspec drafter directory."),
+    draft: str = typer.Option("eagle", help="A shipped drafter name or a drafter directory (simspec or EAGLE)."),
     target: Target = "smollm2-135m-instruct",
-    n_prompts: NPrompts("Held-out prompts per source for acceptance.") = 8,
+    n_prompts: NPrompts("Held-out prompts per source for agreement and acceptance.") = 8,
     max_new_tokens: MaxNewTokens(1) = 64,
+    dtype: DType = "fp32",
     threads: Threads = None,
+    as_json: Json = False,
 ) -> None:
-    """Measure a trained drafter (draft-step latency vs W, acceptance per depth on held-out
-    HumanEval and ShareGPT prompts) and write its model card (README.md + measured.json)."""
+    """Measure a trained drafter (held-out agreement with the target's greedy token, draft-step
+    latency vs W, acceptance per depth on held-out HumanEval and ShareGPT prompts) and write its
+    model card (README.md + measured.json)."""
     from simspec.distill.card import CardRequest, make_card
 
-    request = CardRequest(draft, target, n_prompts, max_new_tokens)
-    path = _run(lambda bar, status: make_card(request, status), threads)
-    out.print(f"model card written to {path}")
+    request = CardRequest(draft, target, n_prompts, max_new_tokens, dtype)
+    request.check()
+    summary = _run(lambda bar, status: make_card(request, status), threads)
+    show.drafter_card(summary)
+    _json(as_json, summary)
 
 
 # --- calibration -----------------------------------------------------------------------------
@@ -220,6 +239,7 @@ def calibrate(
     force: Force = False,
     threads: Threads = None,
     seed: int = typer.Option(0, help="Seed (context token ids of the latency runs)."),
+    dtype: DType = "fp32",
     as_json: Json = False,
 ) -> None:
     """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
@@ -227,7 +247,8 @@ def calibrate(
     from simspec.measure.calibrate import CalibrateRequest, calibrate as run
 
     request = CalibrateRequest(gpu, target, draft, prompts, n_prompts, max_new_tokens, depth_max, width, traces_from,
-                               no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed)
+                               no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed,
+                               dtype)
     plan = request.check()
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "

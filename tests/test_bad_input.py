@@ -137,6 +137,19 @@ def prompts_file(path: Path, text: str) -> str:
     return str(path)
 
 
+def eagle3_head(folder: Path, config_changes: dict, tensors: dict) -> str:
+    """A public-layout EAGLE-3 folder for the demo target's sizes; ``tensors`` (name -> shape)
+    may be a fragment: each misfit is caught before the missing keys would be."""
+    from safetensors.numpy import save_file
+
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 576, "intermediate_size": 1536,
+              "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152, "draft_vocab_size": 1024,
+              **config_changes}
+    write_json(folder / "config.json", config)
+    save_file({k: np.zeros(shape, np.float16) for k, shape in tensors.items()}, str(folder / "model.safetensors"))
+    return str(folder)
+
+
 def setitem(blob: dict, key: str, value) -> None:
     blob[key] = value
 
@@ -305,7 +318,24 @@ row("drafter-card", "unknown draft", lambda d, a: ["drafter-card", "--draft", st
 row("drafter-card", "drafter config.json not an object",
     lambda d, a: ["drafter-card", "--draft", str(write_json(d / "drafter" / "config.json", "[1]").parent)],
     "config.json is unreadable", model=True)
+row("bench-engine", "EAGLE-3 head without d2t (draft vocabulary < vocabulary)",
+    lambda d, a: ["bench-engine", "--draft", eagle3_head(d / "head", {}, {"fc.weight": (576, 1728)})], "'d2t'",
+    model=True)
+row("bench-engine", "EAGLE-3 head fusing a layer the target lacks",
+    lambda d, a: ["bench-engine", "--draft", eagle3_head(d / "head", {"eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [2, 15, 31]}}, {"fc.weight": (576, 1728)})],
+    "eagle_aux_hidden_state_layer_ids", model=True)
+row("bench-engine", "unknown dtype", lambda d, a: ["bench-engine", "--dtype", "fp8"], "--dtype")
+row("latency", "unknown dtype", lambda d, a: ["latency", "--dtype", "int4"], "--dtype")
+row("train-draft", "--data shares not summing to 1",
+    lambda d, a: ["train-draft", "--data", "self:0.5,code:0.3", "--out", out(d)], "sum to 1")
+row("train-draft", "--data share not a number", lambda d, a: ["train-draft", "--data", "self:half", "--out", out(d)],
+    "NAME:SHARE")
+row("drafter-card", "unknown dtype", lambda d, a: ["drafter-card", "--dtype", "fp64"], "--dtype")
 # calibrate
+row("calibrate", "--traces-from recorded in another dtype",
+    lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],
+    "recorded in fp32")
 row("calibrate", "unknown gpu", lambda d, a: ["calibrate", "--gpu", "tpu9", "--out", out(d)], "unknown --gpu")
 row("calibrate", "existing --out", lambda d, a: ["calibrate", "--out", existing(d / "out")], "exists")
 row("calibrate", "architecture target measured here",
@@ -373,6 +403,9 @@ row("validate --simulated", "profile sample without kind",
 row("validate --simulated", "profile sample n is a string",
     lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b["samples"][0], "n", "8"))],
     "field 'samples'")
+row("validate --simulated", "profile measured in bf16 naming traces recorded in fp32",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "dtype", "bf16"))],
+    "recorded in fp32")
 row("validate --simulated", "profile without draft samples",
     lambda d, a: [*V_SIM, "--profile", profile_with(
         d / "p", lambda b: setitem(b, "samples", [s for s in b["samples"] if s["kind"] != "draft"]))], "no draft")

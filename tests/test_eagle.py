@@ -55,7 +55,8 @@ def test_save_load_round_trip_keeps_outputs(target, random_eagle):
     """The loaded drafter against the in-memory head that was saved: weights equal to it rounded
     to fp16 (the storage format), and the same draft distribution within that rounding."""
     head, directory = random_eagle
-    saved = EagleDrafter(copy.deepcopy(head), torch.arange(512) * 7, target, "in-memory")
+    rows = target.model.get_output_embeddings().weight[torch.arange(512) * 7]
+    saved = EagleDrafter(copy.deepcopy(head).bind(rows), torch.arange(512) * 7, target, "in-memory")
     loaded = load_drafter(str(directory), target)
     assert isinstance(loaded, EagleDrafter) and loaded.draft_vocab.tolist() == saved.draft_vocab.tolist()
     stored = loaded.head.state_dict()

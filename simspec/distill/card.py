@@ -32,9 +32,39 @@ def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], dep
     }
 
 
+@torch.inference_mode()
+def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_new_tokens: int) -> dict:
+    """Top-1 / top-10 agreement of the drafter's first draft step with the target's greedy token,
+    teacher-forced along the target's own greedy continuation of each prompt (through the
+    engine's drafter interface, exactly as a cycle drafts its root's children)."""
+    from simspec.engine.speculative import TargetCache
+
+    drafter, device = engine.drafter, engine.device
+    hits1 = hits10 = n = 0
+    for ids in prompts:
+        continuation = engine.greedy(ids, max_new_tokens).tokens
+        sequence = torch.tensor(ids + continuation, device=device)
+        cache = TargetCache(engine.target, getattr(drafter, "feature_layers", None) if drafter.uses_target_hidden
+                            else None)
+        cache.forward(sequence)
+        features = cache.features if drafter.uses_target_hidden else None
+        drafter.reset(sequence[:len(ids)], None if features is None else features[:len(ids)])
+        for p in range(len(continuation) - 1):
+            at = len(ids) + p  # the root: continuation[p]; the truth: continuation[p + 1]
+            drafter.commit(sequence[at:at + 1], None if features is None else features[at - 1:at])
+            _, top = drafter.top_candidates(drafter.draft_root()[None], 10)
+            drafter.end_cycle()
+            truth = continuation[p + 1]
+            hits1 += int(top[0, 0] == truth)
+            hits10 += int(truth in top[0])
+            n += 1
+    return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
+
+
 def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_new_tokens: int = 64,
                  repeats: int = 7) -> dict:
-    """Latency vs W (next to one target forward of 1 token) and acceptance on held-out prompts."""
+    """Held-out agreement, latency vs W (next to one target forward of 1 token) and acceptance
+    on held-out prompts."""
     device = target.device
     widths = [1, 2, 4, 6, 8, 10]
     drafts = draft_latency(drafter, target.model.config.vocab_size, widths, [256], repeats, device)
@@ -43,7 +73,12 @@ def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_
     chosen = {src: [render_chat(target.tokenizer, p.text)
                     for p in load_prompts(src, split="heldout", n=n_prompts, max_chars=1500)]
               for src in ("humaneval", "sharegpt")}
+    agreement = {src: greedy_agreement(engine, ids, max_new_tokens) for src, ids in chosen.items()}
+    n = sum(a["positions"] for a in agreement.values())
+    agreement["all"] = {"positions": n, **{k: sum(a[k] * a["positions"] for a in agreement.values()) / max(1, n)
+                                           for k in ("top1", "top10")}}
     return {
+        "heldout_agreement": agreement,
         "draft_step_ms_vs_width_at_L256": {str(r.tokens): r.median * 1e3 for r in drafts},
         "target_forward_1_token_ms_at_L256": verify1.median * 1e3,
         "draft_step_W10_over_target_forward": drafts[-1].median / verify1.median,
@@ -72,9 +107,13 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
         f"{config.get('draft_vocab_coverage', 0):.1%} of the target's greedy tokens in the training data",
         "",
         "## Measured", "",
-        f"Held-out agreement with the target's greedy token on its own greedy text (teacher-forced, depth 1): "
-        f"top-1 {agreement.get('top1', float('nan')):.3f}, top-10 {agreement.get('top10', float('nan')):.3f} "
-        f"over {agreement.get('positions', 0)} positions.", "",
+        f"Held-out agreement with the target's greedy token on its own greedy text (teacher-forced, depth 1), "
+        f"measured through the engine on {measured['acceptance_prompts']['n_per_source']} held-out prompts per "
+        f"source ({measured['dtype']}): " + "; ".join(
+            f"{src} top-1 {a['top1']:.3f}, top-10 {a['top10']:.3f} ({a['positions']} positions)"
+            for src, a in measured["heldout_agreement"].items()) + ".",
+        f"On the training run's held-out corpus: top-1 {agreement.get('top1', float('nan')):.3f}, top-10 "
+        f"{agreement.get('top10', float('nan')):.3f} over {agreement.get('positions', 0)} positions.", "",
         "Draft step latency at context 256 (median ms; top-W and host copy included), and one target forward of "
         f"1 token: {measured['target_forward_1_token_ms_at_L256']:.1f} ms.", "",
         "| W | " + " | ".join(measured["draft_step_ms_vs_width_at_L256"]) + " |",
@@ -87,8 +126,9 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
         for name, run in runs.items():
             reach = ", ".join(f"k={k}: {v:.2f}" for k, v in run["reach"].items())
             lines.append(f"- {src}, {name}: tau {run['tau']:.2f} over {run['cycles']} cycles; {reach}")
-    lines += ["", "Reproduce: `scripts/results/train-drafters.sh` and `scripts/results/drafter-cards.sh` "
-              "(simspec's docs/drafters.md explains the recipe).", ""]
+    scripts = ("`scripts/results/eagle3-drafter.sh`" if config.get("kind") == "eagle3" else
+               "`scripts/results/train-drafters.sh` and `scripts/results/drafter-cards.sh`")
+    lines += ["", f"Reproduce: {scripts} (simspec's docs/drafters.md explains the recipe).", ""]
     (directory / "README.md").write_text("\n".join(lines))
     (directory / "measured.json").write_text(json.dumps(measured, indent=1))
 
@@ -102,6 +142,17 @@ EAGLE_DESCRIPTION = (
     "with its own KV cache -> the target's LM head over a reduced draft vocabulary (ids mapped back to the "
     "target's). Only the mixer, the layer and the id map are stored; embeddings and head rows come from the "
     "target at load time.")
+
+
+EAGLE3_DESCRIPTION = (
+    "EAGLE-3 head in the public layout (SGLang's and vLLM's `LlamaForCausalLMEagle3`): the inputs of three "
+    "target layers (low, middle, high) fused by `fc`, one decoder layer over [normed embedding ; normed feature], "
+    "its own `norm` and `lm_head` over a reduced draft vocabulary, ids mapped to the target's through `d2t`; "
+    "trained with training-time test. The embedding is the target's.")
+
+EAGLE1_DESCRIPTION = (
+    "EAGLE-1/2 head in the public layout: `fc` over [embedding ; target feature], one decoder layer without an "
+    "input norm, the target's LM head over the full vocabulary.")
 
 
 def _lm_description(config) -> str:
@@ -118,15 +169,22 @@ class CardRequest:
     target: str = "smollm2-135m-instruct"
     n_prompts: int = 8
     max_new_tokens: int = 64
+    dtype: str = "fp32"
+
+    def check(self) -> None:
+        from simspec.engine.models import resolve_dtype
+
+        resolve_dtype(self.dtype)
 
 
-def make_card(request: CardRequest, status) -> Path:
+def make_card(request: CardRequest, status) -> dict:
     """Measures the drafter and writes its card (README.md + measured.json) into its folder;
-    returns the README's path. ``status(text)`` is a context manager shown while it works."""
+    returns the summary (the ``--json`` line). ``status(text)`` is a context manager shown
+    while it works."""
     from simspec.engine.load import load_pair
     from simspec.shipped import shipped_drafter
 
-    loaded, drafter = load_pair(request.target, request.draft, status=status)
+    loaded, drafter = load_pair(request.target, request.draft, status=status, dtype=request.dtype)
     directory = shipped_drafter(request.draft) or Path(request.draft)
     provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
     source = provenance if provenance.is_file() else directory / "config.json"
@@ -138,7 +196,10 @@ def make_card(request: CardRequest, status) -> Path:
         raise SimspecError(f"{source} is unreadable (not a JSON object): retrain the drafter")
     if hasattr(drafter, "head"):
         config["parameters"] = count_parameters(drafter.head)
-        description = EAGLE_DESCRIPTION
+        description = {"Eagle3Head": EAGLE3_DESCRIPTION, "Eagle1Head": EAGLE1_DESCRIPTION}.get(
+            type(drafter.head).__name__, EAGLE_DESCRIPTION)
+        if drafter.draft_vocab is not None:
+            config.setdefault("config", {})["draft_vocab"] = len(drafter.draft_vocab)
     else:
         config["parameters"] = count_parameters(drafter.model)
         config.setdefault("config", {})["draft_vocab"] = (None if drafter.draft_vocab is None
@@ -146,6 +207,12 @@ def make_card(request: CardRequest, status) -> Path:
         description = _lm_description(drafter.model.config)
     with status("measuring latency and acceptance"):
         measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens)
+    measured["dtype"] = request.dtype
     write_card(directory, f"simspec drafter `{directory.name}` for {config.get('target')}", description, config,
                measured)
-    return directory / "README.md"
+    overall = measured["heldout_agreement"]["all"]
+    return {"card": str(directory / "README.md"), "drafter": str(directory), "dtype": request.dtype,
+            "heldout_top1": overall["top1"], "heldout_top10": overall["top10"], "positions": overall["positions"],
+            "by_source": {s: a for s, a in measured["heldout_agreement"].items() if s != "all"},
+            "tau": {src: {name: run["tau"] for name, run in runs.items()}
+                    for src, runs in measured["acceptance"].items()}}

@@ -5,10 +5,13 @@ Three sources, mixed by token budget:
   rendered with the chat template — human-written text;
 - ``code``: Python standard-library source, in fixed-length chunks;
 - ``self``: the target's own greedy continuations of training prompts (ShareGPT and
-  HumanEval train splits) — the text a draft actually faces at inference.
+  HumanEval train splits) — the text a draft actually faces at inference;
+- ``selfcode``: its greedy continuations of standard-library function stubs (signature +
+  docstring, HumanEval's shape): the target's own code, beyond HumanEval's 86 train prompts.
 
-For every sequence one batched teacher pass records the target's last hidden state (after
-the final norm) and its greedy next token at every position. Labels are the target's, never
+For every sequence one batched teacher pass records, at every position, the target's last
+hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three
+decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy next token. Labels are the target's, never
 the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
 keyed by everything that determines it.
 """
@@ -28,41 +31,48 @@ import torch
 
 from simspec import __version__
 from simspec.cache import cache_dir
-from simspec.data import load_prompts, render_chat
+from simspec.data import load_prompts, render_chat, split_of
 from simspec.errors import SimspecError
-from simspec.engine.modeling import base_and_head, head_logits
+from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.greedy import greedy_continuations
-from simspec.engine.models import LoadedModel
+from simspec.engine.models import LoadedModel, dtype_name
 
 log = logging.getLogger("simspec")
-SOURCES = ("sharegpt", "code", "self")
+SOURCES = ("sharegpt", "code", "self", "selfcode")
 
 
 @dataclass(frozen=True)
 class CorpusSpec:
     sources: tuple[str, ...]
-    tokens: int  # total tokens, split evenly between sources
+    tokens: int  # total tokens, split between sources by ``shares``
+    shares: tuple[float, ...] | None = None  # per source, summing to 1 (None: even)
     seq_len: int = 384  # room for a 256-token prompt and a 128-token continuation
     self_new_tokens: int = 128  # length of each self-distilled continuation
     seed: int = 0
     split: str = "train"  # prompt split the text comes from; "heldout" only for evaluation sets
+    dtype: str = "fp32"  # the teacher's dtype: labels and features are the target's in that dtype
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sources if s not in SOURCES]
         if bad or not self.sources:
-            raise SimspecError(f"--data takes a comma-separated subset of {','.join(SOURCES)}, got {bad or 'nothing'}")
+            raise SimspecError(f"--data takes a comma-separated subset of {','.join(SOURCES)} (each optionally "
+                               f"NAME:SHARE), got {bad or 'nothing'}")
+        if self.shares is not None and (len(self.shares) != len(self.sources) or min(self.shares) <= 0
+                                        or abs(sum(self.shares) - 1) > 1e-6):
+            raise SimspecError(f"--data shares must be positive and sum to 1, got {list(self.shares)}")
         if self.tokens < self.seq_len:
             raise SimspecError(f"--tokens must be at least one sequence ({self.seq_len}), got {self.tokens}")
 
     def key(self, target_name: str) -> str:
-        blob = json.dumps({**asdict(self), "target": target_name, "version": 1}, sort_keys=True)
+        blob = json.dumps({**asdict(self), "target": target_name, "version": 2}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @dataclass
 class Corpus:
     tokens: torch.Tensor  # [N, T] int64
-    features: torch.Tensor  # [N, T, H] float16: target hidden state at each position
+    features: torch.Tensor  # [N, T, H] float16: target hidden state (after the final norm) at each position
+    aux: torch.Tensor  # [N, T, 3H] float16: inputs of the target layers ``meta["aux_layers"]``
     labels: torch.Tensor  # [N, T] int64: target's greedy next token after each position
     valid: torch.Tensor  # [N, T] bool: real (non-padding) positions
     meta: dict
@@ -106,12 +116,59 @@ def _code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random) -> l
     return out
 
 
+def _stdlib_stubs(rng: random.Random) -> list[str]:
+    """HumanEval-shaped code prompts from the Python standard library: a function's signature
+    and docstring, for the target to complete (its own code is what a drafter faces there)."""
+    import ast
+
+    stubs = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        try:
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        lines = source.splitlines()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and ast.get_docstring(node) and len(node.body) > 1:
+                doc = node.body[0]
+                stub = "\n".join(lines[node.lineno - 1:doc.end_lineno])
+                if 80 <= len(stub) <= 1200:
+                    stubs.append(stub.strip("\n") + "\n")
+    rng.shuffle(stubs)
+    return stubs
+
+
+def _self_prompts(tokenizer, source: str, n_tokens: int, spec: CorpusSpec, rng: random.Random) -> list[list[int]]:
+    """Chat-rendered prompts whose prompt + continuation add up to ``n_tokens``: ShareGPT and
+    HumanEval prompts of the split (``self``), or standard-library stubs (``selfcode``)."""
+    if source == "self":
+        chat = load_prompts("sharegpt", split=spec.split, max_chars=1500)
+        code = load_prompts("humaneval", split=spec.split)
+        rng.shuffle(chat)
+        rng.shuffle(code)
+        texts = [p.text for p in code[: len(chat) // 8]] + [p.text for p in chat]
+    else:
+        texts = [t for t in _stdlib_stubs(rng) if split_of(t) == spec.split]
+    out, total = [], 0
+    for text in texts:
+        ids = render_chat(tokenizer, text)
+        if len(ids) > spec.seq_len - spec.self_new_tokens:  # too long to leave room: skipped, not cut
+            continue
+        out.append(ids)
+        total += len(ids) + spec.self_new_tokens
+        if total >= n_tokens:
+            break
+    return out
+
+
 @torch.inference_mode()
 def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, batch: int = 8,
                  advance: Callable[[int], None] = lambda n: None) -> Corpus:
     """Features and greedy labels of the target at every position of every sequence."""
     base, head = base_and_head(target.model)
     hidden = target.model.config.hidden_size
+    layers = aux_layer_ids(target.model.config.num_hidden_layers)
     n = len(sequences)
     tokens = torch.zeros((n, seq_len), dtype=torch.long)
     valid = torch.zeros((n, seq_len), dtype=torch.bool)
@@ -120,6 +177,7 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
         tokens[i, : len(seq)] = torch.tensor(seq)
         valid[i, : len(seq)] = True
     features = torch.zeros((n, seq_len, hidden), dtype=torch.float16)
+    aux = torch.zeros((n, seq_len, len(layers) * hidden), dtype=torch.float16)
     labels = torch.zeros((n, seq_len), dtype=torch.long)
     lengths = valid.sum(1)
     order = torch.argsort(lengths, stable=True)  # batch similar lengths: little padding computed
@@ -127,11 +185,14 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
         rows = order[start:start + batch]
         width = int(lengths[rows].max())
         # Right padding + causal attention: padded tail positions never influence real ones.
-        h = base(input_ids=tokens[rows, :width].to(target.device)).last_hidden_state
+        out = base(input_ids=tokens[rows, :width].to(target.device), output_hidden_states=True)
+        h = out.last_hidden_state
         features[rows, :width] = h.to(torch.float16).cpu()
+        # hidden_states[i] is the input of decoder layer i (0: the embeddings).
+        aux[rows, :width] = torch.cat([out.hidden_states[i] for i in layers], -1).to(torch.float16).cpu()
         labels[rows, :width] = head_logits(head, h.reshape(-1, hidden)).argmax(-1).view(len(rows), width).cpu()
         advance(len(rows))
-    return Corpus(tokens, features, labels, valid, {})
+    return Corpus(tokens, features, aux, labels, valid, {"aux_layers": list(layers)})
 
 
 def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]]
@@ -142,39 +203,36 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     if path.is_file():
         try:
             blob = torch.load(path, weights_only=True)
-            return Corpus(blob["tokens"], blob["features"], blob["labels"], blob["valid"], json.loads(blob["meta"]))
+            return Corpus(blob["tokens"], blob["features"], blob["aux"], blob["labels"], blob["valid"],
+                          json.loads(blob["meta"]))
         except (OSError, RuntimeError, KeyError, ValueError):
             log.warning("teacher cache %s unreadable; rebuilding", path)
+    if dtype_name(target.model.dtype) != spec.dtype:
+        raise SimspecError(f"the teacher corpus wants the target in {spec.dtype}, it is loaded in "
+                           f"{dtype_name(target.model.dtype)}")
     rng = random.Random(spec.seed)
-    per_source = spec.tokens // len(spec.sources)
+    shares = spec.shares or tuple(1 / len(spec.sources) for _ in spec.sources)
     sequences: list[list[int]] = []
     counts = {}
-    for source in spec.sources:
+    for source, share in zip(spec.sources, shares):
+        per_source = int(spec.tokens * share)
         if source == "sharegpt":
             seqs = _sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split)
         elif source == "code":
             seqs = _code_texts(target.tokenizer, per_source, spec.seq_len, rng)
         else:
-            n_prompts = max(1, per_source // spec.self_new_tokens)
-            chosen = load_prompts("sharegpt", split=spec.split, max_chars=1500)
-            rng.shuffle(chosen)
-            code = load_prompts("humaneval", split=spec.split)
-            rng.shuffle(code)
-            chosen = code[: n_prompts // 4] + chosen[: 3 * n_prompts]
-            # Prompts that leave room for the continuation; longer ones are skipped, not cut.
-            rendered = (render_chat(target.tokenizer, p.text) for p in chosen)
-            prompts = [ids for ids in rendered if len(ids) <= spec.seq_len - spec.self_new_tokens][:n_prompts]
-            tick = progress("self-distillation (target greedy text)", len(prompts))
+            prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
+            tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
             full = greedy_continuations(target, prompts, spec.self_new_tokens, batch=32, advance=tick)
             seqs = [seq[-spec.seq_len:] for seq in full]
         counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}
         sequences.extend(seqs)
     tick = progress("teacher pass (features + greedy labels)", len(sequences))
     corpus = teacher_pass(target, sequences, spec.seq_len, advance=tick)
-    corpus.meta = {"spec": asdict(spec), "target": target.name, "sources": counts, "simspec_version": __version__}
+    corpus.meta |= {"spec": asdict(spec), "target": target.name, "sources": counts, "simspec_version": __version__}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    torch.save({"tokens": corpus.tokens, "features": corpus.features, "labels": corpus.labels,
+    torch.save({"tokens": corpus.tokens, "features": corpus.features, "aux": corpus.aux, "labels": corpus.labels,
                 "valid": corpus.valid, "meta": json.dumps(corpus.meta)}, tmp)
     tmp.replace(path)
     return corpus

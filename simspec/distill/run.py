@@ -12,29 +12,55 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simspec.errors import SimspecError
 
+if TYPE_CHECKING:
+    from simspec.distill.corpus import CorpusSpec
+
 Bar = Callable[[str, int], Callable[..., None]]
-KINDS = ("eagle", "lm")
+KINDS = ("eagle3", "eagle", "lm")
 
 
 @dataclass(frozen=True)
 class TrainDraftRequest:
-    kind: str = "eagle"
+    kind: str = "eagle3"
     target: str = "smollm2-135m-instruct"
-    data: tuple[str, ...] = ("sharegpt", "code", "self")
-    tokens: int = 200_000
+    data: tuple[str, ...] = ("self:0.55", "selfcode:0.15", "sharegpt:0.15", "code:0.15")  # NAME[:SHARE]
+    tokens: int = 480_000
     epochs: int = 4
     draft_vocab: int = 8192
     unroll: int = 2  # eagle: passes feeding the head's own features back (1 = EAGLE-1)
+    ttt_steps: int = 4  # eagle3: training-time test steps
     feature_weight: float = 1.0  # eagle: weight of the feature-regression loss
     hidden: int = 256  # lm
     layers: int = 2  # lm
     lr: float = 1e-3
     seed: int = 0
+    dtype: str = "fp32"  # the target's (teacher's) dtype
     out: str | None = None
     force: bool = False
+
+    def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
+        """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""
+        from simspec.distill.corpus import CorpusSpec
+
+        names, shares = [], []
+        for item in self.data:
+            name, _, share = item.partition(":")
+            names.append(name)
+            try:
+                shares.append(float(share) if share else None)
+            except ValueError:
+                raise SimspecError(f"--data {item!r}: a share must be a number (NAME:SHARE, e.g. self:0.5)") from None
+        if any(s is None for s in shares) and not all(s is None for s in shares):
+            raise SimspecError("--data: give a share to every source or to none (NAME:SHARE, shares summing to 1)")
+        train = CorpusSpec(tuple(names), self.tokens, None if shares[0] is None else tuple(shares), seed=self.seed,
+                           dtype=self.dtype)
+        heldout = CorpusSpec(("self",), max(4096, self.tokens // 20), seed=self.seed + 1, split="heldout",
+                             dtype=self.dtype)
+        return train, heldout
 
     def out_dir(self) -> Path:
         return Path(self.out or f"real/drafters/{self.kind}")
@@ -42,9 +68,12 @@ class TrainDraftRequest:
     def check(self) -> None:
         """The flags and the output folder, before the target loads."""
         from simspec.cache import check_out
+        from simspec.engine.models import resolve_dtype
 
         if self.kind not in KINDS:
-            raise SimspecError(f"--kind must be eagle or lm, got {self.kind!r}")
+            raise SimspecError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        resolve_dtype(self.dtype)
+        self.corpus_specs()
         check_out(self.out_dir(), self.force)
 
 
@@ -53,8 +82,9 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     import torch
 
     from simspec.cache import atomic_directory
-    from simspec.distill.corpus import CorpusSpec, build_corpus
-    from simspec.distill.trainer import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
+    from simspec.distill.corpus import build_corpus
+    from simspec.distill.trainer import (Eagle3TrainConfig, Eagle3Trainer, EagleTrainConfig, EagleTrainer,
+                                         LMTrainConfig, LMTrainer)
     from simspec.engine.draft_lm import DraftLMShape
     from simspec.engine.models import load_model
     from simspec.machine import machine
@@ -62,16 +92,18 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     r = request
     r.check()
     out_dir = r.out_dir()
-    spec = CorpusSpec(r.data, r.tokens, seed=r.seed)
-    heldout = CorpusSpec(("self",), max(4096, r.tokens // 20), seed=r.seed + 1, split="heldout")
+    spec, heldout = r.corpus_specs()
     torch.manual_seed(r.seed)
     with status(f"loading {r.target}"):
-        loaded = load_model(r.target)
+        loaded = load_model(r.target, dtype=r.dtype)
     started = time.perf_counter()
     corpus = build_corpus(loaded, spec, bar)
     heldout_corpus = build_corpus(loaded, heldout, bar)
     data_s = time.perf_counter() - started
-    if r.kind == "eagle":
+    if r.kind == "eagle3":
+        trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
+            draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, ttt_steps=r.ttt_steps, seed=r.seed))
+    elif r.kind == "eagle":
         trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
             draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, unroll=r.unroll, feature_weight=r.feature_weight,
             seed=r.seed))
@@ -91,7 +123,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     trainer.train(partial / "checkpoint.pt", tick)
     train_s = time.perf_counter() - train_started
     agreement = trainer.agreement(heldout_corpus)
-    meta = {"kind": r.kind, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
+    meta = {"kind": r.kind, "dtype": r.dtype, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
             "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
             "machine": machine(str(loaded.device))}
     with atomic_directory(out_dir, replace=r.force) as tmp:

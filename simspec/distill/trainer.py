@@ -30,6 +30,7 @@ from simspec.errors import SimspecError
 from simspec.distill.corpus import Corpus
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
+from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target, save_eagle3
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 
@@ -49,6 +50,13 @@ class TrainConfig:
 class EagleTrainConfig(TrainConfig):
     feature_weight: float = 1.0
     unroll: int = 2
+
+
+@dataclass(frozen=True)
+class Eagle3TrainConfig(TrainConfig):
+    ttt_steps: int = 4  # training-time test: steps the head is unrolled on its own outputs
+    step_decay: float = 0.8  # weight of step k's loss: decay ** k (EAGLE-3's)
+    autocast_bf16: bool = True  # bf16 matmuls where the CPU multiplies them natively
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,7 @@ class EagleTrainer(DraftTrainer):
         width = int(c.valid[idx].sum(1).max())  # no compute on the batch's common padding
         f = c.features[idx, :width].float()
         x, y, valid = c.tokens[idx, :width], c.labels[idx, :width], c.valid[idx, :width]
-        feats_in, emb = f[:, :-1], self.embed(x[:, 1:])
+        feats_in, emb = f[:, :-1], self.embed(x[:, 1:]).float()
         positions = torch.arange(1, x.shape[1]).expand(len(idx), -1)
         target_feat, target_tok, mask = f[:, 1:], self.to_draft[y[:, 1:]], valid[:, 1:]
         total, stats = 0.0, {}
@@ -204,6 +212,110 @@ class EagleTrainer(DraftTrainer):
         })
         (directory / "history.json").write_text(json.dumps(self.history))
 
+
+
+class Eagle3Trainer(DraftTrainer):
+    """EAGLE-3's recipe: fused low/middle/high target features, its own LM head over the draft
+    vocabulary, and training-time test. Step k of the unroll feeds each position the head's
+    own output from step k-1 and attends, like a draft chain at inference, to the target-feature
+    keys up to its root and to the chain's own keys of steps 1..k (one per step, the diagonal)."""
+
+    cfg: Eagle3TrainConfig
+
+    def __init__(self, target: LoadedModel, corpus: Corpus, cfg: Eagle3TrainConfig) -> None:
+        base, lm_head = base_and_head(target.model)
+        self.embed = base.get_input_embeddings()
+        self.target_head, self.target_norm = lm_head, getattr(base, "norm", None)
+        super().__init__(target, corpus, cfg)
+
+    def build_model(self) -> torch.nn.Module:
+        head = Eagle3Head(eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"])))
+        with torch.no_grad():  # start as the target's own read-out of a feature: its norm and head rows
+            head.lm_head.weight.copy_(self.target_head.weight[self.vocab_ids].float())
+            if self.target_norm is not None:
+                head.norm.weight.copy_(self.target_norm.weight.float())
+            head.d2t.copy_(self.vocab_ids - torch.arange(len(self.vocab_ids)))
+            head.t2d.zero_()
+            head.t2d[self.vocab_ids] = True
+        head.d2t.requires_grad_(False)
+        return head
+
+    def _unrolled(self, idx: torch.Tensor, steps: int):
+        """Yields (step, logits over valid positions, draft-vocabulary labels) for each TTT step."""
+        c, model = self.corpus, self.model
+        layer, attn = model.midlayer, model.midlayer.self_attn
+        width = int(c.valid[idx].sum(1).max())
+        x, y, valid = c.tokens[idx, :width], c.labels[idx, :width], c.valid[idx, :width]
+        n, b = width - 1, len(idx)
+        emb = self.embed(x).float()
+        h = model.fc(c.aux[idx, :n].float())  # step 0 at index i reads (a_i, x_{i+1}) at position i+1
+        scale = 1 / math.sqrt(attn.cfg.head_dim)
+        group = attn.cfg.heads // attn.cfg.kv_heads
+        keys, values = [], []
+        for k in range(min(steps, n)):
+            m = n - k  # indices whose chain still has a token to read
+            h, e = h[:, :m], emb[:, 1 + k:1 + k + m]
+            positions = torch.arange(1 + k, 1 + k + m).expand(b, -1)
+            q, key, value = attn.qkv(layer.attention_input(e, h), positions)
+            keys.append(key.repeat_interleave(group, 1))
+            values.append(value.repeat_interleave(group, 1))
+            k0, v0 = keys[0][:, :, :m], values[0][:, :, :m]
+            scores = [torch.matmul(q, k0.transpose(-1, -2)).masked_fill(
+                torch.ones(m, m, dtype=torch.bool).triu(1), -math.inf)]
+            scores += [(q * kj[:, :, :m]).sum(-1, keepdim=True) for kj in keys[1:]]
+            p = torch.softmax(torch.cat(scores, -1).float() * scale, -1).to(q.dtype)
+            attended = torch.matmul(p[..., :m], v0)
+            for j, vj in enumerate(values[1:]):
+                attended = attended + p[..., m + j:m + j + 1] * vj[:, :, :m]
+            h = layer.finish(h, attn.o_proj(attended.transpose(1, 2).reshape(b, m, -1)))
+            mask = valid[:, 1 + k:1 + k + m]
+            yield k, model.logits(h[mask]), self.to_draft[y[:, 1 + k:1 + k + m][mask]]
+
+    def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        total, weights, stats = 0.0, 0.0, {}
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.autocast_bf16):
+            for k, logits, truth in self._unrolled(idx, self.cfg.ttt_steps):
+                ce = F.cross_entropy(logits.float(), truth, ignore_index=-100)
+                total = total + self.cfg.step_decay ** k * ce
+                weights += self.cfg.step_decay ** k
+                with torch.no_grad():
+                    ok = truth >= 0
+                    stats[f"top1_step{k + 1}"] = float((logits.argmax(-1) == truth)[ok].float().mean())
+                stats[f"ce_step{k + 1}"] = ce.item()
+        return total / weights, stats
+
+    @torch.no_grad()
+    def agreement(self, corpus: Corpus) -> dict:
+        """Top-1 / top-10 agreement with the target's greedy token, teacher-forced at step 1, and
+        top-1 at each later unrolled step (the head reading its own outputs, as in a draft chain)."""
+        self.model.eval()
+        saved, self.corpus = self.corpus, corpus
+        hits1 = hits10 = n = 0
+        deeper: dict[int, list[int]] = {}
+        try:
+            for start in range(0, len(corpus.tokens), 8):
+                idx = torch.arange(start, min(start + 8, len(corpus.tokens)))
+                for k, logits, truth in self._unrolled(idx, self.cfg.ttt_steps):
+                    top = logits.topk(10, dim=-1).indices
+                    if k == 0:
+                        hits1 += int((top[:, 0] == truth).sum())
+                        hits10 += int((top == truth[:, None]).any(-1).sum())
+                        n += len(truth)
+                    tally = deeper.setdefault(k + 1, [0, 0])
+                    tally[0] += int((top[:, 0] == truth).sum())
+                    tally[1] += len(truth)
+        finally:
+            self.corpus = saved
+        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n,
+                "top1_by_step": {str(k): h / max(1, t) for k, (h, t) in sorted(deeper.items())}}
+
+    def save(self, directory: Path, meta: dict) -> None:
+        save_eagle3(directory, self.model, self.target, {
+            "format": "simspec-drafter-card", "format_version": 1, "kind": "eagle3", "target": self.target.name,
+            "train_config": asdict(self.cfg), "simspec_version": __version__,
+            "draft_vocab_coverage": self.coverage(), "steps": self.step, **meta,
+        })
+        (directory / "history.json").write_text(json.dumps(self.history))
 
 
 class LMTrainer(DraftTrainer):

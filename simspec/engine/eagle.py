@@ -63,7 +63,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        # Statistics in fp32 whatever the weights' dtype (as Llama does): bf16 sums drift.
+        x32 = x.float()
+        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -104,6 +106,7 @@ class DecoderLayer(nn.Module):
         q = self.q(h).view(b, t, cfg.heads, hd).transpose(1, 2)
         k, v = self.kv(h).view(b, t, 2, cfg.kv_heads, hd).permute(2, 0, 3, 1, 4)
         cos, sin = self.rope(positions)
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         if cache is not None:
             k, v = cache.append(k, v)
@@ -119,8 +122,8 @@ class KVCache:
     """A preallocated single-layer KV cache: appending writes in place, trimming moves a
     pointer (no concatenation per step, which a growing cache would cost)."""
 
-    def __init__(self, cfg: EagleConfig, capacity: int, device: torch.device, dtype: torch.dtype) -> None:
-        shape = (1, cfg.kv_heads, capacity, cfg.head_dim)
+    def __init__(self, kv_heads: int, head_dim: int, capacity: int, device: torch.device, dtype: torch.dtype) -> None:
+        shape = (1, kv_heads, capacity, head_dim)
         self.keys = torch.empty(shape, device=device, dtype=dtype)
         self.values = torch.empty(shape, device=device, dtype=dtype)
         self.length = 0
@@ -135,12 +138,31 @@ class KVCache:
         return self.keys[:, :, :end], self.values[:, :, :end]
 
 
-class EagleHead(nn.Module):
-    """The trainable part: feature/embedding mixer and one decoder layer."""
+class FeatureHead(nn.Module):
+    """What ``EagleDrafter`` drives: a one-layer head over target features (simspec's own,
+    or a public EAGLE-3 / EAGLE-1/2 checkpoint, ``eagle_public.py``)."""
+
+    kv_heads: int
+    head_dim: int
+    feature_width: int  # width of the target features it reads
+    feature_layers: tuple[int, ...] | None = None  # target layers whose inputs it fuses; None: last hidden
+
+    def project(self, target_features: torch.Tensor) -> torch.Tensor:
+        """Target features -> the width the layer reads (identity unless the head fuses layers)."""
+        return target_features
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:  # [n, H] -> [n, draft vocabulary]
+        raise NotImplementedError
+
+
+class EagleHead(FeatureHead):
+    """simspec's head: feature/embedding mixer and one decoder layer; scored by the target's
+    own LM head rows over the draft vocabulary (bound at load, never stored)."""
 
     def __init__(self, cfg: EagleConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        self.kv_heads, self.head_dim, self.feature_width = cfg.kv_heads, cfg.head_dim, cfg.hidden
         self.mix = nn.Linear(2 * cfg.hidden, cfg.hidden, bias=False)
         self.layer = DecoderLayer(cfg)
 
@@ -149,28 +171,34 @@ class EagleHead(nn.Module):
         """Predicted next features [B, T, H] from target features and next-token embeddings."""
         return self.layer(self.mix(torch.cat([features, embeddings], dim=-1)), positions, mask, cache)
 
+    def bind(self, head_rows: torch.Tensor) -> "EagleHead":
+        self.register_buffer("head_rows", head_rows.contiguous(), persistent=False)
+        return self
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        return torch.mm(self.head_rows, out.T).T  # see modeling.head_logits
+
 
 class EagleDrafter(Drafter):
-    """An ``EagleHead`` bound to its target: the engine's drafter interface."""
+    """A ``FeatureHead`` bound to its target: the engine's drafter interface. ``vocab_ids``
+    maps draft indices to target ids (None: the head scores the full vocabulary)."""
 
     uses_target_hidden = True
 
-    def __init__(self, head: EagleHead, vocab_ids: torch.Tensor, target: LoadedModel, name: str,
+    def __init__(self, head: FeatureHead, vocab_ids: torch.Tensor | None, target: LoadedModel, name: str,
                  max_positions: int | None = None) -> None:
         self.head = head.eval().requires_grad_(False)
         self.name = name
-        self.hidden_size = head.cfg.hidden
         self.device = target.device
-        base, lm_head = base_and_head(target.model)
-        self.embed = base.get_input_embeddings()
-        self.draft_vocab = vocab_ids.to(self.device)  # draft index -> target token id
-        # The target's head restricted to the draft vocabulary, as one contiguous matrix.
-        self.head_weight = lm_head.weight[self.draft_vocab].contiguous()
+        self.feature_layers, self.feature_width = head.feature_layers, head.feature_width
+        self.embed = base_and_head(target.model)[0].get_input_embeddings()
+        self.draft_vocab = None if vocab_ids is None else vocab_ids.to(self.device)  # draft index -> target id
         self.max_positions = max_positions or int(getattr(target.model.config, "max_position_embeddings", 8192))
-        self._dtype = self.head_weight.dtype
+        self.dtype = self._dtype = self.embed.weight.dtype
 
     def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
-        self.cache = KVCache(self.head.cfg, self.max_positions + 1024, self.device, self._dtype)
+        self.cache = KVCache(self.head.kv_heads, self.head.head_dim, self.max_positions + 1024, self.device,
+                             self._dtype)
         # Pairs (f_t, x_{t+1}) for t < P - 1; the last prompt feature pairs with the root.
         self._pending_tokens = [prompt[1:]]
         self._pending_features = [prompt_hidden[:-1]]
@@ -182,13 +210,12 @@ class EagleDrafter(Drafter):
         self._pending_tokens.append(tokens)
         self._pending_features.append(hidden)
 
-    def _logprobs(self, features: torch.Tensor) -> torch.Tensor:
-        logits = torch.mm(self.head_weight, features.T).T  # see modeling.head_logits
-        return torch.log_softmax(logits.float(), dim=-1)
+    def _logprobs(self, out: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.head.logits(out).float(), dim=-1)
 
     def draft_root(self) -> torch.Tensor:
         tokens = torch.cat(self._pending_tokens)
-        features = torch.cat(self._pending_features)
+        features = self.head.project(torch.cat(self._pending_features))
         self._pending_tokens, self._pending_features = [], []
         positions = torch.arange(self._positions, self._positions + len(tokens), device=self.device)
         n_new = len(tokens)
@@ -284,5 +311,6 @@ def load_eagle(directory: Path, target: LoadedModel, name: str) -> EagleDrafter:
     except RuntimeError as exc:
         raise SimspecError(f"drafter {name!r}: weights do not match its config ({str(exc).splitlines()[0]}): "
                            f"{fix}") from None
-    head.to(target.device)
+    lm_head = base_and_head(target.model)[1]
+    head.to(target.device, lm_head.weight.dtype).bind(lm_head.weight[vocab_ids.to(target.device)])
     return EagleDrafter(head, vocab_ids, target, name)

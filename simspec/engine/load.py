@@ -1,6 +1,6 @@
 """Resolving a ``--draft`` reference to a loaded drafter: the target itself, a truncated target,
-a shipped drafter by name, a simspec EAGLE-style head, or any causal LM sharing the target's
-tokenizer."""
+a shipped drafter by name, a simspec EAGLE-style head, a public EAGLE-3 or EAGLE-1/2 checkpoint,
+or any causal LM sharing the target's tokenizer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Callable
 from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
 from simspec.engine.eagle import FORMAT, load_eagle
-from simspec.engine.models import LoadedModel, check_same_vocabulary, load_model
+from simspec.engine.eagle_public import is_public_eagle, load_public_eagle
+from simspec.engine.models import LoadedModel, check_same_vocabulary, dtype_name, load_model
 from simspec.errors import SimspecError, read_json
 from simspec.shipped import shipped_drafter
 
@@ -35,20 +36,22 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
         config = read_json(config_file, f"drafter {ref!r}: ", f"drafter {ref!r}: {config_file} is missing", fix)
         if config.get("format") == FORMAT:
             return load_eagle(path, target, ref)
+        if is_public_eagle(path, config):
+            return load_public_eagle(path, config, target, ref)
         rows = config.get("vocab_size")  # refuse a foreign vocabulary before loading any weights
         if isinstance(rows, int):
             check_same_vocabulary(target, None, ref, rows)
         if (path / PROVENANCE_FILE).is_file():  # a simspec draft LM: its provenance is read by its model card
             read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", fix)
-    draft = load_model(str(path), device=str(target.device))
+    draft = load_model(str(path), device=str(target.device), dtype=dtype_name(target.model.dtype))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None
     return CausalLMDrafter(draft.model, ref, vocab)
 
 
-def load_pair(target: str, draft: str, device: str = "cpu", status: Callable[[str], object] = nullcontext
-              ) -> tuple[LoadedModel, Drafter]:
-    """The target and its drafter, loaded inside ``status`` (a progress step without a count)."""
-    with status(f"loading {target} and draft {draft}"):
-        loaded = load_model(target, device=device)
+def load_pair(target: str, draft: str, device: str = "cpu", status: Callable[[str], object] = nullcontext,
+              dtype: str = "fp32") -> tuple[LoadedModel, Drafter]:
+    """The target and its drafter in ``dtype``, loaded inside ``status`` (a progress step without a count)."""
+    with status(f"loading {target} and draft {draft} ({dtype})"):
+        loaded = load_model(target, device=device, dtype=dtype)
         return loaded, load_drafter(draft, loaded)

@@ -31,3 +31,9 @@ def additive_mask(visible: torch.Tensor, n_context: int, dtype: torch.dtype) -> 
     mask = torch.zeros((1, 1, n, n_context + visible.shape[1]), dtype=dtype, device=visible.device)
     mask[0, 0, :, n_context:].masked_fill_(~visible, torch.finfo(dtype).min)
     return mask
+
+
+def aux_layer_ids(n_layers: int) -> tuple[int, int, int]:
+    """The target layers whose *inputs* an EAGLE-3 head fuses when its config names none:
+    a low, a middle and a high one (EAGLE-3's, SGLang's and vLLM's default)."""
+    return (2, n_layers // 2, n_layers - 3)

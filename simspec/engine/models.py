@@ -152,9 +152,24 @@ def _load(source: ModelSource, device: str, dtype: torch.dtype) -> LoadedModel:
     return LoadedModel(source, model, tokenizer)
 
 
-def load_model(ref: str, device: str = "cpu", dtype: torch.dtype = torch.float32) -> LoadedModel:
-    """Load a causal LM and its tokenizer (cached per process: tests and benchmarks share it)."""
-    return _load(resolve_model(ref), device, dtype)
+def load_model(ref: str, device: str = "cpu", dtype: str = "fp32") -> LoadedModel:
+    """Load a causal LM and its tokenizer in ``dtype`` (fp32, bf16, fp16), cached per process:
+    tests and benchmarks share it."""
+    return _load(resolve_model(ref), device, resolve_dtype(dtype))
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """``--dtype``: fp32, bf16 or fp16 (the weights and activations of target and drafter)."""
+    if name not in DTYPES:
+        raise SimspecError(f"--dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    return DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return next(k for k, v in DTYPES.items() if v == dtype)
 
 
 DEVICES = ("auto", "cpu", "cuda")

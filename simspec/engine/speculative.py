@@ -83,14 +83,20 @@ class Generation:
 
 
 class TargetCache:
-    """The target's KV cache plus the forward pass that extends it."""
+    """The target's KV cache plus the forward pass that extends it.
 
-    def __init__(self, target: LoadedModel) -> None:
+    ``feature_layers``: the decoder layers whose inputs a drafter fuses (EAGLE-3); each
+    forward then also leaves them, concatenated, in ``features``. Without it ``features`` is
+    the last hidden state (after the final norm), what an EAGLE-1/2 head reads."""
+
+    def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None) -> None:
         from transformers import DynamicCache
 
         self.base, self.head = base_and_head(target.model)
         self.cache = DynamicCache()
         self.length = 0  # committed tokens in the cache
+        self.feature_layers = feature_layers
+        self.features: torch.Tensor | None = None
 
     def forward(self, tokens: torch.Tensor, depths: np.ndarray | None = None, visible: np.ndarray | None = None):
         """Run ``tokens`` after the committed context: causally, or as a tree (positions
@@ -108,7 +114,12 @@ class TargetCache:
             attention_mask=mask,
             past_key_values=self.cache,
             use_cache=True,
+            output_hidden_states=self.feature_layers is not None,
         )
+        if self.feature_layers is None:
+            self.features = out.last_hidden_state[0]
+        else:  # hidden_states[i] is the input of decoder layer i
+            self.features = torch.cat([out.hidden_states[i][0] for i in self.feature_layers], dim=-1)
         return out.last_hidden_state[0]
 
     def keep(self, rows: np.ndarray, n_new: int) -> None:
@@ -223,12 +234,13 @@ class SpeculativeEngine:
     def _generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int) -> Generation:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
-        target = TargetCache(self.target)
-        prompt = torch.tensor(prompt_ids, device=self.device)
-        hidden, root = self._prefill(target, prompt)
         wants_hidden = self.drafter.uses_target_hidden
-        self.drafter.reset(prompt, hidden if wants_hidden else None)
-        self.drafter.commit(torch.tensor([root], device=self.device), hidden[-1:] if wants_hidden else None)
+        target = TargetCache(self.target, getattr(self.drafter, "feature_layers", None) if wants_hidden else None)
+        prompt = torch.tensor(prompt_ids, device=self.device)
+        _, root = self._prefill(target, prompt)
+        features = target.features
+        self.drafter.reset(prompt, features if wants_hidden else None)
+        self.drafter.commit(torch.tensor([root], device=self.device), features[-1:] if wants_hidden else None)
         policy.reset()
         prefill_s = clock(self.device) - start
         tokens = [root]
@@ -278,7 +290,7 @@ class SpeculativeEngine:
         drafter.end_cycle()
         accepted_tokens = verification.tokens[rows].tolist()  # root first
         new_tokens = accepted_tokens[1:] + [bonus]
-        path_hidden = hidden[torch.as_tensor(rows, device=device)] if drafter.uses_target_hidden else None
+        path_hidden = target.features[torch.as_tensor(rows, device=device)] if drafter.uses_target_hidden else None
         drafter.commit(torch.tensor(new_tokens, device=device), path_hidden)
 
         t = clock(device)

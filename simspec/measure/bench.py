@@ -68,12 +68,15 @@ class BenchRequest:
     sizes: tuple[int, ...] = (6, 12)
     repeats: int = 1
     device: str = "auto"
+    dtype: str = "fp32"
 
     def check(self) -> tuple[list[TreeConfig], list]:
         """The configs and the prompts, before any model loads."""
         from simspec.data import load_prompts
+        from simspec.engine.models import resolve_dtype
         from simspec.sim.evaluate import check_split
 
+        resolve_dtype(self.dtype)
         if self.device not in ("auto", "cpu", "cuda"):
             raise SimspecError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         configs = config_grid(self.depths, self.widths, self.sizes)
@@ -114,7 +117,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     from simspec.measure.interleave import run_methods
 
     configs, chosen = checked or request.check()
-    loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status)
+    loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status, request.dtype)
     engine = SpeculativeEngine(loaded, drafter)
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:

@@ -44,6 +44,7 @@ class CalibrateRequest:
     out: str | None = None
     force: bool = False
     seed: int = 0
+    dtype: str = "fp32"
 
     def out_dir(self) -> Path:
         if self.out:
@@ -57,11 +58,14 @@ class CalibrateRequest:
         from simspec.cache import check_out
         from simspec.data import load_prompts
 
+        from simspec.engine.models import resolve_dtype
+
+        resolve_dtype(self.dtype)
         gpu = self.gpu.lower()
         if gpu not in GPU_NAMES:
             raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
         check_out(self.out_dir(), self.force)
-        source = traces_source(self.traces_from, self.target, self.draft) if self.traces_from else None
+        source = traces_source(self.traces_from, self.target, self.draft, self.dtype) if self.traces_from else None
         # Last of the file checks: asking torch whether the named GPU is here takes a second.
         kind = "measured" if gpu in ("cpu", "auto") or gpu_present(gpu) else "analytic"
         if self.target in ARCH_TARGETS and kind == "measured":
@@ -96,7 +100,12 @@ def gpu_present(gpu: str) -> bool:
     return gpu.replace("rtx", "") in device_model("cuda:0").lower().replace(" ", "")
 
 
-def traces_source(path: str, target: str, draft: str) -> tuple[Path, dict]:
+def traces_dtype(meta: dict) -> str:
+    """The dtype traces were recorded in (traces from before ``--dtype`` existed: fp32)."""
+    return meta.get("dtype", "fp32")
+
+
+def traces_source(path: str, target: str, draft: str, dtype: str = "fp32") -> tuple[Path, dict]:
     """(folder, reference) of existing traces: a traces folder, or the traces a profile names."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
@@ -113,6 +122,9 @@ def traces_source(path: str, target: str, draft: str) -> tuple[Path, dict]:
     if meta.get("target") != target or meta.get("draft") != draft:
         raise SimspecError(f"--traces-from {path} holds traces of {meta.get('target')} + {meta.get('draft')}, "
                            f"not {target} + {draft}: pass the matching --target/--draft or record new traces")
+    if traces_dtype(meta) != dtype:  # trees drafted in another dtype are other trees
+        raise SimspecError(f"--traces-from {path} holds traces recorded in {traces_dtype(meta)}, and this profile "
+                           f"measures {dtype}: pass --dtype {traces_dtype(meta)} or record new traces")
     ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
            "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width}
     return folder.resolve(), ref
@@ -137,7 +149,7 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     record_s = time.perf_counter() - started
     meta = {"target": r.target, "draft": r.draft, "prompts": r.prompts, "prompt_ids": [p.id for p in chosen],
             "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
-            "width": r.width, "seed": r.seed, "simspec_version": __version__,
+            "width": r.width, "seed": r.seed, "simspec_version": __version__, "dtype": r.dtype,
             "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1)}
     traces = assemble(recorded, [len(i) for i in ids], meta)
     checks = []
@@ -187,7 +199,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     if r.target not in ARCH_TARGETS:
         from simspec.engine.load import load_pair
 
-        loaded, drafter = load_pair(r.target, r.draft, run_device, status)
+        loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
     started = time.perf_counter()
     if r.traces_only:
         samples, device_label = [], "none (traces only)"
@@ -213,7 +225,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         "target": r.target, "draft": r.draft if loaded else "eagle3-style one-layer draft",
         "architecture": {"target": (Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B).to_dict(),
                          "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
-        "dtype": str(next(loaded.model.parameters()).dtype) if loaded else "bfloat16 (modelled)",
+        "dtype": r.dtype if loaded else "bf16 (modelled)",
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},

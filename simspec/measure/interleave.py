@@ -152,7 +152,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     if device == "cuda" and not torch.cuda.is_available():
         raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
                            "no CUDA device here: run on that device")
-    target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status)
+    target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status, profile.dtype)
     engine = SpeculativeEngine(target, drafter)
     ids = [render_chat(target.tokenizer, text) for text in texts]
     for one in ids:

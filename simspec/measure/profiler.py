@@ -94,7 +94,7 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
         ids = _context_ids(context, vocab, device)
         hidden = None
         if drafter.uses_target_hidden:
-            hidden = torch.zeros(context, drafter.hidden_size, device=device)
+            hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
         drafter.reset(ids[:-1], None if hidden is None else hidden[:-1])
         drafter.commit(ids[-1:], None if hidden is None else hidden[-1:])
         drafter.draft_root()
@@ -112,6 +112,20 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
     return results
 
 
+def memory_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 7) -> float:
+    """Bytes per second a large tensor copy moves (read + write), median of ``repeats``: the
+    bandwidth a memory-bound decode step can at best stream weights at."""
+    src = torch.ones(megabytes * 2**20 // 4, device=device)
+    dst = torch.empty_like(src)
+    seconds = time_repeated(lambda: dst.copy_(src), device, repeats)
+    return 2 * src.numel() * src.element_size() / float(np.median(seconds))
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters (tied weights once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 @dataclass(frozen=True)
 class LatencyRequest:
     target: str = "smollm2-135m-instruct"
@@ -121,6 +135,7 @@ class LatencyRequest:
     widths: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
     repeats: int = 7
     device: str = "auto"
+    dtype: str = "fp32"
 
 
 def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],
@@ -132,10 +147,19 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     from simspec.engine.models import resolve_device
 
     r = request
-    loaded, drafter = load_pair(r.target, r.draft, resolve_device(r.device), status)
+    loaded, drafter = load_pair(r.target, r.draft, resolve_device(r.device), status, r.dtype)
     tick = bar("latency", len(r.contexts) * (len(r.sizes) + len(r.widths)))
     verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick)
     drafts = draft_latency(drafter, loaded.model.config.vocab_size, r.widths, r.contexts, r.repeats, loaded.device,
                            tick)
+    plain = {c: x for x in target_latency(loaded, [1], r.contexts, r.repeats) for c in [x.context]}
+    with status("measuring memory bandwidth"):
+        bandwidth = memory_bandwidth(loaded.device)
+    weights = weight_bytes(loaded.model)
+    floor_ms = weights / bandwidth * 1e3
     return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
-            "simspec_version": __version__, "samples": [x.to_dict() for x in verify + drafts]}
+            "dtype": r.dtype, "simspec_version": __version__,
+            "plain_decoding": {"ms_per_token": {str(c): x.median * 1e3 for c, x in plain.items()},
+                               "weight_bytes": weights, "bandwidth_gbs": bandwidth / 1e9,
+                               "memory_floor_ms": floor_ms},
+            "samples": [x.to_dict() for x in verify + drafts]}

@@ -105,9 +105,11 @@ class TraceRecorder:
     @torch.inference_mode()
     def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
         spec, device, drafter = self.spec, self.device, self.drafter
-        cache = TargetCache(self.target)
+        wants_hidden = drafter.uses_target_hidden
+        cache = TargetCache(self.target, getattr(drafter, "feature_layers", None) if wants_hidden else None)
         sequence = torch.tensor(prompt_ids + continuation, device=device)
         hidden = cache.forward(sequence)
+        features = cache.features
         checked = head_logits(cache.head, hidden[len(prompt_ids) - 1:-1]).argmax(-1).cpu().numpy()
         cont = np.asarray(continuation, dtype=np.int64)
         disagree = np.flatnonzero(checked != cont)
@@ -120,16 +122,15 @@ class TraceRecorder:
         # Cycles happen while fewer than max_new_tokens are out and the root is not EOS.
         n_positions = min(spec.max_new_tokens - 1, len(cont) - (1 if len(eos_at) else 0), len(cont))
         n_positions = max(0, n_positions)
-        wants_hidden = drafter.uses_target_hidden
         prompt = sequence[: len(prompt_ids)]
-        drafter.reset(prompt, hidden[: len(prompt_ids)] if wants_hidden else None)
+        drafter.reset(prompt, features[: len(prompt_ids)] if wants_hidden else None)
         levels = spec.depth_max - 1
         path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
         best_children = np.empty((n_positions, levels, spec.width), dtype=np.float16)
         base = len(prompt_ids)
         for p in range(n_positions):
-            drafter.commit(sequence[base + p: base + p + 1], hidden[base + p - 1: base + p] if wants_hidden else None)
+            drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
             tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
             draft_tree(drafter, tree, spec.depth_max, device)
             path_rank[p], level_scores[p], best_children[p] = tree_tables(tree, cont[p + 1:p + spec.depth_max],

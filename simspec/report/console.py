@@ -118,6 +118,10 @@ def latency(s: dict, contexts) -> None:
         cell = {(x["tokens"], x["context"]): x for x in samples}
         table(f"{name} ({s['device']}): median ms [IQR]", (label, *(f"L={c}" for c in contexts)),
               [(str(n), *(ms(cell[n, c]) for c in contexts)) for n in sorted({x["tokens"] for x in samples})])
+    plain = s["plain_decoding"]
+    per_token = ", ".join(f"L={c} {v:.1f}" for c, v in plain["ms_per_token"].items())
+    out.print(f"plain decoding ({s['dtype']}): {per_token} ms/token; memory floor {plain['memory_floor_ms']:.1f} ms "
+              f"({plain['weight_bytes'] / 1e6:.0f} MB of weights at {plain['bandwidth_gbs']:.1f} GB/s measured)")
 
 
 def train_draft(s: dict) -> None:
@@ -125,6 +129,13 @@ def train_draft(s: dict) -> None:
               f"{s['heldout_top10']:.3f} on the target's own greedy text; draft vocabulary covers "
               f"{s['coverage']:.1%} of its greedy tokens; data {s['data_seconds']:.0f} s, training "
               f"{s['train_seconds']:.0f} s")
+
+
+def drafter_card(s: dict) -> None:
+    sources = "; ".join(f"{src} {a['top1']:.3f}" for src, a in s["by_source"].items())
+    taus = "; ".join(f"{src} {name} {t:.2f}" for src, runs in s["tau"].items() for name, t in runs.items())
+    out.print(f"model card written to {s['card']} ({s['dtype']}): held-out top-1 {s['heldout_top1']:.3f} "
+              f"(top-10 {s['heldout_top10']:.3f}) over {s['positions']} positions ({sources}); tau: {taus}")
 
 
 def calibrate(s: dict) -> None:

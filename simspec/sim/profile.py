@@ -62,6 +62,11 @@ class Profile:
         return f"{self.directory.name}: {self.meta['device']}{tag}"
 
     @property
+    def dtype(self) -> str:
+        """fp32, bf16 or fp16 (profiles from before ``--dtype`` wrote torch's name)."""
+        return dtype_label(self.meta.get("dtype", "fp32"))
+
+    @property
     def traces_dir(self) -> Path | None:
         ref = self.meta.get("traces")
         return None if not ref else (self.directory / ref["path"]).resolve()
@@ -88,7 +93,17 @@ class Profile:
             if traces.meta.get(role) != self.meta.get(role):
                 raise SimspecError(f"traces in {self.traces_dir} belong to {role} {traces.meta.get(role)!r}, "
                                    f"but profile {self.directory} is for {self.meta.get(role)!r}")
+        recorded = dtype_label(traces.meta.get("dtype", "fp32"))
+        if self.kind == "measured" and recorded != self.dtype:
+            raise SimspecError(f"traces in {self.traces_dir} were recorded in {recorded}, but profile {self.directory} "
+                               f"measured {self.dtype}: trees and latencies must share a dtype; re-create the "
+                               f"profile with `simspec calibrate --dtype {recorded}`")
         return traces
+
+
+def dtype_label(name: str) -> str:
+    """A dtype as simspec names it (fp32, bf16, fp16), also from torch's spelling."""
+    return {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(name, name)
 
 
 def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
