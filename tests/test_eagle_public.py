@@ -336,10 +336,10 @@ def test_the_shipped_head_needs_its_d2t(target, prompt_ids):
     drafter = load_drafter("eagle3", target)
     engine = SpeculativeEngine(target, drafter)
     _, ids = prompt_ids[0]
-    kept = engine.generate(ids, StaticPolicy(6, 1, 6), 32).tau
+    kept = engine.generate(ids, StaticPolicy(5, 4, 16), 32).tau
     drafter.draft_vocab = torch.arange(len(drafter.draft_vocab))  # draft ids taken as target ids
-    dropped = engine.generate(ids, StaticPolicy(6, 1, 6), 32).tau
-    assert kept > 2.0 and dropped < 1.2, (kept, dropped)
+    dropped = engine.generate(ids, StaticPolicy(5, 4, 16), 32).tau
+    assert kept > 1.8 and dropped < 1.2, (kept, dropped)
 
 
 def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids):
