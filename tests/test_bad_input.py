@@ -321,10 +321,6 @@ row("drafter-card", "drafter config.json not an object",
 row("bench-engine", "EAGLE-3 head without d2t (draft vocabulary < vocabulary)",
     lambda d, a: ["bench-engine", "--draft", eagle3_head(d / "head", {}, {"fc.weight": (576, 1728)})], "'d2t'",
     model=True)
-row("bench-engine", "EAGLE-3 head fusing a layer the target lacks",
-    lambda d, a: ["bench-engine", "--draft", eagle3_head(d / "head", {"eagle_config": {
-        "eagle_aux_hidden_state_layer_ids": [2, 15, 31]}}, {"fc.weight": (576, 1728)})],
-    "eagle_aux_hidden_state_layer_ids", model=True)
 row("bench-engine", "unknown dtype", lambda d, a: ["bench-engine", "--dtype", "fp8"], "--dtype")
 row("latency", "unknown dtype", lambda d, a: ["latency", "--dtype", "int4"], "--dtype")
 row("train-draft", "--data shares not summing to 1",
