@@ -229,7 +229,7 @@ def _weight_names(directory: Path) -> set[str]:
 
             with safe_open(str(path), "pt") as f:
                 return set(f.keys())
-        return set(torch.load(path, map_location="cpu", weights_only=True))
+        return set(torch.load(path, map_location="cpu", weights_only=True, mmap=True))  # keys only: nothing read
     except Exception:  # unreadable: whichever loader the config leads to reports it
         return set()
 
