@@ -26,7 +26,8 @@ app.add_typer(plot_app, name="plot")
 # --- options shared by several verbs, declared once ------------------------------------------
 TARGET_HELP = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
 DRAFT_HELP = (
-    "Draft: 'eagle' (the shipped EAGLE-style drafter), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
+    "Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
+    "an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout SGLang and vLLM load), "
     "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
     "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
 )
@@ -42,6 +43,8 @@ Threads = Annotated[Optional[int], typer.Option(help="torch CPU threads (default
 ProfileThreads = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
 Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
 Force = Annotated[bool, typer.Option(help="Replace an existing --out.")]
+AllowOtherDevice = Annotated[bool, typer.Option(help="Use a profile measured on another device model (CPU or GPU) "
+                                                "than this one, with a warning, instead of refusing it.")]
 Profile = Annotated[str, typer.Option(help="A profile folder with traces (calibration/NAME).")]
 
 
@@ -265,6 +268,7 @@ def recalibrate(
     max_new_tokens: MaxNewTokens(4, "New tokens per run.") = 48,
     out_path: Out("The refitted profile (default: PROFILE-insitu beside it)") = None,
     force: Force = False,
+    allow_other_device: AllowOtherDevice = False,
     threads: ProfileThreads = None,
     as_json: Json = False,
 ) -> None:
@@ -276,7 +280,7 @@ def recalibrate(
     one it refits."""
     from simspec.measure.insitu import RecalibrateRequest, recalibrate as run
 
-    request = RecalibrateRequest(profile, out_path, n_prompts, max_new_tokens, force)
+    request = RecalibrateRequest(profile, out_path, n_prompts, max_new_tokens, force, allow_other_device)
     checked = request.check()
     s = _run(lambda bar, status: run(request, bar, status, checked), threads or checked[0].meta.get("threads"))
     show.recalibrate(s)
@@ -304,6 +308,12 @@ def validate(
     prompts: Annotated[str, typer.Option(help="--real: " + PROMPTS_HELP)] = "humaneval",
     n_prompts: NPrompts("--real: prompts to run (first N of the split).") = 40,
     repeats: int = typer.Option(1, min=1, help="--real: passes over the prompts (per-prompt speedup: median)."),
+    recalibrate: bool = typer.Option(False, "--recalibrate", help="--real: first refit the profile in situ (as "
+                                     "`simspec recalibrate` does) on train-split prompts of --prompts, in this "
+                                     "process right before the scored runs, and predict with that refit (saved in "
+                                     "RUN/profile/). Adds ~4 minutes on a 2-core CPU."),
+    recalibrate_prompts: int = typer.Option(8, min=1, help="--recalibrate: train-split prompts to refit on."),
+    allow_other_device: AllowOtherDevice = False,
     out_dir: Out("--real: run folder (default real/validate-PROFILE-PROMPTS)") = None,
     force: Force = False,
     threads: ProfileThreads = None,
@@ -324,7 +334,7 @@ def validate(
         from simspec.report.validation import summary_line
 
         request = ValidateRequest(profile, names, paths, prompts, split, n_prompts, max_new_tokens or 48, repeats,
-                                  out_dir, force)
+                                  out_dir, force, recalibrate, recalibrate_prompts, allow_other_device)
         checked = request.check()
         report, run_dir = _run(lambda bar, status: validate_real(request, bar, status, checked),
                                threads or checked[0].meta.get("threads"))

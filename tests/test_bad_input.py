@@ -247,6 +247,7 @@ def out(d: Path) -> str:
 
 V_SIM = ["validate", "--simulated"]
 V_REAL = ["validate", "--real", "--n-prompts", "1", "--max-new-tokens", "4"]
+OTHER_CPU = "Imaginary CPU 9000 (no such model)"
 TRAIN = ["train", "--simulated", "--preset", "fast"]
 
 # Usage errors: typer's own checks, for every verb.
@@ -379,6 +380,9 @@ row("recalibrate", "profile traces without width",
                   "--out", out(d)], "field 'traces.width'")
 row("recalibrate", "existing --out",
     lambda d, a: ["recalibrate", "--profile", "calibration/cpu-demo", "--out", existing(d / "out")], "exists")
+row("recalibrate", "profile of another device model",
+    lambda d, a: ["recalibrate", "--profile", profile_with(d / "p", lambda b: setitem(b, "device_model", OTHER_CPU)),
+                  "--out", out(d)], f"was measured on {OTHER_CPU}")
 # validate --simulated: every artifact it reads.
 row("validate --simulated", "neither --simulated nor --real",
     lambda d, a: ["validate", "--profile", "calibration/cpu-demo"], "choose one of")
@@ -465,6 +469,15 @@ row("validate --real", "empty prompt file",
 row("validate --real", "bit-flipped traces.npz",
     lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", traces=a.flipped), "--baselines", "eagle3",
                   "--out", out(d)], "are missing or corrupt")
+row("validate --real", "profile of another device model",
+    lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", lambda b: setitem(b, "device_model", OTHER_CPU)),
+                  "--baselines", "eagle3", "--out", out(d)], "--allow-other-device")
+row("validate --real", "--recalibrate on the train split",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--recalibrate", "--split",
+                  "train", "--out", out(d)], "--split heldout")
+row("validate --real", "--recalibrate on a set without a train split",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--recalibrate", "--prompts",
+                  prompts_file(d / "one.jsonl", '{"prompt": "hello there"}\n'), "--out", out(d)], "train-split prompts")
 row("validate --real", "policy of another width",
     lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
                   policy_with(d / "pol", lambda b: setitem(b["policy"], "width", 4)), "--out", out(d)],

@@ -152,3 +152,71 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert (tmp_path / "again" / "action-map-eagle3.png").exists()
     again = simspec("demo", "--out", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
+    """Latencies describe the machine they were measured on: the device model must match."""
+    from simspec.errors import SimspecError
+    from simspec.machine import device_model
+    from simspec.measure.insitu import check_device
+
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
+    profile.meta["device_model"] = device_model("cpu")
+    assert check_device(profile, False, "its prediction") is None
+    profile.meta["device_model"] = "Imaginary CPU 9000"
+    with pytest.raises(SimspecError, match="measured on Imaginary CPU 9000, and this is"):
+        check_device(profile, False, "its prediction")
+    assert "Imaginary CPU 9000" in check_device(profile, True, "its prediction")
+    del profile.meta["device_model"]  # a profile from before the field: cannot tell, says so
+    assert "does not record the device" in check_device(profile, False, "its prediction")
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refit(tmp_path):
+    out = tmp_path / "run"
+    result = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--recalibrate",
+                      "--recalibrate-prompts", "1", "--n-prompts", "1", "--max-new-tokens", "6", "--baselines", "grid",
+                      "--allow-other-device", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["profile"]["refit"] == "this run" and report["profile"]["path"] == "calibration/cpu-demo"
+    refit, base = load_profile(out / "profile"), load_profile(ROOT / "calibration" / "cpu-demo")
+    situ = refit.meta["in_situ"]
+    # Refitted on the train split of the scored set, never on a scored prompt.
+    assert situ["prompts"] == "humaneval" and situ["split"] == "train" and len(situ["prompt_ids"]) == 1
+    assert not set(situ["prompt_ids"]) & set(report["prompt_ids"])
+    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"] and report["profile"]["hash"] == refit.meta["inputs_hash"]
+    assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from RUN/profile
+    for record, before in zip(refit.samples, base.samples):
+        assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
+    assert "refitted in situ in this run" in (out / "report.md").read_text()
+    assert report["profile"]["refit_live_over_profile"] == situ["live_over_profile"]
+
+
+def test_residual_breakdown_splits_the_time_error_by_component():
+    from simspec.measure.interleave import RunTiming
+    from simspec.measure.residuals import residual_breakdown
+    from simspec.report.validation import render_residuals
+
+    a = np.array
+    spec = RunTiming("grid", 100, total_s=1.0, prefill_s=0.1, prefill_predicted_s=0.1,
+                     measured={"draft": a([0.1, 0.1]), "verify": a([0.3, 0.3]), "policy": a([0.01, 0.01]),
+                               "bookkeeping": a([0.02, 0.02])},
+                     predicted={"draft": a([0.1, 0.1]), "verify": a([0.25, 0.2]), "bookkeeping": a([0.02, 0.02])},
+                     cycles={"context": a([100, 300]), "size": a([6, 60]), "depth": a([4, 8]),
+                             "committed": a([1, 3]), "accepted": a([2, 1])})
+    greedy = RunTiming("greedy", 100, total_s=0.5, prefill_s=0.1, prefill_predicted_s=0.08,
+                       measured={"greedy step": a([0.2, 0.2])}, predicted={"greedy step": a([0.2, 0.2])},
+                       cycles={"context": a([100, 101])})
+    out = residual_breakdown([spec, greedy], {"grid": 0.005})
+    grid = out["methods"]["grid"]
+    # verify: 0.45 predicted against 0.6 live; policy 0.01 against 0.02; 0.04 s outside the components
+    assert grid["mispredicted_share"]["verify"] == pytest.approx(-0.15)
+    assert grid["mispredicted_share"]["policy"] == pytest.approx(-0.01)
+    assert grid["mispredicted_share"]["other"] == pytest.approx(-0.04)
+    assert sum(grid["mispredicted_share"].values()) == pytest.approx(grid["time_error"]) == pytest.approx(-0.2)
+    assert out["methods"]["greedy"]["mispredicted_share"]["prefill"] == pytest.approx(-0.04)
+    by_size = {b["bin"]: b["live_over_predicted"] for b in out["curves"]["verify by verified size"]}
+    assert by_size == {"5-8": pytest.approx(1.2), "17-64": pytest.approx(1.5)}
+    assert any("| grid |" in line for line in render_residuals(out))

@@ -44,6 +44,7 @@ class RecalibrateRequest:
     n_prompts: int = 8
     max_new_tokens: int = 48
     force: bool = False
+    allow_other_device: bool = False
 
     def out_dir(self) -> Path:
         if self.out:
@@ -63,6 +64,7 @@ class RecalibrateRequest:
         chosen = load_prompts(prompts, split="train", n=self.n_prompts)
         if not chosen:
             raise SimspecError(f"no train prompts in {prompts}: recalibrate a profile whose traces have a train split")
+        check_device(profile, self.allow_other_device, "a refit")  # before any model loads
         return profile, chosen
 
 
@@ -91,52 +93,104 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     return out, scales
 
 
-def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], object],
-                checked: tuple[Profile, list] | None = None) -> dict:
-    """Runs the ladder on the live engine and writes the refitted profile; returns the summary
-    (the ``--json`` line)."""
-    from simspec.cache import atomic_directory
-    from simspec.machine import device_model, machine
-    from simspec.policies.base import StaticPolicy
-    from simspec.measure.interleave import load_engine, run_real
-    from simspec.sim.profile import write_profile
+def check_device(profile: Profile, allow_other: bool, purpose: str) -> str | None:
+    """Refuses a profile measured on another device model (its latencies describe that machine),
+    or, with ``allow_other``, returns the warning to show. A profile that predates the
+    ``device_model`` field cannot be checked: a warning too."""
+    from simspec.machine import device_model
 
-    profile, chosen = checked or request.check()
+    device = "cpu" if str(profile.meta.get("device", "cpu")).startswith("cpu") else "cuda"
+    if device == "cuda":
+        import torch  # noqa: F401  (device_model reads the GPU's name through torch)
+    here, there = device_model(device), profile.meta.get("device_model")
+    if there is None:
+        return (f"profile {profile.directory} does not record the device it was measured on; it may describe "
+                f"another machine than this {here}")
+    if there == here:
+        return None
+    if not allow_other:
+        raise SimspecError(f"profile {profile.directory} was measured on {there}, and this is {here}: its latencies "
+                           f"describe that machine, so {purpose} would mispredict here. Calibrate this one "
+                           "(`simspec calibrate --gpu cpu --traces-from PROFILE`), or pass --allow-other-device")
+    return f"profile {profile.directory} was measured on {there}, not on this {here}: predictions may be off"
+
+
+@dataclass(frozen=True)
+class InSitu:
+    """A profile's samples refitted to the live engine, and what the refit measured."""
+
+    samples: list[dict]
+    record: dict  # the profile's ``in_situ`` block, less ``base``
+
+
+def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
+                  bar: Bar) -> InSitu:
+    """Runs greedy decoding and the ladder of static trees on ``prompts`` (train prompts, never
+    the ones a validation scores), interleaved, and scales the profile's curves to the live
+    cycles."""
+    from simspec.policies.base import StaticPolicy
+    from simspec.measure.interleave import run_real
+
     started = time.perf_counter()
-    ref = profile.meta["traces"]
-    width, tokens = ref["width"], request.max_new_tokens
+    width = profile.meta["traces"]["width"]
     ladder = []
     for depth, size in LADDER:
         tree = StaticPolicy(depth, width, size)
         tree.name = f"static(D={depth},V={size})"
         ladder.append(tree)
-    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + max(d for d, _ in LADDER), status)
-    tick = bar("in-situ runs (greedy + static trees, interleaved)", len(ids) * (len(ladder) + 1))
-    runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], ladder, tokens, profile.cost, tick)
+    tick = bar("in-situ runs (greedy + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
+    runs, drift = run_real(engine, prompts, ladder, max_new_tokens, profile.cost, tick)
     diverged = [r.name for r in runs if r.divergences]
     if diverged:  # a lossless engine never gets here; refuse to build on one that is not
         raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration: the engine "
                            "is not lossless here; run `simspec bench-engine` and report it")
     samples, scales = refit_samples(profile.samples, drift)
-    out_dir = request.out_dir()
+    return InSitu(samples, {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train",
+        "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
+        "trees": [list(t) for t in LADDER], "cycles": int(sum(sum(r.cycles) for r in runs)),
+        "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
+        "scales": scales, "seconds": round(time.perf_counter() - started, 1),
+    })
+
+
+def refitted_meta(profile: Profile, base_path: str, refit: InSitu, prompts: str, out_dir: Path, device: str) -> dict:
+    """The refitted profile's metadata: the base profile's, this machine, the in-situ record and
+    the traces' path as seen from ``out_dir``."""
+    from simspec.machine import device_model, machine
+
     meta = {k: v for k, v in profile.meta.items() if k not in ("schema", "schema_version", "fit", "fit_error",
                                                               "inputs_hash")}
     meta.update({
-        "simspec_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(str(engine.target.device)), "device_model": device_model(str(engine.target.device)),
-        "traces": {**ref, "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
-        "in_situ": {
-            "base": {"name": profile.directory.name, "path": str(request.profile),
-                     "inputs_hash": profile.meta["inputs_hash"], "created": profile.meta.get("created")},
-            "prompts": ref["prompts"], "split": "train", "prompt_ids": [p.id for p in chosen],
-            "max_new_tokens": tokens, "trees": [list(t) for t in LADDER], "cycles": int(sum(sum(r.cycles) for r in runs)),
-            "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
-            "scales": scales, "seconds": round(time.perf_counter() - started, 1),
-        },
+        "simspec_version": __version__, "created": refit.record["created"],
+        "machine": machine(device), "device_model": device_model(device),
+        "traces": {**profile.meta["traces"], "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
+        "in_situ": {"base": {"name": profile.directory.name, "path": str(base_path),
+                             "inputs_hash": profile.meta["inputs_hash"], "created": profile.meta.get("created")},
+                    "prompts": prompts, **refit.record},
     })
+    return meta
+
+
+def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], object],
+                checked: tuple[Profile, list] | None = None) -> dict:
+    """Runs the ladder on the live engine and writes the refitted profile; returns the summary
+    (the ``--json`` line)."""
+    from simspec.cache import atomic_directory
+    from simspec.measure.interleave import load_engine
+    from simspec.sim.profile import write_profile
+
+    profile, chosen = checked or request.check()
+    warning = check_device(profile, request.allow_other_device, "a refit")
+    engine, ids = load_engine(profile, [p.text for p in chosen], request.max_new_tokens + max(d for d, _ in LADDER),
+                              status)
+    refit = refit_in_situ(engine, profile, [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)
+    out_dir = request.out_dir()
+    meta = refitted_meta(profile, request.profile, refit, profile.meta["traces"]["prompts"], out_dir,
+                         str(engine.target.device))
     with atomic_directory(out_dir, replace=request.force) as tmp:
-        written = write_profile(tmp, meta, samples)
+        written = write_profile(tmp, meta, refit.samples)
     return {"profile": str(out_dir), "base": str(request.profile), "prompts": len(chosen),
-            "cycles": meta["in_situ"]["cycles"], "live_over_profile": meta["in_situ"]["live_over_profile"],
-            "inputs_hash": written.meta["inputs_hash"], "seconds": meta["in_situ"]["seconds"]}
+            "cycles": refit.record["cycles"], "live_over_profile": refit.record["live_over_profile"],
+            "inputs_hash": written.meta["inputs_hash"], "seconds": refit.record["seconds"],
+            "warnings": [warning] if warning else []}

@@ -72,6 +72,21 @@ class MethodRuns:
         return all(d["near_tie"] for d in self.divergences)
 
 
+@dataclass
+class RunTiming:
+    """One run's live time, component by component, beside the cost model's prediction for the
+    same cycles (``policy`` is predicted by the method's charge, which the meter does not know)."""
+
+    method: str  # "greedy" for plain greedy decoding
+    prompt_length: int
+    total_s: float  # prefill included; what the speedup divides
+    prefill_s: float
+    prefill_predicted_s: float
+    measured: dict[str, np.ndarray]  # component -> per-cycle seconds
+    predicted: dict[str, np.ndarray]
+    cycles: dict[str, np.ndarray]  # per-cycle operating point: context, size, depth, committed, accepted
+
+
 class DriftMeter:
     """Live latencies against the profile's cost model, summed per operation: a ratio of 1.10
     means the machine now runs that operation 10 % slower than when it was calibrated."""
@@ -82,6 +97,7 @@ class DriftMeter:
         self.predicted: dict[str, float] = defaultdict(float)
         # Per verified size V, for the operations whose curves run along V (in-situ refits).
         self.by_size: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0]) for op in PER_SIZE}
+        self.runs: list[RunTiming] = []  # every run, component by component (the residual analysis)
 
     def _add(self, operation: str, measured, predicted, size=None) -> None:
         self.measured[operation] += float(np.sum(measured))
@@ -94,10 +110,15 @@ class DriftMeter:
 
     def greedy(self, run: Generation) -> None:
         contexts = run.prompt_length + np.arange(len(run.cycles))
-        self._add("greedy step", [c.verify_s for c in run.cycles], self.cost.greedy(contexts))
-        self._add("prefill", run.prefill_s, self.cost.prefill(run.prompt_length))
+        steps, predicted = np.array([c.verify_s for c in run.cycles]), self.cost.greedy(contexts)
+        prefill = float(self.cost.prefill(run.prompt_length))
+        self._add("greedy step", steps, predicted)
+        self._add("prefill", run.prefill_s, prefill)
+        self.runs.append(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
+                                   {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
+                                   {"context": contexts}))
 
-    def speculative(self, run: Generation) -> None:
+    def speculative(self, run: Generation, method: str = "") -> None:
         if not run.cycles:
             return
         depth, size, accepted = (np.array([getattr(c, k) for c in run.cycles]) for k in ("depth", "size", "accepted"))
@@ -105,10 +126,19 @@ class DriftMeter:
         contexts = run.prompt_length + np.concatenate([[0], np.cumsum(emitted)[:-1]])
         committed = np.concatenate([[1], emitted[:-1]])
         drafted = depth >= 2
-        drafting = self.cost.draft(committed, contexts) + np.maximum(depth - 2, 0) * self.cost.draft(self.width, contexts)
-        self._add("verify", [c.verify_s for c in run.cycles], self.cost.verify(size, contexts), size)
-        self._add("draft", [c.draft_s for c in run.cycles if c.depth >= 2], drafting[drafted])
-        self._add("bookkeeping", [c.bookkeeping_s for c in run.cycles], self.cost.bookkeeping(size, depth), size)
+        drafting = np.where(drafted, self.cost.draft(committed, contexts)
+                            + np.maximum(depth - 2, 0) * self.cost.draft(self.width, contexts), 0.0)
+        measured = {op: np.array([getattr(c, f"{op}_s") for c in run.cycles])
+                    for op in ("draft", "verify", "policy", "bookkeeping")}
+        predicted = {"draft": drafting, "verify": np.asarray(self.cost.verify(size, contexts), dtype=float),
+                     "bookkeeping": np.asarray(self.cost.bookkeeping(size, depth), dtype=float)}
+        self._add("verify", measured["verify"], predicted["verify"], size)
+        self._add("draft", measured["draft"][drafted], drafting[drafted])
+        self._add("bookkeeping", measured["bookkeeping"], predicted["bookkeeping"], size)
+        prefill = float(self.cost.prefill(run.prompt_length))
+        self.runs.append(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
+                                   predicted, {"context": contexts, "size": size, "depth": depth,
+                                               "committed": committed, "accepted": accepted}))
 
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
@@ -210,7 +240,7 @@ def run_methods(
         for result, run in zip(results, runs):
             result.add(rep, greedy, run)
             if drift is not None:
-                drift.speculative(run)
+                drift.speculative(run, result.name)
             if rep == 0:
                 divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
                 if divergence is not None:

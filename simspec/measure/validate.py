@@ -36,6 +36,9 @@ class ValidateRequest:
     repeats: int = 1
     out: str | None = None
     force: bool = False
+    recalibrate: bool = False  # refit the profile in situ on train prompts of ``prompts`` first, predict with that
+    recalibrate_prompts: int = 8
+    allow_other_device: bool = False
 
     def out_dir(self) -> Path:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
@@ -43,6 +46,8 @@ class ValidateRequest:
     def check(self) -> tuple[Profile, list]:
         """Every flag, the output folder, the profile and its traces, the policies and the prompts,
         before any model is loaded; returns the profile and the prompts."""
+        from simspec.measure.insitu import check_device
+
         from simspec.cache import check_out
         from simspec.data import load_prompts
         from simspec.policies.artifact import read_policy_meta
@@ -55,6 +60,8 @@ class ValidateRequest:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
+        if self.recalibrate and self.split != "heldout":
+            raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
         width = profile.meta["traces"]["width"]
         for path in self.policies:
@@ -65,7 +72,23 @@ class ValidateRequest:
         chosen = load_prompts(self.prompts, split=None if self.split == "all" else self.split, n=self.n_prompts)
         if not chosen:
             raise SimspecError(f"no {self.split} prompts in {self.prompts}: use another --prompts or --split all")
+        if self.recalibrate:
+            self.refit_prompts()
+        check_device(profile, self.allow_other_device, "its prediction")  # last: every other fault is the input's
         return profile, chosen
+
+    def refit_prompts(self) -> list:
+        """The train-split prompts ``--recalibrate`` refits on (never the scored ones)."""
+        from simspec.data import DataError, load_prompts
+
+        if not self.recalibrate:
+            return []
+        try:
+            return load_prompts(self.prompts, split="train", n=self.recalibrate_prompts)
+        except DataError:
+            raise SimspecError(f"--recalibrate needs train-split prompts of {self.prompts} to refit on, and it has "
+                               "none: recalibrate on another set with `simspec recalibrate`, or drop --recalibrate"
+                               ) from None
 
 
 def _file_hash(path: Path) -> str | None:
@@ -82,23 +105,41 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.curves import device_name
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.measure.residuals import residual_breakdown
     from simspec.sim.traces import assemble
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report, render_markdown
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.replay import replay
 
+    from simspec.measure.insitu import LADDER, check_device, refit_in_situ, refitted_meta
     from simspec.policies.artifact import read_policy_meta
+    from simspec.sim.profile import build_profile, write_profile
 
     profile, chosen = checked or request.check()
+    warning = check_device(profile, request.allow_other_device, "its prediction")
     started = time.perf_counter()
+    base = profile
     ref = profile.meta["traces"]
     depth_max, width, tokens = ref["depth_max"], ref["width"], request.max_new_tokens
+    refit_on = request.refit_prompts()
+    room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
+    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status)
+    ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
+    target, drafter = engine.target, engine.drafter
+    out_dir = request.out_dir()
+    if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
+        refit = refit_in_situ(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)],
+                              request.max_new_tokens, bar)
+        refit_meta = refitted_meta(base, request.profile, refit, request.prompts, out_dir / "profile",
+                                   str(target.device))
+        profile = build_profile(out_dir / "profile", refit_meta, refit.samples)
+        profile._traces = base.traces()  # the same traces, already read and checked
     with status("tuning baselines on the profile's train split"):
         train = split_traces(profile.traces(), "train")
         methods, charged, notes = method_set(list(request.baselines), list(request.policies), profile, train, tokens)
-    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + depth_max, status)
-    target, drafter = engine.target, engine.drafter
+    if warning:
+        notes = [warning, *notes]
 
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens))
     recorded = recorder.record_all(ids, bar)
@@ -129,9 +170,14 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
         "device": device_name(target), "target": profile.meta["target"], "draft": profile.meta["draft"],
-        "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta["inputs_hash"],
-                    "device": profile.meta["device"], "threads": profile.meta.get("threads"),
-                    "in_situ": (profile.meta.get("in_situ") or {}).get("base")},  # None: calibrate's tight loops
+        "profile": {"name": f"{base.directory.name}, refitted in this run" if refit_on else profile.directory.name,
+                    "path": str(request.profile), "hash": profile.meta["inputs_hash"],
+                    "device": profile.meta["device"], "device_model": profile.meta.get("device_model"),
+                    "threads": profile.meta.get("threads"), "created": profile.meta.get("created"),
+                    "in_situ": (profile.meta.get("in_situ") or {}).get("base"),  # None: calibrate's tight loops
+                    # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
+                    "refit": "this run" if refit_on else None,
+                    "refit_live_over_profile": refit.record["live_over_profile"] if refit_on else None},
         "policies": policies, "baselines": list(request.baselines), "warnings": notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
@@ -144,9 +190,11 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
                               "traces_hash", "simspec_version")}, sort_keys=True).encode()).hexdigest()[:16]
     report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
+    report["residuals"] = residual_breakdown(drift.runs, charge)
     report["seconds"] = round(time.perf_counter() - started, 1)
-    out_dir = request.out_dir()
     with atomic_directory(out_dir, replace=request.force) as tmp:
+        if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
+            write_profile(tmp / "profile", refit_meta, profile.samples)
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
         (tmp / "report.md").write_text(render_markdown(report))
         plot_validation(report, tmp)

@@ -150,6 +150,8 @@ def calibrate(s: dict) -> None:
 
 
 def recalibrate(s: dict) -> None:
+    for text in s.get("warnings", []):
+        warn(text)
     ratios = ", ".join(f"{op} {r:.2f}" for op, r in s["live_over_profile"].items())
     out.print(f"{s['profile']}: {s['base']} refitted to {s['cycles']:,} live cycles on {s['prompts']} train prompts "
               f"in {s['seconds']:.0f} s; live / profile before: {ratios}")
@@ -173,7 +175,7 @@ def validate_simulated(result) -> None:
 
 
 def validate_real(report: dict, run_dir) -> None:
-    from simspec.report.validation import lossless_label
+    from simspec.report.validation import lossless_label, predicted_by
 
     for text in report["warnings"]:
         warn(text)
@@ -198,6 +200,7 @@ def validate_real(report: dict, run_dir) -> None:
     if report["drift"]["advice"]:
         warn(report["drift"]["advice"])
     divergences(report["rows"], lambda r: r["method"])
+    out.print(predicted_by(report["profile"]))
     out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report['seconds']:.0f} s")
 
 

@@ -193,6 +193,39 @@ def _rank(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def render_residuals(residuals: dict) -> list[str]:
+    """The residual section of ``report.md`` (``simspec.measure.residuals`` computes it)."""
+    components = residuals["components"]
+    lines = ["## Where the prediction misses", "",
+             "Mispredicted time per component, as a share of the method's live time (predicted − live; "
+             "negative: the model predicts less than the engine spends). *other*: live time outside the "
+             "components (resets, Python between cycles), which the model does not predict.", "",
+             "| method | " + " | ".join(components) + " | time error |",
+             "| --- | " + " | ".join("---:" for _ in components) + " | ---: |"]
+    for name, row in residuals["methods"].items():
+        shares = row["mispredicted_share"]
+        lines.append(f"| {name} | " + " | ".join(f"{shares[c]:+.1%}" if c in shares else "" for c in components)
+                     + f" | {row['time_error']:+.1%} |")
+    lines += ["", "Live / predicted along the operating point (all methods' cycles pooled):", ""]
+    for curve, bins in residuals["curves"].items():
+        if bins:
+            lines.append(f"- {curve}: " + ", ".join(f"{b['bin']}: {b['live_over_predicted']:.2f} ({b['cycles']})"
+                                                   for b in bins))
+    return lines
+
+
+def predicted_by(profile: dict) -> str:
+    """One sentence: which profile predicted, and when its latencies were measured."""
+    when = f", measured {profile['created']}" if profile.get("created") else ""
+    if profile.get("refit") == "this run":
+        return (f"Predicted with {profile['path']} refitted in situ in this run, right before the scored runs, on "
+                f"train prompts of the same set (`--recalibrate`; saved in profile/{when}).")
+    if profile.get("in_situ"):
+        return (f"Predicted with {profile['path']}: {profile['in_situ']['name']} refitted in situ "
+                f"(`simspec recalibrate`){when}.")
+    return f"Predicted with {profile['path']}: calibrate's latency curves{when}."
+
+
 def render_markdown(report: dict) -> str:
     """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
     m = report
@@ -202,8 +235,7 @@ def render_markdown(report: dict) -> str:
         f"{m['n_prompts']} {m['prompts']} ({m['split']}) prompts, {m['max_new_tokens']} new tokens, "
         f"{m['repeats']} pass(es); target {m['target']}, draft {m['draft']}; device {m['device']}; "
         f"simspec {m['simspec_version']}, {m['created']}."
-        + (f" Profile refitted in situ (`simspec recalibrate`) from {m['profile']['in_situ']['name']}."
-           if m["profile"].get("in_situ") else ""),
+        + " " + predicted_by(m["profile"]),
         "",
         "Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
         "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
@@ -258,4 +290,6 @@ def render_markdown(report: dict) -> str:
     if m.get("near_tie_cut_traces"):
         lines.append(f"\n{m['near_tie_cut_traces']} recorded trace(s) were cut short where batched and "
                      "unbatched arithmetic split a near-tie; their simulated runs are shorter.")
+    if m.get("residuals"):
+        lines += ["", *render_residuals(m["residuals"])]
     return "\n".join(lines) + "\n"

@@ -106,14 +106,21 @@ def dtype_label(name: str) -> str:
     return {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(name, name)
 
 
-def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
+def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
+    """A profile from its metadata and samples, fitted and hashed, in memory (``directory``: where
+    it is, or will be, written)."""
     cost = CostModel(points_of(samples))
     meta = {"schema": PROFILE_SCHEMA, "schema_version": PROFILE_VERSION, **meta,
             "fit": cost.report, "fit_error": cost.fit_error()}
     meta["inputs_hash"] = inputs_hash(meta, samples)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "profile.json").write_text(json.dumps({**meta, "samples": samples}, indent=1))
     return Profile(directory, meta, samples, cost)
+
+
+def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
+    profile = build_profile(directory, meta, samples)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "profile.json").write_text(json.dumps({**profile.meta, "samples": samples}, indent=1))
+    return profile
 
 
 def recreate_advice(directory: Path) -> str:
