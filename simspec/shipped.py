@@ -25,7 +25,7 @@ _PACKAGE = Path(__file__).resolve().parent
 # The folders a shipped root holds (the checkout's root, or the wheel's copy).
 SHIPPED_FOLDERS = ("calibration", "policies", "real/drafters")
 # Drafters every install ships, by the name ``--draft`` takes.
-SHIPPED_DRAFTERS = ("eagle", "eagle3", "lm")
+SHIPPED_DRAFTERS = ("eagle", "lm")
 ENV = "SIMSPEC_SHIPPED"
 
 

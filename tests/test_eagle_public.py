@@ -333,7 +333,7 @@ def test_trained_head_has_the_layout_servers_load(server, target, tmp_path):
 def test_the_shipped_head_needs_its_d2t(target, prompt_ids):
     """The shipped EAGLE-3 head accepts well with its id map; read without it (what a loader
     that drops d2t does), its drafted ids are other tokens and acceptance collapses."""
-    drafter = load_drafter("eagle3", target)
+    drafter = load_drafter("eagle", target)
     engine = SpeculativeEngine(target, drafter)
     _, ids = prompt_ids[0]
     kept = engine.generate(ids, StaticPolicy(5, 4, 16), 32).tau
@@ -348,7 +348,7 @@ def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids):
     from simspec.engine.models import load_model
 
     target = load_model("smollm2-135m-instruct", dtype="bf16")
-    engine = SpeculativeEngine(target, load_drafter("eagle3", target))
+    engine = SpeculativeEngine(target, load_drafter("eagle", target))
     assert engine.drafter.head.fc.weight.dtype == torch.bfloat16
     for _, ids in prompt_ids[::3]:
         greedy = engine.greedy(ids, 24).tokens

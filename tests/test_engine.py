@@ -38,7 +38,7 @@ DRAFT_CASES = {
     "target-layers:16": (1, [(3, 1, 8), (8, 10, 60), (5, 10, 1)]),
     "target": (1, [(3, 4, 8), (8, 10, 60), (12, 4, 240)]),
     "random": (1, [(8, 10, 60), (12, 4, 240)]),
-    "eagle3": (1, SHAPES),  # the shipped EAGLE-3 head: real partial acceptance, every shape
+    "eagle": (1, SHAPES),  # the shipped EAGLE-3 head: real partial acceptance, every shape
 }
 
 

@@ -16,7 +16,7 @@ from simspec.data import load_prompts, render_chat
 p = [x for x in load_prompts("humaneval", split="heldout") if x.id == "humaneval/HumanEval/55"][0]
 for dt in ("fp32", "bf16"):
     t = load_model("smollm2-135m-instruct", dtype=dt)
-    eng = SpeculativeEngine(t, load_drafter("eagle3", t))
+    eng = SpeculativeEngine(t, load_drafter("eagle", t))
     ids = render_chat(t.tokenizer, p.text)
     g = eng.greedy(ids, 64).tokens
     out = eng.generate(ids, StaticPolicy(5, 4, 6), 64)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/results.md#lossless-grid: 31 trees x 50 held-out prompts (25 HumanEval + 25 ShareGPT),
-# 16 new tokens, for the EAGLE head and the draft LM; every output must equal plain greedy
+# 16 new tokens, for the shipped EAGLE-3 head and the draft LM; every output must equal plain greedy
 # decoding. 1 torch thread (THREADS=N to change): it checks outputs, not timings; resumable
 # (finished chunks are skipped). Writes
 # real/bench/lossless-grid-{eagle,lm}/ and real/bench/lossless-grid-{eagle,lm}.json.
