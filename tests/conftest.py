@@ -38,6 +38,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 RADAR_RUN = "tests/test_train.py::test_train_command_end_to_end"
+EARLY_FOLDERS: list[Path] = []
 
 
 def pytest_collection_finish(session):
@@ -47,8 +48,9 @@ def pytest_collection_finish(session):
     if session.config.option.collectonly:
         return
     if any(item.nodeid == RADAR_RUN for item in session.items):
-        out = Path(tempfile.mkdtemp(prefix="simspec-early-")) / "radar"
-        helpers.start_early("radar", [*helpers.RADAR_ARGS, "--out", str(out)], out)
+        folder = Path(tempfile.mkdtemp(prefix="simspec-early-"))
+        EARLY_FOLDERS.append(folder)
+        helpers.start_early("radar", [*helpers.RADAR_ARGS, "--out", str(folder / "radar")], folder / "radar")
     # Likewise the bad-input table's subprocesses (tests/test_bad_input.py collects them).
     table = [item for item in session.items if getattr(item, "originalname", "") == "test_bad_input"]
     if table:
@@ -64,7 +66,7 @@ def pytest_sessionfinish(session):
             for table in item.module.TABLE:
                 table.close()
             break
-    for folder in Path(tempfile.gettempdir()).glob("simspec-early-*"):
+    for folder in EARLY_FOLDERS:  # only this session's: another pytest session may be running beside it
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shipped EAGLE-3 head (`--draft eagle`, real/drafters/eagle/): train it (resumable), measure its card, and its real speedup over
 # plain greedy decoding on 40 + 40 held-out prompts in bf16 (and fp32 latency beside bf16).
-# Takes ~1 h 50 min on the reference 2-core machine (corpus 22 min, training ~55 min, benches ~30 min).
+# Takes ~1 h 50 min on the Xeon (bf16 in hardware; elsewhere bf16 is emulated and slow) (corpus 22 min, training ~55 min, benches ~30 min).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH

@@ -14,6 +14,8 @@ cycle against the profile's curves (``DriftMeter``), and scales each curve's poi
 ratio: per verified size V for verify and bookkeeping (interpolated in log V between the
 ladder's sizes, held flat beyond them), one ratio for the greedy step, drafting and the prefill.
 The curves' shapes along the context length stay calibrate's; their levels become the engine's.
+``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
+on train prompts of the scored set, right before the runs it predicts.
 """
 
 from __future__ import annotations
