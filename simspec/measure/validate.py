@@ -46,10 +46,9 @@ class ValidateRequest:
     def check(self) -> tuple[Profile, list]:
         """Every flag, the output folder, the profile and its traces, the policies and the prompts,
         before any model is loaded; returns the profile and the prompts."""
-        from simspec.measure.insitu import check_device
-
         from simspec.cache import check_out
         from simspec.data import load_prompts
+        from simspec.measure.insitu import check_device
         from simspec.policies.artifact import read_policy_meta
 
         check_split(self.split)
@@ -103,18 +102,17 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.cache import atomic_directory
     from simspec.machine import device_model, machine
     from simspec.measure.curves import device_name
+    from simspec.measure.insitu import LADDER, check_device, refit_in_situ, refitted_meta
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import residual_breakdown
-    from simspec.sim.traces import assemble
+    from simspec.policies.artifact import read_policy_meta
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report, render_markdown
     from simspec.sim.evaluate import method_set, split_traces
+    from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.replay import replay
-
-    from simspec.measure.insitu import LADDER, check_device, refit_in_situ, refitted_meta
-    from simspec.policies.artifact import read_policy_meta
-    from simspec.sim.profile import build_profile, write_profile
+    from simspec.sim.traces import assemble
 
     profile, chosen = checked or request.check()
     warning = check_device(profile, request.allow_other_device, "its prediction")
@@ -194,7 +192,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     report["seconds"] = round(time.perf_counter() - started, 1)
     with atomic_directory(out_dir, replace=request.force) as tmp:
         if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
-            write_profile(tmp / "profile", refit_meta, profile.samples)
+            save_profile(profile, tmp / "profile")  # the one built above, not fitted again
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
         (tmp / "report.md").write_text(render_markdown(report))
         plot_validation(report, tmp)

@@ -116,10 +116,15 @@ def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     return Profile(directory, meta, samples, cost)
 
 
+def save_profile(profile: Profile, directory: Path) -> None:
+    """Writes a built profile's ``profile.json`` into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "profile.json").write_text(json.dumps({**profile.meta, "samples": profile.samples}, indent=1))
+
+
 def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     profile = build_profile(directory, meta, samples)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "profile.json").write_text(json.dumps({**profile.meta, "samples": samples}, indent=1))
+    save_profile(profile, directory)
     return profile
 
 
