@@ -40,6 +40,11 @@ Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 DType = Annotated[str, typer.Option(help="fp32, bf16 or fp16: target and drafter weights and activations (lossless "
                                     "means equal to plain decoding in the same dtype; bf16 is native on AMX CPUs).")]
 Threads = Annotated[Optional[int], typer.Option(help="torch CPU threads (default: all cores).")]
+Temperature = Annotated[float, typer.Option(help="0: greedy decoding (outputs checked token for token). Above 0: "
+                                            "speculative sampling from softmax(logits / T), outputs checked by a "
+                                            "KS test of their probability integral transform under the target.")]
+TopP = Annotated[float, typer.Option(help="Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only).")]
+Seed = Annotated[int, typer.Option(help="Sampling seed (T > 0): pass k, prompt i draw from seed + k * prompts + i.")]
 ProfileThreads = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
 Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
 Force = Annotated[bool, typer.Option(help="Replace an existing --out.")]
@@ -110,16 +115,20 @@ def bench_engine(
     repeats: int = typer.Option(1, min=1, help="Passes over the prompt set (speedup per prompt = median over passes)."),
     device: Device = "auto",
     dtype: DType = "fp32",
+    temperature: Temperature = 0.0,
+    top_p: TopP = 1.0,
+    seed: Seed = 0,
     threads: Threads = None,
     as_json: Json = False,
 ) -> None:
-    """Real engine: every static (D, W, V) tree vs plain greedy decoding on the same prompts,
-    interleaved; median speedup, acceptance length tau, time shares, and a lossless check."""
+    """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
+    interleaved; median speedup, acceptance length tau, time shares, and a lossless check
+    (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
     from simspec.measure.bench import BenchRequest, bench_engine as run, capped_note
 
     grid = _int_list(depths, "--depths"), _int_list(widths, "--widths"), _int_list(sizes, "--sizes")
     request = BenchRequest(target, draft, prompts, split, n_prompts, offset, max_new_tokens, *grid, repeats, device,
-                           dtype)
+                           dtype, temperature, top_p, seed)
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
     show.bench_engine(summary)

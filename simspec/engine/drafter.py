@@ -34,6 +34,9 @@ class Drafter(ABC):
 
     name: str = "drafter"
     uses_target_hidden: bool = False  # the engine only gathers hidden states when asked
+    # At T > 0 a chain (W = 1) from a drafter that models the text's distribution itself is
+    # sampled from it and verified by the q-aware rule; feature heads draft top-k point masses.
+    samples_chains: bool = False
     draft_vocab: torch.Tensor | None = None  # draft index -> target token id, for a reduced vocabulary
 
     def top_candidates(self, logprobs: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +66,8 @@ class CausalLMDrafter(Drafter):
 
     With ``draft_vocab`` (target ids), children are scored over those rows of the LM head
     only: a reduced output vocabulary, as the EAGLE drafter has."""
+
+    samples_chains = True
 
     def __init__(self, model: torch.nn.Module, name: str, draft_vocab: torch.Tensor | None = None) -> None:
         self.model = model

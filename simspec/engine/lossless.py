@@ -1,4 +1,5 @@
-"""Checking that speculative output equals plain greedy output, and explaining it when not.
+"""Checking that speculative output equals plain greedy output, and explaining it when not;
+at temperature > 0, that it follows the target's distribution (``output_pit``).
 
 Batched tree verification sums in another order than one-token decoding, so an exact near-tie
 between the target's two best tokens may flip. A divergence is therefore reported with the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from simspec.engine.modeling import base_and_head, head_logits
@@ -86,3 +88,27 @@ def compare(
     pick = lambda seq: seq[position] if position < len(seq) else None  # noqa: E731
     best, gap = top2(target, prompt_ids, greedy, position)
     return Divergence(position, pick(speculative), pick(greedy), gap, tie_tolerance(best, target.model.dtype))
+
+
+PIT_ALARM = 1e-3  # KS p-value under which sampled outputs are reported as not the target's
+
+
+@torch.inference_mode()
+def output_pit(target: LoadedModel, prompt_ids: list[int], generated: list[int], sampling,
+               rng: np.random.Generator) -> np.ndarray:
+    """The randomised PIT of every generated token under the target's own distribution at it
+    (one forward over the finished sequence): Uniform(0, 1) i.i.d. exactly when the sampler
+    is lossless (``simspec.engine.sampling.pit_values``)."""
+    from simspec.engine.sampling import distribution, pit_values
+
+    base, head = base_and_head(target.model)
+    ids = torch.tensor(prompt_ids + generated[:-1], device=target.device)[None]
+    hidden = base(input_ids=ids).last_hidden_state[0, len(prompt_ids) - 1:]
+    return pit_values(distribution(head_logits(head, hidden), sampling), np.array(generated), rng)
+
+
+def pit_p_value(u) -> float:
+    """KS p-value of PIT values against Uniform(0, 1) (1.0 for no values)."""
+    from scipy import stats
+
+    return float(stats.kstest(np.asarray(u), "uniform").pvalue) if len(u) else 1.0

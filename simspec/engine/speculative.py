@@ -7,11 +7,13 @@ One cycle reads like the algorithm:
     size      = policy.choose_size(tree)
     verify    : the best ``size`` nodes, one target forward with a tree mask
     accept    : longest path agreeing with the target's greedy tokens, plus its bonus token
+                (at temperature > 0: ``simspec.engine.sampling``'s rejection walk)
     trim      : keep only the accepted tokens in the target's and the drafter's caches
 
 For greedy decoding the output equals ``greedy()`` token for token, whatever the policy or
 the drafter; only floating-point reordering in the batched forward could flip an exact
-near-tie, which ``simspec.engine.lossless`` reports with the target's top-2 logit gap.
+near-tie, which ``simspec.engine.lossless`` reports with the target's top-2 logit gap. At
+temperature > 0 the output's distribution equals ``sample()``'s (plain sampling).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
 from simspec.engine.drafter import Drafter
+from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.modeling import additive_mask, base_and_head, head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.tree import DraftTree
@@ -64,6 +67,7 @@ class Generation:
     prefill_s: float
     total_s: float  # prefill included
     cycles: list[CycleRecord] = field(default_factory=list)
+    seed: int | None = None  # the generator's seed (None: greedy decoding)
 
     @property
     def tau(self) -> float:
@@ -167,15 +171,60 @@ def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.
     return draft_calls, draft_s, decide_s
 
 
-class SpeculativeEngine:
-    """Greedy tree speculative decoding of ``target`` with ``drafter``."""
+def draft_chain_sampled(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
+                        sampling: Sampling, rng: np.random.Generator, vocab_size: int,
+                        keep_drafting: Callable[[np.ndarray], bool] | None = None
+                        ) -> tuple[int, float, float, list[np.ndarray]]:
+    """A chain (width 1) whose drafts are *sampled* from the drafter's own distribution q at the
+    sampling temperature: what the standard speculative-sampling rule verifies. Returns
+    ``draft_tree``'s triple plus each draft's q over the target's vocabulary."""
+    draft_calls, draft_s, decide_s, q_rows = 0, 0.0, 0.0, []
+    while tree.levels < depth_cap:
+        t = clock(device)
+        if draft_calls == 0:
+            logprobs = drafter.draft_root()[None]
+        else:
+            frontier, depth, visible = tree.feed_frontier()
+            logprobs = drafter.draft_level(
+                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
+            )
+        q_draft = distribution(logprobs[0], sampling)
+        pick = draw(q_draft, rng)
+        ids = drafter.draft_vocab
+        token = pick if ids is None else int(ids[pick])
+        q = q_draft if ids is None else np.zeros(vocab_size, dtype=np.float64)
+        if ids is not None:
+            q[ids.cpu().numpy()] = q_draft
+        draft_s += clock(device) - t
+        draft_calls += 1
+        q_rows.append(q)
+        level_scores = tree.grow(np.log(np.array([[q_draft[pick]]])), np.array([[token]]))
+        if tree.levels >= depth_cap or keep_drafting is None:
+            continue
+        t = clock(device)
+        go_on = keep_drafting(level_scores)
+        decide_s += clock(device) - t
+        if not go_on:
+            break
+    return draft_calls, draft_s, decide_s, q_rows
 
-    def __init__(self, target: LoadedModel, drafter: Drafter) -> None:
+
+class SpeculativeEngine:
+    """Tree speculative decoding of ``target`` with ``drafter``: greedy, or sampling at
+    ``sampling.temperature`` > 0. ``tree_verifier`` / ``chain_verifier`` decide acceptance at
+    T > 0 (replaceable: the statistical tests show their power on deliberately broken ones)."""
+
+    def __init__(self, target: LoadedModel, drafter: Drafter, sampling: Sampling = GREEDY,
+                 tree_verifier: TreeVerifier | None = None, chain_verifier: ChainVerifier | None = None) -> None:
         self.target = target
         self.drafter = drafter
+        self.sampling = sampling
+        self.tree_verifier = tree_verifier or TreeVerifier()
+        self.chain_verifier = chain_verifier or ChainVerifier()
         self.device = target.device
         self.eos = eos_token_ids(target)
         self.max_positions = int(getattr(target.model.config, "max_position_embeddings", 1 << 30))
+        self.vocab_size = int(target.model.config.vocab_size)
 
     # -- shared pieces -----------------------------------------------------------------
     def check_length(self, prompt_ids: list[int], max_new_tokens: int) -> None:
@@ -189,11 +238,23 @@ class SpeculativeEngine:
                 f"context of {self.max_positions}: shorten the prompt or lower --max-new-tokens"
             )
 
-    def _prefill(self, target: TargetCache, prompt: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def _generator(self, seed: int | None) -> tuple[np.random.Generator | None, int | None]:
+        if self.sampling.greedy:
+            return None, None
+        seed = self.sampling.seed if seed is None else seed
+        return np.random.default_rng(seed), seed
+
+    def _next_token(self, logits: torch.Tensor, rng: np.random.Generator | None) -> int:
+        """The token after one position: the argmax, or a draw from the target's distribution."""
+        if rng is None:
+            return int(logits.argmax(-1))
+        return draw(distribution(logits.reshape(-1), self.sampling), rng)
+
+    def _prefill(self, target: TargetCache, prompt: torch.Tensor, rng: np.random.Generator | None = None
+                 ) -> tuple[torch.Tensor, int]:
         hidden = target.forward(prompt)
         target.length = len(prompt)
-        first = int(head_logits(target.head, hidden[-1:]).argmax(-1))
-        return hidden, first
+        return hidden, self._next_token(head_logits(target.head, hidden[-1:]), rng)
 
     def _truncate(self, tokens: list[int], max_new_tokens: int) -> list[int]:
         tokens = tokens[:max_new_tokens]
@@ -202,13 +263,30 @@ class SpeculativeEngine:
                 return tokens[: i + 1]
         return tokens
 
-    # -- plain greedy decoding: the speedup baseline and the lossless reference ----------
-    @torch.inference_mode()
+    # -- plain decoding: the speedup baseline and the lossless reference -------------------
+    def plain(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Generation:
+        """Plain decoding in the engine's mode: ``greedy()``, or ``sample()`` at T > 0."""
+        if self.sampling.greedy:
+            return self.greedy(prompt_ids, max_new_tokens)
+        return self.sample(prompt_ids, max_new_tokens, seed)
+
     def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> Generation:
+        return self._plain(prompt_ids, max_new_tokens, None, None)
+
+    def sample(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Generation:
+        """Plain autoregressive sampling from the target at the engine's temperature / top-p."""
+        if self.sampling.greedy:
+            raise SimspecError("sample() needs a temperature > 0; greedy decoding is greedy()")
+        rng, seed = self._generator(seed)
+        return self._plain(prompt_ids, max_new_tokens, rng, seed)
+
+    @torch.inference_mode()
+    def _plain(self, prompt_ids: list[int], max_new_tokens: int, rng: np.random.Generator | None,
+               seed: int | None) -> Generation:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
         target = TargetCache(self.target)
-        _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device))
+        _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device), rng)
         prefill_s = clock(self.device) - start
         tokens = [token]
         cycles = []
@@ -216,28 +294,32 @@ class SpeculativeEngine:
             t0 = clock(self.device)
             hidden = target.forward(torch.tensor([token], device=self.device))
             target.length += 1
-            token = int(head_logits(target.head, hidden).argmax(-1))
+            token = self._next_token(head_logits(target.head, hidden), rng)
             t1 = clock(self.device)
             tokens.append(token)
             cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, t1 - t0, 0.0, 0.0))
-        return Generation(tokens, len(prompt_ids), prefill_s, clock(self.device) - start, cycles)
+        return Generation(tokens, len(prompt_ids), prefill_s, clock(self.device) - start, cycles, seed)
 
     # -- speculative decoding --------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int) -> Generation:
+    def generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int,
+                 seed: int | None = None) -> Generation:
+        """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds
+        the generator every draw comes from."""
         # Learned policies multiply small numpy matrices between the models' forwards. A
         # multi-threaded BLAS leaves its threads spinning after such a call, on the cores
         # torch needs next: measured here, the following target forward ran 60-90 % slower.
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._generate(prompt_ids, policy, max_new_tokens)
+            return self._generate(prompt_ids, policy, max_new_tokens, *self._generator(seed))
 
-    def _generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int) -> Generation:
+    def _generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int,
+                  rng: np.random.Generator | None, seed: int | None) -> Generation:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
         wants_hidden = self.drafter.uses_target_hidden
         target = TargetCache(self.target, getattr(self.drafter, "feature_layers", None) if wants_hidden else None)
         prompt = torch.tensor(prompt_ids, device=self.device)
-        _, root = self._prefill(target, prompt)
+        _, root = self._prefill(target, prompt, rng)
         features = target.features
         self.drafter.reset(prompt, features if wants_hidden else None)
         self.drafter.commit(torch.tensor([root], device=self.device), features[-1:] if wants_hidden else None)
@@ -246,16 +328,17 @@ class SpeculativeEngine:
         tokens = [root]
         cycles: list[CycleRecord] = []
         while len(tokens) < max_new_tokens and root not in self.eos:
-            record, new_tokens = self._cycle(target, root, policy, len(cycles))
+            record, new_tokens = self._cycle(target, root, policy, len(cycles), rng)
             cycles.append(record)
             tokens.extend(new_tokens)
             root = new_tokens[-1]
             if any(t in self.eos for t in new_tokens):
                 break
         return Generation(self._truncate(tokens, max_new_tokens), len(prompt_ids), prefill_s,
-                          clock(self.device) - start, cycles)
+                          clock(self.device) - start, cycles, seed)
 
-    def _cycle(self, target: TargetCache, root: int, policy: Policy, index: int) -> tuple[CycleRecord, list[int]]:
+    def _cycle(self, target: TargetCache, root: int, policy: Policy, index: int,
+               rng: np.random.Generator | None = None) -> tuple[CycleRecord, list[int]]:
         device, drafter = self.device, self.drafter
         t_start = clock(device)
         t = clock(device)
@@ -268,7 +351,12 @@ class SpeculativeEngine:
         def keep_drafting(level_scores: np.ndarray) -> bool:
             return policy.keep_drafting(DraftStep(tree.levels, plan.width, target.length, lambda: level_scores), plan)
 
-        draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting)
+        sampled_chain = rng is not None and plan.width == 1 and drafter.samples_chains
+        if sampled_chain:
+            draft_calls, draft_s, policy_s_drafting, q_rows = draft_chain_sampled(
+                drafter, tree, depth_cap, device, self.sampling, rng, self.vocab_size, keep_drafting)
+        else:
+            draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting)
         policy_s += policy_s_drafting
 
         t = clock(device)
@@ -282,10 +370,18 @@ class SpeculativeEngine:
         hidden = target.forward(
             torch.as_tensor(verification.tokens, device=device), verification.depths, verification.visible
         )
-        target_next = head_logits(target.head, hidden).argmax(-1).cpu().numpy()
-        verify_s = clock(device) - t
-
-        rows, bonus = verification.accept(target_next)
+        if rng is None:
+            target_next = head_logits(target.head, hidden).argmax(-1).cpu().numpy()
+            verify_s = clock(device) - t
+            rows, bonus = verification.accept(target_next)
+        else:
+            logits = head_logits(target.head, hidden)
+            verify_s = clock(device) - t
+            probs_of = self._row_distributions(logits)
+            if sampled_chain:  # a chain's verified rows are its first V nodes, in order
+                rows, bonus = self.chain_verifier.accept(verification.tokens, q_rows, probs_of, rng)
+            else:
+                rows, bonus = self.tree_verifier.accept(verification.tokens, verification.parent_rows, probs_of, rng)
         target.keep(rows, len(verification))
         drafter.end_cycle()
         accepted_tokens = verification.tokens[rows].tolist()  # root first
@@ -309,3 +405,14 @@ class SpeculativeEngine:
             bookkeeping_s=max(0.0, total - draft_s - verify_s - policy_s),
         )
         return record, new_tokens
+
+    def _row_distributions(self, logits: torch.Tensor) -> Callable[[int], np.ndarray]:
+        """The target's distribution after each verified row, computed when the walk asks."""
+        rows: dict[int, np.ndarray] = {}
+
+        def probs_of(row: int) -> np.ndarray:
+            if row not in rows:
+                rows[row] = distribution(logits[row], self.sampling)
+            return rows[row]
+
+        return probs_of

@@ -1,4 +1,6 @@
-"""``bench-engine``: static tree configs against plain greedy decoding on the same prompts.
+"""``bench-engine``: static tree configs against plain decoding on the same prompts (greedy,
+or sampling at ``--temperature`` > 0, where each pass and prompt draws from its own seed and
+the outputs are checked by the PIT / KS test instead of token equality).
 
 The runs are ``simspec.measure.interleave``'s (the same interleaving and aggregation as
 ``validate --real``); a config's speedup is the median over prompts of greedy time /
@@ -69,6 +71,14 @@ class BenchRequest:
     repeats: int = 1
     device: str = "auto"
     dtype: str = "fp32"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def sampling(self):
+        from simspec.engine.sampling import Sampling
+
+        return Sampling(self.temperature, self.top_p, self.seed)
 
     def check(self) -> tuple[list[TreeConfig], list]:
         """The configs and the prompts, before any model loads."""
@@ -77,6 +87,7 @@ class BenchRequest:
         from simspec.sim.evaluate import check_split
 
         resolve_dtype(self.dtype)
+        self.sampling()
         if self.device not in ("auto", "cpu", "cuda"):
             raise SimspecError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         configs = config_grid(self.depths, self.widths, self.sizes)
@@ -97,7 +108,8 @@ def config_summary(config: TreeConfig, runs: MethodRuns) -> dict:
         "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
         "tau": float(np.mean(runs.taus)),
         "lossless": runs.lossless,
-        "exact_match": not runs.divergences,
+        "exact_match": None if runs.sampled else not runs.divergences,  # T > 0: judged by the PIT
+        "pit_p": runs.pit_p, "pit_tokens": len(runs.pit),
         "time_shares": {k: float(np.mean([s[k] for s in runs.shares])) for k in runs.shares[0]},
         "divergences": [{k: v for k, v in d.items() if k != "near_tie"} for d in runs.divergences],
     }
@@ -118,7 +130,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
 
     configs, chosen = checked or request.check()
     loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status, request.dtype)
-    engine = SpeculativeEngine(loaded, drafter)
+    engine = SpeculativeEngine(loaded, drafter, request.sampling())
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
@@ -131,12 +143,13 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     runs = run_methods(engine, prompt_ids, policies, request.max_new_tokens, tick, request.repeats)
     rows = [config_summary(c, r) for c, r in zip(configs, runs)]
     keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau", "lossless",
-            "exact_match")
+            "exact_match", "pit_p", "pit_tokens")
     best = max(rows, key=lambda r: r["speedup"])
     return {
         "target": request.target, "draft": request.draft, "prompts": request.prompts, "split": request.split,
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids],
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
+        **request.sampling().describe(),
         "threads": torch.get_num_threads(), "simspec_version": __version__,
         "configs": [{k: r[k] for k in keep} | {"time_shares": r["time_shares"], "divergences": r["divergences"]}
                     for r in rows],

@@ -11,8 +11,9 @@ between tree sizes) biases every prediction.
 This runs plain greedy decoding and a ladder of static trees spanning the verify curve on the
 profile's *train* prompts (never the held-out ones a validation scores), interleaved, holds every
 cycle against the profile's curves (``DriftMeter``), and scales each curve's points by the live
-ratio: per verified size V for verify and bookkeeping (interpolated in log V between the
-ladder's sizes, held flat beyond them), one ratio for the greedy step, drafting and the prefill.
+ratio: for verify and bookkeeping one straight line in log V through the ladder's per-size ratios
+(weighted least squares, held flat beyond them: ``log_trend``), one ratio for the greedy step,
+drafting and the prefill.
 The curves' shapes along the context length stay calibrate's; their levels become the engine's.
 ``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
 on train prompts of the scored set, right before the runs it predicts.
@@ -70,19 +71,40 @@ class RecalibrateRequest:
         return profile, chosen
 
 
+def log_trend(sizes: np.ndarray, ratios: np.ndarray, weights: np.ndarray) -> Callable[[float], float]:
+    """Live / profile ratio as one straight line in log V, fitted by least squares weighted by
+    each size's predicted seconds, held flat beyond the sizes measured. A short run's ratio at
+    one size carries a few per cent of timing noise (neighbouring sizes measured 1.25 and 1.44
+    in one refit, then ran alike in the scored runs); interpolating those points passes the
+    noise into every prediction, while the trend keeps what the sizes share."""
+    x = np.log(sizes.astype(float))
+    if np.ptp(x) == 0:  # one size: its ratio
+        level = float(np.sum(ratios * weights) / np.sum(weights))
+        return lambda n: level
+    w = weights / weights.sum()
+    mean_x = float(np.sum(w * x))
+    slope = float(np.sum(w * (x - mean_x) * ratios) / np.sum(w * (x - mean_x) ** 2))
+    level = float(np.sum(w * ratios))
+    lo, hi = float(x.min()), float(x.max())
+    return lambda n: level + slope * (min(max(float(np.log(n)), lo), hi) - mean_x)
+
+
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
-    and each curve's scale: one number, or {V: ratio} for the curves resolved per verified size."""
+    and each curve's scale: one number, or, for the curves resolved per verified size, the
+    trend's value and the measured ratio at each size."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     overall = drift.ratios()
     scales: dict[str, object] = {}
     scale_at = {}  # curve -> (n -> scale)
     for op, curve in OPERATION_CURVE.items():
-        sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0), np.empty(0))
+        sizes, ratios, weights = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 3
         if len(sizes):
-            scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
-            scale_at[curve] = lambda n, x=np.log(sizes), y=ratios: float(np.interp(np.log(n), x, y))
+            trend = log_trend(sizes, ratios, weights)
+            scale_at[curve] = trend
+            scales[curve] = {int(v): {"trend": round(trend(v), 4), "measured": round(float(r), 4)}
+                             for v, r in zip(sizes, ratios)}
         else:
             ratio = overall.get(op, 1.0)
             scales[curve] = round(ratio, 4)

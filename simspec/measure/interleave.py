@@ -47,6 +47,8 @@ class MethodRuns:
     taus: list[float] = field(default_factory=list)  # accepted tokens per cycle, per prompt
     shares: list[dict[str, float]] = field(default_factory=list)
     divergences: list[dict] = field(default_factory=list)  # Divergence fields + prompt, near_tie
+    pit: list[float] = field(default_factory=list)  # T > 0: every output token's PIT (all passes)
+    sampled: bool = False  # T > 0: outputs are checked statistically, not against greedy
     actions: list[list[int]] = field(default_factory=list)  # (depth, size, accepted) of every cycle
 
     @property
@@ -67,8 +69,20 @@ class MethodRuns:
             self.actions += [[c.depth, c.size, c.accepted] for c in run.cycles]
 
     @property
+    def pit_p(self) -> float | None:
+        """T > 0: KS p-value of the outputs' PIT against Uniform(0, 1)."""
+        from simspec.engine.lossless import pit_p_value
+
+        return pit_p_value(self.pit) if self.sampled else None
+
+    @property
     def lossless(self) -> bool:
-        """Equal to greedy everywhere, or split only at float-order near-ties."""
+        """Equal to greedy everywhere, or split only at float-order near-ties; at T > 0, the
+        outputs' PIT not rejected as Uniform(0, 1)."""
+        from simspec.engine.lossless import PIT_ALARM
+
+        if self.sampled:
+            return self.pit_p >= PIT_ALARM
         return all(d["near_tie"] for d in self.divergences)
 
 
@@ -143,12 +157,13 @@ class DriftMeter:
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
 
-    def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray]:
+    def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The live / profile ratio of one of ``PER_SIZE``'s operations at each verified size seen
-        (sizes ascending)."""
+        (sizes ascending), and the predicted seconds behind each (its weight)."""
         sums = self.by_size[operation]
         sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
-        return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
+        return (sizes, np.array([sums[v][0] / sums[v][1] for v in sizes]),
+                np.array([sums[v][1] for v in sizes]))
 
     def drifted(self) -> list[str]:
         """Model-forward operations off by more than the tolerance (bookkeeping, host-side
@@ -198,21 +213,23 @@ def interleaved(
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
 ) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
-    """Plain greedy decoding and every policy on every prompt, back to back in an order rotated
-    from prompt to prompt (and pass to pass), so that drift over time hits every method alike.
-    Yields (pass, prompt index, greedy generation, one generation per policy); ``advance``
-    ticks per run."""
+    """Plain decoding (greedy, or sampling at the engine's temperature) and every policy on every
+    prompt, back to back in an order rotated from prompt to prompt (and pass to pass), so that
+    drift over time hits every method alike. At T > 0 every run of a (pass, prompt) draws from
+    the seed ``engine.sampling.seed + pass * len(prompts) + prompt``. Yields (pass, prompt
+    index, plain generation, one generation per policy); ``advance`` ticks per run."""
     # Warm-up: first calls pay for allocator growth and lazy initialisation.
     first_ids = prompts[0][1]
-    engine.greedy(first_ids, min(8, max_new_tokens))
+    engine.plain(first_ids, min(8, max_new_tokens))
     for policy in policies:
         engine.generate(first_ids, policy, min(8, max_new_tokens))
     for rep in range(repeats):
         for p, (_, ids) in enumerate(prompts):
+            seed = engine.sampling.seed + rep * len(prompts) + p
             runs: dict[int, Generation] = {}
-            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: greedy
-                runs[slot] = engine.greedy(ids, max_new_tokens) if slot == 0 else engine.generate(
-                    ids, policies[slot - 1], max_new_tokens
+            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: plain decoding
+                runs[slot] = engine.plain(ids, max_new_tokens, seed) if slot == 0 else engine.generate(
+                    ids, policies[slot - 1], max_new_tokens, seed
                 )
                 advance()
             yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
@@ -227,12 +244,15 @@ def run_methods(
     repeats: int = 1,
     drift: "DriftMeter | None" = None,
 ) -> list[MethodRuns]:
-    """Every method and plain greedy decoding on every prompt, interleaved; each output is
-    checked against greedy decoding's, and a divergence recorded with the target's top-2
-    logit gap there. ``drift``, when given, sees every run."""
-    from simspec.engine.lossless import compare
+    """Every method and plain decoding on every prompt, interleaved; each output is checked
+    against greedy decoding's, and a divergence recorded with the target's top-2 logit gap
+    there (at T > 0: the PIT of every output token is kept, for a KS test of the method's
+    outputs against the target's distribution). ``drift``, when given, sees every run."""
+    from simspec.engine.lossless import compare, output_pit
 
-    results = [MethodRuns(m.name, m.family) for m in methods]
+    sampled = not engine.sampling.greedy
+    pit_rng = np.random.default_rng(engine.sampling.seed)
+    results = [MethodRuns(m.name, m.family, sampled=sampled) for m in methods]
     for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
         prompt_id, ids = prompts[p]
         if drift is not None:
@@ -241,7 +261,9 @@ def run_methods(
             result.add(rep, greedy, run)
             if drift is not None:
                 drift.speculative(run, result.name)
-            if rep == 0:
+            if sampled:
+                result.pit.extend(output_pit(engine.target, ids, run.tokens, engine.sampling, pit_rng).tolist())
+            elif rep == 0:
                 divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
                 if divergence is not None:
                     result.divergences.append({"prompt": prompt_id, **asdict(divergence),

@@ -100,7 +100,8 @@ def bench_engine(s: dict) -> None:
     best, rows = s["best"], s["configs"]
     is_best = lambda r: all(r[k] == best[k] for k in ("depth", "width", "size"))  # noqa: E731
     table(f"bench-engine: target {s['target']}, draft {s['draft']}, {s['n_prompts']} {s['prompts']} ({s['split']}) "
-          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}",
+          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}"
+          + (f", T={s['temperature']:g} top-p {s['top_p']:g} seed {s['seed']}" if s.get("temperature") else ""),
           ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "draft", "verify", "bookkeeping", "lossless"),
           [(str(r["depth"]), str(r["width"]), str(r["size"]), f"{r['speedup']:.3f}{' *' if is_best(r) else ''}",
             f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", "/".join(f"{m:.2f}" for m in r["repeat_medians"]),

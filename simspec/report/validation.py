@@ -19,7 +19,9 @@ REFERENCES = ("eagle3", "grid")
 
 def lossless_label(row: dict, no: str = "NO") -> str:
     """A row's lossless verdict: yes (equal to greedy), near-tie (split only at float-order
-    ties) or NO (a bug)."""
+    ties) or NO (a bug); at T > 0 yes / NO by the KS test of the outputs' PIT, with its p."""
+    if row.get("pit_p") is not None:  # T > 0: a statistical verdict
+        return f"{'yes' if row['lossless'] else no} (PIT p {row['pit_p']:.2g})"
     return "yes" if row["exact_match"] else ("near-tie" if row["lossless"] else no)
 
 
