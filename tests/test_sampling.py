@@ -316,3 +316,56 @@ def test_one_seed_gives_one_output_and_temperature_zero_is_greedy(tiny, drafters
     greedy = SpeculativeEngine(tiny, drafters["eagle3"])
     assert greedy.generate(PROMPT, policy, 24).tokens == greedy.greedy(PROMPT, 24).tokens
     assert greedy.plain(PROMPT, 24).seed is None and sampled.plain(PROMPT, 24, seed=3).seed == 3
+
+
+# -- the simulator's acceptance law at T > 0 against the engine's verifier ----------------------
+
+def random_tree(rng, n: int, vocab: int = 40):
+    """A tree in engine order (parents first) with the target's probability of each node given
+    its parent, and per node the full distribution the verifier reads (children's tokens hold
+    their probabilities, the rest of the mass is spread over the other tokens)."""
+    parents = np.full(n, -1)
+    for i in range(1, n):
+        parents[i] = rng.integers(0, i) if i > 1 else 0
+    depths = np.zeros(n, dtype=int)
+    for i in range(1, n):
+        depths[i] = depths[parents[i]] + 1
+    probs, tokens, rows = np.ones(n), np.zeros(n, dtype=int), []
+    for r in range(n):
+        kids = np.flatnonzero(parents == r)
+        share = rng.dirichlet(np.full(len(kids) + 1, 0.7))  # the last share: tokens never drafted
+        dist = np.full(vocab, share[-1] / (vocab - len(kids)))
+        for j, k in enumerate(kids):
+            tokens[k], probs[k] = j, share[j]
+            dist[j] = share[j]
+        rows.append(dist)
+    return parents, depths, probs, tokens, rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_simulated_acceptance_law_equals_the_engines_tree_walk(seed):
+    from simspec.sim.stochastic import (accepted_distribution, at_least, expected_accepted, reach_probabilities,
+                                        sample_accepted, verified_mask)
+
+    rng = np.random.default_rng(seed)
+    parents, depths, probs, tokens, rows = random_tree(rng, 14)
+    reach = reach_probabilities(parents, probs)
+    depth_max, size = int(depths.max()) + 1, 9
+    verified = verified_mask(depths, depth_max, size)
+    exact = accepted_distribution(reach, depths, verified, depth_max)
+    assert exact.sum() == pytest.approx(1.0) and (exact >= -1e-12).all()
+    assert expected_accepted(reach, verified) == pytest.approx(float(np.arange(depth_max) @ exact))
+
+    # the engine's verifier over the same verified rows
+    keep = np.flatnonzero(verified)
+    row_of = {int(node): r for r, node in enumerate(keep)}
+    parent_rows = np.array([row_of[int(parents[node])] for node in keep[1:]])
+    n, counts = 6000, np.zeros(depth_max)
+    for _ in range(n):
+        accepted, _ = TreeVerifier().accept(tokens[keep], parent_rows, lambda r: rows[keep[r]], rng)
+        counts[len(accepted) - 1] += 1
+    expected = {a: exact[a] for a in range(depth_max) if exact[a] > 0}
+    assert g_test({a: counts[a] for a in range(depth_max)}, expected, n) > PASS
+    drawn = sample_accepted(np.broadcast_to(at_least(reach, depths, verified, depth_max), (n, depth_max)),
+                            rng.random(n))
+    assert g_test({a: int((drawn == a).sum()) for a in range(depth_max)}, expected, n) > PASS

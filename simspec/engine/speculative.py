@@ -142,11 +142,16 @@ class TargetCache:
 
 
 def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
-               keep_drafting: Callable[[np.ndarray], bool] | None = None) -> tuple[int, float, float]:
+               keep_drafting: Callable[[np.ndarray], bool] | None = None,
+               children: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]] | None = None
+               ) -> tuple[int, float, float]:
     """Grow ``tree`` level by level up to ``depth_cap`` levels, asking ``keep_drafting(new
-    level's scores)`` after every level but the last. The engine's cycle and the trace
-    recorder both build trees here, so recorded and live trees are the same trees.
+    level's scores)`` after every level but the last. ``children(logprobs)`` picks each
+    frontier node's children as (log-probs, target ids) arrays: the drafter's top W by default
+    (``SampledChain`` draws them instead). The engine's cycle and the trace recorder both build
+    trees here, so recorded and live trees are the same trees.
     Returns (draft calls, seconds drafting, seconds in ``keep_drafting``)."""
+    children = children or (lambda logprobs: drafter.top_candidates(logprobs, tree.width))
     draft_calls, draft_s, decide_s = 0, 0.0, 0.0
     while tree.levels < depth_cap:
         t = clock(device)
@@ -157,7 +162,7 @@ def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.
             logprobs = drafter.draft_level(
                 torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
             )
-        top_logprobs, top_tokens = drafter.top_candidates(logprobs, tree.width)
+        top_logprobs, top_tokens = children(logprobs)
         draft_s += clock(device) - t
         draft_calls += 1
         level_scores = tree.grow(top_logprobs, top_tokens)
@@ -171,42 +176,27 @@ def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.
     return draft_calls, draft_s, decide_s
 
 
-def draft_chain_sampled(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
-                        sampling: Sampling, rng: np.random.Generator, vocab_size: int,
-                        keep_drafting: Callable[[np.ndarray], bool] | None = None
-                        ) -> tuple[int, float, float, list[np.ndarray]]:
-    """A chain (width 1) whose drafts are *sampled* from the drafter's own distribution q at the
-    sampling temperature: what the standard speculative-sampling rule verifies. Returns
-    ``draft_tree``'s triple plus each draft's q over the target's vocabulary."""
-    draft_calls, draft_s, decide_s, q_rows = 0, 0.0, 0.0, []
-    while tree.levels < depth_cap:
-        t = clock(device)
-        if draft_calls == 0:
-            logprobs = drafter.draft_root()[None]
-        else:
-            frontier, depth, visible = tree.feed_frontier()
-            logprobs = drafter.draft_level(
-                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
-            )
-        q_draft = distribution(logprobs[0], sampling)
-        pick = draw(q_draft, rng)
+class SampledChain:
+    """Children for a chain (W = 1) *sampled* from the drafter's own distribution q at the
+    sampling temperature, what the standard speculative-sampling rule verifies; keeps each
+    draft's q over the target's vocabulary in ``q_rows``."""
+
+    def __init__(self, drafter: Drafter, sampling: Sampling, rng: np.random.Generator, vocab_size: int) -> None:
+        self.drafter, self.sampling, self.rng, self.vocab_size = drafter, sampling, rng, vocab_size
         ids = drafter.draft_vocab
-        token = pick if ids is None else int(ids[pick])
-        q = q_draft if ids is None else np.zeros(vocab_size, dtype=np.float64)
-        if ids is not None:
-            q[ids.cpu().numpy()] = q_draft
-        draft_s += clock(device) - t
-        draft_calls += 1
-        q_rows.append(q)
-        level_scores = tree.grow(np.log(np.array([[q_draft[pick]]])), np.array([[token]]))
-        if tree.levels >= depth_cap or keep_drafting is None:
-            continue
-        t = clock(device)
-        go_on = keep_drafting(level_scores)
-        decide_s += clock(device) - t
-        if not go_on:
-            break
-    return draft_calls, draft_s, decide_s, q_rows
+        self.ids = None if ids is None else ids.cpu().numpy()
+        self.q_rows: list[np.ndarray] = []
+
+    def __call__(self, logprobs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        q_draft = distribution(logprobs[0], self.sampling)
+        pick = draw(q_draft, self.rng)
+        if self.ids is None:
+            token, q = pick, q_draft
+        else:  # a reduced draft vocabulary: q lives on its rows of the target's vocabulary
+            token, q = int(self.ids[pick]), np.zeros(self.vocab_size)
+            q[self.ids] = q_draft
+        self.q_rows.append(q)
+        return np.log(np.array([[q_draft[pick]]])), np.array([[token]])
 
 
 class SpeculativeEngine:
@@ -351,12 +341,9 @@ class SpeculativeEngine:
         def keep_drafting(level_scores: np.ndarray) -> bool:
             return policy.keep_drafting(DraftStep(tree.levels, plan.width, target.length, lambda: level_scores), plan)
 
-        sampled_chain = rng is not None and plan.width == 1 and drafter.samples_chains
-        if sampled_chain:
-            draft_calls, draft_s, policy_s_drafting, q_rows = draft_chain_sampled(
-                drafter, tree, depth_cap, device, self.sampling, rng, self.vocab_size, keep_drafting)
-        else:
-            draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting)
+        chain = (SampledChain(drafter, self.sampling, rng, self.vocab_size)
+                 if rng is not None and plan.width == 1 and drafter.samples_chains else None)
+        draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting, chain)
         policy_s += policy_s_drafting
 
         t = clock(device)
@@ -378,8 +365,8 @@ class SpeculativeEngine:
             logits = head_logits(target.head, hidden)
             verify_s = clock(device) - t
             probs_of = self._row_distributions(logits)
-            if sampled_chain:  # a chain's verified rows are its first V nodes, in order
-                rows, bonus = self.chain_verifier.accept(verification.tokens, q_rows, probs_of, rng)
+            if chain is not None:  # a chain's verified rows are its first V nodes, in order
+                rows, bonus = self.chain_verifier.accept(verification.tokens, chain.q_rows, probs_of, rng)
             else:
                 rows, bonus = self.tree_verifier.accept(verification.tokens, verification.parent_rows, probs_of, rng)
         target.keep(rows, len(verification))

@@ -1,0 +1,75 @@
+"""Acceptance at temperature > 0 from the target's probability of each draft-tree node (numpy
+only): the simulator's extension of "a tree's acceptance is determined by the recorded tree".
+
+With deterministic (top-k) drafts, EAGLE's verification walk descends from a node into its
+verified child c with probability p(c), the target's probability of c's token given the path
+to c's parent, whatever the siblings' order (rejecting sibling x leaves p(c) / (1 - p(x)) of
+the remaining mass, and so on: the product is p(c)). A node is therefore reached with
+probability ``reach`` = the product of p along its path, and the events "the walk reaches
+node n" for the nodes of one depth are disjoint. For a verified set S (closed under
+ancestors):
+
+    P(accepted >= d) = sum of reach over the nodes of S at depth d
+    E[accepted]      = sum of reach over the non-root nodes of S
+
+(RADAR's Eqs. 8-10 in tree form.) Sampling an accepted length from that distribution by its
+inverse CDF is exactly what a live cycle does to the length, so the Monte Carlo mode needs one
+uniform number per cycle and is vectorised over cycles.
+
+Nodes are given in the engine's order (cumulative draft score descending, ties to the
+shallower then earlier node), root first, so a parent always precedes its children and the
+top-V verified set is the first V nodes of a tree of the chosen depth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def reach_probabilities(parents: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``parents[..., i]``: the index of node i's parent (root: -1, at index 0); ``probs[..., i]``:
+    the target's probability of node i's token given its parent's path. Returns the probability
+    that the walk reaches each node (root 1). Leading axes are independent trees."""
+    parents = np.asarray(parents)
+    reach = np.ones(probs.shape, dtype=np.float64)
+    flat_reach, flat_parents = reach.reshape(-1, reach.shape[-1]), parents.reshape(-1, parents.shape[-1])
+    flat_probs = np.asarray(probs, dtype=np.float64).reshape(flat_reach.shape)
+    rows = np.arange(len(flat_reach))
+    for i in range(1, reach.shape[-1]):  # parents precede children: one pass in node order
+        flat_reach[:, i] = flat_reach[rows, flat_parents[:, i]] * flat_probs[:, i]
+    return reach
+
+
+def verified_mask(depths: np.ndarray, depth: int, size: int) -> np.ndarray:
+    """The nodes a (D, V) cycle verifies: the root and the V - 1 first nodes (engine order) of
+    depth < D, i.e. of the tree drafted to D levels."""
+    inside = depths < depth
+    rank = np.cumsum(inside, axis=-1) - 1  # rank among the tree's nodes, root 0
+    return inside & (rank < size)
+
+
+def at_least(reach: np.ndarray, depths: np.ndarray, verified: np.ndarray, depth_max: int) -> np.ndarray:
+    """P(accepted >= d) for d = 0..depth_max - 1, per tree: [..., depth_max]."""
+    out = np.empty(reach.shape[:-1] + (depth_max,), dtype=np.float64)
+    for d in range(depth_max):
+        out[..., d] = np.where(verified & (depths == d), reach, 0.0).sum(-1)
+    out[..., 0] = 1.0
+    return np.minimum(out, 1.0)
+
+
+def accepted_distribution(reach: np.ndarray, depths: np.ndarray, verified: np.ndarray, depth_max: int
+                          ) -> np.ndarray:
+    """P(accepted = a) for a = 0..depth_max - 1, per tree."""
+    tail = at_least(reach, depths, verified, depth_max)
+    return tail - np.concatenate([tail[..., 1:], np.zeros(tail.shape[:-1] + (1,))], -1)
+
+
+def expected_accepted(reach: np.ndarray, verified: np.ndarray) -> np.ndarray:
+    """E[accepted draft tokens] per tree: the reach summed over the verified non-root nodes."""
+    return np.where(verified, reach, 0.0)[..., 1:].sum(-1)
+
+
+def sample_accepted(tail: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Accepted lengths drawn by inverse CDF from ``tail`` = P(accepted >= d) (``at_least``),
+    one uniform in [0, 1) per tree: the largest d with u < P(accepted >= d)."""
+    return (uniforms[..., None] < tail).sum(-1) - 1
