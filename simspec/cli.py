@@ -250,8 +250,15 @@ def calibrate(
                   "calibration/traces-PROMPTS-DRAFT)") = None,
     force: Force = False,
     threads: Threads = None,
-    seed: int = typer.Option(0, help="Seed (context token ids of the latency runs)."),
+    seed: int = typer.Option(0, help="Seed (context token ids of the latency runs; at T > 0 prompt n's "
+                             "continuation is sampled with seed + n)."),
     dtype: DType = "fp32",
+    temperature: float = typer.Option(0.0, min=0.0, help="0: greedy traces. Above 0: sampled continuations, and "
+                                      "per tree the target's probability of every node a cycle of V <= --nodes may "
+                                      "verify: the simulator then draws (or takes the expectation of) acceptance."),
+    top_p: TopP = 1.0,
+    nodes: int = typer.Option(64, min=2, help="T > 0: the largest V (root included) the traces support; recording "
+                              "costs one target forward over about this many nodes per position."),
     as_json: Json = False,
 ) -> None:
     """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
@@ -260,7 +267,7 @@ def calibrate(
 
     request = CalibrateRequest(gpu, target, draft, prompts, n_prompts, max_new_tokens, depth_max, width, traces_from,
                                no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed,
-                               dtype)
+                               dtype, temperature, top_p, nodes)
     plan = request.check()
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "
@@ -316,19 +323,27 @@ def validate(
                                                  "recorded; real default: 48)."),
     prompts: Annotated[str, typer.Option(help="--real: " + PROMPTS_HELP)] = "humaneval",
     n_prompts: NPrompts("--real: prompts to run (first N of the split).") = 40,
-    repeats: int = typer.Option(1, min=1, help="--real: passes over the prompts (per-prompt speedup: median)."),
+    repeats: int = typer.Option(1, min=1, help="--real: passes over the prompts (per-prompt speedup: median over "
+                                "passes; at T > 0 each pass is another seed, and the mean is taken)."),
     recalibrate: bool = typer.Option(False, "--recalibrate", help="--real: first refit the profile in situ (as "
                                      "`simspec recalibrate` does) on train-split prompts of --prompts, in this "
                                      "process right before the scored runs, and predict with that refit (saved in "
                                      "RUN/profile/). Adds ~4 minutes on a 2-core CPU."),
     recalibrate_prompts: int = typer.Option(8, min=1, help="--recalibrate: train-split prompts to refit on."),
     allow_other_device: AllowOtherDevice = False,
+    temperature: Optional[float] = typer.Option(None, min=0.0, help="The temperature the profile's traces were "
+                                                "recorded at (default: the profile's; another is refused). At T > 0 "
+                                                "--real samples: each pass is one seed per prompt, speedups and tau "
+                                                "are means over seeds, outputs are checked by a KS test of their "
+                                                "PIT."),
+    seed: Seed = 0,
     out_dir: Out("--real: run folder (default real/validate-PROFILE-PROMPTS)") = None,
     force: Force = False,
     threads: ProfileThreads = None,
     as_json: Json = False,
 ) -> None:
-    """Score baselines and learned policies against plain greedy decoding. --simulated: replay
+    """Score baselines and learned policies against plain decoding (greedy, or sampling at the
+    profile's temperature). --simulated: replay
     the profile's held-out traces, next to the hindsight oracle (seconds). --real: run them on
     the real models and report real and simulated speedups side by side, paired tests against
     EAGLE-3's default tree and the grid best, latency drift, and a lossless check; writes
@@ -343,7 +358,8 @@ def validate(
         from simspec.report.validation import summary_line
 
         request = ValidateRequest(profile, names, paths, prompts, split, n_prompts, max_new_tokens or 48, repeats,
-                                  out_dir, force, recalibrate, recalibrate_prompts, allow_other_device)
+                                  out_dir, force, recalibrate, recalibrate_prompts, allow_other_device, temperature,
+                                  seed)
         checked = request.check()
         report, run_dir = _run(lambda bar, status: validate_real(request, bar, status, checked),
                                threads or checked[0].meta.get("threads"))
@@ -351,7 +367,8 @@ def validate(
         return _json(as_json, summary_line(report, str(run_dir)))
     from simspec.sim.run import SimulatedRequest, validate_simulated
 
-    result = validate_simulated(SimulatedRequest(profile, names, paths, split, max_new_tokens), err.status)
+    result = validate_simulated(SimulatedRequest(profile, names, paths, split, max_new_tokens, temperature),
+                                err.status)
     show.validate_simulated(result)
     _json(as_json, result.summary)
 
@@ -429,13 +446,16 @@ def bench_sim(
     depth: int = typer.Option(8, min=1, help="Static tree depth D."),
     size: int = typer.Option(60, min=1, help="Static verified tokens V."),
     repeats: int = typer.Option(3, min=1, help="Timed replays (median reported)."),
+    temperature: Optional[float] = typer.Option(None, min=0.0, help="The temperature the profile's traces must "
+                                                "have been recorded at (default: the profile's). At T > 0 every "
+                                                "cycle draws its accepted length from the tree's distribution."),
     as_json: Json = False,
 ) -> None:
     """Replay throughput of the simulator: cycles per second for a static policy over
     COPIES copies of the profile's traces, on one core."""
     from simspec.sim.run import BenchSimRequest, bench_sim as run
 
-    s, n_prompts = run(BenchSimRequest(profile, copies, depth, size, repeats))
+    s, n_prompts = run(BenchSimRequest(profile, copies, depth, size, repeats, temperature))
     show.bench_sim(s, n_prompts, repeats)
     _json(as_json, s)
 

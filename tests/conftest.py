@@ -22,7 +22,7 @@ import helpers
 
 MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
 NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
-              "test_layering.py")
+              "test_layering.py", "test_sampled_replay.py")
 HEAVY = ("torch", "transformers", "stable_baselines3")
 
 
@@ -119,3 +119,40 @@ def random_drafter(target):
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
     )
     return CausalLMDrafter(LlamaForCausalLM(config).eval().requires_grad_(False), "random")
+
+
+# --- a tiny real Llama (random weights), for the sampling tests ---------------------------------
+
+@pytest.fixture(scope="session")
+def tiny():
+    """A 6-layer Llama with random weights over 24 tokens; its head scaled so that the next
+    token is predictable (top token ~0.5-0.8), as a language model's often is."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from simspec.engine.models import LoadedModel, ModelSource
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=helpers.TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         eos_token_id=None, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(12)
+    return LoadedModel(ModelSource("tiny", Path(".")), model, None)
+
+
+@pytest.fixture(scope="session")
+def drafters(tiny):
+    import torch
+
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+    from simspec.engine.eagle import EagleDrafter
+    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
+
+    torch.manual_seed(1)
+    head = Eagle3Head(eagle3_for_target(tiny, 12))  # public EAGLE-3 layout, 12 of the 24 tokens
+    kept = torch.randperm(helpers.TINY_VOCAB)[:12].sort().values
+    head.d2t.copy_(kept - torch.arange(12))
+    return {"eagle3": EagleDrafter(head, head.target_ids(), tiny, "eagle3"),
+            "lm": CausalLMDrafter(truncated_target(tiny, 2), "lm")}

@@ -21,7 +21,30 @@ from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.envs import ltd_sizes, resps_actions
 from simspec.sim.traces import NO_NODE, PromptTrace, assemble
 
+TINY_VOCAB, TINY_PROMPT = 24, [1, 5, 7, 3, 11]  # the ``tiny`` fixture's vocabulary and prompt
 ROOT = Path(__file__).resolve().parents[1]  # the repository: shipped profiles live under calibration/
+
+# --- statistical tests ---------------------------------------------------------------------------
+
+PASS, FAIL = 1e-3, 1e-6  # a correct law's p-value stays above PASS; a wrong one's falls below FAIL
+
+
+def g_test(counts: dict, expected: dict, n: int) -> float:
+    """G-test of observed counts against exact probabilities; cells expected below 5 pooled."""
+    from scipy import stats
+
+    keys = sorted(expected, key=lambda k: -expected[k])
+    big = [k for k in keys if expected[k] * n >= 5]
+    observed = [counts.get(k, 0) for k in big]
+    wanted = [expected[k] * n for k in big]
+    rest_obs, rest_exp = n - sum(observed), n - sum(wanted)
+    if rest_exp > 1e-9:
+        observed.append(rest_obs)
+        wanted.append(rest_exp)
+    elif rest_obs:  # mass where the target puts none
+        return 0.0
+    return float(stats.power_divergence(observed, wanted, lambda_="log-likelihood").pvalue)
+
 
 # --- synthetic traces and costs -----------------------------------------------------------------
 
@@ -45,6 +68,52 @@ def random_traces(seed: int, n_prompts: int = 7):
         traces.append(PromptTrace(np.zeros(n + 6, dtype=np.int64), 50 + np.arange(n, dtype=np.int32), ranks,
                                   np.zeros((n, levels, 4), np.float16), np.zeros((n, levels, 2), np.float16), False))
     return assemble(traces, [50] * n_prompts, {"depth_max": DEPTH_MAX, "width": 2, "prompt_ids": list("abcdefg")})
+
+
+def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8) -> "TraceSet":
+    """Traces as recorded at T > 0 (see ``simspec.sim.traces``): per position a tree grown the
+    engine's way from random draft log-probs, its ``stored_nodes``, and a random target
+    probability for each stored node given its parent (a Dirichlet share of the parent's mass,
+    so that siblings never hold more than 1)."""
+    from simspec.engine.tree import DraftTree
+    from simspec.sim.stochastic import stored_nodes
+
+    rng = np.random.default_rng(seed)
+    levels = DEPTH_MAX - 1
+    traces = []
+    for _ in range(n_prompts):
+        n = int(rng.integers(3, 30))
+        rows = []
+        for _p in range(n):
+            tree = DraftTree(0, DEPTH_MAX, width)
+            for level in range(levels):
+                if level:
+                    tree.feed_frontier()
+                k = 1 if level == 0 else width
+                tree.grow(np.sort(-rng.exponential(1.0, (k, width)), axis=1)[:, ::-1],
+                          rng.integers(0, 50, (k, width)))
+            kept = stored_nodes(tree.scores[:tree.n], tree.depths[:tree.n], DEPTH_MAX, nodes)
+            column = np.full(tree.n, -1)
+            column[kept] = np.arange(len(kept))
+            parent = np.where(kept == 0, -1, column[tree.parents[kept]])
+            prob = np.zeros(len(kept))
+            for c in range(len(kept)):
+                kids = np.flatnonzero(parent == c)
+                prob[kids] = rng.dirichlet(np.full(len(kids) + 1, 0.6))[:-1] if len(kids) else 0
+            rows.append((tree.depths[kept], parent, prob, tree.tokens[kept]))
+        k = max(len(r[0]) for r in rows)
+        depth = np.full((n, k), 127, np.int8)
+        par = np.full((n, k), -1, np.int16)
+        prob = np.zeros((n, k), np.float32)
+        tok = np.zeros((n, k), np.int32)
+        for i, (d, pa, pr, tk) in enumerate(rows):
+            depth[i, :len(d)], par[i, :len(d)], prob[i, :len(d)], tok[i, :len(d)] = d, pa, pr, tk
+        traces.append(PromptTrace(rng.integers(0, 50, n + 1), 40 + np.arange(n, dtype=np.int32),
+                                  np.full((n, levels, levels), NO_NODE, np.int16),
+                                  np.zeros((n, levels, width ** 2), np.float16), np.zeros((n, levels, width), np.float16),
+                                  False, depth, par, prob, tok))
+    return assemble(traces, [40] * n_prompts, {"depth_max": DEPTH_MAX, "width": width, "temperature": 1.0,
+                                               "nodes": nodes, "prompt_ids": [f"p{i}" for i in range(n_prompts)]})
 
 
 def cost_model() -> CostModel:

@@ -277,6 +277,9 @@ row("demo", "unexpected argument", lambda d, a: ["demo", "extra", "--out", out(d
 row("bench-sim", "--copies 0", lambda d, a: ["bench-sim", "--profile", "calibration/cpu-demo", "--copies", "0"],
     usage=True)
 row("bench-sim", "missing --profile", lambda d, a: ["bench-sim"], usage=True)
+row("bench-sim", "--temperature other than the profile's",
+    lambda d, a: ["bench-sim", "--profile", "calibration/cpu-demo", "--temperature", "1"],
+    "recorded at temperature 0, not 1")
 row("plot", "unknown plot", lambda d, a: ["plot", "bogus"], usage=True)
 row("plot curves", "missing --profile", lambda d, a: ["plot", "curves", "--out", out(d)], usage=True)
 row("plot surface", "--max-new-tokens 1 (min 2)",
@@ -341,6 +344,13 @@ row("calibrate", "--traces-only with --no-traces",
     lambda d, a: ["calibrate", "--traces-only", "--no-traces", "--out", out(d)], "--traces-only")
 row("calibrate", "unknown model", lambda d, a: ["calibrate", "--gpu", "cpu", "--target", "nope", "--out", out(d)],
     "unknown model")
+row("calibrate", "--traces-from recorded at another temperature",
+    lambda d, a: ["calibrate", "--gpu", "cpu", "--temperature", "1", "--traces-from", str(TRACES), "--out", out(d)],
+    "recorded at temperature 0, not 1")
+row("calibrate", "--temperature below 0", lambda d, a: ["calibrate", "--temperature", "-1", "--out", out(d)],
+    usage=True)
+row("calibrate", "--top-p without --temperature", lambda d, a: ["calibrate", "--top-p", "0.9", "--out", out(d)],
+    "--top-p needs --temperature > 0")
 row("calibrate", "--traces-from truncated traces.npz",
     lambda d, a: ["calibrate", "--gpu", "h100", "--quick", "--traces-from", str(a.truncated), "--out", out(d)],
     "traces-truncated/traces.npz are missing or corrupt (BadZipFile")
@@ -406,6 +416,12 @@ row("validate --simulated", "profile sample n is a string",
 row("validate --simulated", "profile measured in bf16 naming traces recorded in fp32",
     lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "dtype", "bf16"))],
     "recorded in fp32")
+row("validate --simulated", "profile at T = 1 naming greedy traces",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "temperature", 1.0))],
+    "recorded at temperature 0, but profile")
+row("validate --simulated", "profile with a temperature that is not a number",
+    lambda d, a: [*V_SIM, "--profile", profile_with(d / "p", lambda b: setitem(b, "temperature", "hot"))],
+    "field 'temperature'")
 row("validate --simulated", "profile without draft samples",
     lambda d, a: [*V_SIM, "--profile", profile_with(
         d / "p", lambda b: setitem(b, "samples", [s for s in b["samples"] if s["kind"] != "draft"]))], "no draft")

@@ -13,32 +13,14 @@ particular output."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from scipy import stats
 
+from helpers import FAIL, PASS, TINY_PROMPT as PROMPT, TINY_VOCAB, g_test
 from simspec.engine.sampling import ChainVerifier, Sampling, TreeVerifier, distribution, draw, pit_values
-
-PASS, FAIL = 1e-3, 1e-6  # a correct verifier's p-value stays above PASS; a broken one's falls below FAIL
-
-
-def g_test(counts: dict, expected: dict, n: int) -> float:
-    """G-test of observed counts against exact probabilities; cells expected below 5 pooled."""
-    keys = sorted(expected, key=lambda k: -expected[k])
-    big = [k for k in keys if expected[k] * n >= 5]
-    observed = [counts.get(k, 0) for k in big]
-    wanted = [expected[k] * n for k in big]
-    rest_obs, rest_exp = n - sum(observed), n - sum(wanted)
-    if rest_exp > 1e-9:
-        observed.append(rest_obs)
-        wanted.append(rest_exp)
-    elif rest_obs:  # mass where the target puts none
-        return 0.0
-    return float(stats.power_divergence(observed, wanted, lambda_="log-likelihood").pvalue)
-
 
 # -- broken verifiers: each drops one step of the algorithm ----------------------------------
 
@@ -181,39 +163,8 @@ def test_bad_sampling_settings_are_refused():
 
 # -- the engine end to end on a tiny real Llama -----------------------------------------------
 
-TINY_VOCAB, PROMPT = 24, [1, 5, 7, 3, 11]
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """A 6-layer Llama with random weights over 24 tokens; its head scaled so that the next
-    token is predictable (top token ~0.5-0.8), as a language model's often is."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from simspec.engine.models import LoadedModel, ModelSource
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         eos_token_id=None, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval().requires_grad_(False)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(12)
-    return LoadedModel(ModelSource("tiny", Path(".")), model, None)
-
-
-@pytest.fixture(scope="module")
-def drafters(tiny):
-    from simspec.engine.drafter import CausalLMDrafter, truncated_target
-    from simspec.engine.eagle import EagleDrafter
-    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
-
-    torch.manual_seed(1)
-    head = Eagle3Head(eagle3_for_target(tiny, 12))  # public EAGLE-3 layout, 12 of the 24 tokens
-    kept = torch.randperm(TINY_VOCAB)[:12].sort().values
-    head.d2t.copy_(kept - torch.arange(12))
-    return {"eagle3": EagleDrafter(head, head.target_ids(), tiny, "eagle3"),
-            "lm": CausalLMDrafter(truncated_target(tiny, 2), "lm")}
+# ``tiny`` and ``drafters`` (conftest.py): a 6-layer random Llama over TINY_VOCAB tokens with a
+# sharpened head, a random EAGLE-3 head in the public layout, and a 2-layer draft LM.
 
 
 def exact_first_two(tiny, sampling: Sampling) -> dict:

@@ -39,8 +39,8 @@ def test_altered_or_foreign_traces_are_refused(tmp_path):
     (tmp_path / "traces.json").write_text(meta.replace('"content_hash": "', '"content_hash": "0'))
     with pytest.raises(SimspecError, match="do not match their recorded hash"):
         load_traces(tmp_path)
-    (tmp_path / "traces.json").write_text(meta.replace('"schema_version": 1', '"schema_version": 99'))
-    with pytest.raises(SimspecError, match="not a simspec-traces v1"):
+    (tmp_path / "traces.json").write_text(meta.replace('"schema_version": 2', '"schema_version": 99'))
+    with pytest.raises(SimspecError, match="not a simspec-traces v2"):
         load_traces(tmp_path)
     (tmp_path / "traces.json").write_text(meta)
     (tmp_path / "traces.npz").write_bytes(b"not a zip")

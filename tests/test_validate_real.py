@@ -11,7 +11,7 @@ from helpers import ROOT, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
-from simspec.report.validation import build_report, paired_p, summary_line
+from simspec.report.validation import build_report, lossless_label, paired_p, render_markdown, summary_line
 from simspec.sim.profile import load_profile
 from simspec.sim.replay import ReplayResult
 
@@ -61,10 +61,49 @@ def test_report_errors_ranks_and_paired_tests():
     assert rows["ltd"]["p_vs_eagle3"] < 0.01 and rows["ltd"]["gain_vs_eagle3"] > 0.8
     assert paired_p(base, base) == 1.0
     line = summary_line(report, "real/x")
-    assert set(line) == {"run", "rows", "mean_abs_rel_error", "rank_agreement"}
-    assert set(line["rows"][0]) == {"method", "speedup_real", "speedup_sim", "rel_error", "tau", "lossless",
-                                    "p_vs_eagle3"}
+    assert set(line) == {"run", "temperature", "rows", "mean_abs_rel_error", "rank_agreement"}
+    assert set(line["rows"][0]) == {"method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "tau",
+                                    "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3"}
+    assert line["rows"][0]["pit_p"] is None and rows["grid"]["statistic"] == "median"
     json.dumps(report)  # everything in it is JSON
+
+
+def test_sampled_report_takes_means_over_seeds_pairs_by_seed_and_judges_the_pit():
+    """At T > 0 a row's speedup is the mean over (prompt, seed) with a CI over prompts, the
+    simulator's per-(pass, prompt) expectations fold to prompts the same way, paired tests pair
+    seeds, and the lossless verdict is the KS test of the outputs' PIT."""
+    rng = np.random.default_rng(1)
+    passes, n = 3, 6
+    base = rng.uniform(0.8, 1.2, (passes, n))  # [pass][prompt]
+    runs = []
+    for name, family, factor, pit in (("eagle3", "eagle3", 1.0, rng.random(900)),
+                                       ("grid", "grid", 1.3, rng.random(900) ** 2)):  # the grid's PIT is skewed
+        r = MethodRuns(name, family, by_repeat=(base * factor).tolist(), sampled=True, pit=list(pit))
+        r.tokens, r.cycles, r.draft_calls = [20] * (passes * n), [8] * (passes * n), [30] * (passes * n)
+        r.policy_seconds = [0.0] * (passes * n)
+        r.shares = [{"draft": 0.2, "verify": 0.7, "policy": 0.0, "bookkeeping": 0.02, "prefill": 0.08}]
+        r.actions = [[3, 6, 1]]
+        runs.append(r)
+    sim = {"eagle3": _replayed((base * 1.1).reshape(-1)), "grid": _replayed((base * 1.3).reshape(-1))}
+    report = build_report({"n_prompts": n, "temperature": 1.0}, runs, sim, _NoDrift(), sim)
+    rows = {r["method"]: r for r in report["rows"]}
+    e, g = rows["eagle3"], rows["grid"]
+    assert e["statistic"] == "mean" and e["speedup_real"] == pytest.approx(base.mean())
+    assert e["per_prompt"]["speedup_real"] == pytest.approx(base.mean(0).tolist())
+    assert e["speedup_sim"] == pytest.approx(1.1 * base.mean()) and e["rel_error"] == pytest.approx(0.1)
+    low, high = e["speedup_real_ci95"]
+    assert low < base.mean() < high and high - low < 0.5
+    assert e["tau_real"] == pytest.approx(2.5) and e["tau_sim"] == pytest.approx(2.0)
+    assert e["tau_rel_error"] == pytest.approx(-0.2) and report["mean_abs_tau_rel_error"] == pytest.approx(0.2)
+    assert len(g["per_seed"]["speedup_real"]) == passes * n  # paired by seed: 18 pairs, all 30 % apart
+    assert g["gain_vs_eagle3"] == pytest.approx(0.3) and g["p_vs_eagle3"] < 1e-3
+    assert e["lossless"] and e["pit_p"] > 1e-3 and not g["lossless"] and g["pit_p"] < 1e-6
+    assert "yes (PIT p" in lossless_label(e) and "NO (PIT p" in lossless_label(g)
+    assert "95 % CI" in render_markdown(report | {"temperature": 1.0, "top_p": 1.0, "seed": 0, "profile": {"name": "p", "path": "p"},
+                                                    "prompts": "p", "split": "heldout", "max_new_tokens": 8,
+                                                    "repeats": passes, "target": "t", "draft": "d", "device": "cpu",
+                                                    "simspec_version": "x", "created": "now",
+                                                    "decision_seconds_charged": {}})
 
 
 def test_drift_meter_and_rescaled_cost():

@@ -10,6 +10,7 @@ import importlib.util
 import io
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +19,10 @@ import torch
 
 from simspec.cache import atomic_directory, cache_dir
 from simspec.errors import SimspecError
+
+# transformers 5.x (>= 5.2x) renamed forward's ``past_key_values`` to ``cache`` and warns on every
+# run; the old name works across the whole 5.x range this package supports, the new one does not.
+warnings.filterwarnings("ignore", message=r"`past_key_values` is deprecated", category=FutureWarning)
 
 log = logging.getLogger("simspec")
 

@@ -45,13 +45,22 @@ class CalibrateRequest:
     force: bool = False
     seed: int = 0
     dtype: str = "fp32"
+    temperature: float = 0.0  # > 0: sampled traces with node probabilities (see simspec.sim.traces)
+    top_p: float = 1.0
+    nodes: int = 64  # at T > 0: the largest V the traces support
+
+    def sampling(self):
+        from simspec.engine.sampling import Sampling
+
+        return Sampling(self.temperature, self.top_p, self.seed)
 
     def out_dir(self) -> Path:
         if self.out:
             return Path(self.out)
+        suffix = f"-T{self.temperature:g}" if self.temperature > 0 else ""
         if self.traces_only:
-            return Path(f"calibration/traces-{Path(self.prompts).stem}-{Path(self.draft).name}")
-        return Path(f"calibration/{self.gpu.lower()}-{Path(self.draft).name}")
+            return Path(f"calibration/traces-{Path(self.prompts).stem}-{Path(self.draft).name}{suffix}")
+        return Path(f"calibration/{self.gpu.lower()}-{Path(self.draft).name}{suffix}")
 
     def check(self) -> "Plan":
         """Every flag, the output folder, reused traces and the prompts, before any model loads."""
@@ -61,11 +70,15 @@ class CalibrateRequest:
         from simspec.engine.models import resolve_dtype
 
         resolve_dtype(self.dtype)
+        self.sampling()
+        if self.temperature > 0 and not 2 <= self.nodes <= 4096:
+            raise SimspecError(f"--nodes must be in 2..4096 (the largest V sampled traces support), got {self.nodes}")
         gpu = self.gpu.lower()
         if gpu not in GPU_NAMES:
             raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
         check_out(self.out_dir(), self.force)
-        source = traces_source(self.traces_from, self.target, self.draft, self.dtype) if self.traces_from else None
+        source = (traces_source(self.traces_from, self.target, self.draft, self.dtype, self.temperature)
+                  if self.traces_from else None)
         # Last of the file checks: asking torch whether the named GPU is here takes a second.
         kind = "measured" if gpu in ("cpu", "auto") or gpu_present(gpu) else "analytic"
         if self.target in ARCH_TARGETS and kind == "measured":
@@ -105,7 +118,8 @@ def traces_dtype(meta: dict) -> str:
     return meta.get("dtype", "fp32")
 
 
-def traces_source(path: str, target: str, draft: str, dtype: str = "fp32") -> tuple[Path, dict]:
+def traces_source(path: str, target: str, draft: str, dtype: str = "fp32", temperature: float = 0.0
+                  ) -> tuple[Path, dict]:
     """(folder, reference) of existing traces: a traces folder, or the traces a profile names."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
@@ -125,8 +139,12 @@ def traces_source(path: str, target: str, draft: str, dtype: str = "fp32") -> tu
     if traces_dtype(meta) != dtype:  # trees drafted in another dtype are other trees
         raise SimspecError(f"--traces-from {path} holds traces recorded in {traces_dtype(meta)}, and this profile "
                            f"measures {dtype}: pass --dtype {traces_dtype(meta)} or record new traces")
+    if traces.temperature != temperature:  # sampled and greedy trees replay by different rules
+        raise SimspecError(f"--traces-from {path} holds traces recorded at temperature {traces.temperature:g}, not "
+                           f"{temperature:g}: pass --temperature {traces.temperature:g} or record new traces")
     ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
-           "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width}
+           "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width,
+           "temperature": traces.temperature}
     return folder.resolve(), ref
 
 
@@ -139,7 +157,8 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     from simspec.sim.traces import assemble
 
     r = request
-    recorder = TraceRecorder(loaded, drafter, RecordSpec(r.depth_max, r.width, r.max_new_tokens))
+    recorder = TraceRecorder(loaded, drafter, RecordSpec(r.depth_max, r.width, r.max_new_tokens, r.sampling(),
+                                                         r.nodes))
     engine = SpeculativeEngine(loaded, drafter)
     ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
     for one in ids:
@@ -150,10 +169,14 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     meta = {"target": r.target, "draft": r.draft, "prompts": r.prompts, "prompt_ids": [p.id for p in chosen],
             "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
             "width": r.width, "seed": r.seed, "simspec_version": __version__, "dtype": r.dtype,
-            "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1)}
+            "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1),
+            "temperature": r.temperature}
+    if r.temperature > 0:
+        meta.update(top_p=r.top_p, nodes=r.nodes)
     traces = assemble(recorded, [len(i) for i in ids], meta)
     checks = []
-    if r.check_prompts:
+    # The check compares each cycle's length with the trace's; at T > 0 lengths are random.
+    if r.check_prompts and r.temperature == 0:
         k = min(r.check_prompts, len(ids))
         configs = [*REPLAY_CHECK, (r.depth_max, 240)]
         tick = bar("replay check (live engine)", k * len(configs))
@@ -227,6 +250,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
                          "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
         "dtype": r.dtype if loaded else "bf16 (modelled)",
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
+        "temperature": r.temperature,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
         "replay_check": [c.to_dict() for c in checks],
@@ -248,7 +272,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
             content = save_traces(tmp / "traces", traces)
             traces_meta = {"path": "traces", "content_hash": content, "positions": traces.positions,
                            "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
-                           "width": r.width}
+                           "width": r.width, "temperature": r.temperature}
         elif source:
             traces_meta = {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
         meta["traces"] = traces_meta

@@ -53,13 +53,25 @@ class MethodRuns:
 
     @property
     def speedup(self) -> np.ndarray:
-        return np.median(np.array(self.by_repeat), axis=0)
+        """Per prompt: the median over passes (greedy: the passes repeat one computation), or at
+        T > 0 the mean over seeds (each pass samples other text: the speedup is a random variable)."""
+        by_repeat = np.array(self.by_repeat)
+        return by_repeat.mean(axis=0) if self.sampled else np.median(by_repeat, axis=0)
+
+    @property
+    def paired(self) -> np.ndarray:
+        """What paired tests compare across methods: per prompt (greedy), or per (pass, prompt),
+        i.e. per seed, at T > 0 (every method samples with the same seeds)."""
+        return np.array(self.by_repeat).reshape(-1) if self.sampled else self.speedup
 
     def add(self, rep: int, greedy: Generation, run: Generation) -> None:
         if len(self.by_repeat) <= rep:
             self.by_repeat.append([])
-        self.by_repeat[rep].append(greedy.total_s / run.total_s)
-        if rep == 0:  # the cycles are the same in every pass (greedy decisions on the same prompt)
+        # Time per token, prefill included: at T > 0 plain sampling and the method emit other text
+        # under the same seed, and may stop at an end token after different lengths.
+        self.by_repeat[rep].append((greedy.total_s / len(greedy.tokens)) / (run.total_s / len(run.tokens)))
+        # Greedy passes repeat the same cycles; at T > 0 every pass has its own.
+        if rep == 0 or self.sampled:
             self.tokens.append(len(run.tokens) - 1)
             self.cycles.append(len(run.cycles))
             self.draft_calls.append(sum(c.draft_calls for c in run.cycles))
@@ -182,15 +194,17 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
                       for s in samples])
 
 
-def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object]
+def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object], sampling=None
                 ) -> tuple[SpeculativeEngine, list[list[int]]]:
-    """The profile's target and drafter on the device the profile was measured on, and the
-    prompts as chat-rendered token ids, each checked to leave ``room`` tokens of context."""
+    """The profile's target and drafter on the device the profile was measured on, decoding with
+    ``sampling`` (default greedy), and the prompts as chat-rendered token ids, each checked to
+    leave ``room`` tokens of context."""
     import torch
 
     from simspec.data import render_chat
     from simspec.errors import SimspecError
     from simspec.engine.load import load_pair
+    from simspec.engine.sampling import GREEDY
     from simspec.engine.speculative import SpeculativeEngine
 
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
@@ -198,7 +212,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
         raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
                            "no CUDA device here: run on that device")
     target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status, profile.dtype)
-    engine = SpeculativeEngine(target, drafter)
+    engine = SpeculativeEngine(target, drafter, sampling or GREEDY)
     ids = [render_chat(target.tokenizer, text) for text in texts]
     for one in ids:
         engine.check_length(one, room)

@@ -5,6 +5,12 @@ token against one unbatched forward pass, which also yields the hidden states an
 drafter reads), and at every position the tree the drafter builds to ``depth_max`` levels, by
 the engine's own ``draft_tree``. The drafter advances one committed token per position, as
 if each cycle had accepted nothing, so every position gets its tree in one pass.
+
+At temperature T > 0 (``record_sampled``) the continuation is sampled, seeded, from the target
+position by position, and each position's tree also gets the target's probability of every
+node any (D, V <= ``nodes``) cycle can verify (``stored_nodes``), from one tree-masked target
+forward over the root and those nodes' parents: the same kind of forward a live cycle verifies
+with, whose root row also gives the distribution the next continuation token is drawn from.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ import torch
 from simspec.policies import StaticPolicy
 from simspec.engine.greedy import greedy_continuations
 from simspec.engine.drafter import Drafter
+from simspec.engine.sampling import GREEDY, Sampling, distribution, draw
 from simspec.engine.speculative import SpeculativeEngine, TargetCache, draft_tree
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.tree import DraftTree
-from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, assemble
+from simspec.sim.stochastic import stored_nodes
+from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,8 @@ class RecordSpec:
     depth_max: int = 12
     width: int = 10
     max_new_tokens: int = 128
+    sampling: Sampling = GREEDY
+    nodes: int = 64  # at T > 0: the largest V replay may verify (root included)
 
 
 def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
@@ -93,7 +103,15 @@ class TraceRecorder:
 
     def record_all(self, prompts: list[list[int]], bar: Callable[[str, int], Callable[[], None]]
                    ) -> list[PromptTrace]:
-        """Every prompt's trace: batched continuations first, then the trees, one progress bar each."""
+        """Every prompt's trace: batched continuations first, then the trees, one progress bar each
+        (at T > 0: prompt n sampled with seed ``sampling.seed + n``, one bar)."""
+        if not self.spec.sampling.greedy:
+            tick = bar("recording sampled trees", len(prompts))
+            recorded = []
+            for n, ids in enumerate(prompts):
+                recorded.append(self.record_sampled(ids, np.random.default_rng(self.spec.sampling.seed + n)))
+                tick()
+            return recorded
         continuations = self.continuations(prompts, bar("greedy continuations", len(prompts)))
         tick = bar("recording trees", len(prompts))
         recorded = []
@@ -138,6 +156,64 @@ class TraceRecorder:
             drafter.end_cycle()
         return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
                            best_children, bool(len(disagree)))
+
+    @torch.inference_mode()
+    def record_sampled(self, prompt_ids: list[int], rng: np.random.Generator) -> PromptTrace:
+        """One prompt at T > 0: a continuation sampled with ``rng``, and at each position the
+        tree, its score tables and its stored nodes' probabilities (see ``stored_nodes``)."""
+        spec, device, drafter, sampling = self.spec, self.device, self.drafter, self.spec.sampling
+        wants_hidden = drafter.uses_target_hidden
+        target = TargetCache(self.target, getattr(drafter, "feature_layers", None) if wants_hidden else None)
+        prompt = torch.tensor(prompt_ids, device=device)
+        hidden = target.forward(prompt)
+        target.length = len(prompt_ids)
+        root = draw(distribution(head_logits(target.head, hidden[-1:])[0], sampling), rng)
+        drafter.reset(prompt, target.features if wants_hidden else None)
+        feature = target.features[-1:] if wants_hidden else None
+        levels, width = spec.depth_max - 1, spec.width
+        tokens = [root]
+        level_rows, best_rows, depth_rows, parent_rows, prob_rows, token_rows = [], [], [], [], [], []
+        while len(tokens) < spec.max_new_tokens and root not in self.eos:
+            drafter.commit(torch.tensor([root], device=device), feature)
+            tree = DraftTree(root, spec.depth_max, width)
+            draft_tree(drafter, tree, spec.depth_max, device)
+            drafter.end_cycle()
+            _, scores, best = tree_tables(tree, np.zeros(0, dtype=np.int64), spec.depth_max)
+            level_rows.append(scores)
+            best_rows.append(best)
+            stored = stored_nodes(tree.scores[:tree.n], tree.depths[:tree.n], spec.depth_max, spec.nodes)
+            column = np.full(tree.n, -1, dtype=np.int64)
+            column[stored] = np.arange(len(stored))
+            parents = np.where(stored == 0, -1, column[tree.parents[stored]])
+            # One tree-masked forward over the root and every stored node with a stored child.
+            fed = np.sort(np.union1d([0], tree.parents[stored[1:]]))
+            hidden = target.forward(torch.as_tensor(tree.tokens[fed], device=device), tree.depths[fed],
+                                    tree.ancestors[np.ix_(fed, fed)])
+            probs = distribution(head_logits(target.head, hidden), sampling)  # [len(fed), vocab]
+            row_of = np.searchsorted(fed, tree.parents[stored[1:]])
+            prob = np.zeros(len(stored), dtype=np.float32)
+            prob[1:] = probs[row_of, tree.tokens[stored[1:]]]
+            depth_rows.append(tree.depths[stored].astype(np.int8))
+            parent_rows.append(parents.astype(np.int16))
+            prob_rows.append(prob)
+            token_rows.append(tree.tokens[stored].astype(np.int32))
+            feature = target.features[:1] if wants_hidden else None
+            target.keep(np.zeros(1, dtype=np.int64), len(fed))  # the root joins the context
+            root = draw(probs[0], rng)
+            tokens.append(root)
+        n = len(level_rows)
+        k = max((len(d) for d in depth_rows), default=1)
+        node_depth = np.full((n, k), np.iinfo(np.int8).max, dtype=np.int8)
+        node_parent = np.full((n, k), -1, dtype=np.int16)
+        node_prob = np.zeros((n, k), dtype=np.float32)
+        node_token = np.zeros((n, k), dtype=np.int32)
+        for i, (d, p, q, x) in enumerate(zip(depth_rows, parent_rows, prob_rows, token_rows)):
+            node_depth[i, :len(d)], node_parent[i, :len(p)], node_prob[i, :len(q)], node_token[i, :len(x)] = d, p, q, x
+        return PromptTrace(np.asarray(tokens, dtype=np.int64), len(prompt_ids) + np.arange(n, dtype=np.int32),
+                           np.full((n, levels, levels), NO_NODE, dtype=np.int16),
+                           np.asarray(level_rows, dtype=np.float16).reshape(n, levels, width ** 2),
+                           np.asarray(best_rows, dtype=np.float16).reshape(n, levels, width), False,
+                           node_depth, node_parent, node_prob, node_token)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,14 @@ method on them with the profile's cost model (the simulator's prediction), runs 
 and plain greedy decoding on the real engine interleaved (what they really deliver, and
 whether each output equals greedy decoding), checks the live latencies against the profile,
 and writes ``report.json``, ``report.md`` and the figures.
+
+At temperature T > 0 (a profile calibrated with ``--temperature``) everything is sampled: each
+pass over the prompts is one seed per prompt (pass k, prompt i: ``seed + k * prompts + i``), the
+same seed for plain sampling and every method, so methods pair by seed. The traces for the
+prediction are recorded with the same seeds (one sampled continuation per pass and prompt), and
+the simulator gives each one's expected speedup; speedups and tau are means over seeds, with
+95 % confidence intervals over prompts, and the lossless verdict is the KS test of the outputs'
+randomised PIT under the target's own distribution.
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ class ValidateRequest:
     recalibrate: bool = False  # refit the profile in situ on train prompts of ``prompts`` first, predict with that
     recalibrate_prompts: int = 8
     allow_other_device: bool = False
+    temperature: float | None = None  # None: the profile's; else it must be the profile's
+    seed: int = 0  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
+
+    def sampling(self, profile: Profile):
+        """How the run decodes: the profile's traces' temperature and top-p, this request's seed."""
+        from simspec.engine.sampling import Sampling
+
+        if profile.temperature == 0:
+            return Sampling()
+        return Sampling(profile.temperature, float(profile.traces().meta.get("top_p", 1.0)), self.seed)
 
     def out_dir(self) -> Path:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
@@ -59,6 +77,7 @@ class ValidateRequest:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
+        profile.require_temperature(self.temperature)
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
@@ -122,7 +141,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     depth_max, width, tokens = ref["depth_max"], ref["width"], request.max_new_tokens
     refit_on = request.refit_prompts()
     room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
-    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status)
+    sampling = request.sampling(profile)
+    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status, sampling)
     ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
     target, drafter = engine.target, engine.drafter
     out_dir = request.out_dir()
@@ -139,16 +159,22 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     if warning:
         notes = [warning, *notes]
 
-    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens))
-    recorded = recorder.record_all(ids, bar)
-    traces = assemble(recorded, [len(i) for i in ids], {
+    # At T > 0 one sampled continuation per (pass, prompt), with the seed the real runs use there:
+    # the recorder's prompt n draws from seed + n, and n = pass * prompts + prompt.
+    passes = 1 if sampling.greedy else request.repeats
+    nodes = profile.traces().nodes if not sampling.greedy else 64
+    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens, sampling, nodes))
+    recorded = recorder.record_all(ids * passes, bar)
+    traces = assemble(recorded, [len(i) for i in ids * passes], {
         "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
-        "prompt_ids": [p.id for p in chosen], "splits": [p.split for p in chosen], "max_new_tokens": tokens,
-        "depth_max": depth_max, "width": width})
+        "prompt_ids": [p.id for p in chosen] * passes, "splits": [p.split for p in chosen] * passes,
+        "max_new_tokens": tokens, "depth_max": depth_max, "width": width,
+        **({} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p,
+                                       "nodes": nodes, "seed": sampling.seed})})
     charge = {m.name: charged.get(m.family, 0.0) for m in methods}
 
     def simulate(cost):
-        return {m.name: replay(traces, cost, m, tokens, charge[m.name]) for m in methods}
+        return {m.name: replay(traces, cost, m, tokens, charge[m.name], seed=sampling.seed) for m in methods}
 
     simulated = simulate(profile.cost)
 
@@ -179,14 +205,14 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "policies": policies, "baselines": list(request.baselines), "warnings": notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
-        "seed": None,  # nothing is sampled: greedy decoding and deterministic policies
+        **sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
         "decision_seconds_charged": charge,
     }
     meta["inputs_hash"] = hashlib.sha256(json.dumps(
         {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
-                              "traces_hash", "simspec_version")}, sort_keys=True).encode()).hexdigest()[:16]
+                              "traces_hash", "simspec_version", "temperature", "top_p", "seed")}, sort_keys=True).encode()).hexdigest()[:16]
     report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
     report["residuals"] = residual_breakdown(drift.runs, charge)
     report["seconds"] = round(time.perf_counter() - started, 1)

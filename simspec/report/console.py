@@ -176,18 +176,21 @@ def validate_simulated(result) -> None:
 
 
 def validate_real(report: dict, run_dir) -> None:
-    from simspec.report.validation import lossless_label, predicted_by
+    from simspec.report.validation import lossless_label, predicted_by, spread
 
     for text in report["warnings"]:
         warn(text)
     rank, corrected = report["rank_agreement"], report["drift_corrected"]
     pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
     pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
+    sampled = bool(report.get("temperature"))
+    mode = (f", T = {report['temperature']:g}, {report['repeats']} seeds per prompt" if sampled else "")
     table(f"validate --real: {report['profile']['name']} ({report['device']}); {report['n_prompts']} "
-          f"{report['prompts']} ({report['split']}) prompts, {report['max_new_tokens']} new tokens",
-          ("method", "real (median)", "IQR", "sim", "sim error", "sim drift-corr.", "tau real/sim", "draft calls",
+          f"{report['prompts']} ({report['split']}) prompts, {report['max_new_tokens']} new tokens{mode}",
+          ("method", "real (mean)" if sampled else "real (median)", "95% CI" if sampled else "IQR", "sim",
+           "sim error", "sim drift-corr.", "tau real/sim", "draft calls",
            "vs EAGLE-3", "p", "vs grid", "p", "lossless"),
-          [(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_real_q25']:.2f}-{r['speedup_real_q75']:.2f}",
+          [(r["method"], f"{r['speedup_real']:.3f}", spread(r).replace("–", "-"),
             f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
             f"{r['speedup_sim_drift_corrected']:.3f} ({r['rel_error_drift_corrected']:+.1%})",
             f"{r['tau']:.2f}/{r['tau_sim']:.2f}", f"{r['draft_calls']:.1f}", pct(r.get("gain_vs_eagle3")),
@@ -246,4 +249,6 @@ def bench_sim(s: dict, n_prompts: int, repeats: int) -> None:
     rates = s["all_cycles_per_s"]
     out.print(f"replay of static D={s['depth']} V={s['size']} over {s['copies']} x {n_prompts} prompts: "
               f"{s['cycles']:,} cycles per replay, median {s['cycles_per_s']:,.0f} cycles/s "
-              f"(range {rates[0]:,.0f}-{rates[-1]:,.0f}, {repeats} repeats)")
+              f"(range {rates[0]:,.0f}-{rates[-1]:,.0f}, {repeats} repeats)"
+              + (f"; T = {s['temperature']:g}: each cycle's acceptance drawn from its tree's law"
+                 if s.get("temperature") else ""))

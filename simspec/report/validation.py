@@ -55,40 +55,63 @@ def _finite(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Student-t confidence interval of the mean of ``values`` (one value: that value twice)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2 or np.allclose(values, values[0]):
+        return float(values.mean()), float(values.mean())
+    low, high = stats.t.interval(level, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
+    return float(low), float(high)
+
+
+def per_prompt(values: np.ndarray, prompts: int) -> np.ndarray:
+    """Per-(pass, prompt) values, pass-major, folded to one mean per prompt."""
+    return np.asarray(values, dtype=float).reshape(-1, prompts).mean(axis=0)
+
+
 def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) -> dict:
     """One method's row: real measurements, the simulator's prediction (and with the profile's
-    curves rescaled by the run's drift), paired tests."""
-    real, sim = runs.speedup, simulated.speedup
-    sim_corrected = float(np.median(corrected.speedup))
-    q25, median, q75 = np.percentile(real, [25, 50, 75])
-    sim_median = float(np.median(sim))
+    curves rescaled by the run's drift), paired tests. Greedy: medians over prompts. At T > 0
+    the speedup is random: means over every (prompt, seed), a 95 % confidence interval over
+    prompts, the simulator's expectation per recorded (pass, prompt) folded the same way."""
+    real = runs.speedup
+    n = len(real)
+    sim, sim_corrected = per_prompt(simulated.speedup, n), per_prompt(corrected.speedup, n)
+    centre = np.mean if runs.sampled else np.median
+    q25, q75 = np.percentile(real, [25, 75])
+    speedup_real, speedup_sim, speedup_corrected = (float(centre(x)) for x in (real, sim, sim_corrected))
     per_prompt_error = (sim - real) / real
+    tau, tau_sim = (float(np.sum(x.tokens) / max(np.sum(x.cycles), 1)) for x in (runs, simulated))
     row = {
-        "method": runs.name, "family": runs.family,
-        "speedup_real": float(median), "speedup_real_q25": float(q25), "speedup_real_q75": float(q75),
-        "speedup_real_mean": float(np.mean(real)),
+        "method": runs.name, "family": runs.family, "statistic": "mean" if runs.sampled else "median",
+        "speedup_real": speedup_real, "speedup_real_q25": float(q25), "speedup_real_q75": float(q75),
+        "speedup_real_mean": float(np.mean(real)), "speedup_real_ci95": list(mean_ci(real)),
         "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
-        "speedup_sim": sim_median, "rel_error": (sim_median - float(median)) / float(median),
+        "speedup_sim": speedup_sim, "rel_error": (speedup_sim - speedup_real) / speedup_real,
         "per_prompt_abs_rel_error_median": float(np.median(np.abs(per_prompt_error))),
-        "speedup_sim_drift_corrected": sim_corrected,
-        "rel_error_drift_corrected": (sim_corrected - float(median)) / float(median),
-        "tau": float(np.sum(runs.tokens) / max(np.sum(runs.cycles), 1)),
-        "tau_sim": float(np.sum(simulated.tokens) / max(np.sum(simulated.cycles), 1)),
+        "speedup_sim_drift_corrected": speedup_corrected,
+        "rel_error_drift_corrected": (speedup_corrected - speedup_real) / speedup_real,
+        "tau": tau, "tau_real": tau, "tau_sim": tau_sim, "tau_rel_error": (tau_sim - tau) / tau,
         "cycles": float(np.mean(runs.cycles)), "cycles_sim": float(np.mean(simulated.cycles)),
         "decision_seconds_per_cycle": float(np.sum(runs.policy_seconds) / max(np.sum(runs.cycles), 1)),
         "draft_calls": float(np.mean(runs.draft_calls)), "draft_calls_sim": float(np.mean(simulated.draft_calls)),
         "time_shares": {k: float(np.mean([s[k] for s in runs.shares])) for k in runs.shares[0]},
-        "lossless": all(d["near_tie"] for d in runs.divergences),
-        "exact_match": not runs.divergences,
+        "lossless": runs.lossless,
+        "exact_match": not runs.divergences and not runs.sampled,
+        "pit_p": runs.pit_p, "pit_tokens": len(runs.pit),
         "divergences": runs.divergences,
         "per_prompt": {"speedup_real": real.tolist(), "speedup_sim": sim.tolist(),
-                       "speedup_sim_drift_corrected": corrected.speedup.tolist()},
+                       "speedup_sim_drift_corrected": sim_corrected.tolist()},
         "actions": runs.actions,
     }
+    if runs.sampled:  # every (pass, prompt): one seed, shared by all methods
+        row["per_seed"] = {"speedup_real": runs.paired.tolist(), "speedup_sim": np.asarray(simulated.speedup).tolist()}
     for family, reference in references.items():
         same = runs.family == family
-        row[f"p_vs_{family}"] = None if same else paired_p(real, reference)
-        row[f"gain_vs_{family}"] = None if same else _gain(real, reference)
+        row[f"p_vs_{family}"] = None if same else paired_p(runs.paired, reference)
+        row[f"gain_vs_{family}"] = None if same else _gain(runs.paired, reference)
     return row
 
 
@@ -114,7 +137,7 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
     for family in REFERENCES:
         match = next((r for r in runs if r.family == family), None)
         if match is not None:
-            references[family] = match.speedup
+            references[family] = match.paired
     rows = [method_row(r, simulated[r.name], corrected[r.name], references) for r in runs]
     errors = np.abs([r["rel_error"] for r in rows])
     corrected_errors = np.abs([r["rel_error_drift_corrected"] for r in rows])
@@ -124,6 +147,7 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         "schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION, **meta,
         "rows": rows,
         "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
+        "mean_abs_tau_rel_error": float(np.mean(np.abs([r["tau_rel_error"] for r in rows]))),
         "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in rows], [r["speedup_real"] for r in rows])),
         "rank_inversions": rank_inversions(rows),
         "drift_corrected": {
@@ -176,9 +200,19 @@ def read_report(path) -> dict:
 
 def summary_line(report: dict, run_path: str) -> dict:
     """The ``--json`` line."""
-    keep = ("method", "speedup_real", "speedup_sim", "rel_error", "tau", "lossless", "p_vs_eagle3")
-    return {"run": run_path, "rows": [{k: r.get(k) for k in keep} for r in report["rows"]],
+    keep = ("method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "tau", "tau_real", "tau_sim",
+            "lossless", "pit_p", "p_vs_eagle3")
+    return {"run": run_path, "temperature": report.get("temperature", 0.0),
+            "rows": [{k: r.get(k) for k in keep} for r in report["rows"]],
             "mean_abs_rel_error": report["mean_abs_rel_error"], "rank_agreement": report["rank_agreement"]}
+
+
+def spread(row: dict) -> str:
+    """A row's spread: the 95 % CI of the mean at T > 0, the IQR of per-prompt speedups when greedy."""
+    if row.get("statistic") == "mean":
+        low, high = row["speedup_real_ci95"]
+        return f"{low:.2f}–{high:.2f}"
+    return f"{row['speedup_real_q25']:.2f}–{row['speedup_real_q75']:.2f}"
 
 
 def _p(value) -> str:
@@ -231,6 +265,24 @@ def predicted_by(profile: dict) -> str:
 def render_markdown(report: dict) -> str:
     """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
     m = report
+    sampled = bool(m.get("temperature"))
+    if sampled:
+        how = (f"Temperature {m['temperature']:g} (top-p {m['top_p']:g}): every pass samples each prompt with its "
+               f"own seed (pass k, prompt i: {m['seed']} + k · prompts + i), the same for plain sampling and every "
+               "method. Speedup = plain sampling's time per token / the method's, on the same prompt and seed, "
+               "measured back to back (order rotated per prompt); mean over prompts and seeds [95 % CI over "
+               "prompts]. *sim*: the simulator's expected speedup on the same prompts, one sampled continuation "
+               "recorded per (pass, prompt) with the same seed, acceptance drawn from each tree's law (8 draws), "
+               "replayed with the profile's cost model; *drift-corrected*: the same with each latency curve "
+               "rescaled by its live / profile ratio in this run. p: two-sided Wilcoxon signed-rank test on "
+               "per-seed speedups; gain: median per-seed ratio. Lossless: KS test of every output token's "
+               "randomised PIT under the target's distribution.")
+    else:
+        how = ("Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
+               "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
+               "prompts (their trees recorded in this run, replayed with the profile's cost model); "
+               "*drift-corrected*: the same with each latency curve rescaled by its live / profile ratio in this "
+               "run. p: two-sided Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.")
     lines = [
         f"# validate --real: {m['profile']['name']}",
         "",
@@ -239,20 +291,16 @@ def render_markdown(report: dict) -> str:
         f"simspec {m['simspec_version']}, {m['created']}."
         + " " + predicted_by(m["profile"]),
         "",
-        "Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
-        "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
-        "prompts (their trees recorded in this run, replayed with the profile's cost model); *drift-corrected*: "
-        "the same with each latency curve rescaled by its live / profile ratio in this run. p: two-sided "
-        "Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.",
+        how,
         "",
-        "| method | real | IQR | sim | sim error | sim, drift-corrected | error | τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
+        f"| method | real | {'95 % CI' if sampled else 'IQR'} | sim | sim error | sim, drift-corrected | error | τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
         "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     for r in sorted(m["rows"], key=lambda r: -r["speedup_real"]):
         s = r["time_shares"]
         lines.append(
-            f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_real_q25']:.2f}–{r['speedup_real_q75']:.2f} | "
+            f"| {r['method']} | {r['speedup_real']:.3f} | {spread(r)} | "
             f"{r['speedup_sim']:.3f} | {r['rel_error']:+.1%} | {r['speedup_sim_drift_corrected']:.3f} | "
             f"{r['rel_error_drift_corrected']:+.1%} | {r['tau']:.2f} / {r['tau_sim']:.2f} | "
             f"{r['draft_calls']:.1f} | {r['decision_seconds_per_cycle'] * 1e6:.0f} "
@@ -283,7 +331,13 @@ def render_markdown(report: dict) -> str:
         lines.append(f"**Warning:** {drift['advice']}.")
     bad = [(r["method"], d) for r in m["rows"] for d in r["divergences"]]
     lines += [""]
-    if not bad:
+    if sampled:
+        failed = [r["method"] for r in m["rows"] if not r["lossless"]]
+        lines.append(f"**Lossless (statistical):** τ simulated vs real, mean |error| {m['mean_abs_tau_rel_error']:.1%}. "
+                     + ("The outputs' PIT is not rejected as Uniform(0, 1) for any method." if not failed else
+                        f"The outputs' PIT is rejected as Uniform(0, 1) for **{', '.join(failed)}**: a sampler that "
+                        "does not follow the target's distribution (or a 1-in-1,000 false alarm per method)."))
+    elif not bad:
         lines.append("**Lossless:** every output of every method equals plain greedy decoding, token for token.")
     else:
         lines.append("**Outputs that differ from greedy decoding** (top-2 logit gap of the target there):")

@@ -32,7 +32,7 @@ from simspec.policies.features import (CONTEXT_SCALE, RESPS_FEATURES, depth_feat
                                        resps_features, size_feature_dim, size_features)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.replay import positions_limit
-from simspec.sim.traces import TraceSet, accepted_at
+from simspec.sim.traces import TraceSet
 
 REWARDS = ("throughput", "acceptance", "time")
 
@@ -99,7 +99,8 @@ class Core:
         """Verify the rows' trees; returns (reward, accepted, prompt over) and advances the roots."""
         at = self.at(rows)
         size = np.clip(size, 1, tree_capacities(depth, self.width))
-        accepted = accepted_at(self.traces.path_rank, at, depth, size)
+        size = np.minimum(size, self.traces.nodes)
+        accepted = self.traces.accepted(at, depth, size, self.rng)
         seconds = self.cost.cycle(depth, self.width, size, self.traces.context_length[at], self.previous[rows] + 1)
         reward = self.reward_of(accepted, seconds)
         self.position[rows] += accepted + 1
@@ -255,14 +256,16 @@ class ReSpS:
 def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.ndarray:
     """RADAR's offline data: for every prefix (trace position) the accepted length after
     t = 1..t_max draft calls, [positions, t_max]. Greedy decoding makes each distribution a
-    point mass, so the table holds the value itself."""
+    point mass, so the table holds the value itself; at T > 0 it holds the expectation of the
+    tree's accepted-length distribution (RADAR's Eqs. 8-10), which is all a reward linear in
+    the accepted length needs."""
     t_max = t_max or traces.depth_max - 1
     calls = np.arange(1, t_max + 1)
     n = traces.positions
     depth = np.tile(calls + 1, n)
     rows = np.repeat(np.arange(n), t_max)
-    sizes = np.minimum(size, tree_capacities(depth, traces.width))
-    return accepted_at(traces.path_rank, rows, depth, sizes).reshape(n, t_max)
+    sizes = np.minimum(np.minimum(size, tree_capacities(depth, traces.width)), traces.nodes)
+    return traces.expected_accepted(rows, depth, sizes).reshape(n, t_max)
 
 
 def radar_observations(traces: TraceSet, where: np.ndarray, calls: np.ndarray) -> np.ndarray:

@@ -232,7 +232,7 @@ def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max
 def replay_throughput(traces: TraceSet, cost: CostModel, policy: BatchPolicy, copies: int,
                       max_new_tokens: int | None = None) -> tuple[int, float]:
     """(cycles, seconds) of one replay over ``copies`` copies of every trace prompt."""
-    tiled = traces.subset(np.tile(np.arange(traces.n_prompts), copies))
+    tiled = np.tile(np.arange(traces.n_prompts), copies)
     started = time.perf_counter()
-    result = replay(tiled, cost, policy, max_new_tokens)
+    result = replay(traces, cost, policy, max_new_tokens, prompts=tiled, draws=1)
     return int(result.cycles.sum()), time.perf_counter() - started

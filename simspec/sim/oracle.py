@@ -7,6 +7,11 @@ a = accepted(D, V) is read off the trace. Positions past the token budget cost n
 Vectorised over prompts and options; the loop runs over positions only. No policy that picks
 (D, V) per cycle at this width can beat it on these traces and curves: every report shows
 methods as a share of it.
+
+At T > 0 acceptance is random, and the oracle is one in expectation: it knows every tree's
+accepted-length distribution but not the draw, ``best[p, c] = min over (D, V) of cycle +
+sum_a P(a) best[p + a + 1, a + 1]``, the least *expected* time. A policy can beat it on one
+draw, not on average.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
            sizes: tuple[int, ...] = ORACLE_SIZES) -> OracleResult:
     width, dmax = traces.width, traces.depth_max
     # Sizes past a tree's node count verify the whole tree: that choice is searched too.
-    options = np.array(sorted({(d, int(min(v, tree_capacities(d, width)))) for d in range(1, dmax + 1)
-                               for v in sizes}))
+    options = np.array(sorted({(d, int(min(v, tree_capacities(d, width), traces.nodes)))
+                               for d in range(1, dmax + 1) for v in sizes}))
     depth, size = options[:, 0], options[:, 1]
     limit = positions_limit(traces, max_new_tokens)
     n, horizon = traces.n_prompts, int(limit.max(initial=0))
@@ -52,11 +57,16 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
         live = np.flatnonzero(limit > p)
         at = start[live] + p
         context = traces.context_length[at]
-        accepted = accepted_at(traces.path_rank, np.repeat(at, len(options)), np.tile(depth, len(live)),
-                               np.tile(size, len(live))).reshape(len(live), -1)
+        rows, d_rows, v_rows = np.repeat(at, len(options)), np.tile(depth, len(live)), np.tile(size, len(live))
         cycle = cost.cycle(depth[None, :, None], width, size[None, :, None], context[:, None, None],
                            committed[None, None, :])  # [live, K, C]
-        following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value
+        if traces.sampled:  # the next state's expected value over the accepted-length distribution
+            chance = traces.accepted_distribution(rows, d_rows, v_rows).reshape(len(live), len(options), dmax)
+            a = np.arange(dmax)
+            following = np.einsum("lka,la->lk", chance, best[live[:, None], p + a[None, :] + 1, a[None, :]])
+        else:
+            accepted = accepted_at(traces.path_rank, rows, d_rows, v_rows).reshape(len(live), -1)
+            following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value
         best[live, p] = np.min(cycle + following[:, :, None], axis=1)
     prefill = cost.prefill(traces.prompt_lengths)
     return OracleResult(best[:, 0, 0], greedy_seconds(traces, cost, limit), prefill, options)

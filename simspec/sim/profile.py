@@ -67,6 +67,18 @@ class Profile:
         return dtype_label(self.meta.get("dtype", "fp32"))
 
     @property
+    def temperature(self) -> float:
+        """The sampling temperature its traces were recorded at (0: greedy; older profiles: 0)."""
+        return float(self.meta.get("temperature") or 0.0)
+
+    def require_temperature(self, temperature: float | None) -> None:
+        """A requested ``--temperature`` must be the one the traces were recorded at (None: any)."""
+        if temperature is not None and temperature != self.temperature:
+            raise SimspecError(f"profile {self.directory} holds traces recorded at temperature {self.temperature:g}, "
+                               f"not {temperature:g}: use a profile calibrated with `simspec calibrate "
+                               f"--temperature {temperature:g}`, or drop --temperature")
+
+    @property
     def traces_dir(self) -> Path | None:
         ref = self.meta.get("traces")
         return None if not ref else (self.directory / ref["path"]).resolve()
@@ -93,6 +105,11 @@ class Profile:
             if traces.meta.get(role) != self.meta.get(role):
                 raise SimspecError(f"traces in {self.traces_dir} belong to {role} {traces.meta.get(role)!r}, "
                                    f"but profile {self.directory} is for {self.meta.get(role)!r}")
+        if traces.temperature != self.temperature:
+            raise SimspecError(f"traces in {self.traces_dir} were recorded at temperature {traces.temperature:g}, but "
+                               f"profile {self.directory} is for temperature {self.temperature:g}: sampled and greedy "
+                               f"traces replay by different rules; re-create the profile with `simspec calibrate "
+                               f"--traces-from {self.traces_dir} --temperature {traces.temperature:g}`")
         recorded = dtype_label(traces.meta.get("dtype", "fp32"))
         if self.kind == "measured" and recorded != self.dtype:
             raise SimspecError(f"traces in {self.traces_dir} were recorded in {recorded}, but profile {self.directory} "
@@ -154,6 +171,7 @@ def load_profile(path: str | Path) -> Profile:
     for field in ("target", "draft", "gpu"):
         require(blob, field, str, file, fix, optional=True)
     require(blob, "policy_seconds", dict, file, fix, optional=True)
+    require(blob, "temperature", (int, float), file, fix, optional=True)
     ref = require(blob, "traces", dict, file, fix, what="an object naming the profile's traces, or null", optional=True)
     if ref is not None:
         require(ref, "path", str, file, fix, name="traces.path")

@@ -1,8 +1,12 @@
-"""Exact replay of greedy speculative decoding on recorded traces (numpy only).
+"""Replay of speculative decoding on recorded traces (numpy only): exact for greedy traces,
+Monte Carlo at T > 0.
 
 All prompts advance together, one cycle per loop iteration: each row's accepted length comes
-from its trace at its current position, its time from the cost model, and its position moves
-by accepted + 1, as the engine's does. The Python loop runs over cycles (at most the number
+from its trace at its current position (greedy: read off the greedy path; T > 0: drawn from the
+tree's accepted-length distribution with a seeded generator), its time from the cost model,
+and its position moves by accepted + 1, as the engine's does. At T > 0 the next tree is the one
+recorded at that position of the sampled continuation: acceptance is drawn from the right law,
+the tokens themselves are not re-sampled. The Python loop runs over cycles (at most the number
 of new tokens), never over prompts.
 """
 
@@ -15,7 +19,7 @@ import numpy as np
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, drafted_depths, tree_capacities
 from simspec.sim.costmodel import CostModel
-from simspec.sim.traces import TraceSet, accepted_at
+from simspec.sim.traces import TraceSet
 
 
 @dataclass
@@ -58,18 +62,35 @@ def _overrides(policy: BatchPolicy, method: str) -> bool:
     return getattr(type(policy), method) is not getattr(BatchPolicy, method)
 
 
+SAMPLED_DRAWS = 8  # at T > 0, replays averaged per prompt unless a caller asks otherwise
+
+
 def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_tokens: int | None = None,
-           decision_seconds: float = 0.0) -> ReplayResult:
-    """Decode every trace prompt with ``policy``; ``decision_seconds`` per cycle is charged for
-    its decisions (a learned policy's measured latency)."""
+           decision_seconds: float = 0.0, seed: int = 0, prompts: np.ndarray | None = None,
+           draws: int | None = None) -> ReplayResult:
+    """Decode every trace prompt (or ``prompts``, repeats allowed) with ``policy``;
+    ``decision_seconds`` per cycle is charged for its decisions (a learned policy's measured
+    latency). On traces recorded at T > 0, ``seed`` seeds acceptance and each prompt is decoded
+    ``draws`` times (default ``SAMPLED_DRAWS``), its times and counts averaged."""
+    draws = draws or (SAMPLED_DRAWS if traces.sampled else 1)
+    if draws > 1:
+        chosen = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
+        every = replay(traces, cost, policy, max_new_tokens, decision_seconds, seed, np.tile(chosen, draws), 1)
+        return ReplayResult(*(getattr(every, name).reshape(draws, -1).mean(0) for name in
+                              ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")))
     if policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
     width, levels = traces.width, traces.depth_max - 1
     asks_depth, asks_size = _overrides(policy, "keep_drafting_batch"), _overrides(policy, "choose_size_batch")
-    limit = positions_limit(traces, max_new_tokens)
-    start = traces.prompt_offsets[:-1]
-    n = traces.n_prompts
+    prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
+    all_limits = positions_limit(traces, max_new_tokens)
+    limit = all_limits[prompts]
+    start = traces.prompt_offsets[:-1][prompts]
+    n = len(prompts)
+    rng = np.random.default_rng(seed) if traces.sampled else None
+    # At T > 0 a cycle verifies at most the nodes the traces hold probabilities for.
+    cap = traces.nodes
     position = np.zeros(n, dtype=np.int64)  # root index within each prompt
     previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
     seconds = np.zeros(n)
@@ -91,8 +112,8 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
             scores = traces.level_scores[at].astype(np.float32)
             scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
             size = policy.choose_size_batch(rows, depth, scores, size)
-        size = np.clip(size, 1, tree_capacities(depth, width))  # the engine verifies at most the whole tree
-        accepted = accepted_at(traces.path_rank, at, depth, size)
+        size = np.clip(size, 1, np.minimum(tree_capacities(depth, width), cap))  # at most the whole tree
+        accepted = traces.accepted(at, depth, size, rng)
         policy.observe_batch(rows, depth, size, accepted)
         seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
@@ -101,7 +122,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         position[rows] += accepted + 1
         previous[rows] = accepted
         active = position < limit
-    prefill = cost.prefill(traces.prompt_lengths)
-    return ReplayResult(seconds, greedy_seconds(traces, cost, limit), prefill, tokens, cycles, calls)
+    prefill = cost.prefill(traces.prompt_lengths[prompts])
+    return ReplayResult(seconds, greedy_seconds(traces, cost, all_limits)[prompts], prefill, tokens, cycles, calls)
 
 

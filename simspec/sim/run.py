@@ -18,6 +18,7 @@ class SimulatedRequest:
     policies: tuple[str, ...] = ()
     split: str = "heldout"
     max_new_tokens: int | None = None  # None: everything recorded
+    temperature: float | None = None  # None: the profile's; else it must be the profile's
 
 
 @dataclass
@@ -40,6 +41,7 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
     split = check_split(r.split)
     check_names(list(r.baselines))
     loaded = load_profile(r.profile)
+    loaded.require_temperature(r.temperature)
     started = time.perf_counter()
     with status("loading traces"):
         traces = loaded.traces()
@@ -50,6 +52,7 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
         rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods, r.max_new_tokens, charged)
     summary = {
         "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta["device"],
+        "temperature": traces.temperature,
         "prompts": scored.n_prompts, "max_new_tokens": r.max_new_tokens,
         "traces_hash": traces.meta["content_hash"], "profile_hash": loaded.meta["inputs_hash"],
         "rows": [{"method": x.name, "speedup": x.speedup_median, "tau": x.tau, "oracle_share": x.share_of_oracle,
@@ -66,6 +69,7 @@ class BenchSimRequest:
     depth: int = 8
     size: int = 60
     repeats: int = 3
+    temperature: float | None = None  # None: the profile's; else it must be the profile's
 
 
 def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:
@@ -78,9 +82,14 @@ def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:
     r = request
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     loaded = load_profile(r.profile)
+    loaded.require_temperature(r.temperature)
     traces = loaded.traces()
+    if traces.sampled:
+        traces.tails()  # built once, before the clock starts
     runs = [replay_throughput(traces, loaded.cost, StaticPolicy(r.depth, traces.width, r.size), r.copies)
             for _ in range(r.repeats)]
     rates = sorted(c / s for c, s in runs)
-    return ({"profile": r.profile, "copies": r.copies, "depth": r.depth, "size": r.size, "cycles": runs[0][0],
-             "cycles_per_s": rates[len(rates) // 2], "all_cycles_per_s": rates}, traces.n_prompts)
+    return ({"profile": r.profile, "temperature": traces.temperature, "copies": r.copies, "depth": r.depth,
+             "size": r.size, "cycles": runs[0][0], "cycles_per_s": rates[len(rates) // 2], "all_cycles_per_s": rates},
+            traces.n_prompts)
+

@@ -73,3 +73,45 @@ def sample_accepted(tail: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
     """Accepted lengths drawn by inverse CDF from ``tail`` = P(accepted >= d) (``at_least``),
     one uniform in [0, 1) per tree: the largest d with u < P(accepted >= d)."""
     return (uniforms[..., None] < tail).sum(-1) - 1
+
+
+def stored_nodes(scores: np.ndarray, depths: np.ndarray, depth_max: int, nodes: int) -> np.ndarray:
+    """Tree indices, in the engine's order (root first), of every node a (D, V <= ``nodes``)
+    cycle verifies for some D: the union over D of the best ``nodes`` nodes of depth < D. Closed
+    under ancestors, as each top-V set is."""
+    order = np.argsort(-scores, kind="stable")
+    keep = np.zeros(len(scores), dtype=bool)
+    for d_levels in range(2, depth_max + 1):
+        keep[order[depths[order] < d_levels][:nodes]] = True
+    return order[keep[order]]
+
+
+def acceptance_tails(node_depth: np.ndarray, node_parent: np.ndarray, node_prob: np.ndarray, depth_max: int,
+                     nodes: int) -> np.ndarray:
+    """Every (D, V) cycle's P(accepted >= d) from traces' node arrays (see ``simspec.sim.traces``):
+    [positions, depth_max - 1, nodes, depth_max] float32 for D = 2..depth_max, V = 1..nodes.
+
+    The (D, V) cycle verifies the first V of the nodes of depth < D (root included); summing
+    each depth's reach over a running prefix of those nodes gives all sizes at once. Replay then
+    reads one row per cycle, whatever the policy."""
+    positions, k = node_depth.shape
+    depth = node_depth.astype(np.int64)
+    real = depth <= depth_max  # padding holds PAD_DEPTH
+    reach = reach_probabilities(np.where(real, node_parent, 0).clip(0), np.where(real, node_prob, 0.0))
+    reach[:, 0] = 1.0
+    tails = np.zeros((positions, depth_max - 1, nodes, depth_max), dtype=np.float32)
+    sizes = np.arange(1, nodes + 1)
+    for block in range(0, positions, 1024):  # bounded temporaries
+        part = slice(block, min(block + 1024, positions))
+        rows = np.arange(part.stop - part.start)[:, None]
+        # by_depth[p, k, d]: node k's reach when it sits at depth d, else 0
+        by_depth = np.where(depth[part, :, None] == np.arange(depth_max), reach[part, :, None], 0.0)
+        for d_levels in range(2, depth_max + 1):
+            inside = real[part] & (depth[part] < d_levels)
+            running = np.cumsum(by_depth * inside[..., None], axis=1)  # [rows, K, depth_max]
+            count = np.cumsum(inside, axis=1)  # inside nodes among the first k + 1
+            # the V-th inside node's column (past the last one: the last column, which holds them all)
+            column = np.minimum((count[:, :, None] < sizes[None, None, :]).sum(1), k - 1)  # [rows, nodes]
+            tails[part, d_levels - 2] = running[rows, column]
+    tails[..., 0] = 1.0
+    return np.minimum(tails, 1.0)

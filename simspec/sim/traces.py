@@ -22,6 +22,19 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     its most likely path, which entropy- and confidence-based stopping rules (SVIP, RADAR) read.
 
 Plus ``context_length[p]`` (prompt + accepted tokens before the root) and per-prompt offsets.
+
+At temperature T > 0 (``meta["temperature"]``, 0 or absent: greedy) acceptance is random and
+the continuation is a seeded sample from the target. There is no greedy path (``path_rank``
+is all ``NO_NODE``); instead every position stores the nodes any (D, V <= ``meta["nodes"]``)
+cycle can verify, the union over D of the best ``nodes`` nodes of depth < D, in the engine's
+order (root first, so parents precede children), padded to a common count K:
+
+``node_depth[p, k]`` (int8, ``PAD_DEPTH`` past the position's nodes), ``node_parent[p, k]``
+    (int16, the parent's column; the root and padding -1), ``node_prob[p, k]`` (float32): the
+    target's probability of the node's token given its parent's path, at the traces'
+    temperature and top-p; ``node_token[p, k]`` (int32) the token. ``simspec.sim.stochastic``
+    turns them into every (D, V)'s accepted-length distribution. Greedy traces hold these
+    arrays with K = 0.
 Trees are drafted one position at a time, as if every earlier cycle had accepted nothing; a
 drafter's state depends on the committed tokens only, not on how they were committed, up to
 floating-point rounding (the replay check in ``simspec calibrate`` measures the consequence).
@@ -42,10 +55,13 @@ from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.shipped import locate
 
 TRACE_SCHEMA = "simspec-traces"
-TRACE_VERSION = 1
+TRACE_VERSION = 2  # 2 added the temperature and the node arrays; version 1 (greedy) still loads
+READABLE_VERSIONS = (1, 2)
 NO_NODE = np.iinfo(np.int16).max
+PAD_DEPTH = np.iinfo(np.int8).max
 ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
           "level_scores", "best_child_logprobs")
+NODE_ARRAYS = ("node_depth", "node_parent", "node_prob", "node_token")
 
 
 @dataclass
@@ -59,6 +75,71 @@ class TraceSet:
     level_scores: np.ndarray  # [positions, depth_max - 1, width**2] float16
     best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width] float16
     meta: dict = field(default_factory=dict)
+    node_depth: np.ndarray | None = None  # [positions, K] int8 (T > 0 only; K = 0 when greedy)
+    node_parent: np.ndarray | None = None  # [positions, K] int16
+    node_prob: np.ndarray | None = None  # [positions, K] float32
+    node_token: np.ndarray | None = None  # [positions, K] int32
+    _tails: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.context_length)
+        for name, dtype in (("node_depth", np.int8), ("node_parent", np.int16), ("node_prob", np.float32),
+                            ("node_token", np.int32)):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros((n, 0), dtype=dtype))
+
+    @property
+    def temperature(self) -> float:
+        return float(self.meta.get("temperature", 0.0))
+
+    @property
+    def sampled(self) -> bool:
+        """Recorded at T > 0: acceptance is random and read off the node probabilities."""
+        return self.temperature > 0
+
+    @property
+    def nodes(self) -> int:
+        """The most nodes a cycle may verify on these traces (root included); greedy: unbounded."""
+        return int(self.meta["nodes"]) if self.sampled else 1 << 30
+
+    def tails(self) -> np.ndarray:
+        """P(accepted >= d) for every position, tree depth D = 2..depth_max and size V =
+        1..nodes: [positions, depth_max - 1, nodes, depth_max] float32, built once on first use."""
+        if self._tails is None:
+            from simspec.sim.stochastic import acceptance_tails
+
+            self._tails = acceptance_tails(self.node_depth, self.node_parent, self.node_prob, self.depth_max,
+                                           self.nodes)
+        return self._tails
+
+    def accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,
+                 rng: np.random.Generator | None = None) -> np.ndarray:
+        """Accepted draft tokens of (depth, size) cycles rooted at positions ``rows``: read off the
+        greedy path, or at T > 0 drawn from the tree's accepted-length distribution with ``rng``."""
+        if not self.sampled:
+            return accepted_at(self.path_rank, rows, depth, size)
+        if rng is None:
+            raise ValueError("traces recorded at T > 0 need a random generator to draw acceptance")
+        from simspec.sim.stochastic import sample_accepted
+
+        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        return np.where(depth >= 2, sample_accepted(tail, rng.random(len(rows))), 0)
+
+    def expected_accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """E[accepted draft tokens] of (depth, size) cycles at ``rows`` (greedy: the value itself)."""
+        if not self.sampled:
+            return accepted_at(self.path_rank, rows, depth, size).astype(np.float64)
+        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        return np.where(depth >= 2, tail[:, 1:].sum(-1, dtype=np.float64), 0.0)
+
+    def accepted_distribution(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """P(accepted = a), a = 0..depth_max - 1, of (depth, size) cycles at ``rows`` (greedy: one-hot)."""
+        if not self.sampled:
+            a = accepted_at(self.path_rank, rows, depth, size)
+            return (a[:, None] == np.arange(self.depth_max)[None, :]).astype(np.float64)
+        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        tail = np.where((depth >= 2)[:, None], tail, (np.arange(self.depth_max) == 0)[None, :]).astype(np.float64)
+        return tail - np.concatenate([tail[:, 1:], np.zeros((len(tail), 1))], 1)
 
     @property
     def depth_max(self) -> int:
@@ -84,7 +165,8 @@ class TraceSet:
 
     def content_hash(self) -> str:
         digest = hashlib.sha256()
-        for name in ARRAYS:
+        # Greedy traces' empty node arrays stay out, so their hashes are what version 1 wrote.
+        for name in ARRAYS + (NODE_ARRAYS if self.sampled else ()):
             array = np.ascontiguousarray(getattr(self, name))
             digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
             digest.update(array.tobytes())
@@ -103,7 +185,8 @@ class TraceSet:
         return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
                         self.context_length[pos], self.path_rank[pos], self.level_scores[pos],
-                        self.best_child_logprobs[pos], meta)
+                        self.best_child_logprobs[pos], meta, self.node_depth[pos], self.node_parent[pos],
+                        self.node_prob[pos], self.node_token[pos])
 
 
 def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
@@ -129,8 +212,8 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
     """Write ``traces.npz`` and ``traces.json`` (meta with schema, hash); returns the hash."""
     directory.mkdir(parents=True, exist_ok=True)
     content = traces.content_hash()
-    np.savez_compressed(directory / "traces.npz", **{name: getattr(traces, name) for name in ARRAYS})
-    meta = {"schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, **traces.meta, "content_hash": content,
+    np.savez_compressed(directory / "traces.npz", **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS})
+    meta = {**traces.meta, "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
             "positions": traces.positions, "n_prompts": traces.n_prompts}
     (directory / "traces.json").write_text(json.dumps(meta, indent=1))
     traces.meta = meta
@@ -151,7 +234,8 @@ def record_again(directory: Path, meta: dict | None = None) -> str:
 # name -> (integer or floating kind, number of dimensions)
 ARRAY_SHAPES = {"prompt_offsets": ("i", 1), "tokens": ("i", 1), "token_offsets": ("i", 1), "prompt_lengths": ("i", 1),
                 "context_length": ("i", 1), "path_rank": ("i", 3), "level_scores": ("f", 3),
-                "best_child_logprobs": ("f", 3)}
+                "best_child_logprobs": ("f", 3), "node_depth": ("i", 2), "node_parent": ("i", 2),
+                "node_prob": ("f", 2), "node_token": ("i", 2)}
 
 
 def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fix: str) -> None:
@@ -171,9 +255,17 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fi
     width = meta["width"]
     expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
                 "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}
+    k = arrays["node_depth"].shape[1]
+    expected.update({name: (positions, k) for name in NODE_ARRAYS})
     for name, shape in expected.items():
         if arrays[name].shape != shape:
             raise bad(name, f"has shape {arrays[name].shape}, not {shape}")
+    if meta.get("temperature", 0) > 0:
+        if k == 0:
+            raise bad("node_prob", "is empty, but traces recorded at temperature > 0 need the node probabilities")
+        parent, prob = arrays["node_parent"], arrays["node_prob"]
+        if np.any(parent >= np.arange(k)[None, :]) or not np.all((prob >= 0) & (prob <= 1)):
+            raise bad("node_parent' or 'node_prob", "is not a tree in engine order with probabilities in [0, 1]")
     for name, end in (("prompt_offsets", positions), ("token_offsets", len(arrays["tokens"]))):
         offsets = arrays[name]
         if offsets[0] != 0 or offsets[-1] != end or np.any(np.diff(offsets) < 0):
@@ -192,9 +284,14 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
     meta = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
                      f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))
     fix = record_again(directory, meta)
-    require_schema(meta, TRACE_SCHEMA, TRACE_VERSION, meta_file, fix)
+    version = meta.get("schema_version")
+    require_schema(meta, TRACE_SCHEMA, version if version in READABLE_VERSIONS else TRACE_VERSION, meta_file, fix)
     require(meta, "content_hash", str, meta_file, fix)
     require(meta, "width", int, meta_file, fix)
+    require(meta, "temperature", (int, float), meta_file, fix, optional=True)
+    if meta.get("temperature", 0) < 0 or (meta.get("temperature", 0) > 0 and not isinstance(meta.get("nodes"), int)):
+        raise SimspecError(f"{meta_file}: fields 'temperature' (>= 0) and 'nodes' (an integer, at T > 0) "
+                           f"do not describe sampled traces: {fix}")
     for field in ("target", "draft", "prompts"):
         require(meta, field, str, meta_file, fix, optional=True)
     try:
@@ -208,12 +305,20 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
                     raise SimspecError(f"traces {data_file} are missing or corrupt (no array "
                                        f"{', '.join(lacking)}): {fix}")
                 arrays = {name: blob[name] for name in ARRAYS}
+                for name in NODE_ARRAYS:  # version 1 (greedy) has none
+                    arrays[name] = blob[name] if name in blob.files else None
     except FileNotFoundError:
         raise SimspecError(f"traces {data_file} are missing: {fix}") from None
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
         detail = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
         raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}"
                            f"{': ' + detail if detail else ''}): {fix}") from None
+    if any(arrays[name] is None for name in NODE_ARRAYS):
+        if meta.get("temperature", 0) > 0:
+            raise SimspecError(f"traces {data_file} are missing or corrupt (no node arrays at temperature > 0): {fix}")
+        positions = len(arrays["context_length"])
+        arrays.update(node_depth=np.zeros((positions, 0), np.int8), node_parent=np.zeros((positions, 0), np.int16),
+                      node_prob=np.zeros((positions, 0), np.float32), node_token=np.zeros((positions, 0), np.int32))
     _check_arrays(arrays, meta, data_file, fix)
     traces = TraceSet(**arrays, meta=meta)
     if verify_hash and traces.content_hash() != meta.get("content_hash"):
@@ -229,6 +334,10 @@ class PromptTrace:
     level_scores: np.ndarray  # [positions, depth_max - 1, width**2]
     best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width]
     near_tie_cut: bool  # the batched continuation disagreed with the checking pass and was cut there
+    node_depth: np.ndarray | None = None  # [positions, K_p] (T > 0)
+    node_parent: np.ndarray | None = None
+    node_prob: np.ndarray | None = None
+    node_token: np.ndarray | None = None
 
 
 def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
@@ -247,4 +356,23 @@ def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -
         best_child_logprobs=np.concatenate([t.best_child_logprobs for t in traces]
                                            + [np.zeros((0, levels, meta["width"]), np.float16)]),
         meta=meta,
+        **_node_tables(traces),
     )
+
+
+def _node_tables(traces: list[PromptTrace]) -> dict:
+    """The prompts' node arrays padded to one column count (none: greedy traces)."""
+    if all(t.node_depth is None for t in traces):
+        return {}
+    k = max(t.node_depth.shape[1] for t in traces)
+    positions = sum(len(t.context_length) for t in traces)
+    out = {"node_depth": np.full((positions, k), PAD_DEPTH, np.int8),
+           "node_parent": np.full((positions, k), -1, np.int16), "node_prob": np.zeros((positions, k), np.float32),
+           "node_token": np.zeros((positions, k), np.int32)}
+    row = 0
+    for t in traces:
+        n, width = t.node_depth.shape
+        for name in NODE_ARRAYS:
+            out[name][row:row + n, :width] = getattr(t, name)
+        row += n
+    return out

@@ -206,6 +206,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
                         "inputs_hash": profile.meta["inputs_hash"], "device": profile.meta["device"],
                         "kind": profile.kind},
             "traces_hash": setting.train.meta.get("content_hash"), "dataset": setting.train.meta.get("dataset"),
+            "temperature": profile.temperature,
             "prompts": {"fit": setting.fit.n_prompts, "validation": setting.validation.n_prompts,
                         "heldout": setting.heldout.n_prompts},
             "grid_best": {"depth": setting.grid_depth, "size": setting.grid_size},

@@ -1,0 +1,154 @@
+"""The simulator at temperature > 0 (numpy only): traces recorded with node probabilities give
+every (D, V) cycle its exact accepted-length law; replay draws from it, seeded; the oracle
+minimises the expected time; the files round-trip and refuse what is not a sampled tree."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from helpers import DEPTH_MAX, FAIL, PASS, cost_model, g_test, random_traces, sampled_traces
+from simspec.engine.tree import DraftTree, select_nodes
+from simspec.errors import SimspecError
+from simspec.policies import StaticPolicy
+from simspec.sim.oracle import oracle
+from simspec.sim.replay import replay
+from simspec.sim.stochastic import at_least, reach_probabilities, stored_nodes, verified_mask
+from simspec.sim.traces import ARRAYS, load_traces, save_traces
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_stored_nodes_hold_every_top_v_set_in_engine_order(ties):
+    rng = np.random.default_rng(int(ties))
+    for _ in range(30):
+        width, depth_max, nodes = int(rng.integers(1, 4)), 6, int(rng.integers(2, 12))
+        tree = DraftTree(0, depth_max, width)
+        for level in range(depth_max - 1):
+            if level:
+                tree.feed_frontier()
+            logprobs = np.sort(-rng.exponential(1.0, (1 if level == 0 else width, width)), axis=1)[:, ::-1]
+            tree.grow(np.round(logprobs, 1) if ties else logprobs, rng.integers(0, 9, logprobs.shape))
+        scores, depths = tree.scores[:tree.n], tree.depths[:tree.n]
+        kept = stored_nodes(scores, depths, depth_max, nodes)
+        assert kept[0] == 0 and len(set(kept)) == len(kept)
+        position = {int(node): i for i, node in enumerate(kept)}
+        assert all(position[int(tree.parents[node])] < i for i, node in enumerate(kept) if node)  # parents first
+        for d_levels in range(2, depth_max + 1):
+            inside = np.flatnonzero(depths < d_levels)
+            for size in range(1, nodes + 1):
+                engine = inside[select_nodes(scores[inside], size)]  # what a (D, V) cycle verifies
+                ours = kept[verified_mask(depths[kept], d_levels, size)]
+                assert sorted(engine) == sorted(ours), (d_levels, size)
+
+
+def test_tails_are_each_verified_sets_acceptance_law():
+    traces = sampled_traces(3, nodes=9)
+    tails = traces.tails()
+    for p in range(0, traces.positions, 7):
+        real = traces.node_depth[p] <= DEPTH_MAX
+        depth, parent, prob = (a[p][real] for a in (traces.node_depth, traces.node_parent, traces.node_prob))
+        reach = reach_probabilities(np.maximum(parent, 0), prob)
+        for d_levels in range(2, DEPTH_MAX + 1):
+            for size in range(1, 10):
+                law = at_least(reach, depth, verified_mask(depth, d_levels, size), DEPTH_MAX)
+                np.testing.assert_allclose(tails[p, d_levels - 2, size - 1], law, atol=1e-6)
+
+
+def test_drawn_acceptance_follows_the_law_and_a_wrong_law_is_rejected():
+    traces = sampled_traces(4)
+    rng = np.random.default_rng(0)
+    row = int(np.argmax(traces.expected_accepted(np.arange(traces.positions), np.full(traces.positions, 5),
+                                                 np.full(traces.positions, 8))))
+    n = 20000
+    one = lambda d, v: (np.full(n, row), np.full(n, d), np.full(n, v))  # noqa: E731
+    drawn = traces.accepted(*one(5, 8), rng)
+    law = traces.accepted_distribution(np.array([row]), np.array([5]), np.array([8]))[0]
+    counts = {a: int((drawn == a).sum()) for a in range(DEPTH_MAX)}
+    assert g_test(counts, {a: law[a] for a in range(DEPTH_MAX) if law[a] > 0}, n) > PASS
+    assert drawn.mean() == pytest.approx(float(law @ np.arange(DEPTH_MAX)), abs=0.05)
+    assert traces.expected_accepted(np.array([row]), np.array([5]), np.array([8]))[0] == \
+        pytest.approx(float(law @ np.arange(DEPTH_MAX)), abs=1e-6)
+    smaller = traces.accepted_distribution(np.array([row]), np.array([5]), np.array([3]))[0]  # power: V = 3's law
+    assert g_test(counts, {a: smaller[a] for a in range(DEPTH_MAX) if smaller[a] > 0}, n) < FAIL
+
+
+class FirstCycles(StaticPolicy):
+    """A static tree that remembers each prompt's first accepted length."""
+
+    def reset_batch(self, n: int) -> None:
+        super().reset_batch(n)
+        self.first = np.full(n, -1)
+
+    def observe_batch(self, rows, depth, size, accepted) -> None:
+        fresh = rows[self.first[rows] < 0]
+        self.first[fresh] = accepted[np.isin(rows, fresh)]
+
+
+def test_replay_is_seeded_and_draws_each_cycle_from_its_trees_law():
+    traces, cost = sampled_traces(5), cost_model()
+    a = replay(traces, cost, StaticPolicy(4, 2, 6), seed=1)
+    assert np.array_equal(a.tokens, replay(traces, cost, StaticPolicy(4, 2, 6), seed=1).tokens)
+    assert np.array_equal(a.seconds, replay(traces, cost, StaticPolicy(4, 2, 6), seed=1).seconds)
+    runs = 1500
+    firsts = []
+    for seed in range(runs):
+        policy = FirstCycles(4, 2, 6)
+        replay(traces, cost, policy, seed=seed, draws=1)
+        firsts.append(policy.first)
+    firsts = np.array(firsts)  # [runs, prompts]: every prompt's first cycle is rooted at its position 0
+    assert len({tuple(f) for f in firsts[:20]}) > 1
+    starts = traces.prompt_offsets[:-1]
+    expected = traces.expected_accepted(starts, np.full(len(starts), 4), np.full(len(starts), 6))
+    spread = firsts.std(0) / np.sqrt(runs) + 1e-3
+    assert np.all(np.abs(firsts.mean(0) - expected) < 4.5 * spread), (firsts.mean(0), expected)
+
+
+def test_replay_caps_the_verified_size_at_the_traces_nodes():
+    traces, cost = sampled_traces(6, nodes=8), cost_model()
+    capped, asked = (replay(traces, cost, StaticPolicy(6, 2, v), seed=3) for v in (8, 40))
+    assert np.array_equal(capped.tokens, asked.tokens) and np.allclose(capped.seconds, asked.seconds)
+
+
+def test_the_oracle_minimises_expected_time():
+    traces, cost = sampled_traces(7), cost_model()
+    best = oracle(traces, cost)
+    for depth, size in ((2, 2), (4, 6), (6, 8)):
+        mean = np.mean([replay(traces, cost, StaticPolicy(depth, 2, size), seed=s).seconds for s in range(300)], 0)
+        assert best.seconds.sum() <= mean.sum() * 1.01, (depth, size)
+    # the oracle in expectation is not the oracle of one draw: it cannot see which draws come
+    assert np.all(best.seconds > 0)
+
+
+def test_sampled_traces_round_trip_and_greedy_hashes_stay_as_version_1_wrote_them(tmp_path):
+    traces = sampled_traces(8)
+    content = save_traces(tmp_path / "s", traces)
+    again = load_traces(tmp_path / "s")
+    assert again.content_hash() == content and again.temperature == 1.0 and again.nodes == 8
+    np.testing.assert_array_equal(again.tails(), traces.tails())
+    meta = json.loads((tmp_path / "s" / "traces.json").read_text())
+    assert meta["schema_version"] == 2 and meta["temperature"] == 1.0
+
+    greedy = random_traces(0)
+    digest = hashlib.sha256()
+    for name in ARRAYS:
+        array = np.ascontiguousarray(getattr(greedy, name))
+        digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    assert greedy.content_hash() == digest.hexdigest()[:16]  # shipped v1 traces keep their hashes
+
+
+def test_a_sampled_trace_file_without_a_tree_is_refused(tmp_path):
+    traces = sampled_traces(9)
+    save_traces(tmp_path / "s", traces)
+    blob = dict(np.load(tmp_path / "s" / "traces.npz"))
+    blob["node_parent"] = np.where(blob["node_parent"] >= 0, blob["node_parent"] + 40, -1).astype(np.int16)
+    np.savez_compressed(tmp_path / "s" / "traces.npz", **blob)
+    with pytest.raises(SimspecError, match="node_parent"):
+        load_traces(tmp_path / "s", verify_hash=False)
+    for name in ("node_prob", "node_depth"):
+        np.savez_compressed(tmp_path / "s" / "traces.npz", **{k: v for k, v in blob.items() if k != name})
+        with pytest.raises(SimspecError, match="node arrays"):
+            load_traces(tmp_path / "s", verify_hash=False)
