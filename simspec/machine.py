@@ -15,15 +15,25 @@ from functools import lru_cache
 
 @lru_cache(maxsize=1)
 def cpu_model() -> str:
-    """The CPU's model name, e.g. 'AMD EPYC 7B13' ('unknown CPU' when nothing says)."""
+    """The CPU's model name with its family and model numbers, e.g. 'AMD EPYC (family 25, model
+    17)' ('unknown CPU' when nothing says). Virtual machines often show a bare brand ('AMD
+    EPYC', 'Intel(R) Xeon(R) Processor') for several generations: the numbers tell them apart."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as lines:
             for line in lines:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("model name", "cpu family", "model") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip() and fields:  # the first processor's block is enough
+                    break
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    name = fields.get("model name") or platform.processor() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def device_model(device: str = "cpu") -> str:

@@ -208,6 +208,13 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
     assert "Imaginary CPU 9000" in check_device(profile, True, "its prediction")
     del profile.meta["device_model"]  # a profile from before the field: cannot tell, says so
     assert "does not record the device" in check_device(profile, False, "its prediction")
+    here = device_model("cpu")
+    if " (family " in here:  # a profile naming the brand only, from before the family/model numbers: a warning
+        profile.meta["device_model"] = here.split(" (family ")[0]
+        assert "records only the CPU name" in check_device(profile, False, "its prediction")
+        profile.meta["device_model"] = here.split(" (family ")[0] + " (family 1, model 2)"  # another generation
+        with pytest.raises(SimspecError, match="was measured on"):
+            check_device(profile, False, "its prediction")
 
 
 @pytest.mark.model

@@ -16,7 +16,7 @@ fi
 simspec calibrate --gpu cpu --temperature 1 --traces-from calibration/traces-humaneval-eagle-T1 \
     --out calibration/cpu-demo-T1 --json ${FORCE:-}
 simspec train --simulated --profile calibration/cpu-demo-T1 --algo radar --threads 1 --json ${FORCE:-}
-simspec train --simulated --profile calibration/cpu-demo-T1 --algo ltd --preset fast --json ${FORCE:-}
+simspec train --simulated --profile calibration/cpu-demo-T1 --algo ltd --preset fast --out policies/ltd-cpu-demo-T1 --json ${FORCE:-}
 for name in radar ltd; do
   simspec plot training --policy "policies/$name-cpu-demo-T1"
 done

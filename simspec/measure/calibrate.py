@@ -227,12 +227,13 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     if r.traces_only:
         samples, device_label = [], "none (traces only)"
     elif kind == "measured":
-        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()))
+        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling())
         device_label = device_name(loaded)
     else:
         spec = device_spec(gpu)
         book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats,
-                                   bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)))
+                                   bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
+                                   sampling=r.sampling())
         target_arch = Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B
         draft_arch = drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT
         samples = analytic_curves(spec, target_arch, draft_arch, grid, book)

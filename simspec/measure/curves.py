@@ -15,6 +15,7 @@ from simspec.engine.speculative import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.measure.profiler import _context_ids, draft_latency, target_latency, time_repeated
+from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.tree import DraftTree
 from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
 from simspec.sim.profile import sample_record
@@ -50,10 +51,13 @@ class CurveGrid:
 
 
 @torch.inference_mode()
-def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[[], None]) -> list[dict]:
-    """One plain greedy step (causal forward of 1 token, head, argmax) after L tokens."""
+def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[[], None],
+                   sampling: Sampling = GREEDY) -> list[dict]:
+    """One plain decoding step after L tokens: causal forward of 1 token, head, then the argmax
+    (greedy) or, at T > 0, the target's distribution and a draw from it, as ``engine.plain`` does."""
     out = []
     vocab = target.model.config.vocab_size
+    rng = np.random.default_rng(sampling.seed)
     for context in contexts:
         cache = TargetCache(target)
         cache.forward(_context_ids(context, vocab, target.device))
@@ -62,7 +66,8 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
 
         def run() -> None:
             hidden = cache.forward(token)
-            int(head_logits(cache.head, hidden).argmax(-1))
+            logits = head_logits(cache.head, hidden)
+            int(logits.argmax(-1)) if sampling.greedy else draw(distribution(logits.reshape(-1), sampling), rng)
             cache.cache.crop(-1)
 
         out.append(sample_record("greedy", 1, context, time_repeated(run, target.device, repeats)))
@@ -89,16 +94,24 @@ def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callabl
 
 
 def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callable[[], None],
-                        seed: int = 0) -> list[dict]:
+                        seed: int = 0, sampling: Sampling = GREEDY, vocab: int = 49152) -> list[dict]:
     """The engine's host-side work per cycle without the models: grow a (depth, width) tree from
     fixed log-probs, feed its frontiers, select and flatten ``size`` nodes, find the accepted
-    path. Same code as a live cycle; the model calls are what the other curves time."""
+    path. Same code as a live cycle; the model calls are what the other curves time.
+
+    At T > 0 the accepted path comes from the sampling walk (``TreeVerifier``) over fixed random
+    logits: the target's distribution at the root (one softmax over the vocabulary), each of the
+    root's verified children tried and rejected (one renormalisation each), the bonus drawn.
+    A live walk that accepts a child or two computes a distribution or two more and rejects
+    fewer siblings: about the same work."""
     rng = np.random.default_rng(seed)
+    walker, walk_rng = TreeVerifier(), np.random.default_rng(seed)
+    logits = torch.randn(max(sizes), vocab, generator=torch.Generator().manual_seed(seed)) * 3
     out = []
     for depth in depths:
         levels = [np.sort(rng.standard_normal((1 if i == 0 else width, width)) - 2.0, axis=1)[:, ::-1]
                   for i in range(depth - 1)]
-        tokens = [rng.integers(0, 49152, size=lp.shape) for lp in levels]
+        tokens = [rng.integers(0, vocab, size=lp.shape) for lp in levels]
         for size in sizes:
             def run() -> None:
                 tree = DraftTree(0, depth, width)
@@ -107,24 +120,37 @@ def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callab
                         tree.feed_frontier()
                     tree.grow(lp, tk)
                 verification = tree.verification(size)
-                verification.accept(verification.tokens)
+                if sampling.greedy:
+                    verification.accept(verification.tokens)
+                else:
+                    rows: dict[int, np.ndarray] = {}
+
+                    def probs_of(row: int) -> np.ndarray:
+                        if row not in rows:
+                            rows[row] = distribution(logits[row], sampling)
+                        return rows[row]
+
+                    walker.accept(verification.tokens, verification.parent_rows, probs_of, walk_rng)
 
             out.append(sample_record("bookkeeping", size, depth, time_repeated(run, torch.device("cpu"), repeats)))
             advance()
     return out
 
 
-def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advance: Callable[[], None]
-                   ) -> list[dict]:
+def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advance: Callable[[], None],
+                   sampling: Sampling = GREEDY) -> list[dict]:
+    """Every curve on the device; at T > 0 the greedy step and the bookkeeping include sampling's
+    host work (the target's distribution, the walk), as the sampled engine pays it."""
     vocab = target.model.config.vocab_size
     samples = [sample_record("verify", r.tokens, r.context, r.samples)
                for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance)]
     samples += [sample_record("draft", r.tokens, r.context, r.samples)
                 for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,
                                        advance)]
-    samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance)
+    samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance, sampling)
     samples += prefill_latency(target, grid.prefill_lengths, grid.repeats, advance)
-    samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance)
+    samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance,
+                                   sampling=sampling, vocab=vocab)
     return samples
 
 

@@ -132,6 +132,10 @@ def check_device(profile: Profile, allow_other: bool, purpose: str) -> str | Non
                 f"another machine than this {here}")
     if there == here:
         return None
+    if device == "cpu" and " (family " not in there and here.startswith(f"{there} (family "):
+        # Profiles from before the family/model numbers name the brand only: cannot tell generations apart.
+        return (f"profile {profile.directory} records only the CPU name {there!r}, and this is {here}: if it was "
+                "measured on another generation, predictions may be off")
     if not allow_other:
         raise SimspecError(f"profile {profile.directory} was measured on {there}, and this is {here}: its latencies "
                            f"describe that machine, so {purpose} would mispredict here. Calibrate this one "
