@@ -19,7 +19,7 @@ from simspec.policies.features import RESPS_FEATURES, size_feature_dim
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.envs import ltd_sizes, resps_actions
-from simspec.sim.traces import NO_NODE, PromptTrace, assemble
+from simspec.sim.traces import NO_NODE, PromptTrace, assemble, pad_node_rows
 
 TINY_VOCAB, TINY_PROMPT = 24, [1, 5, 7, 3, 11]  # the ``tiny`` fixture's vocabulary and prompt
 ROOT = Path(__file__).resolve().parents[1]  # the repository: shipped profiles live under calibration/
@@ -101,17 +101,10 @@ def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8
                 kids = np.flatnonzero(parent == c)
                 prob[kids] = rng.dirichlet(np.full(len(kids) + 1, 0.6))[:-1] if len(kids) else 0
             rows.append((tree.depths[kept], parent, prob, tree.tokens[kept]))
-        k = max(len(r[0]) for r in rows)
-        depth = np.full((n, k), 127, np.int8)
-        par = np.full((n, k), -1, np.int16)
-        prob = np.zeros((n, k), np.float32)
-        tok = np.zeros((n, k), np.int32)
-        for i, (d, pa, pr, tk) in enumerate(rows):
-            depth[i, :len(d)], par[i, :len(d)], prob[i, :len(d)], tok[i, :len(d)] = d, pa, pr, tk
         traces.append(PromptTrace(rng.integers(0, 50, n + 1), 40 + np.arange(n, dtype=np.int32),
                                   np.full((n, levels, levels), NO_NODE, np.int16),
                                   np.zeros((n, levels, width ** 2), np.float16), np.zeros((n, levels, width), np.float16),
-                                  False, depth, par, prob, tok))
+                                  False, **pad_node_rows(rows)))
     return assemble(traces, [40] * n_prompts, {"depth_max": DEPTH_MAX, "width": width, "temperature": 1.0,
                                                "nodes": nodes, "prompt_ids": [f"p{i}" for i in range(n_prompts)]})
 

@@ -30,7 +30,7 @@ from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.tree import DraftTree
 from simspec.sim.stochastic import stored_nodes
-from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths
+from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, pad_node_rows
 
 
 @dataclass(frozen=True)
@@ -202,18 +202,12 @@ class TraceRecorder:
             root = draw(probs[0], rng)
             tokens.append(root)
         n = len(level_rows)
-        k = max((len(d) for d in depth_rows), default=1)
-        node_depth = np.full((n, k), np.iinfo(np.int8).max, dtype=np.int8)
-        node_parent = np.full((n, k), -1, dtype=np.int16)
-        node_prob = np.zeros((n, k), dtype=np.float32)
-        node_token = np.zeros((n, k), dtype=np.int32)
-        for i, (d, p, q, x) in enumerate(zip(depth_rows, parent_rows, prob_rows, token_rows)):
-            node_depth[i, :len(d)], node_parent[i, :len(p)], node_prob[i, :len(q)], node_token[i, :len(x)] = d, p, q, x
+        nodes = pad_node_rows(list(zip(depth_rows, parent_rows, prob_rows, token_rows)))
         return PromptTrace(np.asarray(tokens, dtype=np.int64), len(prompt_ids) + np.arange(n, dtype=np.int32),
                            np.full((n, levels, levels), NO_NODE, dtype=np.int16),
                            np.asarray(level_rows, dtype=np.float16).reshape(n, levels, width ** 2),
                            np.asarray(best_rows, dtype=np.float16).reshape(n, levels, width), False,
-                           node_depth, node_parent, node_prob, node_token)
+                           **nodes)
 
 
 @dataclass(frozen=True)

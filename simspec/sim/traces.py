@@ -112,6 +112,10 @@ class TraceSet:
                                            self.nodes)
         return self._tails
 
+    def _tail(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """P(accepted >= d) of (depth, size) cycles at ``rows`` (depths below 2 read D = 2's row)."""
+        return self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+
     def accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,
                  rng: np.random.Generator | None = None) -> np.ndarray:
         """Accepted draft tokens of (depth, size) cycles rooted at positions ``rows``: read off the
@@ -122,14 +126,14 @@ class TraceSet:
             raise ValueError("traces recorded at T > 0 need a random generator to draw acceptance")
         from simspec.sim.stochastic import sample_accepted
 
-        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        tail = self._tail(rows, depth, size)
         return np.where(depth >= 2, sample_accepted(tail, rng.random(len(rows))), 0)
 
     def expected_accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
         """E[accepted draft tokens] of (depth, size) cycles at ``rows`` (greedy: the value itself)."""
         if not self.sampled:
             return accepted_at(self.path_rank, rows, depth, size).astype(np.float64)
-        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        tail = self._tail(rows, depth, size)
         return np.where(depth >= 2, tail[:, 1:].sum(-1, dtype=np.float64), 0.0)
 
     def accepted_distribution(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -137,7 +141,7 @@ class TraceSet:
         if not self.sampled:
             a = accepted_at(self.path_rank, rows, depth, size)
             return (a[:, None] == np.arange(self.depth_max)[None, :]).astype(np.float64)
-        tail = self.tails()[rows, np.clip(depth - 2, 0, self.depth_max - 2), np.clip(size, 1, self.nodes) - 1]
+        tail = self._tail(rows, depth, size)
         tail = np.where((depth >= 2)[:, None], tail, (np.arange(self.depth_max) == 0)[None, :]).astype(np.float64)
         return tail - np.concatenate([tail[:, 1:], np.zeros((len(tail), 1))], 1)
 
@@ -358,6 +362,18 @@ def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -
         meta=meta,
         **_node_tables(traces),
     )
+
+
+def pad_node_rows(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One prompt's node arrays from its positions' (depth, parent, prob, token) rows, padded to
+    the longest row (depth ``PAD_DEPTH``, parent -1, probability and token 0)."""
+    n, k = len(rows), max((len(r[0]) for r in rows), default=1)
+    out = {"node_depth": np.full((n, k), PAD_DEPTH, np.int8), "node_parent": np.full((n, k), -1, np.int16),
+           "node_prob": np.zeros((n, k), np.float32), "node_token": np.zeros((n, k), np.int32)}
+    for i, row in enumerate(rows):
+        for name, values in zip(NODE_ARRAYS, row):
+            out[name][i, :len(values)] = values
+    return out
 
 
 def _node_tables(traces: list[PromptTrace]) -> dict:
