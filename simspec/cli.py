@@ -312,9 +312,11 @@ def validate(
                               "greedy decoding, next to the simulator's prediction for the same prompts."),
     baselines: str = typer.Option(",".join(("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm",
                                             "cachefsm", "qlearn")),
-                                  help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm, "
-                                  "qlearn, static:D,V (or static:DxV). Tunable ones are tuned on the profile's train "
-                                  "split."),
+                                  help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm "
+                                  "(moves after 2 agreeing cycles), cachefsm-token (seed 003's token-cache FSM), "
+                                  "qlearn, qlearn-paper (seed 003's Q-learning agent), specdecpp and disco "
+                                  "(acceptance classifiers trained on the train split), static:D,V (or static:DxV). "
+                                  "Tunable ones are tuned on the profile's train split."),
     policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
                                  "the baselines; each is charged its measured decision time."),
     split: Annotated[str, typer.Option(help="Prompts scored: heldout, train or all.")] = "heldout",
@@ -384,6 +386,13 @@ def train(
     reward: str = typer.Option("throughput", help="throughput (tokens per second of each cycle, LTD's), "
                                "acceptance (tokens per cycle, the proxy) or time (seconds saved over greedy)."),
     variant: str = typer.Option("standard", help="Re-SpS only: standard or maxent (entropy coefficient 0.1)."),
+    ablate: Annotated[Optional[str], typer.Option(help="LTD only, the paper's ablations: size (no size policy: the "
+                                                  "best static V every cycle), depth (no depth policy: the best "
+                                                  "static depth) or rounds (no co-adaptation rounds).")] = None,
+    hold: Annotated[Optional[int], typer.Option(help="Re-SpS only: cycles the deployed policy holds an action (the "
+                                                "paper's N, 30 by default).")] = None,
+    train_hold: Annotated[Optional[int], typer.Option(help="Re-SpS only: cycles an action is held in training (10 "
+                                                      "by default).")] = None,
     seed: int = typer.Option(0, help="Seeds the networks, the environments and the sampling: same seed, same policy."),
     out_dir: Out("Policy folder (default policies/ALGO-PROFILE[-PRESET])") = None,
     force: Force = False,
@@ -403,7 +412,8 @@ def train(
 
     if not simulated:
         raise SimspecError("training runs in the simulator: pass --simulated")
-    request = TrainRequest(profile, algo, preset, reward, seed, out_dir, variant, force, precision)
+    request = TrainRequest(profile, algo, preset, reward, seed, out_dir, variant, force, precision, ablate, hold,
+                           train_hold)
     request.check()
     s = _run(lambda bar, status: train_policy(request, bar(f"train {algo} ({preset})", total_work(request))), threads)
     show.train(s, request)

@@ -8,7 +8,9 @@ import pytest
 from helpers import random_ltd, random_radar, random_resps
 
 from simspec.policies import StaticPolicy
-from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
+from simspec.policies.baselines import (DDD, FSM, SVIP, AnalyticWindow, GammaTune, PaperQLearning, QLearning,
+                                        TokenCacheFSM)
+from simspec.policies.stopping import AcceptancePredictor, DiscoStop, SpecDecPP
 from simspec.engine.load import load_drafter
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.recorder import RecordSpec, TraceRecorder
@@ -27,7 +29,7 @@ def recorded(target, prompt_ids):
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max=8, width=4, max_new_tokens=MAX_NEW))
     ids = [ids for _, ids in prompt_ids[:3]]
     continuations = recorder.continuations(ids)
-    traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], [len(i) for i in ids],
+    traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], ids,
                       {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in prompt_ids[:3]]})
     engine = SpeculativeEngine(target, drafter)
     return engine, ids, traces, [engine.greedy(i, MAX_NEW).tokens for i in ids]
@@ -47,6 +49,11 @@ POLICIES = {
     "cachefsm": lambda: FSM(width=4, max_depth=8, size=16, patience=2),
     "analytic": lambda: AnalyticWindow(_cost(), width=4, max_depth=8, size=16),
     "qlearn": lambda: QLearning(_cost(), width=4, max_depth=8, size=16, epsilon=0.3),
+    "cachefsm-token": lambda: TokenCacheFSM(width=4, max_depth=8, size=16),
+    "qlearn-paper": lambda: PaperQLearning(_cost(), width=4, max_depth=8, size=16, epsilon=0.3),
+    # Random classifiers: decisions that depend on every feature, the same in both drivers.
+    "specdecpp": lambda: SpecDecPP(AcceptancePredictor.random(seed=1), 0.6, width=4, max_depth=8, size=16),
+    "disco": lambda: DiscoStop(AcceptancePredictor.random(seed=2), 0.45, width=4, max_depth=8, size=16),
     # Learned policies with random networks: numpy inference, the same in both drivers.
     "ltd": lambda: random_ltd(4, 8, seed=3),
     "resps": lambda: random_resps(4, 8, hold=3),

@@ -53,6 +53,29 @@ def _radar_arrays(seed):
     return train_radar(tiny_setting(seed), config, TrainingLog(), lambda n: None).policy.net.arrays("l")
 
 
+@pytest.mark.parametrize("ablate", ["size", "depth", "rounds"])
+def test_ltd_ablations_train_only_the_parts_they_keep(ablate):
+    """LTD Tab. 4 / 7: without the size policy only the depth network is trained (and deployed),
+    without the depth policy only the size network, without rounds both but no co-adaptation:
+    the environment steps are exactly those phases'."""
+    steps = []
+    result = train_ltd(tiny_setting(0), TINY_LTD, TrainingLog(), steps.append, ablate=ablate)
+    policy = result.policy
+    assert (policy.size_net is None) == (ablate == "size") and (result.size_model is None) == (ablate == "size")
+    assert (policy.depth_net is None) == (ablate == "depth") and (result.depth_model is None) == (ablate == "depth")
+    assert result.env_steps == TINY_LTD.steps_for(ablate) < TINY_LTD.total_steps
+    whole = train_ltd(tiny_setting(0), TINY_LTD, TrainingLog(), lambda n: None)
+    assert whole.env_steps == TINY_LTD.total_steps
+
+
+def test_resps_hold_sets_the_deployed_and_the_training_interval():
+    result = train_resps(tiny_setting(0), _tiny_ppo(0.99), "standard", TrainingLog(), lambda n: None,
+                         validations=2, hold=7, train_hold=3)
+    assert result.policy.hold == 7
+    env = result.model.get_env()
+    assert getattr(env, "venv", env).mdp.hold == 3
+
+
 @pytest.mark.parametrize("train", [_ltd_arrays, _ltd_bf16_arrays, _resps_arrays, _radar_arrays],
                          ids=["ltd", "ltd-bf16", "resps", "radar"])
 def test_same_seed_same_policy(train):
@@ -244,6 +267,14 @@ def test_train_bad_input_is_one_line(tmp_path):
         (("--profile", "calibration/cpu-demo", "--algo", "radar", "--precision", "bf16"),
          "--precision bf16 applies to the PPO algorithms"),
         (("--profile", tmp_path / "none", "--algo", "radar", "--out", tmp_path / "x"), "no profile"),
+        (("--profile", "calibration/cpu-demo", "--algo", "radar", "--ablate", "size", "--out", tmp_path / "x"),
+         "--ablate applies to --algo ltd"),
+        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--ablate", "width", "--out", tmp_path / "x"),
+         "not 'width'"),
+        (("--profile", "calibration/cpu-demo", "--algo", "resps", "--hold", "0", "--out", tmp_path / "x"),
+         "--hold applies to --algo resps"),
+        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--train-hold", "5", "--out", tmp_path / "x"),
+         "--train-hold applies to --algo resps"),
     ]
     with ThreadPoolExecutor(2) as pool:  # independent failures: two at a time
         results = list(pool.map(lambda case: simspec("train", "--simulated", *case[0]), cases))

@@ -40,10 +40,26 @@ def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir)
     assert summary["cycles_per_s"] > 0
 
 
+def test_seed_methods_report_rows_on_the_shipped_profile():
+    """Seed 003's token-cache FSM and Q-learning agent and the two classifier stopping rules,
+    by name, on the shipped traces (which store the prompts' tokens); the profile predates them,
+    so their decision time is measured now and the warning says so."""
+    names = ["cachefsm-token", "qlearn-paper", "specdecpp", "disco"]
+    result = simspec("validate", "--simulated", "--profile", "calibration/cpu-demo", "--baselines", ",".join(names),
+                     "--json")
+    assert result.returncode == 0, result.stderr
+    rows = last_json(result)["rows"]
+    assert [r["method"].split("(")[0] for r in rows] == ["cachefsm-token", "qlearn-paper", "specdec++", "disco"]
+    assert all(r["speedup"] > 0.5 and r["tau"] > 1 for r in rows)
+    assert "measured now on this machine" in result.stderr
+
+
 def test_validate_bad_input_is_one_line(profile_dir):
     for args, expected in [(("--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
                            (("--split", "test"), "--split must be"),
-                           (("--real",), "choose one of --simulated")]:
+                           (("--real",), "choose one of --simulated"),
+                           # Synthetic traces store prompt lengths only: the token-cache rule cannot run.
+                           (("--baselines", "fsm,cachefsm-token"), "cachefsm-token reads the prompts' tokens")]:
         result = simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
         assert result.returncode == 2 and expected in result.stderr, result.stderr
         assert result.stderr.strip().count("\n") == 0

@@ -314,6 +314,7 @@ class SpeculativeEngine:
         self.drafter.reset(prompt, features if wants_hidden else None)
         self.drafter.commit(torch.tensor([root], device=self.device), features[-1:] if wants_hidden else None)
         policy.reset()
+        policy.see_context([*prompt_ids, root])
         prefill_s = clock(self.device) - start
         tokens = [root]
         cycles: list[CycleRecord] = []
@@ -377,7 +378,8 @@ class SpeculativeEngine:
         drafter.commit(torch.tensor(new_tokens, device=device), path_hidden)
 
         t = clock(device)
-        policy.observe(CycleOutcome(plan=plan, depth=tree.levels, size=len(verification), accepted=len(rows) - 1))
+        policy.observe(CycleOutcome(plan=plan, depth=tree.levels, size=len(verification), accepted=len(rows) - 1,
+                                    tokens=tuple(new_tokens)))
         policy_s += clock(device) - t
         total = clock(device) - t_start
         record = CycleRecord(

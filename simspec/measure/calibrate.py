@@ -173,7 +173,7 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
             "temperature": r.temperature}
     if r.temperature > 0:
         meta.update(top_p=r.top_p, nodes=r.nodes)
-    traces = assemble(recorded, [len(i) for i in ids], meta)
+    traces = assemble(recorded, ids, meta)
     checks = []
     # The check compares each cycle's length with the trace's; at T > 0 lengths are random.
     if r.check_prompts and r.temperature == 0:

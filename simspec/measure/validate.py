@@ -165,7 +165,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     nodes = profile.traces().nodes if not sampling.greedy else 64
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens, sampling, nodes))
     recorded = recorder.record_all(ids * passes, bar)
-    traces = assemble(recorded, [len(i) for i in ids * passes], {
+    traces = assemble(recorded, ids * passes, {
         "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
         "prompt_ids": [p.id for p in chosen] * passes, "splits": [p.split for p in chosen] * passes,
         "max_new_tokens": tokens, "depth_max": depth_max, "width": width,

@@ -11,7 +11,8 @@ A draft-and-verify cycle offers a policy three decision points, the ones the see
                        every node's score — LTD's size policy.
 
 ``observe`` then reports what the target accepted, for adaptive baselines (GammaTune, the
-analytic window, FSMs, Q-learning).
+analytic window, FSMs, Q-learning); ``see_context`` hands rules that keep a token cache (seed
+003's cache-enabled FSM) the tokens committed before the first cycle.
 
 Conventions (LTD's counting, used everywhere in simspec):
 - depth D counts tree *levels including the root*; a depth-D tree needs D - 1 draft steps,
@@ -114,6 +115,7 @@ class CycleOutcome:
     depth: int  # levels actually drafted
     size: int  # nodes actually verified (root included)
     accepted: int  # draft tokens accepted (the bonus token not counted)
+    tokens: tuple[int, ...] = ()  # the tokens committed: the accepted drafts, then the target's bonus token
 
 
 class Costs(Protocol):
@@ -139,6 +141,9 @@ class Policy(ABC):
 
     def reset(self) -> None:
         """A new sequence starts; forget per-sequence state."""
+
+    def see_context(self, tokens: list[int]) -> None:
+        """The tokens committed before the first cycle (the prompt, then the prefill's token)."""
 
     @abstractmethod
     def plan(self, start: CycleStart) -> DraftPlan:
@@ -180,6 +185,10 @@ class BatchPolicy(Policy):
     float16 as traces store them, so that a threshold decides alike in the engine and in replay."""
 
     width: int = 10
+    # Token-cache rules set this: ``observe_batch`` then also gets ``hits``, how many of each
+    # row's accepted drafts were already in the cache (the prompt and every token committed
+    # before them). Replay reads them off the traces; the engine's hooks keep the cache here.
+    reads_cache: bool = False
 
     def reset_batch(self, n: int) -> None:
         """``n`` new sequences start."""
@@ -223,9 +232,19 @@ class BatchPolicy(Policy):
         size = self.choose_size_batch(self._ROW, np.array([tree.depth]), scores[None], np.array([plan.size]))
         return int(size[0])
 
+    def see_context(self, tokens: list[int]) -> None:
+        self._cache = set(tokens)
+
     def observe(self, outcome: CycleOutcome) -> None:
+        extra = {}
+        if self.reads_cache:
+            hits = 0
+            for i, token in enumerate(outcome.tokens):  # token by token, as replay counts them
+                hits += i < outcome.accepted and token in self._cache
+                self._cache.add(token)
+            extra["hits"] = np.array([hits])
         self.observe_batch(self._ROW, np.array([outcome.depth]), np.array([outcome.size]),
-                           np.array([outcome.accepted]))
+                           np.array([outcome.accepted]), **extra)
 
 
 def drafted_depths(policy: BatchPolicy, rows: np.ndarray, planned: np.ndarray,

@@ -177,3 +177,80 @@ class QLearning(DepthBudget):
         q = self.q[rows, self.state[rows], action]
         self.q[rows, self.state[rows], action] = q + self.lr * (reward - q)
         self.state[rows] = np.minimum(accepted, self.max_depth - 1)
+
+
+class TokenCacheFSM(DepthBudget):
+    """Seed 003's cache-enabled FSM. A token cache holds the prompt and every token committed
+    since; after each cycle the window γ = D - 1 moves by the paper's rules: +1 when an accepted
+    draft token was already in the cache, +1 more when every drafted token was accepted, -1 when
+    no accepted token was in the cache (so a full acceptance of tokens new to the cache holds γ).
+    Repetition of the context is its signal that drafting is easy."""
+
+    reads_cache = True
+
+    def __init__(self, width: int = 10, max_depth: int = 12, size: int = 60, start_depth: int = 4) -> None:
+        super().__init__(width, max_depth, size)
+        self.start_depth = start_depth
+        self.name = "cachefsm-token"
+
+    def reset_batch(self, n):
+        self.depth = np.full(n, self.start_depth, dtype=np.int64)
+
+    def plan_batch(self, rows, context):
+        return self.depth[rows].copy(), np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted, hits=None):
+        if hits is None:
+            raise ValueError("the cache-enabled FSM needs the cache hits of each cycle (reads_cache)")
+        hit = np.asarray(hits) > 0
+        move = np.where(hit, 1, -1) + (accepted >= depth - 1)
+        self.depth[rows] = np.clip(self.depth[rows] + move, 2, self.max_depth)
+
+
+class PaperQLearning(DepthBudget):
+    """Seed 003's Q-learning agent, an FSM whose moves are learned online: the state is the
+    current window and how the last cycle ended (nothing accepted, some, all), the actions move
+    the window by -1, 0 or +1, the reward is the cycle's speedup over plain decoding (tokens per
+    second from the cost model, divided by plain decoding's), and the table is updated by
+    one-step Q-learning (discount ``discount``), ε-greedy, one table per sequence. The table
+    starts optimistic (the discounted return of earning the best reward any cycle can earn,
+    every depth's tokens accepted, forever), so
+    that each move is tried before it is judged: from zeros, the first move tried keeps a
+    positive value and greedy choice never leaves it."""
+
+    def __init__(self, cost: Costs, context: int = 256, epsilon: float = 0.1, lr: float = 0.3,
+                 discount: float = 0.9, width: int = 10, max_depth: int = 12, size: int = 60, start_depth: int = 4,
+                 seed: int = 0) -> None:
+        super().__init__(width, max_depth, size)
+        self.epsilon, self.lr, self.discount, self.start_depth, self.seed = epsilon, lr, discount, start_depth, seed
+        depth = np.arange(2, max_depth + 1)
+        cycle_s = cost.cycle(depth, width, np.minimum(size, tree_capacities(depth, width)), context, 1)
+        self.cycle_steps = cycle_s / float(cost.verify(1, context))  # a cycle, in plain decoding steps
+        self.name = f"qlearn-paper(eps={epsilon:g})"
+
+    def reset_batch(self, n):
+        best = float(np.max(np.arange(2, self.max_depth + 1) / self.cycle_steps))
+        self.q = np.full((n, self.max_depth - 1, 3, 3), best / (1 - self.discount))  # [row, depth - 2, last outcome, move + 1]
+        self.depth = np.full(n, self.start_depth, dtype=np.int64)
+        self.outcome = np.ones(n, dtype=np.int64)
+        self.move = np.ones(n, dtype=np.int64)
+        self.state_depth = self.depth.copy()
+        self.rng = np.random.default_rng(self.seed)
+
+    def plan_batch(self, rows, context):
+        here = self.depth[rows]
+        greedy = np.argmax(self.q[rows, here - 2, self.outcome[rows]], axis=1)
+        explore = self.rng.random(len(rows)) < self.epsilon
+        move = np.where(explore, self.rng.integers(0, 3, len(rows)), greedy)
+        self.state_depth[rows], self.move[rows] = here, move
+        self.depth[rows] = np.clip(here + move - 1, 2, self.max_depth)
+        return self.depth[rows].copy(), np.full(len(rows), self.size)
+
+    def observe_batch(self, rows, depth, size, accepted):
+        outcome = np.where(accepted == 0, 0, np.where(accepted >= depth - 1, 2, 1))
+        reward = (accepted + 1) / self.cycle_steps[np.clip(depth, 2, self.max_depth) - 2]
+        s_depth, s_outcome, move = self.state_depth[rows] - 2, self.outcome[rows], self.move[rows]
+        future = self.q[rows, self.depth[rows] - 2, outcome].max(axis=1)
+        q = self.q[rows, s_depth, s_outcome, move]
+        self.q[rows, s_depth, s_outcome, move] = q + self.lr * (reward + self.discount * future - q)
+        self.outcome[rows] = outcome

@@ -27,20 +27,27 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
     out = {}
     for name, policy in policies.items():
         policy.reset()
+        policy.see_context(list(range(256)))
 
         def cycle() -> None:
             plan = policy.plan(CycleStart(0, 256))
             for level in range(2, depth):
                 policy.keep_drafting(DraftStep(level, width, 256, lambda s=levels[level - 2]: s), plan)
             policy.choose_size(BuiltTree(depth, width, 256, len(nodes), lambda: nodes), plan)
-            policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2))
+            policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2, (17, 4242, 9)))
 
+        # A policy that decides once per ``hold`` cycles (Re-SpS) is timed over whole intervals:
+        # a median of single cycles would see only the cheap ones in between.
+        block = max(1, int(getattr(policy, "hold", 1)))
         samples = []
         with threadpool_limits(limits=1, user_api="blas"):  # as inside the engine
-            for _ in range(3 + repeats):
-                scratch += 1.0  # evict: in the engine a model forward runs between two cycles
-                started = time.perf_counter()
-                cycle()
-                samples.append(time.perf_counter() - started)
+            for _ in range(3 + max(10, repeats // block)):  # about ``repeats`` cycles in all
+                seconds = 0.0
+                for _ in range(block):
+                    scratch += 1.0  # evict: in the engine a model forward runs between two cycles
+                    started = time.perf_counter()
+                    cycle()
+                    seconds += time.perf_counter() - started
+                samples.append(seconds / block)
         out[name] = robust_median(np.array(samples[3:]))
     return out

@@ -11,14 +11,17 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, StaticPolicy, eagle3_default, tree_capacities
-from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
+from simspec.policies.baselines import (DDD, FSM, SVIP, AnalyticWindow, GammaTune, PaperQLearning, QLearning,
+                                        TokenCacheFSM)
+from simspec.policies.stopping import AcceptancePredictor, DiscoStop, SpecDecPP
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import ReplayResult, replay
 from simspec.sim.traces import TraceSet
 
 SPLITS = ("heldout", "train", "all")
-BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn")
+BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "cachefsm-token", "qlearn",
+             "qlearn-paper", "specdecpp", "disco")
 GRID_DEPTHS = tuple(range(1, 13))
 GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
 
@@ -99,6 +102,10 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     nodes (default: the grid-best static size, so that they differ from it only in depth)."""
     width = train.width
     check_names(names)
+    if "cachefsm-token" in names and not train.has_prompt_tokens:
+        raise SimspecError("cachefsm-token reads the prompts' tokens, and these traces hold none (recorded before "
+                           "traces stored them): record them again (`simspec calibrate --traces-only ... --force`) or "
+                           "add the tokens with scripts/add-prompt-tokens.py from the simspec repository")
     # The grid search replays every static tree: run it only when a requested baseline needs it.
     depth_rules = [n for n in names if n not in ("eagle3", "grid") and not n.startswith("static:")]
     best = grid_best(train, cost, max_new_tokens) if "grid" in names or (depth_rules and not size) else None
@@ -106,6 +113,15 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
         size = best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
     context = int(np.median(train.context_length))
     dmax = train.depth_max
+    predictor: list[AcceptancePredictor] = []
+
+    def trained() -> AcceptancePredictor:  # one classifier for both stopping rules, fitted on first use
+        if not predictor:
+            from simspec.sim.labels import fit_predictor
+
+            predictor.append(fit_predictor(train, size))
+        return predictor[0]
+
     makers = {
         "eagle3": lambda: _fit_width(eagle3_default(), width),
         "grid": lambda: best,
@@ -117,7 +133,13 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
         "analytic": lambda: AnalyticWindow(cost, context, 8, width, dmax, size),
         "fsm": lambda: FSM(width, dmax, size),
         "cachefsm": lambda: FSM(width, dmax, size, patience=2),
+        "cachefsm-token": lambda: TokenCacheFSM(width, dmax, size),
         "qlearn": lambda: QLearning(cost, context, width=width, max_depth=dmax, size=size),
+        "qlearn-paper": lambda: PaperQLearning(cost, context, width=width, max_depth=dmax, size=size),
+        "specdecpp": lambda: _tuned(lambda h: SpecDecPP(trained(), h, width, dmax, size),
+                                    (0.3, 0.5, 0.7, 0.8, 0.9, 0.95), train, cost, max_new_tokens),
+        "disco": lambda: _tuned(lambda t: DiscoStop(trained(), t, width, dmax, size),
+                                (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), train, cost, max_new_tokens),
     }
     out = []
     for name in names:
@@ -160,6 +182,13 @@ def method_set(names: list[str], policy_paths: list[str], profile, train: TraceS
         charged[policy.family] = meta.get("decision_seconds", 0.0)
         learned.append(policy)
     methods = build_baselines(names, train, profile.cost, max_new_tokens) if names else []
+    missing = {p.family: p for p in methods if p.family not in charged and p.family != "static"}
+    if missing:  # a family newer than the profile: its decisions timed now, on this machine
+        from simspec.policies.timing import policy_latency
+
+        charged.update(policy_latency(missing, train.width, train.depth_max, 200))
+        notes.append(f"decision time of {', '.join(sorted(missing))} measured now on this machine: the profile "
+                     f"predates {'them' if len(missing) > 1 else 'it'}")
     return methods + learned, charged, notes
 
 
@@ -172,6 +201,10 @@ def timing_baselines(cost: CostModel, width: int, depth_max: int) -> dict[str, B
         "analytic": AnalyticWindow(cost, 256, 8, width, depth_max, 60), "fsm": FSM(width, depth_max, 60),
         "cachefsm": FSM(width, depth_max, 60, patience=2), "qlearn": QLearning(cost, 256, width=width,
                                                                               max_depth=depth_max, size=60),
+        "cachefsm-token": TokenCacheFSM(width, depth_max, 60),
+        "qlearn-paper": PaperQLearning(cost, 256, width=width, max_depth=depth_max, size=60),
+        "specdecpp": SpecDecPP(AcceptancePredictor.random(), 0.5, width, depth_max, 60),
+        "disco": DiscoStop(AcceptancePredictor.random(), 0.3, width, depth_max, 60),
     }
 
 

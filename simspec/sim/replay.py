@@ -114,7 +114,10 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
             size = policy.choose_size_batch(rows, depth, scores, size)
         size = np.clip(size, 1, np.minimum(tree_capacities(depth, width), cap))  # at most the whole tree
         accepted = traces.accepted(at, depth, size, rng)
-        policy.observe_batch(rows, depth, size, accepted)
+        if policy.reads_cache:
+            policy.observe_batch(rows, depth, size, accepted, hits=traces.cache_hits(at, accepted))
+        else:
+            policy.observe_batch(rows, depth, size, accepted)
         seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
         cycles[rows] += 1

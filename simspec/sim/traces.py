@@ -21,7 +21,9 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     of level l-1's best node (the root for l = 1), best first: the draft's confidence along
     its most likely path, which entropy- and confidence-based stopping rules (SVIP, RADAR) read.
 
-Plus ``context_length[p]`` (prompt + accepted tokens before the root) and per-prompt offsets.
+Plus ``context_length[p]`` (prompt + accepted tokens before the root), per-prompt offsets and
+``prompt_tokens`` (the prompts' token ids, concatenated; empty in traces recorded before they
+were stored), which token-cache rules read (``cache_hits``).
 
 At temperature T > 0 (``meta["temperature"]``, 0 or absent: greedy) acceptance is random and
 the continuation is a seeded sample from the target. There is no greedy path (``path_rank``
@@ -62,6 +64,10 @@ PAD_DEPTH = np.iinfo(np.int8).max
 ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
           "level_scores", "best_child_logprobs")
 NODE_ARRAYS = ("node_depth", "node_parent", "node_prob", "node_token")
+# Stored, but kept out of the content hash: the prompt ids and the target (both in the meta)
+# determine them, and adding them to traces recorded without them keeps every profile and
+# policy built on those traces valid.
+DERIVED_ARRAYS = ("prompt_tokens",)
 
 
 @dataclass
@@ -79,7 +85,9 @@ class TraceSet:
     node_parent: np.ndarray | None = None  # [positions, K] int16
     node_prob: np.ndarray | None = None  # [positions, K] float32
     node_token: np.ndarray | None = None  # [positions, K] int32
+    prompt_tokens: np.ndarray | None = None  # [sum(prompt_lengths)] int32, or empty when not stored
     _tails: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _seen: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.context_length)
@@ -87,6 +95,8 @@ class TraceSet:
                             ("node_token", np.int32)):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros((n, 0), dtype=dtype))
+        if self.prompt_tokens is None:
+            self.prompt_tokens = np.zeros(0, dtype=np.int32)
 
     @property
     def temperature(self) -> float:
@@ -111,6 +121,33 @@ class TraceSet:
             self._tails = acceptance_tails(self.node_depth, self.node_parent, self.node_prob, self.depth_max,
                                            self.nodes)
         return self._tails
+
+    @property
+    def has_prompt_tokens(self) -> bool:
+        return len(self.prompt_tokens) == int(self.prompt_lengths.sum()) > 0
+
+    def cache_hits(self, rows: np.ndarray, accepted: np.ndarray) -> np.ndarray:
+        """How many of the ``accepted`` draft tokens of cycles rooted at positions ``rows`` were
+        already in the token cache (the prompt and every token committed before them): what
+        seed 003's cache-enabled FSM counts. Per continuation token the answer does not depend
+        on the policy, so it is computed once per trace set, as a prefix sum."""
+        if self._seen is None:
+            if not self.has_prompt_tokens:
+                raise SimspecError("these traces hold no prompt tokens, which token-cache rules need: record them "
+                                   "again with this simspec (`simspec calibrate --traces-only ... --force`)")
+            starts = np.concatenate([[0], np.cumsum(self.prompt_lengths)])
+            seen = np.zeros(len(self.tokens), dtype=np.int64)
+            for i in range(self.n_prompts):
+                cache = set(self.prompt_tokens[starts[i]:starts[i + 1]].tolist())
+                first = int(self.token_offsets[i])
+                for k, token in enumerate(self.continuation(i).tolist()):
+                    seen[first + k] = token in cache
+                    cache.add(token)
+            self._seen = np.concatenate([[0], np.cumsum(seen)])
+        prompt = np.searchsorted(self.prompt_offsets, rows, side="right") - 1
+        root = self.token_offsets[prompt] + (rows - self.prompt_offsets[prompt])  # the root's token index
+        end = np.minimum(root + accepted, self.token_offsets[prompt + 1] - 1)
+        return self._seen[end + 1] - self._seen[root + 1]
 
     def _tail(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
         """P(accepted >= d) of (depth, size) cycles at ``rows`` (depths below 2 read D = 2's row)."""
@@ -182,6 +219,11 @@ class TraceSet:
         tok = np.concatenate([np.arange(self.token_offsets[i], self.token_offsets[i + 1]) for i in prompts])
         counts = np.diff(self.prompt_offsets)[prompts]
         tcounts = np.diff(self.token_offsets)[prompts]
+        prompt_tokens = self.prompt_tokens
+        if self.has_prompt_tokens:
+            starts = np.concatenate([[0], np.cumsum(self.prompt_lengths)])
+            prompt_tokens = np.concatenate([self.prompt_tokens[starts[i]:starts[i + 1]] for i in prompts]
+                                           + [np.zeros(0, np.int32)])
         meta = dict(self.meta)
         for key in ("prompt_ids", "splits"):
             if key in meta:
@@ -190,7 +232,7 @@ class TraceSet:
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
                         self.context_length[pos], self.path_rank[pos], self.level_scores[pos],
                         self.best_child_logprobs[pos], meta, self.node_depth[pos], self.node_parent[pos],
-                        self.node_prob[pos], self.node_token[pos])
+                        self.node_prob[pos], self.node_token[pos], prompt_tokens)
 
 
 def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
@@ -216,7 +258,8 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
     """Write ``traces.npz`` and ``traces.json`` (meta with schema, hash); returns the hash."""
     directory.mkdir(parents=True, exist_ok=True)
     content = traces.content_hash()
-    np.savez_compressed(directory / "traces.npz", **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS})
+    np.savez_compressed(directory / "traces.npz",
+                        **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS + DERIVED_ARRAYS})
     meta = {**traces.meta, "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
             "positions": traces.positions, "n_prompts": traces.n_prompts}
     (directory / "traces.json").write_text(json.dumps(meta, indent=1))
@@ -311,6 +354,7 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
                 arrays = {name: blob[name] for name in ARRAYS}
                 for name in NODE_ARRAYS:  # version 1 (greedy) has none
                     arrays[name] = blob[name] if name in blob.files else None
+                prompt_tokens = blob["prompt_tokens"] if "prompt_tokens" in blob.files else None
     except FileNotFoundError:
         raise SimspecError(f"traces {data_file} are missing: {fix}") from None
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
@@ -324,7 +368,11 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
         arrays.update(node_depth=np.zeros((positions, 0), np.int8), node_parent=np.zeros((positions, 0), np.int16),
                       node_prob=np.zeros((positions, 0), np.float32), node_token=np.zeros((positions, 0), np.int32))
     _check_arrays(arrays, meta, data_file, fix)
-    traces = TraceSet(**arrays, meta=meta)
+    if prompt_tokens is not None and len(prompt_tokens) and (
+            prompt_tokens.dtype.kind not in "iu" or prompt_tokens.shape != (int(arrays["prompt_lengths"].sum()),)):
+        raise SimspecError(f"traces {data_file}: array 'prompt_tokens' must hold the prompts' "
+                           f"{int(arrays['prompt_lengths'].sum())} token ids: {fix}")
+    traces = TraceSet(**arrays, meta=meta, prompt_tokens=prompt_tokens)
     if verify_hash and traces.content_hash() != meta.get("content_hash"):
         raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; {fix}")
     return traces
@@ -344,7 +392,12 @@ class PromptTrace:
     node_token: np.ndarray | None = None
 
 
-def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -> TraceSet:
+def assemble(traces: list[PromptTrace], prompts: list[list[int]] | list[int], meta: dict) -> TraceSet:
+    """One trace set from per-prompt traces; ``prompts`` are the prompts' token ids (or, where
+    they are not at hand, only their lengths)."""
+    prompt_lengths = [p if isinstance(p, (int, np.integer)) else len(p) for p in prompts]
+    prompt_tokens = None if any(isinstance(p, (int, np.integer)) for p in prompts) else \
+        np.concatenate([np.asarray(p, dtype=np.int32) for p in prompts] + [np.zeros(0, np.int32)])
     counts = [len(t.context_length) for t in traces]
     tcounts = [len(t.continuation) for t in traces]
     levels = meta["depth_max"] - 1
@@ -360,6 +413,7 @@ def assemble(traces: list[PromptTrace], prompt_lengths: list[int], meta: dict) -
         best_child_logprobs=np.concatenate([t.best_child_logprobs for t in traces]
                                            + [np.zeros((0, levels, meta["width"]), np.float16)]),
         meta=meta,
+        prompt_tokens=prompt_tokens,
         **_node_tables(traces),
     )
 

@@ -7,6 +7,11 @@ Two choices of the paper are stated for its GPU and are carried over by their ro
 - the 12 size actions map linearly to V = s, 2s, ..., 12s with s = 20 in the paper, where the
   best static V sits mid-range; here s = round(best static V / 6), which gives LTD's own 20..240
   on the analytic H100 profile (best V 128) and 1..12 on the CPU one (best V 6).
+
+Ablations (LTD Tab. 4 and 7), ``ablate``: "size" trains the depth policy alone (every cycle
+verifies the best static V), "depth" the size policy alone (every cycle drafts the best static
+depth), "rounds" both policies without co-adaptation (round 0: the two initial trainings,
+combined as they are).
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ class LTDSchedule:
     def total_steps(self) -> int:
         return self.size.steps + self.depth.steps + self.rounds * (self.round_size_steps + self.round_depth_steps)
 
+    def steps_for(self, ablate: str | None) -> int:
+        """Environment steps of a run with ``ablate`` (see ``ABLATIONS``)."""
+        return {None: self.total_steps, "size": self.depth.steps, "depth": self.size.steps,
+                "rounds": self.size.steps + self.depth.steps}[ablate]
+
 
 _SHARED = {"buffer": 2048, "minibatch": 256, "epochs": 20, "entropy": 0.01, "learning_rate": 1e-3, "warmup": 0.01}
 SIZE_PPO = PPOConfig(policy_layers=(1024, 256), value_layers=(1024, 256), gamma=0.9, steps=100_000, **_SHARED)
@@ -55,6 +65,9 @@ LTD_PRESETS = {
 }
 
 
+ABLATIONS = ("size", "depth", "rounds")
+
+
 def size_step(grid_size: int) -> int:
     return max(1, round(grid_size / 6))
 
@@ -62,15 +75,15 @@ def size_step(grid_size: int) -> int:
 @dataclass
 class LTDResult:
     policy: LTDPolicy
-    size_model: object  # the SB3 models, best checkpoints restored
-    depth_model: object
+    size_model: object | None  # the SB3 models, best checkpoints restored (None: ablated)
+    depth_model: object | None
     sizes: np.ndarray
     validation_speedup: float
     env_steps: int
 
 
 def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progress: Callable[[int], None],
-              tensorboard: str | None = None) -> LTDResult:
+              tensorboard: str | None = None, ablate: str | None = None) -> LTDResult:
     s = setting
     sizes = ltd_sizes(size_step(s.grid_size))
     steps_done = 0
@@ -94,10 +107,23 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
 
     # Initial trainings: the size policy under uniform depths (validated with the best static
     # depth), the depth policy at a fixed V.
-    size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard, s.precision)
-    run(size_model, "size", schedule.size.steps, lambda actor: s.validation_speedup(policy(None, actor)))
-    depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard, s.precision)
-    run(depth_model, "depth", schedule.depth.steps, lambda actor: s.validation_speedup(policy(actor, None)))
+    size_model = depth_model = None
+    if ablate != "size":
+        size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard, s.precision)
+        size_score = run(size_model, "size", schedule.size.steps,
+                         lambda actor: s.validation_speedup(policy(None, actor)))
+    if ablate != "depth":
+        depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard,
+                               s.precision)
+        depth_score = run(depth_model, "depth", schedule.depth.steps,
+                          lambda actor: s.validation_speedup(policy(actor, None)))
+    if ablate == "size":
+        return LTDResult(policy(export_actor(depth_model), None), None, depth_model, sizes, depth_score, steps_done)
+    if ablate == "depth":
+        return LTDResult(policy(None, export_actor(size_model)), size_model, None, sizes, size_score, steps_done)
+    if ablate == "rounds":
+        both = policy(export_actor(depth_model), export_actor(size_model))
+        return LTDResult(both, size_model, depth_model, sizes, s.validation_speedup(both), steps_done)
 
     # Co-adaptation: retrain each policy against the other one frozen at its best checkpoint;
     # the combination kept is the best validated one.

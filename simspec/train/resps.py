@@ -34,16 +34,18 @@ class ReSpSResult:
 
 def train_resps(setting: Setting, config: PPOConfig, variant: str, log: TrainingLog,
                 progress: Callable[[int], None], tensorboard: str | None = None,
-                validations: int = 20) -> ReSpSResult:
+                validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD) -> ReSpSResult:
+    """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold``
+    cycles (the paper's 10 and 30; Fig. 3's interval N)."""
     s = setting
     actions = resps_actions(s.width, s.depth_max)
     config = PPOConfig(**{**config.__dict__, "entropy": VARIANTS[variant]})
     env = SimVecEnv("resps", s.fit, s.cost, s.n_envs, seed=s.seed, max_new_tokens=s.max_new_tokens, reward=s.reward,
-                    hold=TRAIN_HOLD)
+                    hold=train_hold)
     model = make_ppo(env, config, s.seed, tensorboard, s.precision)
 
     def deployed(actor) -> ReSpSPolicy:
-        return ReSpSPolicy(s.width, s.depth_max, actions, actor, INFERENCE_HOLD)
+        return ReSpSPolicy(s.width, s.depth_max, actions, actor, hold)
 
     rollouts = max(1, config.steps // config.buffer)
     callback = ValidatedPhase(variant, lambda actor: s.validation_speedup(deployed(actor)),

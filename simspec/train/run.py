@@ -41,6 +41,9 @@ class TrainRequest:
     variant: str = "standard"  # Re-SpS: standard or maxent
     force: bool = False
     precision: str = "auto"  # PPO hidden layers: auto, fp32 or bf16
+    ablate: str | None = None  # LTD only: train without the size policy, the depth policy or co-adaptation
+    hold: int | None = None  # Re-SpS only: cycles the deployed policy holds an action (default 30)
+    train_hold: int | None = None  # Re-SpS only: cycles an action is held in training (default 10)
 
     def resolved_precision(self) -> str:
         """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (it halves their
@@ -71,6 +74,14 @@ class TrainRequest:
             raise SimspecError("--variant applies to --algo resps only")
         if self.precision not in ("auto", *PRECISIONS):
             raise SimspecError(f"unknown --precision {self.precision!r}: choose from auto, {', '.join(PRECISIONS)}")
+        from simspec.train.ltd import ABLATIONS
+
+        if self.ablate is not None and (self.algo != "ltd" or self.ablate not in ABLATIONS):
+            raise SimspecError(f"--ablate applies to --algo ltd and takes one of {', '.join(ABLATIONS)}"
+                               + (f", not {self.ablate!r}" if self.algo == "ltd" else ""))
+        for flag, value in (("--hold", self.hold), ("--train-hold", self.train_hold)):
+            if value is not None and (self.algo != "resps" or value < 1):
+                raise SimspecError(f"{flag} applies to --algo resps and takes a number of cycles >= 1")
         if self.precision == "bf16" and self.algo == "radar":
             raise SimspecError("--precision bf16 applies to the PPO algorithms (ltd, resps); radar trains in fp32")
         check_out(self.out_dir(), self.force)
@@ -86,6 +97,12 @@ class TrainRequest:
             parts.append(self.preset)
         if self.reward != "throughput":
             parts.append(self.reward)
+        if self.ablate:
+            parts.append(f"no-{self.ablate}")
+        if self.hold is not None or self.train_hold is not None:
+            from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
+
+            parts.append(f"hold{self.hold or INFERENCE_HOLD}-{self.train_hold or TRAIN_HOLD}")
         return Path("policies") / "-".join(parts)
 
 
@@ -96,7 +113,7 @@ def total_work(request: TrainRequest) -> int:
     from simspec.train.resps import RESPS_PRESETS
 
     if request.algo == "ltd":
-        return LTD_PRESETS[request.preset].total_steps
+        return LTD_PRESETS[request.preset].steps_for(request.ablate)
     if request.algo == "resps":
         return RESPS_PRESETS[request.preset].steps
     return RADAR_PRESETS[request.preset].updates
@@ -124,25 +141,33 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
         from simspec.train.ltd import LTD_PRESETS, train_ltd
 
         schedule = LTD_PRESETS[request.preset]
-        result = train_ltd(setting, schedule, log, advance, tensorboard)
-        result.size_model.policy.save(work / "size_policy.sb3")
-        result.depth_model.policy.save(work / "depth_policy.sb3")
-        policy = result.policy
+        result = train_ltd(setting, schedule, log, advance, tensorboard, request.ablate)
+        policy, files, arrays = result.policy, [], {}
+        for part, model in (("size", result.size_model), ("depth", result.depth_model)):
+            if model is not None:
+                model.policy.save(work / f"{part}_policy.sb3")
+                files.append(f"{part}_policy.sb3")
+                arrays.update(getattr(policy, f"{part}_net").arrays(part))
         spec = {"width": policy.width, "depth_max": policy.depth_max, "sizes": result.sizes.tolist(),
-                "size": setting.grid_size, "depth": setting.grid_depth, "has_depth_net": True, "has_size_net": True}
-        arrays = {**policy.depth_net.arrays("depth"), **policy.size_net.arrays("size")}
-        files = ["size_policy.sb3", "depth_policy.sb3"]
-        return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup, asdict(schedule), files)
+                "size": setting.grid_size, "depth": setting.grid_depth,
+                "has_depth_net": result.depth_model is not None, "has_size_net": result.size_model is not None}
+        return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup,
+                      {**asdict(schedule), "ablate": request.ablate}, files)
     if request.algo == "resps":
         from simspec.train.resps import RESPS_PRESETS, train_resps
 
         config = RESPS_PRESETS[request.preset]
-        result = train_resps(setting, config, request.variant, log, advance, tensorboard)
+        from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
+
+        hold, train_hold = request.hold or INFERENCE_HOLD, request.train_hold or TRAIN_HOLD
+        result = train_resps(setting, config, request.variant, log, advance, tensorboard, hold=hold,
+                             train_hold=train_hold)
         result.model.policy.save(work / "resps_policy.sb3")
         policy = result.policy
         spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
                 "hold": policy.hold}
-        schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant}
+        schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant,
+                    "train_hold": train_hold}
         return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
                       schedule, ["resps_policy.sb3"])
     from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
@@ -198,6 +223,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         meta = {
             "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
             "preset": request.preset, "reward": request.reward, "seed": request.seed, "precision": precision,
+            "ablate": request.ablate,
             "schedule": fitted.schedule,
             "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
             "steps_per_second": env_steps / train_seconds,

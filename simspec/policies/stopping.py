@@ -1,0 +1,141 @@
+"""Classifier stopping rules (SpecDec++, Disco): a small network reads the draft's newest level
+and predicts whether the target will accept the path one level deeper; the rule stops drafting
+when that prediction says continuing no longer pays.
+
+- SpecDec++ (Huang et al., 2024) stops when the predicted probability that *some* drafted token
+  is rejected, 1 - prod_i p_i, exceeds a threshold h (its MDP's optimal policy is such a threshold).
+- Disco (Mamou et al., 2024, "dynamic speculation lookahead") stops as soon as the newest token's
+  own acceptance probability p_i falls under a threshold.
+
+Both read the same features, the ones the engine hands ``keep_drafting`` (the newest level's
+cumulative log-probs, float16-rounded as traces hold them) plus the previous level's best score,
+so that one predictor, trained on train-split traces (``simspec.sim.labels``), decides alike in
+replay and in the engine. The papers' classifiers read the draft model's hidden states; on a
+tree the beam's scores carry the same signal and need no model at decision time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.policies.baselines import DepthBudget, _logsumexp
+
+N_FEATURES = 6
+_FLOOR = -20.0  # log-prob floor: padded (-inf) candidates and empty levels
+
+
+def step_features(frontier: np.ndarray, depth: np.ndarray, previous_top: np.ndarray, depth_max: int) -> np.ndarray:
+    """[rows, N_FEATURES] after a draft step reaching ``depth`` levels (root included):
+    the best candidate's score and its gain over the previous level's best (about the best
+    extension's conditional log-prob), the runner-up's margin, the level's log-mass over the
+    previous best, the entropy of the level renormalised, and the depth."""
+    frontier = np.maximum(np.asarray(frontier, np.float64), _FLOOR)
+    top = frontier[:, 0]
+    previous_top = np.maximum(np.asarray(previous_top, np.float64), _FLOOR)
+    logp = frontier - _logsumexp(frontier)[:, None]
+    entropy = -np.sum(np.exp(logp) * logp, axis=1)
+    return np.stack([np.maximum(top, _FLOOR), top - previous_top, frontier[:, 1] - top,
+                     _logsumexp(frontier) - previous_top, entropy, (np.asarray(depth) - 1) / depth_max], axis=1)
+
+
+@dataclass
+class AcceptancePredictor:
+    """features -> P(the path one level deeper is accepted): standardised inputs, one tanh
+    hidden layer, a sigmoid output. numpy inference; ``fit`` trains it by weighted
+    cross-entropy (soft labels at T > 0) with Adam, full batch, seeded."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: float
+
+    @classmethod
+    def random(cls, hidden: int = 16, seed: int = 0) -> "AcceptancePredictor":
+        rng = np.random.default_rng(seed)
+        return cls(np.zeros(N_FEATURES), np.ones(N_FEATURES), rng.normal(0, 1 / np.sqrt(N_FEATURES),
+                                                                         (N_FEATURES, hidden)),
+                   np.zeros(hidden), rng.normal(0, 1 / np.sqrt(hidden), hidden), 0.0)
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        h = np.tanh(((features - self.mean) / self.scale) @ self.w1 + self.b1)
+        return 1.0 / (1.0 + np.exp(-(h @ self.w2 + self.b2)))
+
+    @classmethod
+    def fit(cls, features: np.ndarray, labels: np.ndarray, weights: np.ndarray, hidden: int = 16,
+            steps: int = 400, lr: float = 0.02, seed: int = 0) -> "AcceptancePredictor":
+        model = cls.random(hidden, seed)
+        model.mean, model.scale = features.mean(0), features.std(0) + 1e-6
+        x = (features - model.mean) / model.scale
+        w = weights / weights.sum()
+        params = [model.w1, model.b1, model.w2, np.array([model.b2])]
+        moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+        for t in range(1, steps + 1):
+            h = np.tanh(x @ params[0] + params[1])
+            p = 1.0 / (1.0 + np.exp(-(h @ params[2] + params[3][0])))
+            d_logit = w * (p - labels)  # d(weighted cross-entropy)/d(logit)
+            d_h = np.outer(d_logit, params[2]) * (1 - h * h)
+            grads = [x.T @ d_h, d_h.sum(0), h.T @ d_logit, np.array([d_logit.sum()])]
+            for param, grad, (m, v) in zip(params, grads, moments):
+                m *= 0.9
+                m += 0.1 * grad
+                v *= 0.999
+                v += 0.001 * grad * grad
+                param -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        model.w1, model.b1, model.w2, model.b2 = params[0], params[1], params[2], float(params[3][0])
+        return model
+
+
+class _ClassifierStop(DepthBudget):
+    """Shared state: the previous level's best score and the running product of predictions."""
+
+    def __init__(self, predictor: AcceptancePredictor, width: int, max_depth: int, size: int) -> None:
+        super().__init__(width, max_depth, size)
+        self.predictor = predictor
+
+    def reset_batch(self, n):
+        self.previous_top = np.zeros(n)
+        self.survive = np.ones(n)
+
+    def plan_batch(self, rows, context):
+        self.previous_top[rows] = 0.0  # the root's score
+        self.survive[rows] = 1.0
+        return super().plan_batch(rows, context)
+
+    def _accept_probability(self, rows, depth, frontier) -> np.ndarray:
+        frontier = np.asarray(frontier, np.float32)
+        p = self.predictor.predict(step_features(frontier, depth, self.previous_top[rows], self.max_depth))
+        self.previous_top[rows] = frontier[:, 0]
+        return p
+
+
+class SpecDecPP(_ClassifierStop):
+    """SpecDec++: continue while the predicted probability that every drafted token is accepted,
+    prod_i p_i, stays at least 1 - ``threshold``."""
+
+    def __init__(self, predictor: AcceptancePredictor, threshold: float, width: int = 10, max_depth: int = 12,
+                 size: int = 60) -> None:
+        super().__init__(predictor, width, max_depth, size)
+        self.threshold = threshold
+        self.name = f"specdec++(h={threshold:g})"
+
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        self.survive[rows] *= self._accept_probability(rows, depth, frontier)
+        return (self.survive[rows] >= 1 - self.threshold) & (depth < planned)
+
+
+class DiscoStop(_ClassifierStop):
+    """Disco: continue while the newest token's predicted acceptance probability is at least
+    ``threshold``."""
+
+    def __init__(self, predictor: AcceptancePredictor, threshold: float, width: int = 10, max_depth: int = 12,
+                 size: int = 60) -> None:
+        super().__init__(predictor, width, max_depth, size)
+        self.threshold = threshold
+        self.name = f"disco(t={threshold:g})"
+
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        return (self._accept_probability(rows, depth, frontier) >= self.threshold) & (depth < planned)
