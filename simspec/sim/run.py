@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from simspec.sim.evaluate import BASELINES
+from simspec.errors import SimspecError
+from simspec.sim.evaluate import BASELINES, PROMPT_LEVEL
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class SimulatedRequest:
     split: str = "heldout"
     max_new_tokens: int | None = None  # None: everything recorded
     temperature: float | None = None  # None: the profile's; else it must be the profile's
+    drafters: tuple[str, ...] = ()  # profiles of other drafters on the same prompts (``select``)
 
 
 @dataclass
@@ -40,16 +42,29 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
     r = request
     split = check_split(r.split)
     check_names(list(r.baselines))
+    per_cycle = [n for n in r.baselines if n not in PROMPT_LEVEL]
+    selecting = len(per_cycle) < len(r.baselines)
+    if selecting != bool(r.drafters):
+        raise SimspecError("the 'select' baseline (seed 003's draft selection) and --drafters go together: name the "
+                           "profiles of the other drafters, recorded on the same prompts, with --drafters P1,P2"
+                           if selecting else "--drafters is read by the 'select' baseline only: add select to "
+                           "--baselines")
     loaded = load_profile(r.profile)
     loaded.require_temperature(r.temperature)
+    others = [load_profile(path) for path in r.drafters]
     started = time.perf_counter()
     with status("loading traces"):
         traces = loaded.traces()
     train = split_traces(traces, "train")
     scored = split_traces(traces, split)
     with status("tuning baselines on the train split and replaying"):
-        methods, charged, notes = method_set(list(r.baselines), list(r.policies), loaded, train, r.max_new_tokens)
+        methods, charged, notes = method_set(per_cycle, list(r.policies), loaded, train, r.max_new_tokens)
         rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods, r.max_new_tokens, charged)
+    selection = None
+    if selecting:
+        with status("replaying every drafter and selecting one per prompt"):
+            selected, selection = _select(loaded, traces, others, list(r.drafters), split, r.max_new_tokens)
+        rows += selected
     summary = {
         "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta["device"],
         "temperature": traces.temperature,
@@ -59,7 +74,48 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
                   "draft_calls": x.draft_calls, **x.to_dict()} for x in rows],
         "oracle": oracle_row.to_dict(), "cycles_per_s": cycles_per_s, "seconds": time.perf_counter() - started,
     }
+    if selection is not None:
+        summary["selection"] = selection
     return Simulated(summary, notes, loaded.label, scored.positions)
+
+
+def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens: int | None):
+    """Seed 003's selection among the main profile's drafter and ``others`` (rows of the
+    methods it adds, and the ``selection`` block of the summary)."""
+    import dataclasses
+
+    import numpy as np
+
+    from simspec.sim.evaluate import report
+    from simspec.sim.selection import PROMPT_FEATURES, Drafter, align, compare
+
+    names = [loaded.meta.get("draft", "main")] + [o.meta.get("draft", p) for o, p in zip(others, paths)]
+    if len(set(names)) < len(names):
+        raise SimspecError(f"--drafters must name profiles of other drafters than the main profile's and each "
+                           f"other's (drafters: {', '.join(names)})")
+    for other, path in zip(others, paths):
+        other.require_temperature(loaded.temperature)
+    drafters = [Drafter(names[0], str(loaded.directory), traces, loaded.cost)] + [
+        Drafter(name, path, align(traces, o.traces(), path), o.cost) for name, o, path in zip(names[1:], others, paths)]
+    splits = np.array(traces.meta.get("splits") or [])
+    train = np.flatnonzero(splits == "train")
+    scored = np.arange(traces.n_prompts) if split == "all" else np.flatnonzero(splits == split)
+    found = compare(drafters, train, scored, max_new_tokens)
+    nan = float("nan")
+
+    def row(name: str, result):
+        return dataclasses.replace(report(name, result, result.seconds, result.prefill_seconds), share_of_oracle=nan)
+
+    made = [row(f"{tree}@{d.name}", res) for d, tree, res in zip(drafters, found.trees, found.results)]
+    made += [row(f"fixed-best-drafter({names[found.fixed]})", found.results[found.fixed]),
+             row("select(seed003)", found.pick(found.chosen, found.decision_seconds)),
+             row("hindsight-drafter", found.pick(found.hindsight))]
+    block = {"features": list(PROMPT_FEATURES), "fixed": names[found.fixed],
+             "decision_seconds_per_prompt": found.decision_seconds,
+             "drafters": [{"name": d.name, "profile": d.profile, "tree": tree, "alpha_mae": float(err),
+                           "chosen": int(np.sum(found.chosen == i)), "best_in_hindsight": int(np.sum(found.hindsight == i))}
+                          for i, (d, tree, err) in enumerate(zip(drafters, found.trees, found.alpha_error))]}
+    return made, block
 
 
 @dataclass(frozen=True)

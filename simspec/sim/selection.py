@@ -1,0 +1,182 @@
+"""Seed 003's per-prompt draft-model selection, in replay (numpy only).
+
+Several drafters of one target, each with its traces of the same prompts and its profile:
+
+1. Each prompt is described by features a server has before decoding it, read off its tokens
+   (``PROMPT_FEATURES``).
+2. A drafter's single-token accuracy α on a prompt (the share of positions whose best first
+   draft is the target's token; at T > 0 the expected acceptance of that draft) is predicted
+   from the features by least squares, fitted per drafter on a few reference prompts (the
+   train split).
+3. The paper's throughput model (its Eq. 4, the speedup of a draft chain of γ tokens with
+   acceptance α and draft-to-target cost ratio c), maximised over γ:
+   ``(1 - α^(γ+1)) / ((1 - α)(γ c + 1))``; c is one draft step over one target step at the
+   prompt's context, from the drafter's own profile.
+4. The prompt is decoded with the drafter the model ranks first.
+
+Each drafter decodes with the static tree that does best on its own train traces, so the
+comparison is between drafters, not tree shapes. The selection is scored against the drafter
+that is best on average on the train split (always used), and against the hindsight choice
+per prompt (the best any selection of these drafters could do).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.sim.costmodel import CostModel
+from simspec.sim.replay import ReplayResult, replay
+from simspec.sim.traces import TraceSet
+
+PROMPT_FEATURES = ("bias", "log_length", "distinct_share", "repeated_bigram_share")
+GAMMA_MAX = 16  # window sizes the throughput model considers
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """One candidate: its name (the profile's ``draft``), where its profile is, its traces
+    (aligned to the common prompts) and its cost model."""
+
+    name: str
+    profile: str
+    traces: TraceSet
+    cost: CostModel
+
+
+def prompt_features(traces: TraceSet) -> np.ndarray:
+    """``[prompts, len(PROMPT_FEATURES)]``: 1, log prompt length, share of distinct tokens, share
+    of bigrams seen earlier in the prompt (repetitive prompts are easy to draft: code, lists)."""
+    if not traces.has_prompt_tokens:
+        raise SimspecError("draft selection reads the prompts' tokens, and these traces hold none: record them again "
+                           "(`simspec calibrate --traces-only ... --force`)")
+    starts = np.concatenate([[0], np.cumsum(traces.prompt_lengths)])
+    rows = []
+    for i in range(traces.n_prompts):
+        tokens = traces.prompt_tokens[starts[i]:starts[i + 1]]
+        pairs = tokens[:-1].astype(np.int64) * (1 << 32) + tokens[1:]
+        _, first = np.unique(pairs, return_index=True)
+        rows.append((1.0, np.log(len(tokens)), len(np.unique(tokens)) / len(tokens),
+                     1 - len(first) / max(len(pairs), 1)))
+    return np.asarray(rows)
+
+
+def single_token_accuracy(traces: TraceSet) -> np.ndarray:
+    """α per prompt: mean over its positions of the chance that the first draft step's best
+    token is accepted (greedy: it is the target's token; T > 0: its expected acceptance)."""
+    rows = np.arange(traces.positions)
+    first = traces.expected_accepted(rows, np.full(traces.positions, 2), np.full(traces.positions, 2))
+    counts = np.diff(traces.prompt_offsets)
+    prompt_of = np.repeat(np.arange(traces.n_prompts), counts)
+    return np.bincount(prompt_of, weights=first, minlength=traces.n_prompts) / np.maximum(counts, 1)
+
+
+def chain_speedup(alpha: np.ndarray, ratio: np.ndarray, gamma_max: int = GAMMA_MAX) -> np.ndarray:
+    """Seed 003's Eq. 4 at the best window: max over γ = 1..gamma_max of
+    (1 - α^(γ+1)) / ((1 - α)(γ c + 1)); broadcasts over α and c."""
+    alpha = np.clip(np.asarray(alpha, dtype=float), 1e-3, 0.999)[..., None]
+    ratio = np.asarray(ratio, dtype=float)[..., None]
+    gamma = np.arange(1, gamma_max + 1)
+    return np.max((1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * ratio + 1)), axis=-1)
+
+
+def cost_ratio(cost: CostModel, width: int, context: float) -> float:
+    """One draft step (``width`` nodes) over one plain target step, at ``context`` tokens."""
+    return float(cost.draft(width, context) / cost.greedy(context))
+
+
+@dataclass(frozen=True)
+class DraftSelector:
+    """The fitted rule: least-squares coefficients of α per drafter ``[drafters, features]`` and
+    each drafter's cost ratio."""
+
+    coef: np.ndarray
+    ratios: np.ndarray
+
+    @classmethod
+    def fit(cls, features: np.ndarray, alpha: np.ndarray, ratios: np.ndarray) -> "DraftSelector":
+        """``features`` ``[prompts, k]`` and ``alpha`` ``[prompts, drafters]`` of the reference prompts."""
+        if len(features) < features.shape[1]:
+            raise SimspecError(f"draft selection fits {features.shape[1]} coefficients per drafter and needs at least "
+                               f"as many reference (train) prompts, got {len(features)}: record more prompts")
+        coef, *_ = np.linalg.lstsq(features, alpha, rcond=None)
+        return cls(coef.T, np.asarray(ratios, dtype=float))
+
+    def alpha(self, features: np.ndarray) -> np.ndarray:
+        return np.clip(features @ self.coef.T, 0.0, 1.0)
+
+    def choose(self, features: np.ndarray) -> np.ndarray:
+        """The drafter index each prompt is decoded with."""
+        return np.argmax(chain_speedup(self.alpha(features), self.ratios[None, :]), axis=1)
+
+
+def align(primary: TraceSet, other: TraceSet, name: str) -> TraceSet:
+    """``other``'s traces of ``primary``'s prompts, in ``primary``'s order; one error line when it
+    lacks some, or belongs to another target or temperature."""
+    for key, what in (("target", "target"), ("temperature", "temperature")):
+        if primary.meta.get(key, 0) != other.meta.get(key, 0):
+            raise SimspecError(f"drafter profile {name} has traces for {what} {other.meta.get(key)!r}, but the "
+                               f"main profile's are for {primary.meta.get(key)!r}: selection compares drafters of "
+                               f"one target at one temperature")
+    ids = list(other.meta.get("prompt_ids") or [])
+    where = {p: i for i, p in enumerate(ids)}
+    wanted = list(primary.meta.get("prompt_ids") or [])
+    missing = [p for p in wanted if p not in where]
+    if not wanted or missing:
+        raise SimspecError(f"drafter profile {name} has no traces of {len(missing) or 'the'} prompt(s) of the main "
+                           f"profile's traces (e.g. {(missing or ['?'])[0]}): record every drafter on the same "
+                           f"--prompts and --n-prompts")
+    return other.subset(np.array([where[p] for p in wanted]))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``compare`` found: per scored prompt, each drafter's replay and the choices."""
+
+    drafters: tuple[Drafter, ...]
+    results: tuple[ReplayResult, ...]  # per drafter, on the scored prompts
+    trees: tuple[str, ...]  # per drafter, the static tree it decodes with
+    fixed: int  # the drafter best on average over the train prompts
+    chosen: np.ndarray  # [scored prompts] seed 003's choice
+    hindsight: np.ndarray  # [scored prompts] the best drafter per prompt, in hindsight
+    alpha_error: np.ndarray  # [drafters] mean |predicted - measured α| on the scored prompts
+    decision_seconds: float  # per prompt: features and the choice
+
+    def pick(self, choice: np.ndarray, extra_seconds: float = 0.0) -> ReplayResult:
+        """One replay result made of each prompt's chosen drafter's (its time plus ``extra_seconds``)."""
+        rows = np.arange(len(choice))
+        fields = ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")
+        stacked = {f: np.stack([getattr(r, f) for r in self.results]) for f in fields}
+        picked = {f: stacked[f][choice, rows] for f in fields}
+        picked["seconds"] = picked["seconds"] + extra_seconds
+        return ReplayResult(**picked)
+
+
+def compare(drafters: list[Drafter], train: np.ndarray, scored: np.ndarray, max_new_tokens: int | None) -> Selection:
+    """Seed 003's selection fitted on the ``train`` prompts and scored on ``scored`` (indices into
+    the aligned traces), beside the best fixed drafter and the hindsight choice."""
+    from simspec.sim.evaluate import grid_best
+
+    policies, train_results, results = [], [], []
+    for d in drafters:
+        policy = grid_best(d.traces.subset(train), d.cost, max_new_tokens)
+        policies.append(policy)
+        train_results.append(replay(d.traces.subset(train), d.cost, policy, max_new_tokens))
+        results.append(replay(d.traces.subset(scored), d.cost, policy, max_new_tokens))
+    fixed = int(np.argmax([np.mean(r.speedup) for r in train_results]))
+    primary = drafters[0].traces
+    features = prompt_features(primary)
+    alpha = np.stack([single_token_accuracy(d.traces) for d in drafters], axis=1)
+    context = float(np.median(primary.context_length))
+    ratios = [cost_ratio(d.cost, d.traces.width, context) for d in drafters]
+    selector = DraftSelector.fit(features[train], alpha[train], np.asarray(ratios))
+    started = time.perf_counter()
+    chosen = selector.choose(prompt_features(primary.subset(scored)))
+    decision = (time.perf_counter() - started) / max(len(scored), 1)
+    speedups = np.stack([r.speedup for r in results])
+    return Selection(tuple(drafters), tuple(results), tuple(p.name for p in policies), fixed, chosen,
+                     np.argmax(speedups, axis=0), np.abs(selector.alpha(features[scored]) - alpha[scored]).mean(0),
+                     decision)

@@ -1,0 +1,177 @@
+"""``simspec tune``: the best static tree for a profile, in the settings of the engine a user
+deploys (numpy only).
+
+Every static (D, V) of the grid is replayed on the profile's train prompts; the best one and
+the runner-up are then scored on the held-out prompts, so the speedup printed is not the one
+the choice was made on. Per context band (positions grouped by context length), the best tree
+is estimated cycle by cycle and reported where it differs from the overall choice.
+
+Engine conventions (simspec counts tree levels with the root, and verified tokens with it):
+
+- SGLang (EAGLE-2/3 dynamic trees): ``--speculative-num-steps`` = draft forward steps = D - 1,
+  ``--speculative-eagle-topk`` = W, ``--speculative-num-draft-tokens`` = V (the root counts:
+  at top-k 1 SGLang requires steps + 1).
+- EAGLE's ``EaModel.from_pretrained``: ``top_k`` = W, ``total_token`` = V (it keeps
+  total_token - 1 draft nodes plus the root), ``depth`` = D - 2 (one draft call from the root,
+  then ``depth`` more, each adding a level).
+- vLLM's EAGLE drafts a chain: ``num_speculative_tokens`` = D - 1. Only trees verifying a chain's
+  token count (V = D) are considered for it; their acceptance is read off the recorded beam
+  trees' best V nodes, which is the chain's wherever those nodes are the top-1 chain (an
+  approximation the output states).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simspec.errors import SimspecError
+
+ENGINES = ("sglang", "vllm", "eagle", "json")
+CHAIN_ENGINES = ("vllm",)
+BAND_EDGES = (0, 256, 512, 1024, 2048, 4096, 1 << 30)  # context bands, tokens
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    profile: str
+    engine: str = "json"
+    max_new_tokens: int | None = None  # None: everything recorded
+    draft_path: str | None = None  # what the printed settings name as the draft model
+
+    def check(self) -> None:
+        if self.engine not in ENGINES:
+            raise SimspecError(f"unknown --engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+
+
+@dataclass(frozen=True)
+class Tree:
+    depth: int
+    width: int
+    size: int
+
+    def settings(self, engine: str, draft: str) -> dict:
+        """The engine's own names for this tree."""
+        d, w, v = self.depth, self.width, self.size
+        if engine == "sglang":
+            return {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": draft,
+                    "speculative-num-steps": d - 1, "speculative-eagle-topk": w, "speculative-num-draft-tokens": v}
+        if engine == "vllm":
+            return {"method": "eagle3", "model": draft, "num_speculative_tokens": d - 1}
+        if engine == "eagle":
+            return {"ea_model_path": draft, "total_token": v, "depth": d - 2, "top_k": w}
+        return {"depth": d, "width": w, "size": v}
+
+    def flags(self, engine: str, draft: str) -> str:
+        """The settings as one string a user pastes."""
+        s = self.settings(engine, draft)
+        if engine == "sglang":
+            return " ".join(f"--{k} {v}" for k, v in s.items())
+        if engine == "vllm":
+            return f"--speculative-config '{json.dumps(s)}'"
+        if engine == "eagle":
+            return ", ".join(f"{k}={v!r}" for k, v in s.items())
+        return json.dumps(s)
+
+
+@dataclass
+class Tuned:
+    """What ``tune`` found: the ``--json`` line and the notes to show."""
+
+    summary: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def _mean(result) -> float:
+    return float(np.mean(result.speedup))
+
+
+def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> list[dict]:
+    """Per context band: the candidate with the best throughput, estimated with every position
+    of the band as a cycle's root (greedy time of the tokens a cycle yields over its time)."""
+    out = []
+    context = traces.context_length
+    rows = np.arange(traces.positions)
+    for lo, hi in zip(BAND_EDGES[:-1], BAND_EDGES[1:]):
+        at = rows[(context >= lo) & (context < hi)]
+        if len(at) < 200:  # too few positions to call a band's best
+            continue
+        plain = cost.greedy(context[at])
+        scores = []
+        for depth, size in candidates:
+            d, v = np.full(len(at), depth), np.full(len(at), size)
+            tokens = traces.expected_accepted(at, d, v) + 1
+            seconds = cost.cycle(d, width, v, context[at], np.ones(len(at), dtype=np.int64))
+            scores.append(float(np.sum(tokens * plain) / np.sum(seconds)))
+        best = int(np.argmax(scores))
+        out.append({"context": [int(lo), int(min(hi, context.max() + 1))], "positions": int(len(at)),
+                    "depth": candidates[best][0], "size": candidates[best][1], "speedup": scores[best]})
+    return out
+
+
+def run(request: TuneRequest) -> Tuned:
+    """The best static tree on the profile's train prompts, scored on its held-out ones."""
+    from simspec.policies.base import StaticPolicy, tree_capacities
+    from simspec.sim.evaluate import GRID_DEPTHS, GRID_SIZES, static_surface
+    from simspec.sim.profile import load_profile
+    from simspec.sim.replay import replay
+
+    r = request
+    r.check()
+    profile = load_profile(r.profile)
+    traces = profile.traces()
+    splits = np.array(traces.meta.get("splits") or [])
+    train_idx, held_idx = np.flatnonzero(splits == "train"), np.flatnonzero(splits == "heldout")
+    notes = []
+    if len(train_idx) == 0 or len(held_idx) == 0:
+        notes.append("the traces have no train/held-out split: the tree is chosen and scored on the same prompts")
+        train_idx = held_idx = np.arange(traces.n_prompts)
+    train, held = traces.subset(train_idx), traces.subset(held_idx)
+    width = traces.width
+    chain = r.engine in CHAIN_ENGINES
+    if chain:
+        surface = {(d, d): res for d, res in ((d, replay(train, profile.cost, StaticPolicy(d, width, d),
+                                                         r.max_new_tokens))
+                                              for d in GRID_DEPTHS if d <= traces.depth_max)}
+        notes.append(f"{r.engine} drafts a chain: trees verifying D tokens, acceptance read off the recorded "
+                     f"width-{width} beam trees' best D nodes (the chain's where those are the top-1 chain)")
+    else:
+        surface = {}
+        for (d, v), res in static_surface(train, profile.cost, r.max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
+            key = (d, int(min(v, tree_capacities(d, width))))
+            surface.setdefault(key, res)
+    ranked = sorted(surface, key=lambda k: (-_mean(surface[k]), k[1], k[0]))  # ties: the smaller tree
+    best, runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
+
+    def scored(key):
+        return replay(held, profile.cost, StaticPolicy(key[0], width, key[1]), r.max_new_tokens)
+
+    held_best, held_runner = scored(best), scored(runner)
+    tree, second = Tree(best[0], width, best[1]), Tree(runner[0], width, runner[1])
+    draft = r.draft_path or str(profile.meta.get("draft") or "DRAFT")
+    if best[0] == 1:
+        notes.append("plain decoding (D = 1) is fastest on this profile: serve without speculative decoding")
+    analytic = profile.kind == "analytic"
+    if analytic:
+        notes.append(f"ANALYTIC profile: {profile.meta.get('runtime') or 'a roofline model'}, not a measurement")
+    bands = band_bests(traces, profile.cost, ranked[:min(len(ranked), 24)], width)
+    differing = [b for b in bands if (b["depth"], b["size"]) != best]
+    summary = {
+        "profile": r.profile, "kind": profile.kind, "device": profile.meta.get("device"), "engine": r.engine,
+        "temperature": profile.temperature, "depth": tree.depth, "width": tree.width, "size": tree.size,
+        "speedup": _mean(held_best), "speedup_train": _mean(surface[best]),
+        "speedup_q25": float(np.percentile(held_best.speedup, 25)),
+        "speedup_q75": float(np.percentile(held_best.speedup, 75)),
+        "runner_up": {"depth": second.depth, "width": second.width, "size": second.size,
+                      "speedup": _mean(held_runner), "speedup_train": _mean(surface[runner])},
+        "margin": _mean(held_best) / _mean(held_runner) - 1,
+        "margin_train": _mean(surface[best]) / _mean(surface[runner]) - 1,
+        "settings": tree.settings(r.engine, draft), "flags": tree.flags(r.engine, draft),
+        "bands": bands, "bands_differ": bool(differing),
+        "prompts": {"train": int(len(train_idx)), "heldout": int(len(held_idx))},
+        "candidates": len(surface), "traces_hash": traces.meta["content_hash"],
+        "profile_hash": profile.meta["inputs_hash"],
+    }
+    return Tuned(summary, notes)

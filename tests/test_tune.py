@@ -1,0 +1,84 @@
+"""`simspec tune`: the best static tree of a profile, checked against the simulator's own grid,
+and printed in each engine's conventions. numpy only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import last_json, random_traces, simspec
+
+from simspec.policies.base import tree_capacities
+from simspec.sim.evaluate import split_traces, static_surface
+from simspec.sim.profile import load_profile, sample_record, write_profile
+from simspec.sim.traces import save_traces
+from simspec.sim.tune import Tree, TuneRequest, run
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tune")
+    traces = random_traces(5, n_prompts=7)
+    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
+                       prompt_ids=[f"p{i}" for i in range(7)])
+    content = save_traces(root / "traces", traces)
+    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
+                for n in (1, 4, 8, 16, 64, 128, 256)]
+               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
+               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
+    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
+                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
+    return str(root / "profile")
+
+
+def test_each_engine_gets_its_own_counting():
+    tree = Tree(depth=5, width=10, size=16)  # 5 levels with the root: 4 draft steps
+    sglang = tree.settings("sglang", "head")
+    assert (sglang["speculative-num-steps"], sglang["speculative-eagle-topk"],
+            sglang["speculative-num-draft-tokens"]) == (4, 10, 16)
+    assert tree.settings("eagle", "head") == {"ea_model_path": "head", "total_token": 16, "depth": 3, "top_k": 10}
+    assert tree.settings("vllm", "head")["num_speculative_tokens"] == 4
+    assert tree.flags("sglang", "head").startswith("--speculative-algorithm EAGLE3 ")
+    assert '"num_speculative_tokens": 4' in tree.flags("vllm", "head")
+
+
+def test_tune_picks_the_grid_best_of_the_train_prompts_and_scores_it_held_out(profile_dir):
+    tuned = run(TuneRequest(profile_dir, "sglang"))
+    s = tuned.summary
+    profile = load_profile(profile_dir)
+    traces = profile.traces()
+    surface = static_surface(split_traces(traces, "train"), profile.cost, None)
+    means = {}
+    for (d, v), result in surface.items():
+        means.setdefault((d, int(min(v, tree_capacities(d, traces.width)))), float(np.mean(result.speedup)))
+    best = max(means.values())
+    assert means[(s["depth"], s["size"])] == pytest.approx(best)
+    assert s["speedup_train"] == pytest.approx(best)
+    assert s["runner_up"]["speedup_train"] <= best
+    assert s["margin_train"] >= 0 and s["prompts"] == {"train": 4, "heldout": 3}
+    assert s["flags"] == (f"--speculative-algorithm EAGLE3 --speculative-draft-model-path d --speculative-num-steps "
+                          f"{s['depth'] - 1} --speculative-eagle-topk 2 --speculative-num-draft-tokens {s['size']}")
+
+
+def test_a_chain_engine_is_tuned_over_chains(profile_dir):
+    s = run(TuneRequest(profile_dir, "vllm")).summary
+    assert s["size"] == s["depth"] and s["runner_up"]["size"] == s["runner_up"]["depth"]
+    assert s["settings"]["num_speculative_tokens"] == s["depth"] - 1
+
+
+@pytest.mark.e2e
+def test_tune_on_the_shipped_profile_prints_sglang_flags():
+    result = simspec("tune", "--profile", "calibration/cpu-demo", "--engine", "sglang", "--json")
+    assert result.returncode == 0, result.stderr
+    s = last_json(result)
+    assert {"depth", "width", "size", "speedup", "flags"} <= set(s)
+    assert f"--speculative-num-steps {s['depth'] - 1}" in s["flags"]
+    assert f"--speculative-num-draft-tokens {s['size']}" in s["flags"]
+    assert s["speedup"] > 1 and s["width"] == 10
+
+
+@pytest.mark.e2e
+def test_tune_bad_engine_is_one_line(profile_dir):
+    result = simspec("tune", "--profile", profile_dir, "--engine", "tgi")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown --engine 'tgi'" in lines[0]
