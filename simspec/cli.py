@@ -260,6 +260,13 @@ def calibrate(
     top_p: TopP = 1.0,
     nodes: int = typer.Option(64, min=2, help="T > 0: the largest V (root included) the traces support; recording "
                               "costs one target forward over about this many nodes per position."),
+    ray: Annotated[Optional[str], typer.Option("--ray", help="Record the traces as Ray tasks: 'local' (a Ray "
+                                               "instance on this machine) or a cluster's ADDRESS (host:port). The "
+                                               "merged traces equal a single-process recording's (same content "
+                                               "hash). Needs pip install \"simspec[ray]\".")] = None,
+    workers: int = typer.Option(2, min=1, help="--ray: shards (tasks) to split the prompts into; each task runs "
+                                "--threads torch threads and asks Ray for that many CPUs (and one GPU where the "
+                                "cluster has them)."),
     as_json: Json = False,
 ) -> None:
     """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
@@ -268,7 +275,7 @@ def calibrate(
 
     request = CalibrateRequest(gpu, target, draft, prompts, n_prompts, max_new_tokens, depth_max, width, traces_from,
                                no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed,
-                               dtype, temperature, top_p, nodes)
+                               dtype, temperature, top_p, nodes, ray, workers)
     plan = request.check()
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "
@@ -424,6 +431,44 @@ def train(
     s = _run(lambda bar, status: train_policy(request, bar(f"train {algo} ({preset})", total_work(request))), threads)
     show.train(s, request)
     _json(as_json, s)
+
+
+@app.command()
+def sweep(
+    profile: Profile,
+    algo: Annotated[str, typer.Option(help="Comma-separated algorithms: ltd, resps, radar.")],
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds, e.g. 1,2,3.")] = "0",
+    reward: Annotated[str, typer.Option(help="Comma-separated rewards: throughput, acceptance, time.")] = "throughput",
+    preset: str = typer.Option("fast", help="Every trial's schedule: paper or fast."),
+    ray: Annotated[Optional[str], typer.Option("--ray", help="Run the trials as Ray Tune trials: 'local' (a Ray "
+                                               "instance on this machine) or a cluster's ADDRESS. Without it they "
+                                               "run one after another in this process. Needs pip install "
+                                               "\"simspec[ray]\".")] = None,
+    workers: int = typer.Option(2, min=1, help="--ray local: trials at once."),
+    threads: int = typer.Option(1, min=1, help="torch threads of every trial, with or without Ray (a seed gives "
+                                "the same policy at the same thread count); under Ray, the CPUs a trial asks for."),
+    out_dir: Out("Sweep folder (default policies/sweep-PROFILE): one policy folder per trial and sweep.json") = None,
+    force: Force = False,
+    as_json: Json = False,
+) -> None:
+    """Train every combination of --algo x --reward x --seeds on one profile (each trial is
+    `simspec train --simulated`), one after another or as Ray Tune trials, and print the
+    held-out speedup per configuration: mean and sd over seeds, beside the grid best."""
+    from simspec.train.sweep import SweepRequest, run
+
+    request = SweepRequest(profile, _names(algo), tuple(_ints(seeds, "--seeds")), _names(reward), preset, ray, workers,
+                           threads, out_dir, force)
+    request.check()
+    s = _run(lambda bar, status: run(request, bar, status), threads)
+    show.sweep(s)
+    _json(as_json, s)
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(v) for v in _names(text)]
+    except ValueError:
+        raise SimspecError(f"{flag} takes comma-separated integers, got {text!r}") from None
 
 
 @app.command()

@@ -11,6 +11,14 @@ from simspec.engine.modeling import base_and_head, head_logits
 from simspec.engine.models import LoadedModel
 
 
+def length_batches(prompts: list[list[int]], batch: int) -> list[list[int]]:
+    """The prompt indices ``greedy_continuations`` runs together: sorted by length (stably), in
+    groups of ``batch``. A subset made of whole groups, listed in this order, batches the same way,
+    which is what lets sharded recordings reproduce a single process's continuations exactly."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths batch well
+    return [order[start:start + batch] for start in range(0, len(order), batch)]
+
+
 @torch.inference_mode()
 def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
                          advance: Callable[[int], None] = lambda n: None) -> list[list[int]]:
@@ -23,10 +31,8 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
 
     base, head = base_and_head(target.model)
     device = target.device
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths batch well
     outputs: dict[int, list[int]] = {}
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
+    for idx in length_batches(prompts, batch):
         width = max(len(prompts[i]) for i in idx)
         ids = torch.zeros((len(idx), width), dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)

@@ -48,6 +48,8 @@ class CalibrateRequest:
     temperature: float = 0.0  # > 0: sampled traces with node probabilities (see simspec.sim.traces)
     top_p: float = 1.0
     nodes: int = 64  # at T > 0: the largest V the traces support
+    ray: str | None = None  # record the traces as Ray tasks: "local" or a cluster address
+    workers: int = 2  # --ray: shards
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -88,6 +90,13 @@ class CalibrateRequest:
             raise SimspecError("--traces-only records traces: it needs real models and no --no-traces / --traces-from")
         models = self.target not in ARCH_TARGETS
         chosen = load_prompts(self.prompts, n=self.n_prompts) if models and not (self.no_traces or source) else []
+        if self.ray is not None:
+            if not chosen:
+                raise SimspecError("--ray shards trace recording: use it where traces are recorded (--traces-only, "
+                                   "or a calibration without --traces-from / --no-traces)")
+            from simspec.measure.shards import require_ray
+
+            require_ray()
         return Plan(gpu, kind, source, chosen)
 
 
@@ -151,6 +160,8 @@ def traces_source(path: str, target: str, draft: str, dtype: str = "fp32", tempe
 def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar: Bar):
     """Records the drafter's trees on ``chosen`` and replays a few static trees on the live engine
     against them; returns (traces, seconds, replay checks)."""
+    import torch
+
     from simspec.data import render_chat
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
@@ -164,13 +175,22 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     for one in ids:
         engine.check_length(one, r.max_new_tokens + r.depth_max)
     started = time.perf_counter()
-    recorded = recorder.record_all(ids, bar)
+    threads = torch.get_num_threads()
+    if r.ray is not None:
+        from simspec.measure.shards import record_sharded
+
+        tick = bar(f"recording traces on Ray ({r.workers} shards, {threads} threads each)", len(ids))
+        recorded = record_sharded(r.target, r.draft, r.dtype, recorder.spec, ids, r.ray, r.workers, threads, tick)
+    else:
+        recorded = recorder.record_all(ids, bar)
     record_s = time.perf_counter() - started
     meta = {"target": r.target, "draft": r.draft, "prompts": r.prompts, "prompt_ids": [p.id for p in chosen],
             "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
             "width": r.width, "seed": r.seed, "simspec_version": __version__, "dtype": r.dtype,
             "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1),
-            "temperature": r.temperature}
+            "temperature": r.temperature, "threads": threads}
+    if r.ray is not None:
+        meta["ray"] = {"address": r.ray, "shards": r.workers}
     if r.temperature > 0:
         meta.update(top_p=r.top_p, nodes=r.nodes)
     traces = assemble(recorded, ids, meta)

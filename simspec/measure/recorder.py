@@ -33,6 +33,9 @@ from simspec.sim.stochastic import stored_nodes
 from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, pad_node_rows
 
 
+CONTINUATION_BATCH = 16  # prompts per batched greedy generation (shards keep these groups whole)
+
+
 @dataclass(frozen=True)
 class RecordSpec:
     depth_max: int = 12
@@ -98,17 +101,19 @@ class TraceRecorder:
         """Batched greedy continuations, long enough to mark the greedy path below every
         recorded root (``max_new_tokens + depth_max`` tokens)."""
         new = self.spec.max_new_tokens + self.spec.depth_max
-        full = greedy_continuations(self.target, prompts, new, batch=16, advance=advance)
+        full = greedy_continuations(self.target, prompts, new, batch=CONTINUATION_BATCH, advance=advance)
         return [seq[len(p):] for seq, p in zip(full, prompts)]
 
-    def record_all(self, prompts: list[list[int]], bar: Callable[[str, int], Callable[[], None]]
-                   ) -> list[PromptTrace]:
+    def record_all(self, prompts: list[list[int]], bar: Callable[[str, int], Callable[[], None]],
+                   index: list[int] | None = None) -> list[PromptTrace]:
         """Every prompt's trace: batched continuations first, then the trees, one progress bar each
-        (at T > 0: prompt n sampled with seed ``sampling.seed + n``, one bar)."""
+        (at T > 0: prompt n sampled with seed ``sampling.seed + n``, one bar). ``index``: the
+        prompts' places in the whole recording, when these are a shard of it (default 0, 1, ...)."""
+        index = list(range(len(prompts))) if index is None else index
         if not self.spec.sampling.greedy:
             tick = bar("recording sampled trees", len(prompts))
             recorded = []
-            for n, ids in enumerate(prompts):
+            for n, ids in zip(index, prompts):
                 recorded.append(self.record_sampled(ids, np.random.default_rng(self.spec.sampling.seed + n)))
                 tick()
             return recorded

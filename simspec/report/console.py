@@ -275,3 +275,14 @@ def tune(tuned) -> None:
         out.print(f"  context {band['context'][0]}-{band['context'][1]}: D {band['depth']}, V {band['size']} "
                   f"(~{band['speedup']:.2f}x per cycle, {band['positions']} positions){mark}")
     out.print(f"{s['engine']}: {s['flags']}")
+
+
+def sweep(s: dict) -> None:
+    where = f"Ray ({s['ray']})" if s["ray"] else "this process"
+    table(f"sweep {s['sweep']}: {len(s['trials'])} trials on {s['profile']} (preset {s['preset']}, {where}, "
+          f"{s['threads']} torch thread(s) each); held-out speedup over seeds",
+          ("algorithm", "reward", "seeds", "mean", "sd", "per seed", "grid best", "EAGLE-3"),
+          [(r["algo"], r["reward"], ",".join(map(str, r["seeds"])), f"{r['speedup_mean']:.3f}",
+            f"{r['speedup_sd']:.3f}", " ".join(f"{v:.3f}" for v in r["speedups"]), f"{r['grid_best_speedup']:.3f}",
+            f"{r['eagle3_speedup']:.3f}") for r in s["table"]])
+    out.print(f"{len(s['trials'])} policies in {s['sweep']} ({s['seconds']:.0f} s)")

@@ -1,0 +1,111 @@
+"""Trace recording sharded over Ray tasks (``calibrate --traces-only --ray``).
+
+Traces are per prompt, so shards merge exactly, provided each prompt's trace comes out of a
+shard as it would out of one process. Two things could make it differ, and both are held
+fixed: the batched greedy continuations (a near-tie may split another way in another batch),
+so shards are made of whole batches of the single-process recording (``length_batches``); and
+torch's thread count (float reductions in another order round differently: the trees of one
+prompt recorded with 1 and with 2 threads differ), so every task runs the driver's thread
+count and asks Ray for that many CPUs. The driver assembles the prompts in their original
+order, so the merged traces hash as a single-process recording of the same prompts.
+
+A task whose worker dies or raises is retried (``MAX_RETRIES``); if one still fails, the
+recording fails and nothing is published (the caller writes the folder only after the merge).
+Ray is an optional extra (``pip install "simspec[ray]"``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from simspec.errors import SimspecError
+
+MAX_RETRIES = 3
+FAIL_ONCE_ENV = "SIMSPEC_RAY_FAIL_ONCE"  # tests: the first task to see this folder dies once
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise SimspecError('--ray needs Ray, an optional extra: pip install "simspec[ray]" (or pip install '
+                           '"ray[tune]")') from None
+    return ray
+
+
+def shard_prompts(prompts: list[list[int]], workers: int, batch: int) -> list[list[int]]:
+    """Prompt indices per shard: the single-process recording's batches, whole, each given to the
+    shard with the fewest tokens so far (the largest first), each shard's in recording order."""
+    from simspec.engine.greedy import length_batches
+
+    groups = length_batches(prompts, batch)
+    load = [0] * min(workers, len(groups))
+    shards: list[list[list[int]]] = [[] for _ in load]
+    for g in sorted(range(len(groups)), key=lambda g: -sum(len(prompts[i]) for i in groups[g])):
+        k = min(range(len(load)), key=lambda k: (load[k], k))
+        shards[k].append(g)
+        load[k] += sum(len(prompts[i]) for i in groups[g])
+    return [[i for g in sorted(shard) for i in groups[g]] for shard in shards if shard]
+
+
+def _record_shard(target: str, draft: str, dtype: str, spec, threads: int, prompts: list[list[int]],
+                  index: list[int]) -> list:
+    """One Ray task: load the pair, record these prompts as one process would (same threads)."""
+    import torch
+
+    fail_once = os.environ.get(FAIL_ONCE_ENV)
+    if fail_once and not os.path.exists(os.path.join(fail_once, "failed")):
+        open(os.path.join(fail_once, "failed"), "w").close()
+        os._exit(1)  # a killed worker: Ray retries the task
+    torch.set_num_threads(threads)
+    from simspec.engine.load import load_pair
+    from simspec.measure.recorder import TraceRecorder
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaded, drafter = load_pair(target, draft, device, dtype=dtype)
+    return TraceRecorder(loaded, drafter, spec).record_all(prompts, lambda name, n: (lambda *a: None), index)
+
+
+def connect(address: str, workers: int, threads: int):
+    """Ray, started locally (``local``: room for ``workers`` tasks of ``threads`` CPUs) or joined at
+    ``address``; returns the module and whether the cluster has GPUs."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        try:
+            if address == "local":
+                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise SimspecError(f"--ray {address}: cannot start or reach a Ray cluster ({str(exc).splitlines()[0]}): "
+                               f"use --ray local, or the address `ray status` prints on the head node") from None
+    return ray, ray.cluster_resources().get("GPU", 0) > 0
+
+
+def record_sharded(target: str, draft: str, dtype: str, spec, prompts: list[list[int]], address: str, workers: int,
+                   threads: int, tick: Callable[..., None]) -> list:
+    """Every prompt's trace, recorded by Ray tasks, in the prompts' order."""
+    from simspec.measure.recorder import CONTINUATION_BATCH
+
+    ray, gpus = connect(address, workers, threads)
+    task = ray.remote(_record_shard).options(num_cpus=threads, num_gpus=1 if gpus else 0, max_retries=MAX_RETRIES,
+                                             retry_exceptions=True)
+    shards = shard_prompts(prompts, workers, CONTINUATION_BATCH)
+    pending = {task.remote(target, draft, dtype, spec, threads, [prompts[i] for i in shard], shard): shard
+               for shard in shards}
+    recorded: dict[int, object] = {}
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            shard = pending.pop(done[0])
+            recorded.update(zip(shard, ray.get(done[0])))
+            tick(len(shard))
+    except ray.exceptions.RayError as exc:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        cause = str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else exc.__class__.__name__
+        raise SimspecError(f"a Ray task failed after {MAX_RETRIES} retries ({cause}); nothing was written: "
+                           f"run again, or without --ray") from None
+    return [recorded[i] for i in range(len(prompts))]

@@ -1,0 +1,194 @@
+"""``simspec sweep``: many trainings on one profile (algorithms x rewards x seeds), one after
+another or as Ray Tune trials, and a table of held-out speedups over seeds per configuration.
+
+A trial is exactly ``simspec train --simulated`` with the trial's algorithm, reward and seed,
+writing its policy folder inside the sweep's. Every trial runs ``threads`` torch threads (one by
+default), in this process or in a Ray worker alike, because training's float arithmetic, and so
+its policy, depends on the thread count: one seed then gives one policy with or without Ray.
+Under Ray each trial asks for that many CPUs and hands its policy folder back as a Tune
+checkpoint, which the driver copies into the sweep folder; a trial whose worker fails is
+retried. The folder is renamed into place only when every trial has finished.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from simspec.errors import SimspecError
+
+MAX_FAILURES = 2  # retries of a failed Ray Tune trial
+
+
+@dataclass(frozen=True)
+class Trial:
+    algo: str
+    reward: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.algo}-{self.reward}-s{self.seed}"
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    profile: str
+    algos: tuple[str, ...]
+    seeds: tuple[int, ...] = (0,)
+    rewards: tuple[str, ...] = ("throughput",)
+    preset: str = "fast"
+    ray: str | None = None  # "local" or a cluster address; None: one trial after another, here
+    workers: int = 2  # --ray local: trials at once
+    threads: int = 1  # torch threads per trial
+    out: str | None = None
+    force: bool = False
+
+    def trials(self) -> list[Trial]:
+        return [Trial(a, r, s) for a, r, s in itertools.product(self.algos, self.rewards, self.seeds)]
+
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("policies") / f"sweep-{Path(self.profile).name}"
+
+    def train_request(self, trial: Trial, folder: Path):
+        from simspec.train.run import TrainRequest
+
+        return TrainRequest(self.profile, trial.algo, self.preset, trial.reward, trial.seed,
+                            str(folder / trial.name), force=True)
+
+    def check(self) -> None:
+        """Every flag, each trial's request and the output folder, before any training."""
+        from simspec.cache import check_out
+
+        if not self.algos or not self.seeds or not self.rewards:
+            raise SimspecError("a sweep needs at least one --algo, one --seeds value and one --reward")
+        for name, values in (("--algo", self.algos), ("--seeds", self.seeds), ("--reward", self.rewards)):
+            if len(set(values)) < len(values):
+                raise SimspecError(f"{name} names a value twice: {', '.join(map(str, values))}")
+        if self.threads < 1 or self.workers < 1:
+            raise SimspecError("--threads and --workers take a number >= 1")
+        check_out(self.out_dir(), self.force)
+        if self.ray is not None:
+            from simspec.measure.shards import require_ray
+
+            require_ray()
+        scratch = Path(tempfile.mkdtemp(prefix=".simspec-sweep-check-"))
+        try:
+            for trial in self.trials():
+                self.train_request(trial, scratch).check()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_trial(request: SweepRequest, trial: Trial, folder: Path, advance: Callable[[int], None] = lambda n: None
+              ) -> dict:
+    """One training, at the sweep's thread count; the ``train`` summary."""
+    import torch
+
+    from simspec.train.run import train_policy
+
+    torch.set_num_threads(request.threads)
+    return train_policy(request.train_request(trial, folder), advance)
+
+
+def _tune_trial(config: dict) -> None:
+    """A Ray Tune trainable: one trial, its policy folder reported as the checkpoint."""
+    from ray import tune
+
+    request, trial = config["request"], config["trial"]
+    work = Path(tempfile.mkdtemp(prefix=".simspec-trial-"))
+    summary = run_trial(request, trial, work)
+    tune.report({k: v for k, v in summary.items() if isinstance(v, (int, float))},
+                checkpoint=tune.Checkpoint.from_directory(str(work)))
+
+
+def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
+    from ray import tune
+
+    from simspec.measure.shards import connect
+
+    connect(request.ray, request.workers, request.threads)
+    storage = Path(tempfile.mkdtemp(prefix=".simspec-sweep-ray-")).resolve()
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(_tune_trial, {"cpu": request.threads}),
+            param_space={"request": request, "trial": tune.grid_search(trials)},
+            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0,
+                                      failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)))
+        with status(f"{len(trials)} trials as Ray Tune trials ({request.ray})"):
+            results = tuner.fit()
+        summaries = {}
+        for result in results:
+            trial = result.config["trial"]
+            if result.error is not None or result.checkpoint is None:
+                raise SimspecError(f"trial {trial.name} failed on Ray after {MAX_FAILURES} retries "
+                                   f"({str(result.error).strip().splitlines()[-1][:160] if result.error else 'no policy'})"
+                                   "; nothing was written: run again, or without --ray")
+            result.checkpoint.to_directory(str(folder))
+            summaries[trial.name] = json.loads((folder / trial.name / "policy.json").read_text())
+        return [_summary_of(summaries[t.name], t, folder) for t in trials]
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+
+
+def _summary_of(meta: dict, trial: Trial, folder: Path) -> dict:
+    """What ``train`` printed for a trial, read back from its policy.json (a Ray trial's own
+    return value stays on its worker)."""
+    held = meta["heldout"]
+    return {"policy": str(folder / trial.name), "algo": trial.algo, "train_seconds": meta["train_seconds"],
+            "env_steps": meta["env_steps"], "heldout_speedup": held["speedup"],
+            "grid_best_speedup": held["grid_best_speedup"], "eagle3_speedup": held["eagle3_speedup"],
+            "oracle_share": held["oracle_share"]}
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """Per (algorithm, reward): held-out speedup mean and sd over seeds, beside the grid best's."""
+    out = []
+    keys = sorted({(r["algo"], r["reward"]) for r in rows})
+    for algo, reward in keys:
+        mine = [r for r in rows if (r["algo"], r["reward"]) == (algo, reward)]
+        speedups = [r["heldout_speedup"] for r in mine]
+        out.append({"algo": algo, "reward": reward, "seeds": [r["seed"] for r in mine],
+                    "speedup_mean": statistics.fmean(speedups),
+                    "speedup_sd": statistics.stdev(speedups) if len(speedups) > 1 else 0.0,
+                    "speedups": speedups, "grid_best_speedup": mine[0]["grid_best_speedup"],
+                    "eagle3_speedup": mine[0]["eagle3_speedup"]})
+    return out
+
+
+def run(request: SweepRequest, bar, status) -> dict:
+    """Every trial, then the summary (also ``sweep.json`` in the sweep folder); the ``--json`` line."""
+    from simspec.cache import atomic_directory
+
+    request.check()
+    trials = request.trials()
+    started = time.perf_counter()
+    with atomic_directory(request.out_dir(), replace=request.force) as folder:
+        if request.ray is None:
+            summaries = []
+            for trial in trials:
+                summaries.append(run_trial(request, trial, folder, bar(f"trial {trial.name}", _work(request, trial))))
+        else:
+            summaries = _run_on_ray(request, trials, folder, status)
+        rows = [{**s, "policy": str(request.out_dir() / t.name), "reward": t.reward, "seed": t.seed}
+                for s, t in zip(summaries, trials)]
+        summary = {"sweep": str(request.out_dir()), "profile": request.profile, "preset": request.preset,
+                   "ray": request.ray, "threads": request.threads, "trials": rows, "table": table(rows),
+                   "seconds": time.perf_counter() - started}
+        (folder / "sweep.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _work(request: SweepRequest, trial: Trial) -> int:
+    from simspec.train.run import total_work
+
+    return total_work(request.train_request(trial, Path(".")))
+
+

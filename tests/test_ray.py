@@ -1,0 +1,55 @@
+"""Trace recording sharded over Ray (``calibrate --traces-only --ray``): the merged traces hash
+as a single-process recording of the same prompts, also when a worker dies and its shard is
+retried. A local Ray instance, started by the command itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import last_json, simspec
+
+from simspec.engine.greedy import length_batches
+from simspec.measure.shards import shard_prompts
+
+pytestmark = [pytest.mark.e2e]
+
+RECORD = ("calibrate", "--traces-only", "--prompts", "humaneval+sharegpt", "--n-prompts", "5", "--max-new-tokens",
+          "8", "--check-prompts", "0", "--json")
+
+
+def test_shards_are_whole_batches_of_the_single_process_recording():
+    prompts = [[0] * n for n in (9, 3, 7, 3, 12, 5, 1, 8, 8, 2)]
+    batches = length_batches(prompts, 3)
+    shards = shard_prompts(prompts, 2, 3)
+    assert sorted(i for shard in shards for i in shard) == list(range(10))
+    for shard in shards:  # a shard re-batched on its own gives the same groups
+        again = [[shard[j] for j in group] for group in length_batches([prompts[i] for i in shard], 3)]
+        assert all(group in batches for group in again)
+    assert len(shard_prompts(prompts, 8, 3)) == len(batches)  # never more shards than batches
+
+
+@pytest.mark.model
+def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path):
+    single = simspec(*RECORD, "--out", str(tmp_path / "single"))
+    assert single.returncode == 0, single.stderr
+    fail_once = tmp_path / "fail-once"
+    fail_once.mkdir()
+    sharded = simspec(*RECORD, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2", timeout=600,
+                      env={"SIMSPEC_RAY_FAIL_ONCE": str(fail_once)})
+    assert sharded.returncode == 0, sharded.stderr
+    assert (fail_once / "failed").exists()  # one worker died, and its shard was recorded again
+    hashes = [json.loads((tmp_path / name / "traces.json").read_text())["content_hash"] for name in ("single", "ray")]
+    assert hashes[0] == hashes[1]
+    assert last_json(sharded)["positions"] == last_json(single)["positions"] > 0
+    meta = json.loads((tmp_path / "ray" / "traces.json").read_text())
+    assert meta["ray"] == {"address": "local", "shards": 2} and meta["threads"] >= 1
+
+
+def test_ray_needs_a_recording(tmp_path):
+    result = simspec("calibrate", "--gpu", "h100", "--traces-from", "calibration/traces-humaneval-eagle", "--quick",
+                     "--out", str(tmp_path / "p"), "--ray", "local")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "simspec: error: --ray shards trace recording: use it where traces are recorded (--traces-only, or a "
+        "calibration without --traces-from / --no-traces)"]

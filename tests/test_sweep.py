@@ -1,0 +1,82 @@
+"""`simspec sweep`: trainings over algorithms x seeds on one profile, one after another and as
+Ray Tune trials on a local Ray instance, with the same policy per seed either way."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import last_json, random_traces, simspec
+
+from simspec.sim.profile import sample_record, write_profile
+from simspec.sim.traces import save_traces
+from simspec.train.sweep import table
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    traces = _traces()
+    content = save_traces(root / "traces", traces)
+    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
+                for n in (1, 4, 8, 16, 64)]
+               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
+               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
+    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
+                                     "policy_seconds": {"static": 1e-6, "radar_call": 2e-5},
+                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
+    return str(root / "profile")
+
+
+def _traces():
+    from simspec.sim.traces import PromptTrace, assemble
+
+    parts = [random_traces(seed, n_prompts=7) for seed in (3, 4)]
+    prompts = [PromptTrace(t.continuation(i), t.context_length[t.prompt_positions(i)], t.path_rank[t.prompt_positions(i)],
+                           t.level_scores[t.prompt_positions(i)], t.best_child_logprobs[t.prompt_positions(i)], False)
+               for t in parts for i in range(t.n_prompts)]
+    return assemble(prompts, [50] * 14, {"depth_max": parts[0].depth_max, "width": 2, "target": "t", "draft": "d",
+                                         "splits": ["train"] * 8 + ["heldout"] * 6,
+                                         "prompt_ids": [f"p{i}" for i in range(14)]})
+
+
+def _arrays(folder) -> dict:
+    with np.load(folder / "policy.npz") as blob:
+        return {k: blob[k] for k in blob.files}
+
+
+def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
+    args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--json"]
+    plain = simspec(*args, "--out", str(tmp_path / "plain"))
+    assert plain.returncode == 0, plain.stderr
+    ray = simspec(*args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2", timeout=600)
+    assert ray.returncode == 0, ray.stderr
+    for name in ("radar-throughput-s1", "radar-throughput-s2"):
+        a, b = _arrays(tmp_path / "plain" / name), _arrays(tmp_path / "ray" / name)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(*(next(iter(_arrays(tmp_path / "plain" / f"radar-throughput-s{s}").values()))
+                                for s in (1, 2)))  # the seed matters
+    summary = last_json(ray)
+    assert [r["seed"] for r in summary["trials"]] == [1, 2] and len(summary["table"]) == 1
+    assert json.loads((tmp_path / "ray" / "sweep.json").read_text())["table"] == summary["table"]
+
+
+def test_the_table_is_mean_and_sd_over_seeds():
+    rows = [{"algo": "ltd", "reward": "throughput", "seed": s, "heldout_speedup": v, "grid_best_speedup": 1.0,
+             "eagle3_speedup": 0.7} for s, v in ((1, 1.2), (2, 1.4))]
+    (row,) = table(rows)
+    assert row["speedup_mean"] == pytest.approx(1.3) and row["speedup_sd"] == pytest.approx(np.std([1.2, 1.4], ddof=1))
+
+
+def test_sweep_bad_input_is_one_line(profile_dir, tmp_path):
+    for args, message in [(("--algo", "ltd,nope"), "unknown --algo 'nope'"),
+                          (("--algo", "ltd", "--seeds", "1,x"), "--seeds takes comma-separated integers"),
+                          (("--algo", "ltd", "--seeds", "1,1"), "--seeds names a value twice")]:
+        result = simspec("sweep", "--profile", profile_dir, *args, "--out", str(tmp_path / "s"))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], result.stderr
+        assert not (tmp_path / "s").exists()
