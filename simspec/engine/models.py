@@ -9,7 +9,6 @@ import contextlib
 import importlib.util
 import io
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache

@@ -94,7 +94,7 @@ class CalibrateRequest:
             if not chosen:
                 raise SimspecError("--ray shards trace recording: use it where traces are recorded (--traces-only, "
                                    "or a calibration without --traces-from / --no-traces)")
-            from simspec.measure.shards import require_ray
+            from simspec.cluster import require_ray
 
             require_ray()
         return Plan(gpu, kind, source, chosen)

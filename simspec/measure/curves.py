@@ -3,7 +3,6 @@ absent GPU) and record draft-tree traces, into one profile folder."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 

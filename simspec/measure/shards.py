@@ -11,7 +11,7 @@ order, so the merged traces hash as a single-process recording of the same promp
 
 A task whose worker dies or raises is retried (``MAX_RETRIES``); if one still fails, the
 recording fails and nothing is published (the caller writes the folder only after the merge).
-Ray is an optional extra (``pip install "simspec[ray]"``).
+Ray is an optional extra (``pip install "simspec[ray]"``, see ``simspec.cluster``).
 """
 
 from __future__ import annotations
@@ -23,15 +23,6 @@ from simspec.errors import SimspecError
 
 MAX_RETRIES = 3
 FAIL_ONCE_ENV = "SIMSPEC_RAY_FAIL_ONCE"  # tests: the first task to see this folder dies once
-
-
-def require_ray():
-    try:
-        import ray
-    except ImportError:
-        raise SimspecError('--ray needs Ray, an optional extra: pip install "simspec[ray]" (or pip install '
-                           '"ray[tune]")') from None
-    return ray
 
 
 def shard_prompts(prompts: list[list[int]], workers: int, batch: int) -> list[list[int]]:
@@ -67,27 +58,12 @@ def _record_shard(target: str, draft: str, dtype: str, spec, threads: int, promp
     return TraceRecorder(loaded, drafter, spec).record_all(prompts, lambda name, n: (lambda *a: None), index)
 
 
-def connect(address: str, workers: int, threads: int):
-    """Ray, started locally (``local``: room for ``workers`` tasks of ``threads`` CPUs) or joined at
-    ``address``; returns the module and whether the cluster has GPUs."""
-    ray = require_ray()
-    if not ray.is_initialized():
-        try:
-            if address == "local":
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
-            else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise SimspecError(f"--ray {address}: cannot start or reach a Ray cluster ({str(exc).splitlines()[0]}): "
-                               f"use --ray local, or the address `ray status` prints on the head node") from None
-    return ray, ray.cluster_resources().get("GPU", 0) > 0
-
-
 def record_sharded(target: str, draft: str, dtype: str, spec, prompts: list[list[int]], address: str, workers: int,
                    threads: int, tick: Callable[..., None]) -> list:
     """Every prompt's trace, recorded by Ray tasks, in the prompts' order."""
     from simspec.measure.recorder import CONTINUATION_BATCH
+
+    from simspec.cluster import connect
 
     ray, gpus = connect(address, workers, threads)
     task = ray.remote(_record_shard).options(num_cpus=threads, num_gpus=1 if gpus else 0, max_retries=MAX_RETRIES,

@@ -76,7 +76,7 @@ class SweepRequest:
             raise SimspecError("--threads and --workers take a number >= 1")
         check_out(self.out_dir(), self.force)
         if self.ray is not None:
-            from simspec.measure.shards import require_ray
+            from simspec.cluster import require_ray
 
             require_ray()
         scratch = Path(tempfile.mkdtemp(prefix=".simspec-sweep-check-"))
@@ -112,7 +112,7 @@ def _tune_trial(config: dict) -> None:
 def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
     from ray import tune
 
-    from simspec.measure.shards import connect
+    from simspec.cluster import connect
 
     connect(request.ray, request.workers, request.threads)
     storage = Path(tempfile.mkdtemp(prefix=".simspec-sweep-ray-")).resolve()
