@@ -264,6 +264,11 @@ def calibrate(
                                                "instance on this machine) or a cluster's ADDRESS (host:port). The "
                                                "merged traces equal a single-process recording's (same content "
                                                "hash). Needs pip install \"simspec[ray]\".")] = None,
+    import_curves: Annotated[Optional[str], typer.Option("--import-curves", help="Build the profile from latency "
+                                                         "curves measured in another engine (the server you deploy: "
+                                                         "JSON or CSV, schema in docs/calibration.md), paired with "
+                                                         "--traces-from; no models are loaded. The profile is marked "
+                                                         "IMPORTED and cannot be validated with simspec's engine.")] = None,
     workers: int = typer.Option(2, min=1, help="--ray: shards (tasks) to split the prompts into; each task runs "
                                 "--threads torch threads and asks Ray for that many CPUs (and one GPU where the "
                                 "cluster has them)."),
@@ -275,7 +280,7 @@ def calibrate(
 
     request = CalibrateRequest(gpu, target, draft, prompts, n_prompts, max_new_tokens, depth_max, width, traces_from,
                                no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed,
-                               dtype, temperature, top_p, nodes, ray, workers)
+                               dtype, temperature, top_p, nodes, ray, workers, import_curves)
     plan = request.check()
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "

@@ -50,6 +50,7 @@ class CalibrateRequest:
     nodes: int = 64  # at T > 0: the largest V the traces support
     ray: str | None = None  # record the traces as Ray tasks: "local" or a cluster address
     workers: int = 2  # --ray: shards
+    import_curves: str | None = None  # a curves file measured in another engine (simspec.sim.imported)
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -75,6 +76,8 @@ class CalibrateRequest:
         self.sampling()
         if self.temperature > 0 and not 2 <= self.nodes <= 4096:
             raise SimspecError(f"--nodes must be in 2..4096 (the largest V sampled traces support), got {self.nodes}")
+        if self.import_curves:
+            return self._check_import(check_out)
         gpu = self.gpu.lower()
         if gpu not in GPU_NAMES:
             raise SimspecError(f"unknown --gpu {gpu!r}: choose one of {', '.join(GPU_NAMES)}")
@@ -98,6 +101,23 @@ class CalibrateRequest:
 
             require_ray()
         return Plan(gpu, kind, source, chosen)
+
+    def _check_import(self, check_out) -> "Plan":
+        """--import-curves: the file, the traces it pairs with, the output folder; no models."""
+        from simspec.sim.imported import load_curves
+
+        if self.traces_only or self.ray is not None:
+            raise SimspecError("--import-curves builds a profile from curves measured elsewhere: it records no traces "
+                               "(drop --traces-only / --ray; pair it with --traces-from or --no-traces)")
+        if not (self.traces_from or self.no_traces):
+            raise SimspecError("--import-curves needs the trees the curves will price: --traces-from TRACES (recorded "
+                               "by `simspec calibrate --traces-only` for the same target and drafter), or --no-traces")
+        check_out(self.out_dir(), self.force)
+        load_curves(self.import_curves)
+        # The server's dtype may differ from the one the trees were drafted in: not refused here.
+        source = traces_source(self.traces_from, self.target, self.draft, None, self.temperature) \
+            if self.traces_from else None
+        return Plan("imported", "imported", source, [])
 
 
 @dataclass(frozen=True)
@@ -127,9 +147,10 @@ def traces_dtype(meta: dict) -> str:
     return meta.get("dtype", "fp32")
 
 
-def traces_source(path: str, target: str, draft: str, dtype: str = "fp32", temperature: float = 0.0
+def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32", temperature: float = 0.0
                   ) -> tuple[Path, dict]:
-    """(folder, reference) of existing traces: a traces folder, or the traces a profile names."""
+    """(folder, reference) of existing traces: a traces folder, or the traces a profile names
+    (``dtype`` None: any)."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
     from simspec.sim.traces import load_traces
@@ -145,7 +166,7 @@ def traces_source(path: str, target: str, draft: str, dtype: str = "fp32", tempe
     if meta.get("target") != target or meta.get("draft") != draft:
         raise SimspecError(f"--traces-from {path} holds traces of {meta.get('target')} + {meta.get('draft')}, "
                            f"not {target} + {draft}: pass the matching --target/--draft or record new traces")
-    if traces_dtype(meta) != dtype:  # trees drafted in another dtype are other trees
+    if dtype is not None and traces_dtype(meta) != dtype:  # trees drafted in another dtype are other trees
         raise SimspecError(f"--traces-from {path} holds traces recorded in {traces_dtype(meta)}, and this profile "
                            f"measures {dtype}: pass --dtype {traces_dtype(meta)} or record new traces")
     if traces.temperature != temperature:  # sampled and greedy trees replay by different rules
@@ -239,6 +260,8 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     torch.manual_seed(r.seed)
     run_device = "cuda" if torch.cuda.is_available() and kind == "measured" and gpu != "cpu" else "cpu"
     loaded = drafter = None
+    if kind == "imported":
+        return _imported(r, source, out_dir)
     if r.target not in ARCH_TARGETS:
         from simspec.engine.load import load_pair
 
@@ -258,6 +281,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         draft_arch = drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT
         samples = analytic_curves(spec, target_arch, draft_arch, grid, book)
         device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
+        runtime = spec.runtime()
     curves_s = time.perf_counter() - started
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
     policy_seconds = _policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {}
@@ -279,6 +303,8 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     }
     if r.target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[r.target]
+    if kind == "analytic":
+        meta["runtime"] = runtime
     if r.traces_only:
         with atomic_directory(out_dir, replace=r.force) as tmp:
             traces.meta["replay_check"] = meta["replay_check"]
@@ -304,3 +330,36 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
             "prompts": traces_meta["n_prompts"] if traces_meta else 0,
             "positions": traces_meta["positions"] if traces_meta else 0,
             "seconds": meta["seconds"], "replay_check": meta["replay_check"]}
+
+
+def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Path) -> dict:
+    """A profile from curves measured in another engine (no models loaded, nothing timed here but
+    the policies' decisions, which run on the host whatever prices the cycle)."""
+    from simspec.cache import atomic_directory
+    from simspec.machine import machine
+    from simspec.sim.imported import load_curves, runtime_label
+    from simspec.sim.profile import write_profile
+
+    curves, samples = load_curves(r.import_curves)
+    runtime = runtime_label(curves)
+    width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
+    meta = {
+        "simspec_version": __version__, "kind": "imported", "gpu": None, "device": f"{curves['device']}, imported curves of {runtime}",
+        "device_model": curves["device"], "runtime": runtime, "engine": curves["engine"],
+        "curves_file": str(r.import_curves), "target": curves.get("target", r.target),
+        "draft": curves.get("draft", r.draft), "dtype": curves.get("dtype", "unknown"), "seed": r.seed,
+        "temperature": r.temperature, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(), "seconds": {"curves": 0.0, "traces": 0.0}, "replay_check": [],
+        "policy_seconds": _policy_seconds(samples, width, depth, 25),
+    }
+    if source and (meta["target"], meta["draft"]) != (r.target, r.draft):
+        raise SimspecError(f"curves {r.import_curves} are for {meta['target']} + {meta['draft']}, but the traces "
+                           f"are for {r.target} + {r.draft}: the trees and their prices must be of the same models")
+    with atomic_directory(out_dir, replace=r.force) as tmp:
+        meta["traces"] = {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())} if source else None
+        profile = write_profile(tmp, meta, samples)
+    fit = profile.meta["fit_error"]
+    return {"profile": str(out_dir), "device": meta["device"], "kind": "imported",
+            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"],
+            "prompts": source[1]["n_prompts"] if source else 0, "positions": source[1]["positions"] if source else 0,
+            "seconds": meta["seconds"], "replay_check": []}

@@ -164,7 +164,9 @@ def validate_simulated(result) -> None:
     for text in result.notes:
         warn(text)
     if s["kind"] == "analytic":
-        warn("ANALYTIC profile: these times come from a roofline model, not a measurement")
+        warn(f"ANALYTIC profile: these times come from a model, not a measurement ({s['runtime']})")
+    elif s["kind"] == "imported":
+        warn(f"IMPORTED curves: these times are {s['runtime']}'s, measured outside simspec")
     tokens = "all recorded" if s["max_new_tokens"] is None else s["max_new_tokens"]
     table(f"validate --simulated: {result.label}; {s['prompts']} {s['split']} prompts, {tokens} tokens",
           ("method", "speedup (median)", "IQR", "mean", "tau", "cycles", "draft calls", "share of oracle"),

@@ -26,6 +26,12 @@ class DeviceSpec:
     launch_us: float = 5.0  # per-kernel launch + framework overhead in eager mode
     gemm_tile: int = 64  # token-dimension tile of the GEMM kernels
 
+    def runtime(self) -> str:
+        """The runtime the model prices, stated in every profile and report built on it."""
+        return (f"roofline of an eager runtime: {self.launch_us:g} us launch and framework overhead per kernel, "
+                f"{KERNELS_PER_LAYER} kernels per layer, token dimension tiled by {self.gemm_tile}; no CUDA graphs "
+                "or fused kernels")
+
 
 DEVICES = {d.name: d for d in (
     DeviceSpec("a100", 312.0, 2039.0),  # A100 SXM4 80 GB

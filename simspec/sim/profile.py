@@ -58,8 +58,22 @@ class Profile:
     @property
     def label(self) -> str:
         """How reports and plot titles name it; analytic profiles say so every time."""
-        tag = " (ANALYTIC roofline model, not measured)" if self.kind == "analytic" else ""
+        tag = {"analytic": " (ANALYTIC roofline model, not measured)",
+               "imported": f" (IMPORTED curves: {self.meta.get('runtime')})"}.get(self.kind, "")
         return f"{self.directory.name}: {self.meta['device']}{tag}"
+
+    @property
+    def runtime(self) -> str:
+        """What prices its cycles: simspec's engine (measured), the roofline's runtime assumption
+        (analytic; profiles made before it was stored take it from the same device table), or the
+        engine that imported curves were measured in."""
+        if self.meta.get("runtime"):
+            return self.meta["runtime"]
+        if self.kind == "analytic":
+            from simspec.sim.analytic import DEVICES, DeviceSpec
+
+            return DEVICES.get(str(self.meta.get("gpu")), DeviceSpec("?", 1, 1)).runtime()
+        return "simspec's engine (Hugging Face, eager)"
 
     @property
     def dtype(self) -> str:
@@ -164,8 +178,9 @@ def load_profile(path: str | Path) -> Profile:
                      f"`simspec calibrate --out {directory}`", fix)
     require_schema(blob, PROFILE_SCHEMA, PROFILE_VERSION, file, fix)
     require(blob, "kind", str, file, fix)
-    if blob["kind"] not in ("measured", "analytic"):
-        raise SimspecError(f"{file}: field 'kind' must be measured or analytic (found {blob['kind']!r}): {fix}")
+    if blob["kind"] not in ("measured", "analytic", "imported"):
+        raise SimspecError(f"{file}: field 'kind' must be measured, analytic or imported (found {blob['kind']!r}): "
+                           f"{fix}")
     for field in ("device", "inputs_hash"):
         require(blob, field, str, file, fix)
     for field in ("target", "draft", "gpu"):
@@ -199,6 +214,10 @@ def load_live_profile(path: str | Path, purpose: str) -> Profile:
     """A measured profile with traces, for work that runs the live engine against it
     (``purpose`` says which, in the errors)."""
     profile = load_profile(path)
+    if profile.kind == "imported":
+        raise SimspecError(f"profile {path} prices cycles with curves measured in {profile.meta.get('runtime')}: "
+                           f"{purpose} runs simspec's own engine, whose curves these are not. Use a profile measured "
+                           "here")
     if profile.kind == "analytic":
         gpu = str(profile.meta.get("gpu") or "another device").upper()
         raise SimspecError(f"profile {path} is an ANALYTIC model of {gpu}: {purpose} runs the "

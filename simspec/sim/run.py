@@ -67,6 +67,7 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
         rows += selected
     summary = {
         "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta["device"],
+        "runtime": loaded.runtime,
         "temperature": traces.temperature,
         "prompts": scored.n_prompts, "max_new_tokens": r.max_new_tokens,
         "traces_hash": traces.meta["content_hash"], "profile_hash": loaded.meta["inputs_hash"],

@@ -153,13 +153,15 @@ def run(request: TuneRequest) -> Tuned:
     draft = r.draft_path or str(profile.meta.get("draft") or "DRAFT")
     if best[0] == 1:
         notes.append("plain decoding (D = 1) is fastest on this profile: serve without speculative decoding")
-    analytic = profile.kind == "analytic"
-    if analytic:
-        notes.append(f"ANALYTIC profile: {profile.meta.get('runtime') or 'a roofline model'}, not a measurement")
+    if profile.kind == "analytic":
+        notes.append(f"ANALYTIC profile: {profile.runtime}; not a measurement")
+    elif profile.kind == "imported":
+        notes.append(f"IMPORTED curves: the cycle is priced as {profile.runtime} runs it")
     bands = band_bests(traces, profile.cost, ranked[:min(len(ranked), 24)], width)
     differing = [b for b in bands if (b["depth"], b["size"]) != best]
     summary = {
         "profile": r.profile, "kind": profile.kind, "device": profile.meta.get("device"), "engine": r.engine,
+        "runtime": profile.runtime,
         "temperature": profile.temperature, "depth": tree.depth, "width": tree.width, "size": tree.size,
         "speedup": _mean(held_best), "speedup_train": _mean(surface[best]),
         "speedup_q25": float(np.percentile(held_best.speedup, 25)),

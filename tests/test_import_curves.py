@@ -1,0 +1,97 @@
+"""`calibrate --import-curves`: a profile from latency curves measured in another engine (JSON
+or CSV), fitted and checked like measured ones, marked IMPORTED, refused by the live engine.
+No models are loaded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import last_json, random_traces, simspec
+
+from simspec.sim.profile import load_profile
+from simspec.sim.traces import save_traces
+
+pytestmark = pytest.mark.e2e
+
+POINTS = ([("verify", n, c, 0.006 + 2e-5 * n + 2e-7 * c) for c in (256, 2048) for n in (1, 4, 16, 64, 128)]
+          + [("draft", n, c, 0.0006 + 1e-6 * n) for c in (256, 2048) for n in (1, 2, 4, 8)]
+          + [("greedy", 1, c, 0.0058 + 2e-7 * c) for c in (256, 1024, 2048)])
+
+
+@pytest.fixture(scope="module")
+def traces_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("import")
+    traces = random_traces(2, n_prompts=7)
+    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
+                       prompt_ids=[f"p{i}" for i in range(7)])
+    save_traces(root / "traces", traces)
+    return root / "traces"
+
+
+def curves(**change) -> dict:
+    blob = {"schema": "simspec-curves", "schema_version": 1, "device": "NVIDIA H100 80GB HBM3",
+            "engine": {"name": "sglang", "version": "0.5.3", "settings": "cuda graphs"}, "dtype": "bf16",
+            "samples": [{"kind": k, "n": n, "context": c, "seconds": [s, s * 1.01]} for k, n, c, s in POINTS]}
+    return {**blob, **change}
+
+
+def _import(tmp_path, traces_dir, file, name="p"):
+    return simspec("calibrate", "--import-curves", str(file), "--traces-from", str(traces_dir), "--target", "t",
+                   "--draft", "d", "--out", str(tmp_path / name), "--json")
+
+
+def test_json_and_csv_curves_give_the_same_imported_profile(tmp_path, traces_dir):
+    (tmp_path / "c.json").write_text(json.dumps(curves()))
+    rows = [f"{k},{n},{c},{s!r}\n{k},{n},{c},{s * 1.01!r}" for k, n, c, s in POINTS]
+    (tmp_path / "c.csv").write_text("# device: NVIDIA H100 80GB HBM3\n# engine: sglang\n# engine_version: 0.5.3\n"
+                                    "# engine_settings: cuda graphs\n# dtype: bf16\nkind,n,context,seconds\n"
+                                    + "\n".join(rows) + "\n")
+    for file, name in (("c.json", "pj"), ("c.csv", "pc")):
+        result = _import(tmp_path, traces_dir, tmp_path / file, name)
+        assert result.returncode == 0, result.stderr
+        assert last_json(result)["kind"] == "imported"
+    a, b = load_profile(tmp_path / "pj"), load_profile(tmp_path / "pc")
+    assert a.samples == b.samples and a.meta["runtime"] == "sglang 0.5.3 (cuda graphs)"
+    assert a.kind == "imported" and "IMPORTED" in a.label and a.meta["device_model"] == "NVIDIA H100 80GB HBM3"
+    assert float(a.cost.verify(16, 256)) == pytest.approx(0.006 + 2e-5 * 16 + 2e-7 * 256, rel=0.02)
+    assert a.traces().meta["content_hash"] == json.loads((traces_dir / "traces.json").read_text())["content_hash"]
+    # tune answers with the imported curves and says whose they are
+    tuned = simspec("tune", "--profile", str(tmp_path / "pj"), "--engine", "sglang", "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    assert last_json(tuned)["runtime"] == "sglang 0.5.3 (cuda graphs)" and "IMPORTED curves" in tuned.stderr
+    # the live engine cannot check another engine's curves
+    real = simspec("validate", "--real", "--profile", str(tmp_path / "pj"), "--n-prompts", "1")
+    assert real.returncode == 2 and "whose curves these are not" in real.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"schema": "x"}, "not a simspec-curves v1 file"),
+    ({"device": ""}, "field 'device'"),
+    ({"engine": {"name": "sglang"}}, "field 'engine' needs a 'name' and a 'version'"),
+    ({"samples": [{"kind": "verify", "n": 4, "context": 0, "seconds": [0.01]}]}, "no draft samples"),
+    ({"samples": [{"kind": "verify", "n": 4, "context": 0, "seconds": [-1]}]}, "sample 0 must have"),
+    ({"samples": [{"kind": "decode", "n": 4, "context": 0, "seconds": [1]}]}, "sample 0 must have"),
+])
+def test_bad_curves_are_one_line_and_write_nothing(tmp_path, traces_dir, change, message):
+    (tmp_path / "c.json").write_text(json.dumps(curves(**change)))
+    result = _import(tmp_path, traces_dir, tmp_path / "c.json")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_import_needs_traces_or_none(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps(curves()))
+    result = simspec("calibrate", "--import-curves", str(tmp_path / "c.json"), "--out", str(tmp_path / "p"))
+    assert result.returncode == 2 and "--import-curves needs the trees the curves will price" in result.stderr
+
+
+def test_analytic_profiles_state_their_runtime():
+    """Also the shipped ones, made before profiles stored it: the same device table priced them."""
+    profile = load_profile("calibration/h100-demo-analytic")
+    assert "us launch and framework overhead per kernel" in profile.runtime and "no CUDA graphs" in profile.runtime
+    tuned = simspec("tune", "--profile", "calibration/h100-demo-analytic", "--json")
+    assert tuned.returncode == 0 and last_json(tuned)["runtime"] == profile.runtime
+    assert "ANALYTIC profile: roofline of an eager runtime" in tuned.stderr
