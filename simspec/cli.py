@@ -269,6 +269,9 @@ def calibrate(
                                                          "JSON or CSV, schema in docs/calibration.md), paired with "
                                                          "--traces-from; no models are loaded. The profile is marked "
                                                          "IMPORTED and cannot be validated with simspec's engine.")] = None,
+    batch_sizes: str = typer.Option("1", "--batch-sizes", help="Also measure (or model) the verify, draft and "
+                                    "plain-step curves for batches of these sizes, e.g. 1,2,4,8, so that `simspec "
+                                    "tune --batch-size B` can answer for a server batching B sequences."),
     workers: int = typer.Option(2, min=1, help="--ray: shards (tasks) to split the prompts into; each task runs "
                                 "--threads torch threads and asks Ray for that many CPUs (and one GPU where the "
                                 "cluster has them)."),
@@ -280,7 +283,8 @@ def calibrate(
 
     request = CalibrateRequest(gpu, target, draft, prompts, n_prompts, max_new_tokens, depth_max, width, traces_from,
                                no_traces, traces_only, check_prompts, check_tokens, quick, out_path, force, seed,
-                               dtype, temperature, top_p, nodes, ray, workers, import_curves)
+                               dtype, temperature, top_p, nodes, ray, workers, import_curves,
+                               tuple(_ints(batch_sizes, "--batch-sizes")))
     plan = request.check()
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "
@@ -536,6 +540,9 @@ def tune(
                                                       "settings name (default: the profile's draft).")] = None,
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=2, help="Token budget per prompt "
                                                  "(default: everything recorded)."),
+    batch_size: int = typer.Option(1, "--batch-size", min=1, help="Sequences the server batches: each cycle's "
+                                   "draft and verify time is shared by them (the profile needs curves at that "
+                                   "batch size: `simspec calibrate --batch-sizes`)."),
     as_json: Json = False,
 ) -> None:
     """The best static tree for a profile, in the settings of the engine you deploy: every static
@@ -545,7 +552,7 @@ def tune(
     root; SGLang's num-steps is D - 1, EAGLE's depth D - 2, vLLM's num_speculative_tokens D - 1."""
     from simspec.sim.tune import TuneRequest, run
 
-    tuned = run(TuneRequest(profile, engine, max_new_tokens, draft_path))
+    tuned = run(TuneRequest(profile, engine, max_new_tokens, draft_path, batch_size))
     show.tune(tuned)
     _json(as_json, tuned.summary)
 

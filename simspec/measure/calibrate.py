@@ -51,6 +51,7 @@ class CalibrateRequest:
     ray: str | None = None  # record the traces as Ray tasks: "local" or a cluster address
     workers: int = 2  # --ray: shards
     import_curves: str | None = None  # a curves file measured in another engine (simspec.sim.imported)
+    batch_sizes: tuple[int, ...] = (1,)  # verify, draft and plain-step curves at these batch sizes too
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -76,6 +77,9 @@ class CalibrateRequest:
         self.sampling()
         if self.temperature > 0 and not 2 <= self.nodes <= 4096:
             raise SimspecError(f"--nodes must be in 2..4096 (the largest V sampled traces support), got {self.nodes}")
+        if not self.batch_sizes or any(not 1 <= b <= 256 for b in self.batch_sizes) or 1 not in self.batch_sizes:
+            raise SimspecError(f"--batch-sizes takes batch sizes in 1..256 and includes 1 (the curves every profile "
+                               f"has), e.g. 1,2,4,8; got {','.join(map(str, self.batch_sizes))}")
         if self.import_curves:
             return self._check_import(check_out)
         gpu = self.gpu.lower()
@@ -247,8 +251,8 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
 
     from simspec.cache import atomic_directory
     from simspec.machine import device_model, machine
-    from simspec.measure.curves import CurveGrid, analytic_curves, bookkeeping_latency, device_name, \
-        drafter_architecture, measure_curves
+    from simspec.measure.curves import BatchGrid, CurveGrid, analytic_batched, analytic_curves, bookkeeping_latency, \
+        device_name, drafter_architecture, measure_batched, measure_curves
     from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
     from simspec.sim.profile import write_profile
     from simspec.sim.traces import save_traces
@@ -271,6 +275,11 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         samples, device_label = [], "none (traces only)"
     elif kind == "measured":
         samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling())
+        if len(r.batch_sizes) > 1:
+            batched = BatchGrid()
+            samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
+                                       bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
+                                           batched.count(r.batch_sizes)))
         device_label = device_name(loaded)
     else:
         spec = device_spec(gpu)
@@ -279,7 +288,8 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
                                    sampling=r.sampling())
         target_arch = Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B
         draft_arch = drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT
-        samples = analytic_curves(spec, target_arch, draft_arch, grid, book)
+        samples = analytic_curves(spec, target_arch, draft_arch, grid, book) + analytic_batched(
+            spec, target_arch, draft_arch, r.batch_sizes, BatchGrid())
         device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
         runtime = spec.runtime()
     curves_s = time.perf_counter() - started
@@ -295,7 +305,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
                          "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
         "dtype": r.dtype if loaded else "bf16 (modelled)",
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
-        "temperature": r.temperature,
+        "temperature": r.temperature, "batch_sizes": list(r.batch_sizes),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
         "replay_check": [c.to_dict() for c in checks],

@@ -13,7 +13,8 @@ from simspec.engine.drafter import Drafter
 from simspec.engine.speculative import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
-from simspec.measure.profiler import _context_ids, draft_latency, target_latency, time_repeated
+from simspec.measure.profiler import _context_ids, batched_target_latency, draft_latency, target_latency, \
+    time_repeated
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.tree import DraftTree
 from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
@@ -150,6 +151,56 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
     samples += prefill_latency(target, grid.prefill_lengths, grid.repeats, advance)
     samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance,
                                    sampling=sampling, vocab=vocab)
+    return samples
+
+
+@dataclass(frozen=True)
+class BatchGrid:
+    """Operating points measured at batch sizes above 1 (``calibrate --batch-sizes``): fewer than
+    at batch 1, enough to interpolate V and L."""
+
+    verify_sizes: tuple[int, ...] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    draft_nodes: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
+    contexts: tuple[int, ...] = (64, 320)
+    repeats: int = 5
+
+    def count(self, batches) -> int:
+        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * len([b for b in batches if b > 1])
+
+
+def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]
+                    ) -> list[dict]:
+    """Verify, plain-step and draft curves at each batch size B > 1. The target runs B sequences
+    in one forward. The drafter interface drafts one sequence, so a batch's draft step is timed
+    as one step expanding B x W nodes (the same rows through the same weights; its attention
+    reads one context instead of B, which for a one-layer head is a small share)."""
+    vocab = target.model.config.vocab_size
+    samples = []
+    for batch in batches:
+        if batch == 1:
+            continue
+        for r in batched_target_latency(target, batch, grid.verify_sizes, grid.contexts, grid.repeats, advance):
+            samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
+            if r.tokens == 1:
+                samples.append(sample_record("greedy", 1, r.context, r.samples, batch))
+        nodes = [batch * n for n in grid.draft_nodes]
+        for n, r in zip(grid.draft_nodes * len(grid.contexts),
+                        draft_latency(drafter, vocab, nodes, grid.contexts, grid.repeats, target.device, advance)):
+            samples.append(sample_record("draft", n, r.context, r.samples, batch))
+    return samples
+
+
+def analytic_batched(device: DeviceSpec, target: Architecture, draft: Architecture, batches, grid: BatchGrid
+                     ) -> list[dict]:
+    """The same points from the roofline model at each batch size B > 1."""
+    samples = []
+    for batch in (b for b in batches if b != 1):
+        for c in grid.contexts:
+            samples += [sample_record("verify", v, c, [forward_seconds(device, target, v, c, batch)], batch)
+                        for v in grid.verify_sizes]
+            samples.append(sample_record("greedy", 1, c, [forward_seconds(device, target, 1, c, batch)], batch))
+            samples += [sample_record("draft", n, c, [forward_seconds(device, draft, n, c, batch)], batch)
+                        for n in grid.draft_nodes]
     return samples
 
 

@@ -187,11 +187,9 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
     """The profile's cost model with each curve scaled by this run's live / profile ratio: the
     simulator as it would predict with latencies re-measured today, the tree statistics and
     the curves' shapes unchanged. Separates what drift explains from what the model gets wrong."""
-    from simspec.sim.costmodel import Point
+    from simspec.sim.profile import points_of
 
-    scale = {OPERATION_CURVE[op]: r for op, r in ratios.items()}
-    return CostModel([Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0))
-                      for s in samples])
+    return CostModel(points_of(samples, {OPERATION_CURVE[op]: r for op, r in ratios.items()}))
 
 
 def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object], sampling=None

@@ -267,8 +267,9 @@ def tune(tuned) -> None:
     for text in tuned.notes:
         warn(text)
     r = s["runner_up"]
-    out.print(f"best static tree for {s['profile']} ({s['device']}), chosen on {s['prompts']['train']} train prompts "
-              f"out of {s['candidates']} trees: D {s['depth']}, W {s['width']}, V {s['size']}")
+    batch = f", batch {s['batch_size']}" if s["batch_size"] > 1 else ""
+    out.print(f"best static tree for {s['profile']} ({s['device']}{batch}), chosen on {s['prompts']['train']} train "
+              f"prompts out of {s['candidates']} trees: D {s['depth']}, W {s['width']}, V {s['size']}")
     out.print(f"  held-out speedup {s['speedup']:.3f} [IQR {s['speedup_q25']:.2f}-{s['speedup_q75']:.2f}] over "
               f"{s['prompts']['heldout']} prompts; runner-up D {r['depth']}, V {r['size']}: {r['speedup']:.3f} "
               f"(margin {s['margin']:+.1%} held out, {s['margin_train']:+.1%} on train)")

@@ -32,7 +32,7 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Pa
     vs V, per measured context; dots are measurements (bars: IQR), lines the cost model."""
     plt = _pyplot()
     width = width or (profile.meta.get("traces") or {}).get("width") or 10
-    samples = profile.samples
+    samples = [s for s in profile.samples if s.get("batch", 1) == 1]  # the batch-1 curves the model fits
     contexts = sorted({s["context"] for s in samples if s["kind"] == "verify"})
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     colours = plt.cm.viridis(np.linspace(0.1, 0.85, len(contexts)))

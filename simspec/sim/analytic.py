@@ -93,20 +93,23 @@ def _gemm(device: DeviceSpec, tokens: int, k: int, n: int, bytes_per_param: int)
     return max(math_s, memory_s) + device.launch_us * 1e-6
 
 
-def forward_seconds(device: DeviceSpec, arch: Architecture, tokens: int, context: int) -> float:
-    """One forward pass of ``tokens`` new tokens after ``context`` cached ones, head included."""
+def forward_seconds(device: DeviceSpec, arch: Architecture, tokens: int, context: int, batch: int = 1) -> float:
+    """One forward pass of ``tokens`` new tokens after ``context`` cached ones, head included, for
+    each of ``batch`` sequences at once: the weights are read once for all of them, the GEMMs run
+    over every sequence's tokens, and each sequence's attention reads its own KV cache."""
     head_dim = arch.hidden // arch.heads
     kv = arch.kv_heads * head_dim
     b = arch.bytes_per_param
-    layer = (_gemm(device, tokens, arch.hidden, arch.hidden + 2 * kv, b)  # q, k, v
-             + _gemm(device, tokens, arch.hidden, arch.hidden, b)  # o
-             + _gemm(device, tokens, arch.hidden, 2 * arch.intermediate, b)  # gate, up
-             + _gemm(device, tokens, arch.intermediate, arch.hidden, b))  # down
+    rows = tokens * batch
+    layer = (_gemm(device, rows, arch.hidden, arch.hidden + 2 * kv, b)  # q, k, v
+             + _gemm(device, rows, arch.hidden, arch.hidden, b)  # o
+             + _gemm(device, rows, arch.hidden, 2 * arch.intermediate, b)  # gate, up
+             + _gemm(device, rows, arch.intermediate, arch.hidden, b))  # down
     keys = context + tokens
-    attention_math = 4.0 * tokens * keys * arch.hidden / (device.tflops * 1e12 * COMPUTE_EFFICIENCY)
-    attention_memory = 2 * keys * kv * b / (device.bandwidth_gbs * 1e9 * MEMORY_EFFICIENCY)
+    attention_math = 4.0 * rows * keys * arch.hidden / (device.tflops * 1e12 * COMPUTE_EFFICIENCY)
+    attention_memory = 2 * batch * keys * kv * b / (device.bandwidth_gbs * 1e9 * MEMORY_EFFICIENCY)
     layer += max(attention_math, attention_memory) + (KERNELS_PER_LAYER - 4) * device.launch_us * 1e-6
-    total = arch.layers * layer + _gemm(device, tokens, arch.hidden, arch.vocab, b)
+    total = arch.layers * layer + _gemm(device, rows, arch.hidden, arch.vocab, b)
     if arch.input_mix:
-        total += _gemm(device, tokens, arch.input_mix * arch.hidden, arch.hidden, b)
+        total += _gemm(device, rows, arch.input_mix * arch.hidden, arch.hidden, b)
     return total

@@ -32,6 +32,12 @@ class Point:
     n: int
     context: int
     median: float
+    batch: int = 1  # sequences in the forward pass (``calibrate --batch-sizes``); n and context per sequence
+
+
+# What a batch of B sequences pays per cycle, measured (or modelled) at that B; the rest scales:
+# bookkeeping is per sequence (B times batch 1's), prefill is per prompt (batch 1's).
+BATCHED_KINDS = ("verify", "draft", "greedy")
 
 
 class Curve:
@@ -118,13 +124,34 @@ class CostModel:
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
         self._tables: dict[str, np.ndarray] = {}
+        self._points = list(points)
+        self.batch_sizes = sorted({p.batch for p in points} | {1})
         for kind in KINDS:
-            mine = [p for p in points if p.kind == kind]
+            mine = [p for p in points if p.kind == kind and p.batch == 1]
             if mine:
                 self.curves[kind], self.report[kind] = fit_curve(mine)
         missing = [k for k in ("verify", "draft") if k not in self.curves]
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
+
+    def at_batch(self, batch: int) -> "CostModel":
+        """The cost model of one sequence in a batch of ``batch`` that share every cycle's draft and
+        verify time (continuous batching: each sequence pays the batch's cycle): verify, draft and
+        plain steps from the curves measured at that batch size, bookkeeping ``batch`` times batch
+        1's, prefill batch 1's. Batch 1 is this model."""
+        if batch == 1:
+            return self
+        if batch not in self.batch_sizes:
+            from simspec.errors import SimspecError
+
+            raise SimspecError(f"the profile has no curves at batch size {batch} (it has "
+                               f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
+                               f"--batch-sizes 1,{batch}`, or choose a measured batch size")
+        points = [Point(p.kind, p.n, p.context, p.median) for p in self._points if p.batch == batch
+                  and p.kind in BATCHED_KINDS]
+        points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
+                   for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
+        return CostModel(points)
 
     def verify(self, size, context) -> np.ndarray:
         return self.curves["verify"](size, context)

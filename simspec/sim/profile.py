@@ -26,15 +26,21 @@ PROFILE_SCHEMA = "simspec-profile"
 PROFILE_VERSION = 1
 
 
-def sample_record(kind: str, n: int, context: int, samples) -> dict:
+def sample_record(kind: str, n: int, context: int, samples, batch: int = 1) -> dict:
     samples = [float(s) for s in samples]
     q25, q75 = np.percentile(samples, [25, 75])
-    return {"kind": kind, "n": int(n), "context": int(context), "samples": samples,
-            "median": robust_median(np.asarray(samples)), "q25": float(q25), "q75": float(q75)}
+    record = {"kind": kind, "n": int(n), "context": int(context), "samples": samples,
+              "median": robust_median(np.asarray(samples)), "q25": float(q25), "q75": float(q75)}
+    if batch != 1:  # batch 1 stays implicit: profiles from before batch sizes keep their hashes
+        record["batch"] = int(batch)
+    return record
 
 
-def points_of(samples: list[dict]) -> list[Point]:
-    return [Point(s["kind"], s["n"], s["context"], s["median"]) for s in samples]
+def points_of(samples: list[dict], scale: dict[str, float] | None = None) -> list[Point]:
+    """The cost model's points (each kind's medians times ``scale[kind]``, default 1)."""
+    scale = scale or {}
+    return [Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0), s.get("batch", 1))
+            for s in samples]
 
 
 def inputs_hash(meta: dict, samples: list[dict]) -> str:

@@ -6,6 +6,10 @@ the runner-up are then scored on the held-out prompts, so the speedup printed is
 the choice was made on. Per context band (positions grouped by context length), the best tree
 is estimated cycle by cycle and reported where it differs from the overall choice.
 
+At ``batch_size`` B > 1 the profile's curves measured (or modelled) at B price every cycle: B
+sequences share each cycle's draft and verify time, each advancing by its own accepted tokens,
+against plain decoding of the same B sequences (``CostModel.at_batch``).
+
 Engine conventions (simspec counts tree levels with the root, and verified tokens with it):
 
 - SGLang (EAGLE-2/3 dynamic trees): ``--speculative-num-steps`` = draft forward steps = D - 1,
@@ -40,10 +44,13 @@ class TuneRequest:
     engine: str = "json"
     max_new_tokens: int | None = None  # None: everything recorded
     draft_path: str | None = None  # what the printed settings name as the draft model
+    batch_size: int = 1  # sequences a server batches: every cycle's draft and verify time is shared by them
 
     def check(self) -> None:
         if self.engine not in ENGINES:
             raise SimspecError(f"unknown --engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+        if self.batch_size < 1:
+            raise SimspecError(f"--batch-size must be >= 1, got {self.batch_size}")
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,7 @@ def run(request: TuneRequest) -> Tuned:
     r = request
     r.check()
     profile = load_profile(r.profile)
+    cost = profile.cost.at_batch(r.batch_size)
     traces = profile.traces()
     splits = np.array(traces.meta.get("splits") or [])
     train_idx, held_idx = np.flatnonzero(splits == "train"), np.flatnonzero(splits == "heldout")
@@ -132,21 +140,21 @@ def run(request: TuneRequest) -> Tuned:
     width = traces.width
     chain = r.engine in CHAIN_ENGINES
     if chain:
-        surface = {(d, d): res for d, res in ((d, replay(train, profile.cost, StaticPolicy(d, width, d),
+        surface = {(d, d): res for d, res in ((d, replay(train, cost, StaticPolicy(d, width, d),
                                                          r.max_new_tokens))
                                               for d in GRID_DEPTHS if d <= traces.depth_max)}
         notes.append(f"{r.engine} drafts a chain: trees verifying D tokens, acceptance read off the recorded "
                      f"width-{width} beam trees' best D nodes (the chain's where those are the top-1 chain)")
     else:
         surface = {}
-        for (d, v), res in static_surface(train, profile.cost, r.max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
+        for (d, v), res in static_surface(train, cost, r.max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
             key = (d, int(min(v, tree_capacities(d, width))))
             surface.setdefault(key, res)
     ranked = sorted(surface, key=lambda k: (-_mean(surface[k]), k[1], k[0]))  # ties: the smaller tree
     best, runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
 
     def scored(key):
-        return replay(held, profile.cost, StaticPolicy(key[0], width, key[1]), r.max_new_tokens)
+        return replay(held, cost, StaticPolicy(key[0], width, key[1]), r.max_new_tokens)
 
     held_best, held_runner = scored(best), scored(runner)
     tree, second = Tree(best[0], width, best[1]), Tree(runner[0], width, runner[1])
@@ -157,12 +165,14 @@ def run(request: TuneRequest) -> Tuned:
         notes.append(f"ANALYTIC profile: {profile.runtime}; not a measurement")
     elif profile.kind == "imported":
         notes.append(f"IMPORTED curves: the cycle is priced as {profile.runtime} runs it")
-    bands = band_bests(traces, profile.cost, ranked[:min(len(ranked), 24)], width)
+    bands = band_bests(traces, cost, ranked[:min(len(ranked), 24)], width)
     differing = [b for b in bands if (b["depth"], b["size"]) != best]
     summary = {
         "profile": r.profile, "kind": profile.kind, "device": profile.meta.get("device"), "engine": r.engine,
         "runtime": profile.runtime,
-        "temperature": profile.temperature, "depth": tree.depth, "width": tree.width, "size": tree.size,
+        "temperature": profile.temperature, "batch_size": r.batch_size,
+        "batch_sizes": profile.cost.batch_sizes,
+        "depth": tree.depth, "width": tree.width, "size": tree.size,
         "speedup": _mean(held_best), "speedup_train": _mean(surface[best]),
         "speedup_q25": float(np.percentile(held_best.speedup, 25)),
         "speedup_q75": float(np.percentile(held_best.speedup, 75)),

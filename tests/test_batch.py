@@ -1,0 +1,94 @@
+"""Batch size in the cost model: curves at batch B price a cycle shared by B sequences
+(``CostModel.at_batch``), the roofline models a batch, and ``tune --batch-size`` answers with
+them. numpy only, but for the measured batched forward (model)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import last_json, random_traces, simspec
+
+from simspec.errors import SimspecError
+from simspec.sim.analytic import LLAMA31_8B, device_spec, forward_seconds
+from simspec.sim.costmodel import CostModel, Point
+from simspec.sim.profile import sample_record, write_profile
+from simspec.sim.traces import save_traces
+
+
+def verify_s(n, c, batch):
+    """A GPU-like verify curve: flat up to a knee that comes sooner as the batch grows."""
+    knee = 64 // batch
+    return 0.02 + 1e-6 * c + 2e-4 * max(0, n - knee) * batch
+
+
+def samples():
+    out = []
+    for batch in (1, 8):
+        out += [sample_record("verify", n, c, [verify_s(n, c, batch)] * 3, batch) for c in (32, 512)
+                for n in (1, 2, 4, 8, 16, 32, 64, 128)]
+        out += [sample_record("draft", n, c, [0.002 + 1e-5 * n * batch] * 3, batch) for c in (32, 512) for n in (1, 2, 4)]
+        out += [sample_record("greedy", 1, c, [verify_s(1, c, batch)] * 3, batch) for c in (32, 512)]
+    out += [sample_record("bookkeeping", n, d, [1e-4] * 3) for n in (1, 16, 128) for d in (2, 6)]
+    return out
+
+
+def points():
+    return [Point(s["kind"], s["n"], s["context"], s["median"], s.get("batch", 1)) for s in samples()]
+
+
+def test_at_batch_prices_with_that_batch_s_curves():
+    cost = CostModel(points())
+    assert cost.batch_sizes == [1, 8]
+    eight = cost.at_batch(8)
+    assert float(eight.verify(64, 32)) == pytest.approx(verify_s(64, 32, 8), rel=1e-6)
+    assert float(cost.verify(64, 32)) == pytest.approx(verify_s(64, 32, 1), rel=1e-6)
+    assert float(eight.bookkeeping(16, 2)) == pytest.approx(8 * float(cost.bookkeeping(16, 2)))
+    assert cost.at_batch(1) is cost
+    with pytest.raises(SimspecError, match="no curves at batch size 4"):
+        cost.at_batch(4)
+
+
+def test_the_roofline_verifies_more_tokens_cheaply_at_batch_1_than_at_batch_32():
+    h100 = device_spec("h100")
+    ratio = [forward_seconds(h100, LLAMA31_8B, 32, 1024, b) / forward_seconds(h100, LLAMA31_8B, 1, 1024, b)
+             for b in (1, 32)]
+    assert ratio[0] < 1.3 < ratio[1]  # memory-bound at one sequence, compute-bound at 32
+
+
+@pytest.fixture(scope="module")
+def profile_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch")
+    traces = random_traces(9, n_prompts=7)
+    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
+                       prompt_ids=[f"p{i}" for i in range(7)])
+    content = save_traces(root / "traces", traces)
+    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
+                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples())
+    return str(root / "profile")
+
+
+@pytest.mark.e2e
+def test_tune_verifies_no_more_at_batch_8_than_at_batch_1(profile_dir):
+    one = simspec("tune", "--profile", profile_dir, "--json")
+    eight = simspec("tune", "--profile", profile_dir, "--batch-size", "8", "--json")
+    assert one.returncode == 0 and eight.returncode == 0, one.stderr + eight.stderr
+    s1, s8 = last_json(one), last_json(eight)
+    assert s8["batch_size"] == 8 and s8["size"] <= s1["size"]
+    assert s8["size"] < s1["size"]  # the knee moved from 64 to 8 tokens: the tree must shrink
+    missing = simspec("tune", "--profile", profile_dir, "--batch-size", "4")
+    assert missing.returncode == 2 and "no curves at batch size 4" in missing.stderr
+
+
+@pytest.mark.e2e
+def test_batch_sizes_must_include_1():
+    result = simspec("calibrate", "--gpu", "h100", "--batch-sizes", "2,4", "--traces-from",
+                     "calibration/traces-humaneval-eagle", "--out", "/tmp/simspec-never-written")
+    assert result.returncode == 2 and "--batch-sizes takes batch sizes in 1..256 and includes 1" in result.stderr
+
+
+@pytest.mark.model
+def test_a_batched_forward_is_measured_per_batch(target):
+    from simspec.measure.profiler import batched_target_latency
+
+    two = batched_target_latency(target, 2, [1, 4], [16], 1)
+    assert [(r.kind, r.tokens, r.context) for r in two] == [("verify", 1, 16), ("verify", 4, 16)]
+    assert all(s > 0 for r in two for s in r.samples)
