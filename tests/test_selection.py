@@ -154,6 +154,7 @@ def test_select_baseline_reports_selection_beside_fixed_and_hindsight(profiles):
                      "--drafters", f"{profiles['B']},{profiles['C']}", "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
+    assert "NaN" not in result.stdout.strip().splitlines()[-1]  # strict JSON: what does not apply is null
     rows = {r["method"].split("@")[-1].split("(")[0]: r for r in summary["rows"]}
     assert {"A", "B", "C", "fixed-best-drafter", "select", "hindsight-drafter"} <= set(rows)
     assert rows["select"]["speedup_mean"] > rows["fixed-best-drafter"]["speedup_mean"]

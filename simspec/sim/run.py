@@ -71,8 +71,9 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
         "temperature": traces.temperature,
         "prompts": scored.n_prompts, "max_new_tokens": r.max_new_tokens,
         "traces_hash": traces.meta["content_hash"], "profile_hash": loaded.meta["inputs_hash"],
-        "rows": [{"method": x.name, "speedup": x.speedup_median, "tau": x.tau, "oracle_share": x.share_of_oracle,
-                  "draft_calls": x.draft_calls, **x.to_dict()} for x in rows],
+        "rows": [{"method": x.name, "speedup": x.speedup_median, "tau": x.tau,
+                  "oracle_share": x.to_dict()["share_of_oracle"], "draft_calls": x.draft_calls, **x.to_dict()}
+                 for x in rows],
         "oracle": oracle_row.to_dict(), "cycles_per_s": cycles_per_s, "seconds": time.perf_counter() - started,
     }
     if selection is not None:
