@@ -19,7 +19,7 @@ from simspec.policies.features import RESPS_FEATURES, size_feature_dim
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.envs import ltd_sizes, resps_actions
-from simspec.sim.traces import NO_NODE, PromptTrace, assemble, pad_node_rows
+from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, assemble, pad_node_rows
 
 TINY_VOCAB, TINY_PROMPT = 24, [1, 5, 7, 3, 11]  # the ``tiny`` fixture's vocabulary and prompt
 ROOT = Path(__file__).resolve().parents[1]  # the repository: shipped profiles live under calibration/
@@ -107,6 +107,41 @@ def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8
                                   False, **pad_node_rows(rows)))
     return assemble(traces, [40] * n_prompts, {"depth_max": DEPTH_MAX, "width": width, "temperature": 1.0,
                                                "nodes": nodes, "prompt_ids": [f"p{i}" for i in range(n_prompts)]})
+
+
+def tagged_traces(seed: int, n_prompts: int = 7, traces: "TraceSet | None" = None) -> "TraceSet":
+    """``random_traces`` (or ``traces``) with what a profile checks: target ``t``, draft ``d``,
+    prompt ids and alternating train / held-out splits (train first)."""
+    traces = traces if traces is not None else random_traces(seed, n_prompts)
+    n = traces.n_prompts
+    traces.meta.update(target="t", draft="d", prompt_ids=[f"p{i}" for i in range(n)],
+                       splits=["train" if i % 2 == 0 else "heldout" for i in range(n)])
+    return traces
+
+
+def synthetic_samples(draft_scale: float = 1.0) -> list[dict]:
+    """Latency samples of GPU-like affine curves (verify, draft, greedy) at two or three contexts."""
+    from simspec.sim.profile import sample_record
+
+    return ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
+             for n in (1, 4, 8, 16, 64, 128, 256)]
+            + [sample_record("draft", n, c, [(0.004 + 3e-4 * n) * draft_scale] * 3) for c in (32, 512)
+               for n in (1, 2, 4, 8)]
+            + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
+
+
+def synthetic_profile(root: Path, traces: "TraceSet", name: str = "profile", samples: list[dict] | None = None,
+                      **meta) -> str:
+    """A measured profile on disk (``root/name``, its traces in ``root/traces-name``)."""
+    from simspec.sim.profile import write_profile
+    from simspec.sim.traces import save_traces
+
+    content = save_traces(root / f"traces-{name}", traces)
+    write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": traces.meta["target"],
+                                "draft": traces.meta["draft"], **meta,
+                                "traces": {"path": f"../traces-{name}", "content_hash": content,
+                                           "width": traces.width}}, samples or synthetic_samples())
+    return str(root / name)
 
 
 def cost_model() -> CostModel:

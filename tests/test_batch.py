@@ -5,13 +5,12 @@ them. numpy only, but for the measured batched forward (model)."""
 from __future__ import annotations
 
 import pytest
-from helpers import last_json, random_traces, simspec
+from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import LLAMA31_8B, device_spec, forward_seconds
 from simspec.sim.costmodel import CostModel, Point
-from simspec.sim.profile import sample_record, write_profile
-from simspec.sim.traces import save_traces
+from simspec.sim.profile import sample_record
 
 
 def verify_s(n, c, batch):
@@ -56,14 +55,7 @@ def test_the_roofline_verifies_more_tokens_cheaply_at_batch_1_than_at_batch_32()
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("batch")
-    traces = random_traces(9, n_prompts=7)
-    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
-                       prompt_ids=[f"p{i}" for i in range(7)])
-    content = save_traces(root / "traces", traces)
-    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
-                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples())
-    return str(root / "profile")
+    return synthetic_profile(tmp_path_factory.mktemp("batch"), tagged_traces(9), samples=samples())
 
 
 @pytest.mark.e2e

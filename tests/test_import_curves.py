@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import last_json, random_traces, simspec
+from helpers import last_json, simspec, tagged_traces
 
 from simspec.sim.profile import load_profile
 from simspec.sim.traces import save_traces
@@ -22,10 +22,7 @@ POINTS = ([("verify", n, c, 0.006 + 2e-5 * n + 2e-7 * c) for c in (256, 2048) fo
 @pytest.fixture(scope="module")
 def traces_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("import")
-    traces = random_traces(2, n_prompts=7)
-    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
-                       prompt_ids=[f"p{i}" for i in range(7)])
-    save_traces(root / "traces", traces)
+    save_traces(root / "traces", tagged_traces(2))
     return root / "traces"
 
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import DEPTH_MAX, cost_model, last_json, simspec
+from helpers import DEPTH_MAX, cost_model, last_json, simspec, synthetic_profile, synthetic_samples
 
 from simspec.errors import SimspecError
 from simspec.sim.costmodel import CostModel, Point
-from simspec.sim.profile import sample_record, write_profile
 from simspec.sim.selection import (Drafter, DraftSelector, align, chain_speedup, compare, prompt_features,
                                    single_token_accuracy)
-from simspec.sim.traces import NO_NODE, PromptTrace, assemble, save_traces
+from simspec.sim.traces import NO_NODE, PromptTrace, assemble
 
 N_PROMPTS, POSITIONS = 24, 40
 LEVELS = DEPTH_MAX - 1
@@ -129,15 +128,7 @@ def test_align_follows_prompt_ids_and_refuses_what_does_not_match(drafters):
 
 def _profile(root, name: str, traces, draft_scale: float = 1.0):
     traces.meta["draft"] = name
-    content = save_traces(root / f"traces-{name}", traces)
-    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
-                for n in (1, 4, 8, 16, 64)]
-               + [sample_record("draft", n, c, [(0.004 + 3e-4 * n) * draft_scale] * 3) for c in (32, 512)
-                  for n in (1, 2, 4, 8)]
-               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
-    write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": "t", "draft": name,
-                                "traces": {"path": f"../traces-{name}", "content_hash": content, "width": 2}}, samples)
-    return str(root / name)
+    return synthetic_profile(root, traces, name, samples=synthetic_samples(draft_scale))
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from helpers import last_json, random_traces, simspec
+from helpers import last_json, random_traces, simspec, synthetic_profile
 
-from simspec.sim.profile import sample_record, write_profile
-from simspec.sim.traces import save_traces
 from simspec.train.sweep import table
 
 pytestmark = pytest.mark.e2e
@@ -18,17 +16,9 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sweep")
-    traces = _traces()
-    content = save_traces(root / "traces", traces)
-    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
-                for n in (1, 4, 8, 16, 64)]
-               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
-               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
-    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
-                                     "policy_seconds": {"static": 1e-6, "radar_call": 2e-5},
-                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
-    return str(root / "profile")
+    # RADAR trains on at least 5 train prompts: 14 prompts, the first 8 train
+    return synthetic_profile(tmp_path_factory.mktemp("sweep"), _traces(),
+                             policy_seconds={"static": 1e-6, "radar_call": 2e-5})
 
 
 def _traces():

@@ -5,29 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import last_json, random_traces, simspec
+from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.policies.base import tree_capacities
 from simspec.sim.evaluate import split_traces, static_surface
-from simspec.sim.profile import load_profile, sample_record, write_profile
-from simspec.sim.traces import save_traces
+from simspec.sim.profile import load_profile
 from simspec.sim.tune import Tree, TuneRequest, run
 
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tune")
-    traces = random_traces(5, n_prompts=7)
-    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
-                       prompt_ids=[f"p{i}" for i in range(7)])
-    content = save_traces(root / "traces", traces)
-    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
-                for n in (1, 4, 8, 16, 64, 128, 256)]
-               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
-               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
-    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
-                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
-    return str(root / "profile")
+    return synthetic_profile(tmp_path_factory.mktemp("tune"), tagged_traces(5))
 
 
 def test_each_engine_gets_its_own_counting():

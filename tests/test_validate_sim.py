@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from helpers import last_json, random_traces, simspec
+from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
-from simspec.sim.profile import sample_record, write_profile
-from simspec.sim.traces import save_traces
 
 pytestmark = pytest.mark.e2e  # the verbs as a user runs them, in a subprocess
 
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sim")
-    traces = random_traces(11, n_prompts=7)
-    traces.meta.update(target="t", draft="d", splits=["train", "heldout"] * 3 + ["train"],
-                       prompt_ids=[f"p{i}" for i in range(7)])
-    content = save_traces(root / "traces", traces)
-    samples = ([sample_record("verify", n, c, [0.05 + 2e-3 * n + 1e-5 * c] * 3) for c in (32, 512)
-                for n in (1, 4, 8, 16, 64, 128, 256)]
-               + [sample_record("draft", n, c, [0.004 + 3e-4 * n] * 3) for c in (32, 512) for n in (1, 2, 4, 8)]
-               + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
-    write_profile(root / "profile", {"kind": "measured", "device": "synthetic", "target": "t", "draft": "d",
-                                     "traces": {"path": "../traces", "content_hash": content, "width": 2}}, samples)
-    return root / "profile"
+    return synthetic_profile(tmp_path_factory.mktemp("sim"), tagged_traces(11))
 
 
 def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir):

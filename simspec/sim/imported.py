@@ -49,7 +49,7 @@ def _bad(file: Path, why: str) -> SimspecError:
 
 
 def _read_csv(file: Path, text: str) -> dict:
-    meta, rows = {}, []
+    meta = {}
     lines = text.splitlines()
     body = [line for line in lines if not line.lstrip().startswith("#")]
     for line in lines:
