@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import json
 
 import numpy as np
@@ -193,15 +195,18 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     assert traces.positions == summary["positions"] and traces.meta["draft"] == "eagle"
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta["policy_seconds"]["static"] > 0 and profile.meta["policy_seconds"]["radar_call"] > 0
-    # The same traces under an analytic A100 curve set: a profile names both.
-    result = simspec("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
-                      str(tmp_path / "a100"))
-    assert result.returncode == 0, result.stderr
+    # The same traces under an analytic A100 curve set: a profile names both. Beside it, traces
+    # recorded on their own (they need no quiet machine), then named by a profile.
+    with ThreadPoolExecutor(2) as pool:
+        analytic_run = pool.submit(simspec, "calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick",
+                                   "--out", str(tmp_path / "a100"))
+        traces_run = pool.submit(simspec, "calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8",
+                                 "--check-prompts", "1", "--draft", "lm", "--out", str(tmp_path / "lm-traces"),
+                                 "--json")
+        result, analytic_result = traces_run.result(), analytic_run.result()
+    assert analytic_result.returncode == 0, analytic_result.stderr
     analytic = load_profile(tmp_path / "a100")
     assert analytic.kind == "analytic" and analytic.traces().content_hash() == traces.content_hash()
-    # Traces recorded on their own (they need no quiet machine), then named by a profile.
-    result = simspec("calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8", "--check-prompts", "1",
-                      "--draft", "lm", "--out", str(tmp_path / "lm-traces"), "--json")
     assert result.returncode == 0, result.stderr
     assert last_json(result)["positions"] > 0
     result = simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),

@@ -5,6 +5,7 @@ retried. A local Ray instance, started by the command itself."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import last_json, simspec
@@ -31,12 +32,14 @@ def test_shards_are_whole_batches_of_the_single_process_recording():
 
 @pytest.mark.model
 def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path):
-    single = simspec(*RECORD, "--out", str(tmp_path / "single"))
-    assert single.returncode == 0, single.stderr
     fail_once = tmp_path / "fail-once"
     fail_once.mkdir()
-    sharded = simspec(*RECORD, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2", timeout=600,
-                      env={"SIMSPEC_RAY_FAIL_ONCE": str(fail_once)})
+    with ThreadPoolExecutor(2) as pool:  # side by side: thread counts are pinned, so load changes no tree
+        single = pool.submit(simspec, *RECORD, "--out", str(tmp_path / "single"))
+        sharded = pool.submit(simspec, *RECORD, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
+                              timeout=600, env={"SIMSPEC_RAY_FAIL_ONCE": str(fail_once)})
+        single, sharded = single.result(), sharded.result()
+    assert single.returncode == 0, single.stderr
     assert sharded.returncode == 0, sharded.stderr
     assert (fail_once / "failed").exists()  # one worker died, and its shard was recorded again
     hashes = [json.loads((tmp_path / name / "traces.json").read_text())["content_hash"] for name in ("single", "ray")]

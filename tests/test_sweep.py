@@ -4,6 +4,7 @@ Ray Tune trials on a local Ray instance, with the same policy per seed either wa
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -40,9 +41,12 @@ def _arrays(folder) -> dict:
 
 def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
     args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--json"]
-    plain = simspec(*args, "--out", str(tmp_path / "plain"))
+    with ThreadPoolExecutor(2) as pool:  # side by side: every trial trains with one torch thread either way
+        plain = pool.submit(simspec, *args, "--out", str(tmp_path / "plain"))
+        ray = pool.submit(simspec, *args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
+                          timeout=600)
+        plain, ray = plain.result(), ray.result()
     assert plain.returncode == 0, plain.stderr
-    ray = simspec(*args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2", timeout=600)
     assert ray.returncode == 0, ray.stderr
     for name in ("radar-throughput-s1", "radar-throughput-s2"):
         a, b = _arrays(tmp_path / "plain" / name), _arrays(tmp_path / "ray" / name)
