@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import last_json, random_traces, simspec, synthetic_profile
+from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.train.sweep import table
 
@@ -17,21 +17,9 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory):
-    # RADAR trains on at least 5 train prompts: 14 prompts, the first 8 train
-    return synthetic_profile(tmp_path_factory.mktemp("sweep"), _traces(),
+    # RADAR trains on at least 5 train prompts: 14 prompts, 7 of them train
+    return synthetic_profile(tmp_path_factory.mktemp("sweep"), tagged_traces(3, n_prompts=14),
                              policy_seconds={"static": 1e-6, "radar_call": 2e-5})
-
-
-def _traces():
-    from simspec.sim.traces import PromptTrace, assemble
-
-    parts = [random_traces(seed, n_prompts=7) for seed in (3, 4)]
-    prompts = [PromptTrace(t.continuation(i), t.context_length[t.prompt_positions(i)], t.path_rank[t.prompt_positions(i)],
-                           t.level_scores[t.prompt_positions(i)], t.best_child_logprobs[t.prompt_positions(i)], False)
-               for t in parts for i in range(t.n_prompts)]
-    return assemble(prompts, [50] * 14, {"depth_max": parts[0].depth_max, "width": 2, "target": "t", "draft": "d",
-                                         "splits": ["train"] * 8 + ["heldout"] * 6,
-                                         "prompt_ids": [f"p{i}" for i in range(14)]})
 
 
 def _arrays(folder) -> dict:

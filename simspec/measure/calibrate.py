@@ -331,15 +331,23 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
                            "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
                            "width": r.width, "temperature": r.temperature}
         elif source:
-            traces_meta = {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
+            traces_meta = _source_reference(source, out_dir)
         meta["traces"] = traces_meta
         profile = write_profile(tmp, meta, samples)
-    fit = profile.meta["fit_error"]
-    return {"profile": str(out_dir), "device": device_label, "kind": kind,
-            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"],
-            "prompts": traces_meta["n_prompts"] if traces_meta else 0,
-            "positions": traces_meta["positions"] if traces_meta else 0,
-            "seconds": meta["seconds"], "replay_check": meta["replay_check"]}
+    return _profile_summary(out_dir, profile)
+
+
+def _source_reference(source: tuple[Path, dict], out_dir: Path) -> dict:
+    """A profile's reference to reused traces, by a path relative to the profile."""
+    return {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
+
+
+def _profile_summary(out_dir: Path, profile) -> dict:
+    """The ``--json`` line of a written profile."""
+    meta, fit, traces = profile.meta, profile.meta["fit_error"], profile.meta["traces"] or {}
+    return {"profile": str(out_dir), "device": meta["device"], "kind": meta["kind"],
+            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"], "prompts": traces.get("n_prompts", 0),
+            "positions": traces.get("positions", 0), "seconds": meta["seconds"], "replay_check": meta["replay_check"]}
 
 
 def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Path) -> dict:
@@ -366,10 +374,6 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
         raise SimspecError(f"curves {r.import_curves} are for {meta['target']} + {meta['draft']}, but the traces "
                            f"are for {r.target} + {r.draft}: the trees and their prices must be of the same models")
     with atomic_directory(out_dir, replace=r.force) as tmp:
-        meta["traces"] = {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())} if source else None
+        meta["traces"] = _source_reference(source, out_dir) if source else None
         profile = write_profile(tmp, meta, samples)
-    fit = profile.meta["fit_error"]
-    return {"profile": str(out_dir), "device": meta["device"], "kind": "imported",
-            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"],
-            "prompts": source[1]["n_prompts"] if source else 0, "positions": source[1]["positions"] if source else 0,
-            "seconds": meta["seconds"], "replay_check": []}
+    return _profile_summary(out_dir, profile)

@@ -90,11 +90,16 @@ class AcceptancePredictor:
 
 
 class _ClassifierStop(DepthBudget):
-    """Shared state: the previous level's best score and the running product of predictions."""
+    """Shared state: the previous level's best score and the running product of predictions;
+    a subclass names itself by ``label``, formatted with its threshold."""
 
-    def __init__(self, predictor: AcceptancePredictor, width: int, max_depth: int, size: int) -> None:
+    label = "{:g}"
+
+    def __init__(self, predictor: AcceptancePredictor, threshold: float, width: int = 10, max_depth: int = 12,
+                 size: int = 60) -> None:
         super().__init__(width, max_depth, size)
-        self.predictor = predictor
+        self.predictor, self.threshold = predictor, threshold
+        self.name = self.label.format(threshold)
 
     def reset_batch(self, n):
         self.previous_top = np.zeros(n)
@@ -116,11 +121,7 @@ class SpecDecPP(_ClassifierStop):
     """SpecDec++: continue while the predicted probability that every drafted token is accepted,
     prod_i p_i, stays at least 1 - ``threshold``."""
 
-    def __init__(self, predictor: AcceptancePredictor, threshold: float, width: int = 10, max_depth: int = 12,
-                 size: int = 60) -> None:
-        super().__init__(predictor, width, max_depth, size)
-        self.threshold = threshold
-        self.name = f"specdec++(h={threshold:g})"
+    label = "specdec++(h={:g})"
 
     def keep_drafting_batch(self, rows, depth, frontier, planned):
         self.survive[rows] *= self._accept_probability(rows, depth, frontier)
@@ -131,11 +132,7 @@ class DiscoStop(_ClassifierStop):
     """Disco: continue while the newest token's predicted acceptance probability is at least
     ``threshold``."""
 
-    def __init__(self, predictor: AcceptancePredictor, threshold: float, width: int = 10, max_depth: int = 12,
-                 size: int = 60) -> None:
-        super().__init__(predictor, width, max_depth, size)
-        self.threshold = threshold
-        self.name = f"disco(t={threshold:g})"
+    label = "disco(t={:g})"
 
     def keep_drafting_batch(self, rows, depth, frontier, planned):
         return (self._accept_probability(rows, depth, frontier) >= self.threshold) & (depth < planned)

@@ -162,21 +162,21 @@ def compare(drafters: list[Drafter], train: np.ndarray, scored: np.ndarray, max_
 
     policies, train_results, results = [], [], []
     for d in drafters:
-        policy = grid_best(d.traces.subset(train), d.cost, max_new_tokens)
+        own_train = d.traces.subset(train)
+        policy = grid_best(own_train, d.cost, max_new_tokens)
         policies.append(policy)
-        train_results.append(replay(d.traces.subset(train), d.cost, policy, max_new_tokens))
+        train_results.append(replay(own_train, d.cost, policy, max_new_tokens))
         results.append(replay(d.traces.subset(scored), d.cost, policy, max_new_tokens))
     fixed = int(np.argmax([np.mean(r.speedup) for r in train_results]))
     primary = drafters[0].traces
-    features = prompt_features(primary)
     alpha = np.stack([single_token_accuracy(d.traces) for d in drafters], axis=1)
     context = float(np.median(primary.context_length))
     ratios = [cost_ratio(d.cost, d.traces.width, context) for d in drafters]
-    selector = DraftSelector.fit(features[train], alpha[train], np.asarray(ratios))
-    started = time.perf_counter()
-    chosen = selector.choose(prompt_features(primary.subset(scored)))
+    selector = DraftSelector.fit(prompt_features(primary.subset(train)), alpha[train], np.asarray(ratios))
+    started = time.perf_counter()  # the decision: the scored prompts' features, then the choice
+    features = prompt_features(primary.subset(scored))
+    chosen = selector.choose(features)
     decision = (time.perf_counter() - started) / max(len(scored), 1)
     speedups = np.stack([r.speedup for r in results])
     return Selection(tuple(drafters), tuple(results), tuple(p.name for p in policies), fixed, chosen,
-                     np.argmax(speedups, axis=0), np.abs(selector.alpha(features[scored]) - alpha[scored]).mean(0),
-                     decision)
+                     np.argmax(speedups, axis=0), np.abs(selector.alpha(features) - alpha[scored]).mean(0), decision)

@@ -25,6 +25,8 @@ from pathlib import Path
 from simspec.errors import SimspecError
 
 MAX_FAILURES = 2  # retries of a failed Ray Tune trial
+# The numbers of a trial's ``train`` summary that a Ray Tune trial reports back to the driver.
+REPORTED = ("train_seconds", "env_steps", "heldout_speedup", "grid_best_speedup", "eagle3_speedup", "oracle_share")
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,7 @@ def _tune_trial(config: dict) -> None:
     request, trial = config["request"], config["trial"]
     work = Path(tempfile.mkdtemp(prefix=".simspec-trial-"))
     summary = run_trial(request, trial, work)
-    tune.report({k: v for k, v in summary.items() if isinstance(v, (int, float))},
-                checkpoint=tune.Checkpoint.from_directory(str(work)))
+    tune.report({k: summary[k] for k in REPORTED}, checkpoint=tune.Checkpoint.from_directory(str(work)))
 
 
 def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
@@ -124,7 +125,7 @@ def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status
                                       failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)))
         with status(f"{len(trials)} trials as Ray Tune trials ({request.ray})"):
             results = tuner.fit()
-        summaries = {}
+        summaries = {}  # the trials' ``train`` summaries: what each reported, its algorithm, its folder
         for result in results:
             trial = result.config["trial"]
             if result.error is not None or result.checkpoint is None:
@@ -132,20 +133,11 @@ def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status
                                    f"({str(result.error).strip().splitlines()[-1][:160] if result.error else 'no policy'})"
                                    "; nothing was written: run again, or without --ray")
             result.checkpoint.to_directory(str(folder))
-            summaries[trial.name] = json.loads((folder / trial.name / "policy.json").read_text())
-        return [_summary_of(summaries[t.name], t, folder) for t in trials]
+            summaries[trial.name] = {"policy": str(folder / trial.name), "algo": trial.algo,
+                                     **{k: result.metrics[k] for k in REPORTED}}
+        return [summaries[t.name] for t in trials]
     finally:
         shutil.rmtree(storage, ignore_errors=True)
-
-
-def _summary_of(meta: dict, trial: Trial, folder: Path) -> dict:
-    """What ``train`` printed for a trial, read back from its policy.json (a Ray trial's own
-    return value stays on its worker)."""
-    held = meta["heldout"]
-    return {"policy": str(folder / trial.name), "algo": trial.algo, "train_seconds": meta["train_seconds"],
-            "env_steps": meta["env_steps"], "heldout_speedup": held["speedup"],
-            "grid_best_speedup": held["grid_best_speedup"], "eagle3_speedup": held["eagle3_speedup"],
-            "oracle_share": held["oracle_share"]}
 
 
 def table(rows: list[dict]) -> list[dict]:
