@@ -185,6 +185,13 @@ def train_draft(
     layers: int = typer.Option(2, min=1, help="lm: decoder layers."),
     lr: float = typer.Option(1e-3, help="Peak learning rate (AdamW, warm-up then cosine)."),
     seed: int = typer.Option(0, help="Seed for data order, initialisation and sampling."),
+    labels: str = typer.Option("soft", help="eagle3: soft (cross-entropy against the target's distribution over "
+                               "the draft vocabulary, EAGLE's loss) or hard (against its greedy token)."),
+    init: Optional[str] = typer.Option(None, "--init", help="eagle3: continue training this head (its weights "
+                                        "and draft vocabulary) on the corpus; its card is kept as provenance."),
+    cut_at_eos: bool = typer.Option(True, "--cut-at-eos/--no-cut-at-eos", help="End self-distilled text at its "
+                                    "first end-of-sequence token, where decoding stops (--no-cut-at-eos: the corpus "
+                                    "of heads trained before the cut, e.g. the shipped head's first stage)."),
     dtype: DType = "fp32",
     out_path: Out("Output directory (default real/drafters/KIND)") = None,
     force: Force = False,
@@ -195,8 +202,11 @@ def train_draft(
     continues from OUT.partial/), deterministic from --seed."""
     from simspec.distill.run import TrainDraftRequest, train_draft as run
 
-    request = TrainDraftRequest(kind, target, _names(data), tokens, epochs, draft_vocab, unroll, ttt_steps,
-                                feature_weight, hidden, layers, lr, seed, dtype, out_path, force)
+    request = TrainDraftRequest(kind=kind, target=target, data=_names(data), tokens=tokens, epochs=epochs,
+                                draft_vocab=draft_vocab, unroll=unroll, ttt_steps=ttt_steps,
+                                feature_weight=feature_weight, hidden=hidden, layers=layers, lr=lr, seed=seed,
+                                dtype=dtype, out=out_path, force=force, labels=labels,
+                                init=init, cut_at_eos=cut_at_eos)
     request.check()
     s = _run(lambda bar, status: run(request, bar, status), threads)
     show.train_draft(s)

@@ -186,6 +186,10 @@ class Assets:
     def not_object(self) -> Path:  # traces.json holds a list
         return self.root / "traces-json-list"
 
+    @property
+    def other_drafter(self) -> Path:  # intact, but recorded with other weights under the drafter's name
+        return self.root / "traces-other-drafter"
+
 
 def make_assets(root: Path) -> Assets:
     assets = Assets(root)
@@ -200,6 +204,10 @@ def make_assets(root: Path) -> Assets:
         flipped[i] ^= 0xFF
     (assets.flipped / "traces.npz").write_bytes(bytes(flipped))
     np.savez(assets.no_array / "traces.npz", tokens=np.zeros(3, np.int32))
+    assets.other_drafter.mkdir(parents=True)
+    (assets.other_drafter / "traces.npz").write_bytes(data)
+    (assets.other_drafter / "traces.json").write_text(json.dumps({**json.loads(meta),
+                                                                  "draft_fingerprint": "0123456789abcdef"}))
     # Arrays whose hash matches traces.json, but path_rank has lost a dimension.
     from simspec.sim.traces import ARRAYS, TraceSet
 
@@ -312,6 +320,11 @@ row("latency", "non-integer contexts", lambda d, a: ["latency", "--contexts", "6
 row("latency", "unknown model", lambda d, a: ["latency", "--target", str(d / "no-model")], "unknown model")
 # train-draft
 row("train-draft", "unknown kind", lambda d, a: ["train-draft", "--kind", "medusa", "--out", out(d)], "--kind")
+row("train-draft", "--init with no head there", lambda d, a: ["train-draft", "--init", str(d), "--out", out(d)],
+    "no EAGLE-3 head there")
+row("train-draft", "--init for a draft LM", lambda d, a: ["train-draft", "--kind", "lm", "--init", str(d), "--out", out(d)],
+    "--kind eagle3")
+row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)], "soft or hard")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],
     "unknown model")
@@ -488,6 +501,9 @@ row("validate --real", "bit-flipped traces.npz",
 row("validate --real", "profile of another device model",
     lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", lambda b: setitem(b, "device_model", OTHER_CPU)),
                   "--baselines", "eagle3", "--out", out(d)], "--allow-other-device")
+row("validate --real", "traces recorded with other weights of the drafter",
+    lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", traces=a.other_drafter), "--baselines", "eagle3",
+                  "--allow-other-device", "--out", out(d)], "fingerprint 0123456789abcdef")
 row("validate --real", "--recalibrate on the train split",
     lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--recalibrate", "--split",
                   "train", "--out", out(d)], "--split heldout")

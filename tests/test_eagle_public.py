@@ -238,7 +238,7 @@ def test_training_time_test_matches_the_draft_chain_at_inference(target, prompt_
     with torch.no_grad():
         for p in trainer.model.midlayer.parameters():  # random, so the layer is not an identity
             p.add_(torch.randn_like(p) * 0.02)
-        steps = {k: logits for k, logits, _ in trainer._unrolled(torch.tensor([0]), 3)}
+        steps = {k: logits for k, logits, _, _ in trainer._unrolled(torch.tensor([0]), 3)}
     drafter = EagleDrafter(trainer.model, trainer.model.target_ids(), target, "ttt")
     # The corpus stores features in fp16; the same rounding here isolates the computation.
     features = _features(target, torch.tensor(ids), drafter.feature_layers).half().float()
@@ -361,3 +361,49 @@ def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids):
             out = engine.generate(ids, StaticPolicy(depth, width, size), tokens)
             divergence = compare(target, ids, out.tokens, greedy)
             assert divergence is None or divergence.near_tie, divergence.describe()
+
+
+def test_soft_labels_are_the_targets_distribution_over_the_draft_vocabulary(target, prompt_ids):
+    """Step k's soft labels at position p must be the target's softmax over the draft vocabulary
+    of its logits at p (the distribution its greedy label is the argmax of), not at a neighbour."""
+    from simspec.distill.corpus import teacher_pass
+    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+
+    _, ids = prompt_ids[0]
+    ids = ids[:40]
+    corpus = teacher_pass(target, [ids], len(ids))
+    trainer = Eagle3Trainer(target, corpus, Eagle3TrainConfig(draft_vocab=4096, ttt_steps=2, autocast_bf16=False))
+    with torch.no_grad():
+        logits = target.model(torch.tensor([ids])).logits[0].float()[:, trainer.vocab_ids]
+        steps = list(trainer._unrolled(torch.tensor([0]), 2, soft=True))
+    assert [k for k, *_ in steps] == [0, 1]
+    for k, _, truth, probs in steps:
+        expected = torch.softmax(logits[1 + k:], -1)  # step k reads positions 1 + k .. len - 1
+        torch.testing.assert_close(probs, expected, atol=0.02, rtol=0, msg=f"step {k}")
+        inside = truth >= 0
+        assert inside.float().mean() > 0.9
+        assert (probs.argmax(-1)[inside] == truth[inside]).float().mean() > 0.95
+
+
+def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp_path):
+    """--init: the continued run starts from the saved head's weights (as stored, fp16) and keeps
+    its draft vocabulary even where the new corpus's most frequent tokens differ."""
+    from simspec.distill.corpus import teacher_pass
+    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+
+    first = teacher_pass(target, [prompt_ids[0][1][:48]], 48)
+    second = teacher_pass(target, [prompt_ids[2][1][:48]], 48)
+    cfg = Eagle3TrainConfig(draft_vocab=1024, epochs=1, batch=1, ttt_steps=2, autocast_bf16=False)
+    trainer = Eagle3Trainer(target, first, cfg)
+    trainer.train(tmp_path / "run" / "checkpoint.pt")
+    trainer.save(tmp_path / "head", {})
+    fresh = Eagle3Trainer(target, second, cfg)
+    assert not torch.equal(fresh.vocab_ids, trainer.vocab_ids)  # otherwise the check below proves nothing
+    continued = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "init": str(tmp_path / "head")}))
+    assert torch.equal(continued.vocab_ids, trainer.vocab_ids)
+    saved = trainer.model.state_dict()
+    for key, value in continued.model.state_dict().items():
+        want = saved[key] if key in ("d2t", "t2d") else saved[key].half().float()
+        assert torch.equal(value, want), key
+    with pytest.raises(SimspecError, match="--draft-vocab 1024"):
+        Eagle3Trainer(target, second, Eagle3TrainConfig(draft_vocab=512, init=str(tmp_path / "head")))

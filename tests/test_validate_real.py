@@ -238,6 +238,15 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
         assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
     assert "refitted in situ in this run" in (out / "report.md").read_text()
     assert report["profile"]["refit_live_over_profile"] == situ["live_over_profile"]
+    # The co-timed refit: one step after each scored prompt, on train prompts, its own profile saved.
+    co = report["co_timed_refit"]
+    assert co["refit"]["steps"] == report["n_prompts"] * report["repeats"] and co["refit"]["co_timed"]
+    assert co["refit"]["prompt_ids"] == situ["prompt_ids"] and co["refit"]["cycles"] > 0
+    assert [r["method"] for r in co["rows"]] == [r["method"] for r in report["rows"]]
+    cotimed = load_profile(out / "profile-cotimed")
+    assert cotimed.meta["in_situ"]["co_timed"] and cotimed.traces().content_hash() == base.traces().content_hash()
+    assert co["mean_abs_rel_error"] == pytest.approx(np.mean([abs(r["rel_error"]) for r in co["rows"]]))
+    assert "Co-timed refit" in (out / "report.md").read_text()
 
 
 def test_residual_breakdown_splits_the_time_error_by_component():

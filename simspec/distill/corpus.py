@@ -5,7 +5,8 @@ Three sources, mixed by token budget:
   rendered with the chat template — human-written text;
 - ``code``: Python standard-library source, in fixed-length chunks;
 - ``self``: the target's own greedy continuations of training prompts (ShareGPT and
-  HumanEval train splits) — the text a draft actually faces at inference;
+  HumanEval train splits), cut after their first end-of-sequence token as decoding is — the
+  text a draft actually faces at inference;
 - ``selfcode``: its greedy continuations of standard-library function stubs (signature +
   docstring, HumanEval's shape): the target's own code, beyond HumanEval's 86 train prompts.
 
@@ -35,7 +36,7 @@ from simspec.data import load_prompts, render_chat, split_of
 from simspec.errors import SimspecError
 from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.greedy import greedy_continuations
-from simspec.engine.models import LoadedModel, dtype_name
+from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
 
 log = logging.getLogger("simspec")
 SOURCES = ("sharegpt", "code", "self", "selfcode")
@@ -51,6 +52,7 @@ class CorpusSpec:
     seed: int = 0
     split: str = "train"  # prompt split the text comes from; "heldout" only for evaluation sets
     dtype: str = "fp32"  # the teacher's dtype: labels and features are the target's in that dtype
+    cut_at_eos: bool = True  # self-distilled text ends at its first end-of-sequence token
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sources if s not in SOURCES]
@@ -64,7 +66,9 @@ class CorpusSpec:
             raise SimspecError(f"--tokens must be at least one sequence ({self.seq_len}), got {self.tokens}")
 
     def key(self, target_name: str) -> str:
-        blob = json.dumps({**asdict(self), "target": target_name, "version": 2}, sort_keys=True)
+        fields = asdict(self)
+        version = 3 if fields.pop("cut_at_eos") else 2  # version 2: the corpus before the cut, same key as then
+        blob = json.dumps({**fields, "target": target_name, "version": version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -137,6 +141,15 @@ def _stdlib_stubs(rng: random.Random) -> list[str]:
                     stubs.append(stub.strip("\n") + "\n")
     rng.shuffle(stubs)
     return stubs
+
+
+def cut_at_eos(sequence: list[int], prompt_length: int, eos: frozenset[int]) -> list[int]:
+    """The sequence up to and including the first end-of-sequence token of its continuation:
+    decoding stops there, so the greedy text generated past it is never drafted against."""
+    for i in range(prompt_length, len(sequence)):
+        if sequence[i] in eos:
+            return sequence[:i + 1]
+    return sequence
 
 
 def _self_prompts(tokenizer, source: str, n_tokens: int, spec: CorpusSpec, rng: random.Random) -> list[list[int]]:
@@ -224,7 +237,9 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
             prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
             tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
             full = greedy_continuations(target, prompts, spec.self_new_tokens, batch=32, advance=tick)
-            seqs = [seq[-spec.seq_len:] for seq in full]
+            eos = eos_token_ids(target)
+            seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
+                    for seq, p in zip(full, prompts)]
         counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}
         sequences.extend(seqs)
     tick = progress("teacher pass (features + greedy labels)", len(sequences))

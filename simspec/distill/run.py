@@ -7,6 +7,7 @@ EAGLE-style head or a standalone draft LM on it, resumably (a stopped run contin
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -41,6 +42,9 @@ class TrainDraftRequest:
     dtype: str = "fp32"  # the target's (teacher's) dtype
     out: str | None = None
     force: bool = False
+    labels: str = "soft"  # eagle3: soft (the target's distribution, EAGLE's loss) or hard (its greedy token)
+    init: str | None = None  # eagle3: a head to continue training from
+    cut_at_eos: bool = True  # self-distilled continuations end at their first end-of-sequence token
 
     def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
         """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""
@@ -57,9 +61,9 @@ class TrainDraftRequest:
         if any(s is None for s in shares) and not all(s is None for s in shares):
             raise SimspecError("--data: give a share to every source or to none (NAME:SHARE, shares summing to 1)")
         train = CorpusSpec(tuple(names), self.tokens, None if shares[0] is None else tuple(shares), seed=self.seed,
-                           dtype=self.dtype)
+                           dtype=self.dtype, cut_at_eos=self.cut_at_eos)
         heldout = CorpusSpec(("self",), max(4096, self.tokens // 20), seed=self.seed + 1, split="heldout",
-                             dtype=self.dtype)
+                             dtype=self.dtype, cut_at_eos=self.cut_at_eos)
         return train, heldout
 
     def out_dir(self) -> Path:
@@ -72,9 +76,31 @@ class TrainDraftRequest:
 
         if self.kind not in KINDS:
             raise SimspecError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.labels not in ("soft", "hard"):
+            raise SimspecError(f"--labels must be soft or hard, got {self.labels!r}")
+        if self.init is not None:
+            if self.kind != "eagle3":
+                raise SimspecError(f"--init continues an EAGLE-3 head: use it with --kind eagle3, not {self.kind}")
+            if not (Path(self.init) / "config.json").is_file():
+                raise SimspecError(f"--init {self.init}: no EAGLE-3 head there (config.json missing): give the "
+                                   "folder train-draft wrote")
         resolve_dtype(self.dtype)
         self.corpus_specs()
         check_out(self.out_dir(), self.force)
+
+
+def initial_provenance(directory: Path) -> dict:
+    """What a continued head started from: the earlier run's card (its own ``init`` included)."""
+    import hashlib
+
+    card_path = directory / "simspec.json"
+    card = json.loads(card_path.read_text()) if card_path.is_file() else {}
+    weights = directory / "model.safetensors"
+    return {"path": str(directory),
+            "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
+            **{k: card[k] for k in ("train_config", "steps", "heldout_agreement", "train_seconds", "data_seconds",
+                                    "init") if k in card},
+            "data_sources": card.get("data", {}).get("sources")}
 
 
 def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], object]) -> dict:
@@ -102,7 +128,8 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
-            draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, ttt_steps=r.ttt_steps, seed=r.seed))
+            draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, ttt_steps=r.ttt_steps, seed=r.seed,
+            soft_labels=r.labels == "soft", init=r.init))
     elif r.kind == "eagle":
         trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
             draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, unroll=r.unroll, feature_weight=r.feature_weight,
@@ -126,6 +153,8 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     meta = {"kind": r.kind, "dtype": r.dtype, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
             "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
             "machine": machine(str(loaded.device))}
+    if r.init is not None:
+        meta["init"] = initial_provenance(Path(r.init))
     with atomic_directory(out_dir, replace=r.force) as tmp:
         trainer.save(tmp, meta)
     shutil.rmtree(partial, ignore_errors=True)

@@ -57,6 +57,8 @@ class Eagle3TrainConfig(TrainConfig):
     ttt_steps: int = 4  # training-time test: steps the head is unrolled on its own outputs
     step_decay: float = 0.8  # weight of step k's loss: decay ** k (EAGLE-3's)
     autocast_bf16: bool = True  # bf16 matmuls where the CPU multiplies them natively
+    soft_labels: bool = True  # EAGLE's loss: cross-entropy against the target's whole distribution
+    init: str | None = None  # an EAGLE-3 head to continue from (its weights and draft vocabulary)
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,7 @@ class DraftTrainer:
 
     def __init__(self, target: LoadedModel, corpus: Corpus, cfg: TrainConfig) -> None:
         self.target, self.corpus, self.cfg = target, corpus, cfg
-        eos = sorted({t for t in [target.tokenizer.eos_token_id, target.model.config.eos_token_id] if t is not None})
-        self.vocab_ids = reduced_vocabulary(corpus.labels, corpus.valid, cfg.draft_vocab, eos)
+        self.vocab_ids = self.vocabulary()
         index = torch.full((target.model.config.vocab_size,), -100, dtype=torch.long)
         index[self.vocab_ids] = torch.arange(len(self.vocab_ids))
         self.to_draft = index  # target id -> draft index (-100: not in the draft vocabulary)
@@ -99,6 +100,12 @@ class DraftTrainer:
         self.total_steps = self.steps_per_epoch * cfg.epochs
         self.step = 0
         self.history: list[dict] = []
+
+    def vocabulary(self) -> torch.Tensor:
+        """The draft vocabulary: the ``draft_vocab`` tokens the target emits most in the corpus."""
+        target = self.target
+        eos = sorted({t for t in [target.tokenizer.eos_token_id, target.model.config.eos_token_id] if t is not None})
+        return reduced_vocabulary(self.corpus.labels, self.corpus.valid, self.cfg.draft_vocab, eos)
 
     def build_model(self) -> torch.nn.Module:
         raise NotImplementedError
@@ -214,6 +221,29 @@ class EagleTrainer(DraftTrainer):
 
 
 
+def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_vocab: int) -> Eagle3Head:
+    """The EAGLE-3 head a run continues from (float32), checked against the run: same target,
+    same fused layers, same draft-vocabulary size."""
+    from simspec.engine.eagle_public import read_public_head
+
+    where = f"--init {directory}"
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise SimspecError(f"{where}: config.json is unreadable ({exc.__class__.__name__}): "
+                           "give the folder of an EAGLE-3 head") from None
+    head = read_public_head(directory, config, target, str(directory))
+    if not isinstance(head, Eagle3Head):
+        raise SimspecError(f"{where} is an EAGLE-1/2 head: --init continues EAGLE-3 heads")
+    if list(head.feature_layers) != list(corpus.meta["aux_layers"]):
+        raise SimspecError(f"{where} fuses target layers {list(head.feature_layers)}, the corpus records "
+                           f"{corpus.meta['aux_layers']}: train it afresh")
+    if head.cfg.draft_vocab != draft_vocab:
+        raise SimspecError(f"{where} has a draft vocabulary of {head.cfg.draft_vocab} tokens, --draft-vocab is "
+                           f"{draft_vocab}: pass --draft-vocab {head.cfg.draft_vocab}")
+    return head
+
+
 class Eagle3Trainer(DraftTrainer):
     """EAGLE-3's recipe: fused low/middle/high target features, its own LM head over the draft
     vocabulary, and training-time test. Step k of the unroll feeds each position the head's
@@ -226,9 +256,20 @@ class Eagle3Trainer(DraftTrainer):
         base, lm_head = base_and_head(target.model)
         self.embed = base.get_input_embeddings()
         self.target_head, self.target_norm = lm_head, getattr(base, "norm", None)
+        self.initial = None if cfg.init is None else initial_head(Path(cfg.init), target, corpus, cfg.draft_vocab)
         super().__init__(target, corpus, cfg)
+        # The target's read-out of its own final feature, restricted to the draft vocabulary:
+        # the soft labels (its distribution there) come from the corpus's stored features.
+        self.label_weight = lm_head.weight[self.vocab_ids].detach().float().contiguous()
+
+    def vocabulary(self) -> torch.Tensor:
+        return super().vocabulary() if self.initial is None else self.initial.target_ids()
 
     def build_model(self) -> torch.nn.Module:
+        if self.initial is not None:
+            head = self.initial
+            head.d2t.requires_grad_(False)
+            return head
         head = Eagle3Head(eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"])))
         with torch.no_grad():  # start as the target's own read-out of a feature: its norm and head rows
             head.lm_head.weight.copy_(self.target_head.weight[self.vocab_ids].float())
@@ -240,14 +281,17 @@ class Eagle3Trainer(DraftTrainer):
         head.d2t.requires_grad_(False)
         return head
 
-    def _unrolled(self, idx: torch.Tensor, steps: int):
-        """Yields (step, logits over valid positions, draft-vocabulary labels) for each TTT step."""
+    def _unrolled(self, idx: torch.Tensor, steps: int, soft: bool = False):
+        """Yields (step, logits over valid positions, draft-vocabulary labels, the target's
+        distribution over the draft vocabulary there or None) for each TTT step."""
         c, model = self.corpus, self.model
         layer, attn = model.midlayer, model.midlayer.self_attn
         width = int(c.valid[idx].sum(1).max())
         x, y, valid = c.tokens[idx, :width], c.labels[idx, :width], c.valid[idx, :width]
         n, b = width - 1, len(idx)
         emb = self.embed(x).float()
+        # Position i + 1's label distribution: softmax of the target's logits from its feature there.
+        target_logits = torch.matmul(c.features[idx, 1:width].float(), self.label_weight.T) if soft else None
         h = model.fc(c.aux[idx, :n].float())  # step 0 at index i reads (a_i, x_{i+1}) at position i+1
         scale = 1 / math.sqrt(attn.cfg.head_dim)
         group = attn.cfg.heads // attn.cfg.kv_heads
@@ -269,13 +313,18 @@ class Eagle3Trainer(DraftTrainer):
                 attended = attended + p[..., m + j:m + j + 1] * vj[:, :, :m]
             h = layer.finish(h, attn.o_proj(attended.transpose(1, 2).reshape(b, m, -1)))
             mask = valid[:, 1 + k:1 + k + m]
-            yield k, model.logits(h[mask]), self.to_draft[y[:, 1 + k:1 + k + m][mask]]
+            probs = None if target_logits is None else torch.softmax(target_logits[:, k:k + m][mask].float(), -1)
+            yield k, model.logits(h[mask]), self.to_draft[y[:, 1 + k:1 + k + m][mask]], probs
 
     def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
         total, weights, stats = 0.0, 0.0, {}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.autocast_bf16):
-            for k, logits, truth in self._unrolled(idx, self.cfg.ttt_steps):
-                ce = F.cross_entropy(logits.float(), truth, ignore_index=-100)
+            for k, logits, truth, probs in self._unrolled(idx, self.cfg.ttt_steps, soft=self.cfg.soft_labels):
+                if probs is None:
+                    ce = F.cross_entropy(logits.float(), truth, ignore_index=-100)
+                else:  # positions whose greedy token lies outside the draft vocabulary teach nothing (EAGLE-3's mask)
+                    keep = truth >= 0
+                    ce = F.cross_entropy(logits.float()[keep], probs[keep])
                 total = total + self.cfg.step_decay ** k * ce
                 weights += self.cfg.step_decay ** k
                 with torch.no_grad():
@@ -295,7 +344,7 @@ class Eagle3Trainer(DraftTrainer):
         try:
             for start in range(0, len(corpus.tokens), 8):
                 idx = torch.arange(start, min(start + 8, len(corpus.tokens)))
-                for k, logits, truth in self._unrolled(idx, self.cfg.ttt_steps):
+                for k, logits, truth, _ in self._unrolled(idx, self.cfg.ttt_steps):
                     top = logits.topk(10, dim=-1).indices
                     if k == 0:
                         hits1 += int((top[:, 0] == truth).sum())

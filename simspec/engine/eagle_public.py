@@ -342,9 +342,9 @@ def _canonical(tensors: dict[str, torch.Tensor], kind: str) -> dict[str, torch.T
     return out
 
 
-def load_public_eagle(directory: Path, config: dict, target: LoadedModel, name: str) -> EagleDrafter:
-    """Bind a public EAGLE-3 or EAGLE-1/2 head to ``target``; refuse, in one line naming the key
-    or field, one that does not fit it."""
+def read_public_head(directory: Path, config: dict, target: LoadedModel, name: str) -> Eagle3Head | Eagle1Head:
+    """A public EAGLE-3 or EAGLE-1/2 head for ``target``, in float32 on the CPU; refuse, in one
+    line naming the key or field, one that does not fit it."""
     where = f"EAGLE head {name!r} ({directory})"
     tensors = _read_weights(directory, name)
     cfg = public_config(config, tensors, target, where)
@@ -369,15 +369,22 @@ def load_public_eagle(directory: Path, config: dict, target: LoadedModel, name: 
         if tuple(tensors[key].shape) != tuple(value.shape):
             raise SimspecError(f"{where}: key {key!r} has shape {list(tensors[key].shape)}, the config implies "
                                f"{list(value.shape)}")
-    dtype = base_and_head(target.model)[0].get_input_embeddings().weight.dtype
     head.load_state_dict({k: v.to(expected[k].dtype) if k in ("d2t", "t2d") else v.float()
                           for k, v in tensors.items()})
-    head.to(target.device, dtype)
     if cfg.kind == "eagle3":
         ids = head.target_ids()
         if int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab:
             raise SimspecError(f"{where}: key 'd2t' maps draft ids to target ids outside 0..{cfg.vocab - 1}")
-        return EagleDrafter(head, ids, target, name)
+    return head
+
+
+def load_public_eagle(directory: Path, config: dict, target: LoadedModel, name: str) -> EagleDrafter:
+    """Bind a public EAGLE-3 or EAGLE-1/2 head to ``target`` (in the target's dtype and device)."""
+    head = read_public_head(directory, config, target, name)
+    dtype = base_and_head(target.model)[0].get_input_embeddings().weight.dtype
+    head.to(target.device, dtype)
+    if isinstance(head, Eagle3Head):
+        return EagleDrafter(head, head.target_ids(), target, name)
     return EagleDrafter(head.bind(base_and_head(target.model)[1]), None, target, name)
 
 

@@ -178,7 +178,7 @@ def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32"
                            f"{temperature:g}: pass --temperature {traces.temperature:g} or record new traces")
     ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
            "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width,
-           "temperature": traces.temperature}
+           "temperature": traces.temperature, "draft_fingerprint": meta.get("draft_fingerprint")}
     return folder.resolve(), ref
 
 
@@ -188,6 +188,7 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     import torch
 
     from simspec.data import render_chat
+    from simspec.fingerprint import drafter_fingerprint
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
     from simspec.sim.traces import assemble
@@ -213,7 +214,7 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
             "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
             "width": r.width, "seed": r.seed, "simspec_version": __version__, "dtype": r.dtype,
             "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1),
-            "temperature": r.temperature, "threads": threads}
+            "temperature": r.temperature, "threads": threads, "draft_fingerprint": drafter_fingerprint(r.draft)}
     if r.ray is not None:
         meta["ray"] = {"address": r.ray, "shards": r.workers}
     if r.temperature > 0:
@@ -268,7 +269,10 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         return _imported(r, source, out_dir)
     if r.target not in ARCH_TARGETS:
         from simspec.engine.load import load_pair
+        from simspec.fingerprint import check_fingerprint
 
+        if source:  # curves measured with another drafter than the one that drafted the traces would not fit them
+            check_fingerprint(source[1].get("draft_fingerprint"), r.draft, f"--traces-from {r.traces_from}")
         loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
     started = time.perf_counter()
     if r.traces_only:

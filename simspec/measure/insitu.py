@@ -151,21 +151,27 @@ class InSitu:
     record: dict  # the profile's ``in_situ`` block, less ``base``
 
 
+def ladder_trees(width: int) -> list:
+    """``LADDER`` as static-tree policies at the traces' width."""
+    from simspec.policies.base import StaticPolicy
+
+    trees = []
+    for depth, size in LADDER:
+        tree = StaticPolicy(depth, width, size)
+        tree.name = f"static(D={depth},V={size})"
+        trees.append(tree)
+    return trees
+
+
 def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                   bar: Bar) -> InSitu:
     """Runs greedy decoding and the ladder of static trees on ``prompts`` (train prompts, never
     the ones a validation scores), interleaved, and scales the profile's curves to the live
     cycles."""
-    from simspec.policies.base import StaticPolicy
     from simspec.measure.interleave import run_real
 
     started = time.perf_counter()
-    width = profile.meta["traces"]["width"]
-    ladder = []
-    for depth, size in LADDER:
-        tree = StaticPolicy(depth, width, size)
-        tree.name = f"static(D={depth},V={size})"
-        ladder.append(tree)
+    ladder = ladder_trees(profile.meta["traces"]["width"])
     tick = bar("in-situ runs (greedy + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
     runs, drift = run_real(engine, prompts, ladder, max_new_tokens, profile.cost, tick)
     diverged = [r.name for r in runs if r.divergences]
@@ -180,6 +186,54 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "scales": scales, "seconds": round(time.perf_counter() - started, 1),
     })
+
+
+class CoTimedRefit:
+    """The in-situ refit spread over a validation's scored runs: after each scored prompt, plain
+    decoding and the next ``trees_per_step`` trees of the ladder on the next train prompt, timed
+    against the base profile. A refit run before the scored runs is minutes older than they are,
+    and on this project's CPUs the machine drifted 3-15 % in those minutes; this one's latencies
+    are measured over the same minutes as the runs it predicts, from train prompts only."""
+
+    def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
+                 trees_per_step: int = 3) -> None:
+        from simspec.measure.interleave import DriftMeter
+
+        self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
+        self.ladder = ladder_trees(base.meta["traces"]["width"])
+        self.trees_per_step = trees_per_step
+        self.drift = DriftMeter(base.cost, base.meta["traces"]["width"])
+        self.steps = self.cycles = 0
+        self.seconds = 0.0
+
+    def step(self) -> None:
+        """One train prompt: plain decoding and the next trees of the ladder, in rotated order."""
+        import numpy as np
+
+        started = time.perf_counter()
+        k, n = self.trees_per_step, len(self.ladder)
+        _, ids = self.prompts[self.steps % len(self.prompts)]
+        trees = [self.ladder[(self.steps * k + j) % n] for j in range(k)]
+        seed = self.engine.sampling.seed + 1_000_000 + self.steps  # never a scored run's seed
+        for slot in np.roll(np.arange(k + 1), -self.steps):  # slot 0: plain decoding
+            if slot == 0:
+                self.drift.greedy(self.engine.plain(ids, self.max_new_tokens, seed))
+            else:
+                run = self.engine.generate(ids, trees[slot - 1], self.max_new_tokens, seed)
+                self.drift.speculative(run, trees[slot - 1].name)
+                self.cycles += len(run.cycles)
+        self.steps += 1
+        self.seconds += time.perf_counter() - started
+
+    def result(self) -> InSitu:
+        samples, scales = refit_samples(self.base.samples, self.drift)
+        return InSitu(samples, {
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train", "co_timed": True,
+            "prompt_ids": [pid for pid, _ in self.prompts], "max_new_tokens": self.max_new_tokens,
+            "trees": [list(t) for t in LADDER], "trees_per_step": self.trees_per_step, "steps": self.steps,
+            "cycles": self.cycles, "live_over_profile": {op: round(r, 4) for op, r in self.drift.ratios().items()},
+            "scales": scales, "seconds": round(self.seconds, 1),
+        })
 
 
 def refitted_meta(profile: Profile, base_path: str, refit: InSitu, prompts: str, out_dir: Path, device: str) -> dict:

@@ -202,6 +202,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     from simspec.data import render_chat
     from simspec.errors import SimspecError
     from simspec.engine.load import load_pair
+    from simspec.fingerprint import check_fingerprint
     from simspec.engine.sampling import GREEDY
     from simspec.engine.speculative import SpeculativeEngine
 
@@ -209,6 +210,8 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     if device == "cuda" and not torch.cuda.is_available():
         raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
                            "no CUDA device here: run on that device")
+    check_fingerprint(profile.traces().meta.get("draft_fingerprint"), profile.meta["draft"],
+                      f"profile {profile.directory}'s traces")
     target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status, profile.dtype)
     engine = SpeculativeEngine(target, drafter, sampling or GREEDY)
     ids = [render_chat(target.tokenizer, text) for text in texts]
@@ -224,12 +227,14 @@ def interleaved(
     max_new_tokens: int,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
+    between: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
     """Plain decoding (greedy, or sampling at the engine's temperature) and every policy on every
     prompt, back to back in an order rotated from prompt to prompt (and pass to pass), so that
     drift over time hits every method alike. At T > 0 every run of a (pass, prompt) draws from
     the seed ``engine.sampling.seed + pass * len(prompts) + prompt``. Yields (pass, prompt
-    index, plain generation, one generation per policy); ``advance`` ticks per run."""
+    index, plain generation, one generation per policy); ``advance`` ticks per run; ``between``,
+    when given, runs after each prompt's runs (other work timed alongside them)."""
     # Warm-up: first calls pay for allocator growth and lazy initialisation.
     first_ids = prompts[0][1]
     engine.plain(first_ids, min(8, max_new_tokens))
@@ -244,6 +249,8 @@ def interleaved(
                     ids, policies[slot - 1], max_new_tokens, seed
                 )
                 advance()
+            if between is not None:
+                between()
             yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
 
 
@@ -255,6 +262,7 @@ def run_methods(
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
     drift: "DriftMeter | None" = None,
+    between: Callable[[], None] | None = None,
 ) -> list[MethodRuns]:
     """Every method and plain decoding on every prompt, interleaved; each output is checked
     against greedy decoding's, and a divergence recorded with the target's top-2 logit gap
@@ -265,7 +273,7 @@ def run_methods(
     sampled = not engine.sampling.greedy
     pit_rng = np.random.default_rng(engine.sampling.seed)
     results = [MethodRuns(m.name, m.family, sampled=sampled) for m in methods]
-    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats):
+    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats, between):
         prompt_id, ids = prompts[p]
         if drift is not None:
             drift.greedy(greedy)
@@ -291,7 +299,8 @@ def run_real(
     cost: CostModel,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
+    between: Callable[[], None] | None = None,
 ) -> tuple[list[MethodRuns], DriftMeter]:
     """``run_methods`` with the live latencies held against the profile's ``cost`` (drift)."""
     drift = DriftMeter(cost, methods[0].width)
-    return run_methods(engine, prompts, methods, max_new_tokens, advance, repeats, drift), drift
+    return run_methods(engine, prompts, methods, max_new_tokens, advance, repeats, drift, between), drift

@@ -124,7 +124,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.cache import atomic_directory
     from simspec.machine import device_model, machine
     from simspec.measure.curves import device_name
-    from simspec.measure.insitu import LADDER, check_device, refit_in_situ, refitted_meta
+    from simspec.measure.insitu import LADDER, CoTimedRefit, check_device, refit_in_situ, refitted_meta
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import residual_breakdown
@@ -181,9 +181,12 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
 
     simulated = simulate(profile.cost)
 
-    tick = bar("real runs (greedy + every method, interleaved)", len(ids) * (len(methods) + 1) * request.repeats)
+    co_timed = CoTimedRefit(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens) \
+        if refit_on else None
+    tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
+               len(ids) * (len(methods) + 1) * request.repeats)
     runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens, profile.cost,
-                           tick, request.repeats)
+                           tick, request.repeats, None if co_timed is None else co_timed.step)
 
     policies = []
     for path in request.policies:
@@ -218,14 +221,42 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
                               "traces_hash", "simspec_version", "temperature", "top_p", "seed")}, sort_keys=True).encode()).hexdigest()[:16]
     report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
     report["residuals"] = residual_breakdown(drift.runs, charge)
+    co_profile = None
+    if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs
+        refit_co = co_timed.result()
+        co_profile = build_profile(out_dir / "profile-cotimed", refitted_meta(
+            base, request.profile, refit_co, request.prompts, out_dir / "profile-cotimed", str(target.device)),
+            refit_co.samples)
+        report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(co_profile.cost), refit_co.record)
     report["seconds"] = round(time.perf_counter() - started, 1)
     with atomic_directory(out_dir, replace=request.force) as tmp:
         if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
             save_profile(profile, tmp / "profile")  # the one built above, not fitted again
+        if co_profile is not None:
+            save_profile(co_profile, tmp / "profile-cotimed")
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
         (tmp / "report.md").write_text(render_markdown(report))
         plot_validation(report, tmp)
     return report, out_dir
+
+
+def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) -> dict:
+    """The report's rows re-predicted by the co-timed refit: per method the simulated speedup and
+    its error against the same real runs, their mean / max and the rank agreement."""
+    import numpy as np
+
+    from simspec.report.validation import _finite, _spearman, per_prompt
+
+    out = []
+    for row, method in zip(rows, runs):
+        prompts = per_prompt(simulated[method.name].speedup, len(method.speedup))
+        sim = float(np.mean(prompts) if method.sampled else np.median(prompts))
+        out.append({"method": row["method"], "speedup_real": row["speedup_real"], "speedup_sim": sim,
+                    "rel_error": (sim - row["speedup_real"]) / row["speedup_real"]})
+    errors = np.abs([r["rel_error"] for r in out])
+    return {"rows": out, "mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
+            "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in out], [r["speedup_real"] for r in out])),
+            "refit": record}
 
 
 def _json_default(value):

@@ -209,6 +209,11 @@ def validate_real(report: dict, run_dir) -> None:
               f"rank agreement (Spearman) {'n/a' if rank is None else f'{rank:.3f}'}; drift-corrected: mean "
               f"{corrected['mean_abs_rel_error']:.1%}, max {corrected['max_abs_rel_error']:.1%}; "
               f"drift (live / profile): {drift}")
+    co = report.get("co_timed_refit")
+    if co:
+        out.print(f"co-timed refit ({co['refit']['steps']} steps beside the scored runs): mean |error| "
+                  f"{co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}, rank agreement "
+                  f"{'n/a' if co['rank_agreement'] is None else format(co['rank_agreement'], '.3f')}")
     if report["drift"]["advice"]:
         warn(report["drift"]["advice"])
     divergences(report["rows"], lambda r: r["method"])

@@ -204,7 +204,10 @@ def summary_line(report: dict, run_path: str) -> dict:
             "lossless", "pit_p", "p_vs_eagle3")
     return {"run": run_path, "temperature": report.get("temperature", 0.0),
             "rows": [{k: r.get(k) for k in keep} for r in report["rows"]],
-            "mean_abs_rel_error": report["mean_abs_rel_error"], "rank_agreement": report["rank_agreement"]}
+            "mean_abs_rel_error": report["mean_abs_rel_error"], "rank_agreement": report["rank_agreement"],
+            **({"co_timed_refit": {k: report["co_timed_refit"][k] for k in
+                                   ("mean_abs_rel_error", "max_abs_rel_error", "rank_agreement")}}
+               if report.get("co_timed_refit") else {})}
 
 
 def spread(row: dict) -> str:
@@ -317,6 +320,15 @@ def render_markdown(report: dict) -> str:
         f"drift (below): mean {m['drift_corrected']['mean_abs_rel_error']:.1%}, max "
         f"{m['drift_corrected']['max_abs_rel_error']:.1%}, Spearman {_rank(m['drift_corrected']['rank_agreement'])}.",
     ]
+    co = m.get("co_timed_refit")
+    if co:
+        lines += ["", f"**Co-timed refit** (the ladder on train prompts, {co['refit']['steps']} steps, one after each "
+                  f"scored prompt; its profile in `profile-cotimed/`): mean |relative error| "
+                  f"{co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}, Spearman "
+                  f"{_rank(co['rank_agreement'])}.", "",
+                  "| method | real | sim (co-timed) | error |", "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
+                  for r in co["rows"]]
     if m["rank_inversions"]:
         lines.append("")
         lines.append("Pairs the simulator orders differently from the real runs:")
