@@ -23,10 +23,12 @@ from simspec.sim.profile import sample_record
 
 @dataclass(frozen=True)
 class CurveGrid:
-    """Operating points to measure. Dense in V where GPUs step (multiples of 8 and 16 up to
-    64, then every 16-32), three contexts so that L is interpolated, not guessed."""
+    """Operating points to measure. Every V up to 16, where tree policies spend most cycles and
+    a CPU's curve is not smooth (on the EPYC V = 7 verifies slower than V = 8: neighbours do
+    not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
+    16-32); three contexts so that L is interpolated, not guessed."""
 
-    verify_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80,
+    verify_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80,
                                      96, 112, 128, 144, 160, 192, 224, 256)
     draft_nodes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16)
     contexts: tuple[int, ...] = (64, 256, 512)

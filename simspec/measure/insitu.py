@@ -8,12 +8,15 @@ a greedy step and 1.17-1.22 for verification and drafting, in every real validat
 ratios, so a shift shared by every operation cancels; a shift that differs between operations (or
 between tree sizes) biases every prediction.
 
-This runs plain greedy decoding and a ladder of static trees spanning the verify curve on the
-profile's *train* prompts (never the held-out ones a validation scores), interleaved, holds every
-cycle against the profile's curves (``DriftMeter``), and scales each curve's points by the live
-ratio: for verify and bookkeeping one straight line in log V through the ladder's per-size ratios
-(weighted least squares, held flat beyond them: ``log_trend``), one ratio for the greedy step,
-drafting and the prefill.
+This runs plain greedy decoding and a ladder of static trees on the profile's *train* prompts
+(never the held-out ones a validation scores), interleaved, holds every cycle against the
+profile's curves (``DriftMeter``), and scales each curve's points by the live ratio: for verify
+and bookkeeping the ratio measured at each ladder size, interpolated in log V (``log_interp``;
+the ladder holds every V up to 12, where tree policies spend most cycles), one ratio for the
+greedy step, drafting and the prefill. Per size, because the live curve's shape along V is not
+calibrate's: on the EPYC the live / profile ratio was 1.09 at V = 4, 1.30 at 6, 1.51 at 7, 1.33
+at 8, repeated within 1-3 % from pass to pass (``scripts/results/verify-by-size.py``); one line
+through sparse sizes priced the methods' V = 5-9 cycles 5-9 % off.
 The curves' shapes along the context length stay calibrate's; their levels become the engine's.
 ``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
 on train prompts of the scored set, right before the runs it predicts.
@@ -35,9 +38,11 @@ from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
 
-# (depth, verified size) of the static trees run: sizes spread over the verify curve's range
-# that tree policies use, each at a depth that can fill it at width 10.
-LADDER = ((2, 2), (3, 4), (4, 6), (5, 10), (6, 16), (7, 32), (8, 64), (10, 128))
+# (depth, verified size) of the static trees run: every size up to 12 (tree policies spend most
+# cycles there, and neighbouring sizes differ live), then spread over the rest of the verify
+# curve's range, each at a depth that can fill it at width 10.
+LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10), (5, 11), (5, 12), (6, 16),
+          (7, 24), (7, 32), (8, 48), (8, 64), (10, 128))
 
 
 @dataclass(frozen=True)
@@ -71,40 +76,27 @@ class RecalibrateRequest:
         return profile, chosen
 
 
-def log_trend(sizes: np.ndarray, ratios: np.ndarray, weights: np.ndarray) -> Callable[[float], float]:
-    """Live / profile ratio as one straight line in log V, fitted by least squares weighted by
-    each size's predicted seconds, held flat beyond the sizes measured. A short run's ratio at
-    one size carries a few per cent of timing noise (neighbouring sizes measured 1.25 and 1.44
-    in one refit, then ran alike in the scored runs); interpolating those points passes the
-    noise into every prediction, while the trend keeps what the sizes share."""
-    x = np.log(sizes.astype(float))
-    if np.ptp(x) == 0:  # one size: its ratio
-        level = float(np.sum(ratios * weights) / np.sum(weights))
-        return lambda n: level
-    w = weights / weights.sum()
-    mean_x = float(np.sum(w * x))
-    slope = float(np.sum(w * (x - mean_x) * ratios) / np.sum(w * (x - mean_x) ** 2))
-    level = float(np.sum(w * ratios))
-    lo, hi = float(x.min()), float(x.max())
-    return lambda n: level + slope * (min(max(float(np.log(n)), lo), hi) - mean_x)
+def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float]:
+    """Live / profile ratio at any V: piecewise linear in log V through the ratios measured at
+    the ladder's sizes, held flat beyond them."""
+    x, y = np.log(sizes.astype(float)), np.asarray(ratios, dtype=float)
+    return lambda n: float(np.interp(np.log(max(float(n), 1.0)), x, y))
 
 
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
     and each curve's scale: one number, or, for the curves resolved per verified size, the
-    trend's value and the measured ratio at each size."""
+    measured ratio at each size."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     overall = drift.ratios()
     scales: dict[str, object] = {}
     scale_at = {}  # curve -> (n -> scale)
     for op, curve in OPERATION_CURVE.items():
-        sizes, ratios, weights = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 3
+        sizes, ratios, _ = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 3
         if len(sizes):
-            trend = log_trend(sizes, ratios, weights)
-            scale_at[curve] = trend
-            scales[curve] = {int(v): {"trend": round(trend(v), 4), "measured": round(float(r), 4)}
-                             for v, r in zip(sizes, ratios)}
+            scale_at[curve] = log_interp(sizes, ratios)
+            scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
         else:
             ratio = overall.get(op, 1.0)
             scales[curve] = round(ratio, 4)
@@ -196,7 +188,7 @@ class CoTimedRefit:
     are measured over the same minutes as the runs it predicts, from train prompts only."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                 trees_per_step: int = 3) -> None:
+                 trees_per_step: int = 4) -> None:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens

@@ -143,6 +143,7 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
     corrected_errors = np.abs([r["rel_error_drift_corrected"] for r in rows])
     ratios = drift.ratios()
     drifted = drift.drifted()
+    noise = measurement_noise(rows)
     return {
         "schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION, **meta,
         "rows": rows,
@@ -150,6 +151,7 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         "mean_abs_tau_rel_error": float(np.mean(np.abs([r["tau_rel_error"] for r in rows]))),
         "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in rows], [r["speedup_real"] for r in rows])),
         "rank_inversions": rank_inversions(rows),
+        **({"measurement_noise": noise} if noise else {}),
         "drift_corrected": {
             "mean_abs_rel_error": float(np.mean(corrected_errors)), "max_abs_rel_error": float(np.max(corrected_errors)),
             "rank_agreement": _finite(_spearman([r["speedup_sim_drift_corrected"] for r in rows],
@@ -160,6 +162,21 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
                              "predicts, and validate with the refitted one") if drifted
                   else None},
     }
+
+
+def measurement_noise(rows: list[dict], draws: int = 20_000, seed: int = 0) -> dict | None:
+    """How far the real runs alone move each method's speedup: the pass-to-pass standard error of
+    its median (relative), and the mean and max |error| an exact simulator would still show
+    against these runs (errors drawn from those standard errors, Monte Carlo). The yardstick for
+    a fidelity figure: below it, an error is measurement noise, not the model. Needs >= 2 passes."""
+    medians = [r["repeat_medians"] for r in rows]
+    if any(len(m) < 2 for m in medians):
+        return None
+    se = np.array([np.std(m, ddof=1) / np.sqrt(len(m)) / np.mean(m) for m in medians])
+    errors = np.abs(np.random.default_rng(seed).normal(size=(draws, len(se))) * se)
+    return {"se": {r["method"]: float(x) for r, x in zip(rows, se)}, "se_median": float(np.median(se)),
+            "exact_model_mean_abs_rel_error": float(errors.mean()),
+            "exact_model_max_abs_rel_error": float(errors.max(axis=1).mean())}
 
 
 # What every row of a report must hold for the figures and the tables (name -> type).
@@ -320,6 +337,13 @@ def render_markdown(report: dict) -> str:
         f"drift (below): mean {m['drift_corrected']['mean_abs_rel_error']:.1%}, max "
         f"{m['drift_corrected']['max_abs_rel_error']:.1%}, Spearman {_rank(m['drift_corrected']['rank_agreement'])}.",
     ]
+    noise = m.get("measurement_noise")
+    if noise:
+        lines += ["", f"**Measurement noise:** the real runs' own pass-to-pass standard error of a method's median "
+                  f"speedup is {noise['se_median']:.1%} (median over methods; {min(noise['se'].values()):.1%}–"
+                  f"{max(noise['se'].values()):.1%}); against runs this noisy an exact simulator would show mean "
+                  f"|error| ≈ {noise['exact_model_mean_abs_rel_error']:.1%}, max ≈ "
+                  f"{noise['exact_model_max_abs_rel_error']:.1%}."]
     co = m.get("co_timed_refit")
     if co:
         lines += ["", f"**Co-timed refit** (the ladder on train prompts, {co['refit']['steps']} steps, one after each "
