@@ -275,3 +275,20 @@ def test_residual_breakdown_splits_the_time_error_by_component():
     by_size = {b["bin"]: b["live_over_predicted"] for b in out["curves"]["verify by verified size"]}
     assert by_size == {"5-8": pytest.approx(1.2), "17-64": pytest.approx(1.5)}
     assert any("| grid |" in line for line in render_residuals(out))
+
+
+def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_show():
+    """Each method's standard error comes from its passes' medians; an exact simulator's
+    expected |error| against such runs is sqrt(2 / pi) times it (half-normal), and the max over
+    methods grows with their number. One pass: no estimate."""
+    from simspec.report.validation import measurement_noise
+
+    rows = [{"method": f"m{i}", "repeat_medians": [1.0 - 0.03, 1.0, 1.0 + 0.03]} for i in range(12)]
+    noise = measurement_noise(rows)
+    se = 0.03 / np.sqrt(3)
+    assert noise["se_median"] == pytest.approx(se)
+    assert noise["exact_model_mean_abs_rel_error"] == pytest.approx(se * np.sqrt(2 / np.pi), rel=0.02)
+    assert 1.8 * se < noise["exact_model_max_abs_rel_error"] < 2.2 * se  # E max |N| over 12 draws: 1.96 se
+    quiet = measurement_noise([{"method": "a", "repeat_medians": [1.2, 1.2]}, {"method": "b", "repeat_medians": [0.9, 0.9]}])
+    assert quiet["exact_model_max_abs_rel_error"] == 0.0
+    assert measurement_noise([{"method": "a", "repeat_medians": [1.2]}]) is None
