@@ -3,7 +3,7 @@
 # 8 held-out ShareGPT and 8 held-out HumanEval prompts, each predicted by the shipped profile
 # refitted in the same process on 8 train prompts of the same set (--recalibrate); three passes,
 # each prompt's speedup the median over them (one pass's per-prompt error spread 5-24 %: single
-# runs on this shared VM hiccup). ~30 min per set on the EPYC. Writes real/fidelity-{sharegpt,humaneval}8/ (ship: FORCE=--force replaces
+# runs on this shared VM hiccup). ~45 min per set on the EPYC (the dense in-situ ladder: every V to 12). Writes real/fidelity-{sharegpt,humaneval}8/ (ship: FORCE=--force replaces
 # them). Run it alone: it measures time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
