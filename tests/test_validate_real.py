@@ -289,6 +289,7 @@ def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_
     assert noise["se_median"] == pytest.approx(se)
     assert noise["exact_model_mean_abs_rel_error"] == pytest.approx(se * np.sqrt(2 / np.pi), rel=0.02)
     assert 1.8 * se < noise["exact_model_max_abs_rel_error"] < 2.2 * se  # E max |N| over 12 draws: 1.96 se
-    quiet = measurement_noise([{"method": "a", "repeat_medians": [1.2, 1.2]}, {"method": "b", "repeat_medians": [0.9, 0.9]}])
+    quiet = measurement_noise([{"method": "a", "repeat_medians": [1.2, 1.2]},
+                               {"method": "b", "repeat_medians": [0.9, 0.9]}])
     assert quiet["exact_model_max_abs_rel_error"] == 0.0
     assert measurement_noise([{"method": "a", "repeat_medians": [1.2]}]) is None

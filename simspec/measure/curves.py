@@ -28,8 +28,8 @@ class CurveGrid:
     not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
     16-32); three contexts so that L is interpolated, not guessed."""
 
-    verify_sizes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28, 32, 40, 48, 56, 64, 72, 80,
-                                     96, 112, 128, 144, 160, 192, 224, 256)
+    verify_sizes: tuple[int, ...] = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160,
+                                     192, 224, 256)
     draft_nodes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16)
     contexts: tuple[int, ...] = (64, 256, 512)
     greedy_contexts: tuple[int, ...] = (32, 64, 128, 192, 256, 384, 512, 768)

@@ -93,7 +93,7 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     scales: dict[str, object] = {}
     scale_at = {}  # curve -> (n -> scale)
     for op, curve in OPERATION_CURVE.items():
-        sizes, ratios, _ = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 3
+        sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 2
         if len(sizes):
             scale_at[curve] = log_interp(sizes, ratios)
             scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}

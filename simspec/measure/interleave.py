@@ -169,13 +169,12 @@ class DriftMeter:
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
 
-    def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray]:
         """The live / profile ratio of one of ``PER_SIZE``'s operations at each verified size seen
-        (sizes ascending), and the predicted seconds behind each (its weight)."""
+        (sizes ascending)."""
         sums = self.by_size[operation]
         sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
-        return (sizes, np.array([sums[v][0] / sums[v][1] for v in sizes]),
-                np.array([sums[v][1] for v in sizes]))
+        return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
 
     def drifted(self) -> list[str]:
         """Model-forward operations off by more than the tolerance (bookkeeping, host-side
