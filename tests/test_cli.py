@@ -78,3 +78,23 @@ def test_bench_engine_json_end_to_end():
         assert set(config) >= {"depth", "width", "size", "speedup", "tau", "lossless"}
         assert config["lossless"] is True and config["speedup"] > 0
     assert report["best"] in [{k: c[k] for k in report["best"]} for c in report["configs"]]
+
+
+def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_path, monkeypatch):
+    """A reinstalled wheel writes the same GGUF with a new mtime: it must map to the cached copy
+    (not another half-GiB one); a file with other contents must not."""
+    import os
+
+    from simspec.engine.models import ModelSource, _converted_copy
+
+    monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
+    blob = os.urandom(3 << 20)
+    first, again = tmp_path / "a", tmp_path / "b"
+    for folder in (first, again):
+        folder.mkdir()
+        (folder / "m.gguf").write_bytes(blob)
+    os.utime(again / "m.gguf", ns=(1, 1))
+    key = _converted_copy(ModelSource("m", first, "m.gguf"))
+    assert _converted_copy(ModelSource("m", again, "m.gguf")) == key
+    (again / "m.gguf").write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))  # same size, last byte changed
+    assert _converted_copy(ModelSource("m", again, "m.gguf")) != key

@@ -56,6 +56,27 @@ def test_refit_follows_the_measured_ratio_at_every_ladder_size():
     assert {v for _, v in LADDER} >= set(range(2, 13))
 
 
+def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():
+    """The shipped profile was calibrated without V = 7; the ladder runs it. The refit must price
+    V = 7 at the ratio measured there, not at the average of V = 6's and V = 8's."""
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
+    cost = profile.cost
+    assert not any(s["kind"] == "verify" and s["n"] == 7 for s in profile.samples)
+    meter = DriftMeter(cost, 10)
+    for size, slower in {6: 1.3, 7: 1.5, 8: 1.3}.items():
+        cycle = CycleRecord(3, 10, size, 0, 2, float(cost.draft(1, 100) + cost.draft(10, 100)),
+                            float(cost.verify(size, 100)) * slower, 0.0, float(cost.bookkeeping(size, 3)))
+        meter.speculative(Generation([0], 100, 0.0, 1.0, [cycle]))
+    samples, _ = refit_samples(profile.samples, meter)
+    refit = CostModel(points_of(samples))
+    contexts = np.array([64, 300, 512])
+    for size, expected in [(6, 1.3), (7, 1.5), (8, 1.3)]:
+        assert np.allclose(refit.verify(size, contexts), expected * cost.verify(size, contexts), rtol=1e-9), size
+    assert np.allclose(refit.verify(16, contexts), 1.3 * cost.verify(16, contexts))  # grid points stay as they were
+    added = [s for s in samples if s.get("interpolated")]
+    assert {(s["kind"], s["n"]) for s in added} == {("verify", 7), ("bookkeeping", 6), ("bookkeeping", 7)}
+
+
 @pytest.mark.model
 @pytest.mark.e2e
 def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from helpers import ROOT, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
+from simspec.measure.insitu import LADDER
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.validation import build_report, lossless_label, paired_p, render_markdown, summary_line
 from simspec.sim.profile import load_profile
@@ -247,11 +248,20 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     assert cotimed.meta["in_situ"]["co_timed"] and cotimed.traces().content_hash() == base.traces().content_hash()
     assert co["mean_abs_rel_error"] == pytest.approx(np.mean([abs(r["rel_error"]) for r in co["rows"]]))
     assert "Co-timed refit" in (out / "report.md").read_text()
+    # Every timed cycle kept: the ladder's (one static tree per LADDER entry), the co-timed ones, the scored.
+    with np.load(out / "cycles.npz") as cycles:
+        assert list(cycles["phases"]) == ["refit", "co-timed", "scored"]
+        phase, method = cycles["cycle_phase"], cycles["methods"][cycles["cycle_method"]]
+        assert {m for m in method[phase == 0]} == {f"static(D={d},V={v})" for d, v in LADDER}
+        assert set(method[phase == 2]) == {r["method"] for r in report["rows"]}
+        assert (phase == 1).sum() == co["refit"]["cycles"]
+        assert len(cycles["cycle_measured_verify"]) == len(phase) == len(cycles["cycle_predicted_verify"])
+        assert set(cycles["step_phase"]) == {0, 1, 2}  # plain decoding interleaved in every phase
 
 
 def test_residual_breakdown_splits_the_time_error_by_component():
     from simspec.measure.interleave import RunTiming
-    from simspec.measure.residuals import residual_breakdown
+    from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.report.validation import render_residuals
 
     a = np.array
@@ -273,8 +283,16 @@ def test_residual_breakdown_splits_the_time_error_by_component():
     assert sum(grid["mispredicted_share"].values()) == pytest.approx(grid["time_error"]) == pytest.approx(-0.2)
     assert out["methods"]["greedy"]["mispredicted_share"]["prefill"] == pytest.approx(-0.04)
     by_size = {b["bin"]: b["live_over_predicted"] for b in out["curves"]["verify by verified size"]}
-    assert by_size == {"5-8": pytest.approx(1.2), "17-64": pytest.approx(1.5)}
+    assert by_size == {"6": pytest.approx(1.2), "33-64": pytest.approx(1.5)}
+    by_depth = {b["bin"]: b["live_over_predicted"] for b in out["curves"]["verify by draft depth"]}
+    assert by_depth == {"4": pytest.approx(1.2), "8": pytest.approx(1.5)}
     assert any("| grid |" in line for line in render_residuals(out))
+
+    # The same cycles as flat columns, greedy steps apart, each row where its run put it.
+    table = cycle_table({"scored": [spec, greedy]})
+    assert table["methods"][table["cycle_method"]].tolist() == ["grid", "grid"] and list(table["cycle_size"]) == [6, 60]
+    assert table["cycle_measured_verify"].tolist() == [0.3, 0.3] and table["cycle_predicted_verify"].tolist() == [0.25, 0.2]
+    assert table["step_context"].tolist() == [100, 101] and table["step_run"].tolist() == [1, 1]
 
 
 def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_show():

@@ -8,12 +8,11 @@ each pass (their agreement is the noise) and the live milliseconds per verificat
 Run it alone: it measures time."""
 import contextlib
 import sys
-from collections import defaultdict
 
 import numpy as np
 
 from simspec.data import load_prompts
-from simspec.measure.interleave import load_engine
+from simspec.measure.interleave import DriftMeter, load_engine
 from simspec.policies.base import StaticPolicy
 from simspec.sim.profile import load_live_profile
 
@@ -26,24 +25,21 @@ trees = [StaticPolicy(5, 10, v) for v in sizes]
 engine.plain(ids[0], 8)  # warm-up
 for tree in trees:
     engine.generate(ids[0], tree, 8)
-live, predicted, cycles = defaultdict(float), defaultdict(float), defaultdict(int)
-greedy_live = greedy_predicted = 0.0
+passes_meters = []
 for rep in range(int(passes)):
+    meter = DriftMeter(profile.cost, 10)  # one per pass: their agreement is the noise
     for p, one in enumerate(ids):
         for slot in np.roll(np.arange(len(trees) + 1), -(p + rep)):
             if slot == 0:
-                run = engine.plain(one, 48)
-                greedy_live += sum(c.verify_s for c in run.cycles)
-                greedy_predicted += float(np.sum(profile.cost.greedy(run.prompt_length + np.arange(len(run.cycles)))))
-                continue
-            run = engine.generate(one, trees[slot - 1], 48)
-            emitted = np.array([c.accepted for c in run.cycles]) + 1
-            contexts = run.prompt_length + np.concatenate([[0], np.cumsum(emitted)[:-1]])
-            for cycle, context in zip(run.cycles, contexts):
-                live[cycle.size] += cycle.verify_s
-                predicted[cycle.size] += float(profile.cost.verify(cycle.size, context))
-                cycles[cycle.size] += 1
-    print(f"pass {rep}: live / profile, greedy step {greedy_live / greedy_predicted:.3f}; verify by V "
-          + ", ".join(f"{v}: {live[v] / predicted[v]:.3f}" for v in sorted(live)), flush=True)
-print("cycles by V: " + ", ".join(f"{v}: {n}" for v, n in sorted(cycles.items())))
-print("live ms per verification by V: " + ", ".join(f"{v}: {1e3 * live[v] / cycles[v]:.1f}" for v in sorted(live)))
+                meter.greedy(engine.plain(one, 48))
+            else:
+                meter.speculative(engine.generate(one, trees[slot - 1], 48), trees[slot - 1].name)
+    v, r = meter.ratios_by_size("verify")
+    print(f"pass {rep}: live / profile, greedy step {meter.ratios()['greedy step']:.3f}; verify by V "
+          + ", ".join(f"{a}: {b:.3f}" for a, b in zip(v, r)), flush=True)
+    passes_meters.append(meter)
+runs = [run for meter in passes_meters for run in meter.runs if run.method != "greedy"]
+size = np.concatenate([run.cycles["size"] for run in runs])
+verify = np.concatenate([run.measured["verify"] for run in runs])
+print("cycles by V: " + ", ".join(f"{v}: {(size == v).sum()}" for v in np.unique(size)))
+print("live ms per verification by V: " + ", ".join(f"{v}: {1e3 * verify[size == v].mean():.1f}" for v in np.unique(size)))

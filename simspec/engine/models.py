@@ -6,6 +6,7 @@ Every loader turns a bad reference into one ``SimspecError`` line that says what
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import io
 import logging
@@ -91,9 +92,20 @@ def resolve_model(ref: str) -> ModelSource:
 
 
 def _converted_copy(source: ModelSource) -> Path:
-    """Where a GGUF model's dequantised copy is cached: keyed by the file's name, size, mtime."""
-    stat = (source.directory / source.gguf_file).stat()
-    return cache_dir() / "models" / f"{Path(source.gguf_file).stem}-{stat.st_size}-{stat.st_mtime_ns}"
+    """Where a GGUF model's dequantised copy is cached: keyed by the file's name, size and a
+    digest of its first and last MiB (the header names every tensor and its offset). Not by
+    mtime: every reinstall of the same wheel would leave another half-GiB copy behind."""
+    path = source.directory / source.gguf_file
+    size = path.stat().st_size
+    digest = hashlib.blake2b(digest_size=8)
+    with open(path, "rb") as f:
+        digest.update(f.read(_DIGEST_SPAN))
+        f.seek(max(0, size - _DIGEST_SPAN))
+        digest.update(f.read(_DIGEST_SPAN))
+    return cache_dir() / "models" / f"{Path(source.gguf_file).stem}-{size}-{digest.hexdigest()}"
+
+
+_DIGEST_SPAN = 1 << 20
 
 
 def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):

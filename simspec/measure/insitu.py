@@ -102,11 +102,39 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
             scales[curve] = round(ratio, 4)
             scale_at[curve] = lambda n, r=ratio: r
     out = []
-    for record in samples:
+    for record in samples + _between_grid_points(samples, drift):
         scale = scale_at[record["kind"]](record["n"])
         out.append({**record, "samples": [x * scale for x in record["samples"]], "median": record["median"] * scale,
                     "q25": record["q25"] * scale, "q75": record["q75"] * scale, "in_situ_scale": scale})
     return out, scales
+
+
+def _between_grid_points(samples: list[dict], drift) -> list[dict]:
+    """Records at the sizes the refit measured but the profile's grid lacks (its value there,
+    interpolated), one per measured context, for each curve resolved per size. Scaling only the
+    grid's records would price such a size by its neighbours' ratios: on the EPYC the live
+    engine verifies V = 7 at 1.5x the profile and V = 6 and 8 at 1.3x, and a profile calibrated
+    without V = 7 would lose exactly the step the refit measured."""
+    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
+    from simspec.sim.costmodel import CostModel
+    from simspec.sim.profile import points_of
+
+    base = CostModel(points_of(samples))
+    added = []
+    for op in PER_SIZE:
+        kind = OPERATION_CURVE[op]
+        mine = [r for r in samples if r["kind"] == kind and r.get("batch", 1) == 1]
+        if not mine or kind not in base.curves:
+            continue
+        sizes, _ = drift.ratios_by_size(op)
+        for context in sorted({r["context"] for r in mine}):
+            have = {r["n"] for r in mine if r["context"] == context}
+            low, high = min(have), max(have)
+            for v in (int(v) for v in sizes if low < v < high and int(v) not in have):
+                median = float(base.curves[kind](v, context))
+                added.append({"kind": kind, "n": v, "context": context, "samples": [median], "median": median,
+                              "q25": median, "q75": median, "interpolated": True})
+    return added
 
 
 def check_device(profile: Profile, allow_other: bool, purpose: str) -> str | None:
@@ -141,6 +169,7 @@ class InSitu:
 
     samples: list[dict]
     record: dict  # the profile's ``in_situ`` block, less ``base``
+    timings: tuple = ()  # the refit's runs as RunTiming, cycle by cycle (the residual table)
 
 
 def ladder_trees(width: int) -> list:
@@ -177,7 +206,7 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
         "trees": [list(t) for t in LADDER], "cycles": int(sum(sum(r.cycles) for r in runs)),
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "scales": scales, "seconds": round(time.perf_counter() - started, 1),
-    })
+    }, tuple(drift.runs))
 
 
 class CoTimedRefit:
@@ -225,7 +254,7 @@ class CoTimedRefit:
             "trees": [list(t) for t in LADDER], "trees_per_step": self.trees_per_step, "steps": self.steps,
             "cycles": self.cycles, "live_over_profile": {op: round(r, 4) for op, r in self.drift.ratios().items()},
             "scales": scales, "seconds": round(self.seconds, 1),
-        })
+        }, tuple(self.drift.runs))
 
 
 def refitted_meta(profile: Profile, base_path: str, refit: InSitu, prompts: str, out_dir: Path, device: str) -> dict:

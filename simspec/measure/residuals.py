@@ -22,8 +22,11 @@ from simspec.measure.interleave import RunTiming
 
 COMPONENTS = ("greedy step", "draft", "verify", "policy", "bookkeeping", "prefill", "other")
 # Bin edges (upper bounds, inclusive) along each operating-point axis.
+# Every size up to 16 on its own: the live verify curve has its own shape there (V = 7 can cost
+# more than V = 8), which wider bins average away.
 BINS = {
-    "size": (1, 4, 8, 16, 64, 10_000),
+    "size": (*range(1, 17), 32, 64, 128, 10_000),
+    "depth": (*range(1, 9), 100),
     "context": (128, 256, 512, 100_000),
     "committed": (1, 2, 3, 100),
 }
@@ -63,7 +66,8 @@ def _binned(timings: Sequence[RunTiming], op: str, axis: str) -> list[dict]:
     for high in BINS[axis]:
         inside = (x > low) & (x <= high)
         if inside.any():
-            out.append({"bin": f"{low + 1}-{high}" if high < 10_000 else f">{low}", "cycles": int(inside.sum()),
+            label = str(high) if high == low + 1 else f"{low + 1}-{high}" if high < 10_000 else f">{low}"
+            out.append({"bin": label, "cycles": int(inside.sum()),
                         "live_over_predicted": float(m[inside].sum() / p[inside].sum())})
         low = high
     return out
@@ -81,8 +85,47 @@ def residual_breakdown(timings: Sequence[RunTiming], charge: dict[str, float]) -
         "methods": {name: _method_breakdown(runs, charge.get(name, 0.0)) for name, runs in by_method.items()},
         "curves": {
             "verify by verified size": _binned(speculative, "verify", "size"),
+            "verify by draft depth": _binned(speculative, "verify", "depth"),
             "verify by context": _binned(speculative, "verify", "context"),
             "draft by tokens committed": _binned(speculative, "draft", "committed"),
             "bookkeeping by verified size": _binned(speculative, "bookkeeping", "size"),
         },
     }
+
+
+CYCLE_OPS = ("draft", "verify", "policy", "bookkeeping")
+CYCLE_AXES = ("context", "size", "depth", "committed", "accepted")
+
+
+def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]:
+    """Every timed cycle of a validation as flat columns (``cycles.npz``), so residuals can be
+    cut along any axis afterwards without re-running an hour of decoding. ``phases``: name ->
+    runs (e.g. the upfront refit's ladder, the co-timed refit's, the scored runs). Speculative
+    cycles are ``cycle_*``, plain decoding steps ``step_*``; ``*_method`` and ``*_phase`` index
+    ``methods`` and ``phases``; ``*_run`` numbers the run within its phase."""
+    names = list(phases)
+    methods = sorted({run.method for runs in phases.values() for run in runs})
+    spec, step = defaultdict(list), defaultdict(list)
+    for p, runs in enumerate(phases.values()):
+        for r, run in enumerate(runs):
+            if run.method == "greedy":
+                n = len(run.measured["greedy step"])
+                step["phase"].append(np.full(n, p)), step["run"].append(np.full(n, r))
+                step["context"].append(run.cycles["context"])
+                step["measured"].append(run.measured["greedy step"])
+                step["predicted"].append(run.predicted["greedy step"])
+                continue
+            n = len(run.cycles["size"])
+            spec["phase"].append(np.full(n, p)), spec["run"].append(np.full(n, r))
+            spec["method"].append(np.full(n, methods.index(run.method)))
+            for axis in CYCLE_AXES:
+                spec[axis].append(run.cycles[axis])
+            for op in CYCLE_OPS:
+                spec[f"measured_{op}"].append(run.measured[op])
+                if op in run.predicted:
+                    spec[f"predicted_{op}"].append(run.predicted[op])
+    out = {"phases": np.array(names), "methods": np.array(methods)}
+    for prefix, columns in (("cycle", spec), ("step", step)):
+        for key, parts in columns.items():
+            out[f"{prefix}_{key}"] = np.concatenate(parts)
+    return out

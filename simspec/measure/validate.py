@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from simspec import __version__
 from simspec.errors import SimspecError
 from simspec.sim.evaluate import BASELINES, check_split
@@ -127,7 +129,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.insitu import LADDER, CoTimedRefit, check_device, refit_in_situ, refitted_meta
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
-    from simspec.measure.residuals import residual_breakdown
+    from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report, render_markdown
@@ -229,7 +231,11 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
             refit_co.samples)
         report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(co_profile.cost), refit_co.record)
     report["seconds"] = round(time.perf_counter() - started, 1)
+    phases = {"scored": drift.runs}
+    if refit_on:
+        phases = {"refit": refit.timings, **({"co-timed": refit_co.timings} if co_profile else {}), **phases}
     with atomic_directory(out_dir, replace=request.force) as tmp:
+        np.savez_compressed(tmp / "cycles.npz", **cycle_table(phases))
         if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
             save_profile(profile, tmp / "profile")  # the one built above, not fitted again
         if co_profile is not None:
