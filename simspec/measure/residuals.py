@@ -101,13 +101,19 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
     """Every timed cycle of a validation as flat columns (``cycles.npz``), so residuals can be
     cut along any axis afterwards without re-running an hour of decoding. ``phases``: name ->
     runs (e.g. the upfront refit's ladder, the co-timed refit's, the scored runs). Speculative
-    cycles are ``cycle_*``, plain decoding steps ``step_*``; ``*_method`` and ``*_phase`` index
-    ``methods`` and ``phases``; ``*_run`` numbers the run within its phase."""
+    cycles are ``cycle_*``, plain decoding steps ``step_*``, whole runs ``run_*`` (wall time,
+    prefill live and predicted, prompt length: row k is run k of its phase, in the order run);
+    ``*_method`` and ``*_phase`` index ``methods`` and ``phases``; ``*_run`` numbers the run
+    within its phase."""
     names = list(phases)
     methods = sorted({run.method for runs in phases.values() for run in runs})
-    spec, step = defaultdict(list), defaultdict(list)
+    spec, step, whole = defaultdict(list), defaultdict(list), defaultdict(list)
     for p, runs in enumerate(phases.values()):
         for r, run in enumerate(runs):
+            for key, value in (("phase", p), ("method", methods.index(run.method)), ("total", run.total_s),
+                               ("prefill", run.prefill_s), ("prefill_predicted", run.prefill_predicted_s),
+                               ("prompt_length", run.prompt_length)):
+                whole[key].append(np.atleast_1d(value))
             if run.method == "greedy":
                 n = len(run.measured["greedy step"])
                 step["phase"].append(np.full(n, p)), step["run"].append(np.full(n, r))
@@ -125,7 +131,7 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
                 if op in run.predicted:
                     spec[f"predicted_{op}"].append(run.predicted[op])
     out = {"phases": np.array(names), "methods": np.array(methods)}
-    for prefix, columns in (("cycle", spec), ("step", step)):
+    for prefix, columns in (("cycle", spec), ("step", step), ("run", whole)):
         for key, parts in columns.items():
             out[f"{prefix}_{key}"] = np.concatenate(parts)
     return out
