@@ -291,7 +291,8 @@ def test_residual_breakdown_splits_the_time_error_by_component():
     # The same cycles as flat columns, greedy steps apart, each row where its run put it.
     table = cycle_table({"scored": [spec, greedy]})
     assert table["methods"][table["cycle_method"]].tolist() == ["grid", "grid"] and list(table["cycle_size"]) == [6, 60]
-    assert table["cycle_measured_verify"].tolist() == [0.3, 0.3] and table["cycle_predicted_verify"].tolist() == [0.25, 0.2]
+    assert table["cycle_measured_verify"].tolist() == [0.3, 0.3]
+    assert table["cycle_predicted_verify"].tolist() == [0.25, 0.2]
     assert table["step_context"].tolist() == [100, 101] and table["step_run"].tolist() == [1, 1]
     assert table["run_total"].tolist() == [1.0, 0.5] and table["run_prefill_predicted"].tolist() == [0.1, 0.08]
 

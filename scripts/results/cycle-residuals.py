@@ -1,18 +1,22 @@
-"""docs/validation.md#where-the-verify-error-comes-from: a `validate --real --recalibrate` run's
+"""docs/validation.md#drift-inside-a-run-cycle-by-cycle: a `validate --real --recalibrate` run's
 timed cycles (RUN/cycles.npz) cut by hand. Each cycle's live verify time is held against the
 *base* profile's verify curve at its (verified size, context), in each phase: the upfront
-refit's ladder, the co-timed refit's, and the scored runs. Whether a refit's live / profile
-ratio at a size carries over to the scored runs is the question every in-situ refit bets on.
+refit's ladder, the co-timed refit's, and the scored runs; then per context, per method and in
+time order. Then the scored runs are rebuilt from their cycles (components only) and priced
+under other refits — the co-timed ladder's, both pooled, the upfront shape at the co-timed
+level, each slot at its nearest co-timed steps — to see which would have predicted best.
 
     .venv/bin/python scripts/results/cycle-residuals.py RUN [PROFILE]
 
 PROFILE defaults to the base profile the run names; it reads no model and times nothing."""
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from simspec.measure.insitu import log_interp
 from simspec.measure.residuals import CYCLE_OPS
 from simspec.sim.profile import load_profile
 
@@ -75,35 +79,6 @@ for m, name in enumerate(methods):
         top = ", ".join(f"V{v}: {c}" for v, c in sorted(zip(values, counts), key=lambda x: -x[1])[:4])
         print(f"{name:<28} {ratio(mask):>16}   {top}")
 
-# What the refit would have predicted had it priced every verified size at the ratio its ladder
-# measured there (log-linear between ladder sizes, flat beyond): each scored cycle's base
-# prediction times that scale. The method's new time error moves by the change in its predicted
-# verify seconds over its live seconds, and its simulated speedup by the ratio of the two.
-if "refit" in phases:
-    from simspec.measure.insitu import log_interp
-
-    at = phase == phases.index("refit")
-    ladder = np.unique(size[at])
-    scale = log_interp(ladder, np.array([live[at & (size == v)].sum() / ref[at & (size == v)].sum() for v in ladder]))
-    scaled = ref * np.array([scale(v) for v in size])
-    rows = {r["method"]: r for r in report["rows"]}
-    timing = report["residuals"]["methods"]
-    print("\nscored runs if every size were priced at the refit's own ratio (verify only):")
-    print(f"{'method':<28}{'sim error now':>14}{'then':>10}")
-    errors = []
-    for m, name in enumerate(methods):
-        mask = (phase == scored) & (method == m)
-        if not mask.any() or name not in rows:
-            continue
-        seconds, before = timing[name]["seconds"], timing[name]["time_error"]
-        after = before + (scaled[mask].sum() - t["cycle_predicted_verify"][mask].sum()) / seconds
-        now = rows[name]["rel_error"]
-        then = (1 + now) * (1 + before) / (1 + after) - 1
-        errors.append(then)
-        print(f"{name:<28}{now:>+14.1%}{then:>+10.1%}")
-    print(f"mean |error| {np.mean([abs(r['rel_error']) for r in rows.values()]):.1%} -> {np.mean(np.abs(errors)):.1%}, "
-          f"max {max(abs(r['rel_error']) for r in rows.values()):.1%} -> {np.max(np.abs(errors)):.1%}")
-
 # Run-to-run noise and drift tracking. Scored runs go slot by slot (one prompt in one pass: plain
 # decoding and every method, back to back), and after each slot the co-timed refit runs one
 # step (plain decoding and four ladder trees). Two questions: how far apart are two methods'
@@ -114,7 +89,8 @@ if "refit" in phases:
 if "co-timed" in phases:
     cotimed = phases.index("co-timed")
     refit_profile = load_profile(run / "profile")
-    per_slot, per_step = len(report["rows"]) + 1, 5
+    per_slot = len(report["rows"]) + 1  # plain decoding, then every method
+    per_step = report["co_timed_refit"]["refit"]["trees_per_step"] + 1  # plain decoding, then its trees
     slot, step_slot = run_of // per_slot, step_run // per_slot
     step, step_step = run_of // per_step, step_run // per_step
     by_refit = np.asarray(refit_profile.cost.verify(size, context), dtype=float)
@@ -138,6 +114,10 @@ if "co-timed" in phases:
         g = (step_phase == cotimed) & (np.abs(step_step - s) <= width)
         return live[c].sum() / by_refit[c].sum(), step_live[g].sum() / step_by_refit[g].sum()
 
+    def take(per_slot_values) -> float:  # as the report: each prompt's median over passes, then the median
+        x = np.array(per_slot_values)
+        return float(np.median([np.median(x[i::n_prompts]) for i in range(n_prompts)]))
+
     factors = np.array([local(s) for s in range(n_slots)])
     charge = report["decision_seconds_charged"]
     measured = sum(t[f"cycle_measured_{op}"] for op in CYCLE_OPS)
@@ -154,9 +134,55 @@ if "co-timed" in phases:
             real_s.append(greedy_live / spent)
             one_s.append(greedy_priced / priced)
             tracked_s.append(greedy_priced * factors[s, 1] / tracked)
-        take = lambda x: np.median([np.median(np.array(x)[i::n_prompts]) for i in range(n_prompts)])  # noqa: E731
         real_m = take(real_s)
         rebuilt.append((take(one_s) / real_m - 1, take(tracked_s) / real_m - 1))
     one, tracked = np.abs(np.array(rebuilt)).T
     print(f"rebuilt from the cycles: one refit for the run {one.mean():.1%} mean / {one.max():.1%} max |error|; "
           f"each slot priced by its neighbouring co-timed steps {tracked.mean():.1%} / {tracked.max():.1%}")
+
+    # Which refit predicts: the scored runs rebuilt from their cycles under four ways to scale
+    # the base profile: the upfront ladder's per-size ratios (what validate predicts with), the
+    # co-timed ladder's, both ladders pooled, and the upfront ladder's shape (its ratio at each
+    # size over its overall ratio) at the co-timed ladder's level.
+    refit_phase = phases.index("refit")
+    insitu = refit_profile.meta["in_situ"]["scales"]
+    base_draft = t["cycle_predicted_draft"] / np.where(phase == scored, insitu["draft"], 1.0)
+    base_step = t["step_predicted"] / np.where(step_phase == scored, insitu["greedy"], 1.0)
+    live_draft = t["cycle_measured_draft"]
+
+    def per_size(at) -> Callable:
+        ladder = np.unique(size[at])
+        ratios = [live[at & (size == v)].sum() / ref[at & (size == v)].sum() for v in ladder]
+        return log_interp(ladder, np.array(ratios))
+
+    def level(at, step_at) -> tuple[float, float, float]:
+        return (live[at].sum() / ref[at].sum(), step_live[step_at].sum() / step_ref[step_at].sum(),
+                live_draft[at].sum() / base_draft[at].sum())
+
+    up, co = phase == refit_phase, phase == cotimed
+    both = up | co
+    step_up, step_co = step_phase == refit_phase, step_phase == cotimed
+    shape_up, level_up, level_co = per_size(up), level(up, step_up), level(co, step_co)
+    strategies = {
+        "upfront": (per_size(up), *level_up[1:]),
+        "co-timed": (per_size(co), *level_co[1:]),
+        "pooled": (per_size(both), *level(both, step_up | step_co)[1:]),
+        "upfront shape, co-timed level": (lambda v: shape_up(v) * level_co[0] / level_up[0], *level_co[1:]),
+    }
+    others = t["cycle_predicted_bookkeeping"]  # bookkeeping as the refit priced it
+    print("\nthe scored runs rebuilt from their cycles (components only) under each refit:")
+    for label, (scale, greedy_scale, draft_scale) in strategies.items():
+        verify_at = ref * np.array([scale(v) for v in size])
+        errors = []
+        for name in charge:
+            k = methods.index(name)
+            real_s, sim_s = [], []
+            for s in range(n_slots):
+                c, g = (phase == scored) & (method == k) & (slot == s), (step_phase == scored) & (step_slot == s)
+                priced = (verify_at[c].sum() + draft_scale * base_draft[c].sum() + others[c].sum()
+                          + charge[name] * c.sum())
+                real_s.append(step_live[g].sum() / measured[c].sum())
+                sim_s.append(greedy_scale * base_step[g].sum() / priced)
+            errors.append(take(sim_s) / take(real_s) - 1)
+        errors = np.abs(errors)
+        print(f"  {label:<32} mean {errors.mean():.1%}  max {errors.max():.1%}")

@@ -3,8 +3,10 @@
 # 8 held-out ShareGPT and 8 held-out HumanEval prompts, each predicted by the shipped profile
 # refitted in the same process on 8 train prompts of the same set (--recalibrate); three passes,
 # each prompt's speedup the median over them (one pass's per-prompt error spread 5-24 %: single
-# runs on this shared VM hiccup). ~45 min per set on the EPYC (the dense in-situ ladder: every V to 12). Writes real/fidelity-{sharegpt,humaneval}8/ (ship: FORCE=--force replaces
-# them). Run it alone: it measures time.
+# runs on this shared VM hiccup). ~40 min per set on the EPYC (the dense in-situ ladder: every V
+# to 12, and the co-timed refit). Each run keeps every timed cycle in cycles.npz; cut it with
+# scripts/results/cycle-residuals.py. Writes real/fidelity-{sharegpt,humaneval}8/ (ship:
+# FORCE=--force replaces them). Run it alone: it measures time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH

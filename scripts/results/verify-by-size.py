@@ -42,4 +42,5 @@ runs = [run for meter in passes_meters for run in meter.runs if run.method != "g
 size = np.concatenate([run.cycles["size"] for run in runs])
 verify = np.concatenate([run.measured["verify"] for run in runs])
 print("cycles by V: " + ", ".join(f"{v}: {(size == v).sum()}" for v in np.unique(size)))
-print("live ms per verification by V: " + ", ".join(f"{v}: {1e3 * verify[size == v].mean():.1f}" for v in np.unique(size)))
+print("live ms per verification by V: "
+      + ", ".join(f"{v}: {1e3 * verify[size == v].mean():.1f}" for v in np.unique(size)))
