@@ -91,6 +91,9 @@ def resolve_model(ref: str) -> ModelSource:
     )
 
 
+_DIGEST_SPAN = 1 << 20  # bytes hashed at each end of a GGUF file for its cache key
+
+
 def _converted_copy(source: ModelSource) -> Path:
     """Where a GGUF model's dequantised copy is cached: keyed by the file's name, size and a
     digest of its first and last MiB (the header names every tensor and its offset). Not by
@@ -104,8 +107,6 @@ def _converted_copy(source: ModelSource) -> Path:
         digest.update(f.read(_DIGEST_SPAN))
     return cache_dir() / "models" / f"{Path(source.gguf_file).stem}-{size}-{digest.hexdigest()}"
 
-
-_DIGEST_SPAN = 1 << 20
 
 
 def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):

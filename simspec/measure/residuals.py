@@ -116,13 +116,15 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
                 whole[key].append(np.atleast_1d(value))
             if run.method == "greedy":
                 n = len(run.measured["greedy step"])
-                step["phase"].append(np.full(n, p)), step["run"].append(np.full(n, r))
+                step["phase"].append(np.full(n, p))
+                step["run"].append(np.full(n, r))
                 step["context"].append(run.cycles["context"])
                 step["measured"].append(run.measured["greedy step"])
                 step["predicted"].append(run.predicted["greedy step"])
                 continue
             n = len(run.cycles["size"])
-            spec["phase"].append(np.full(n, p)), spec["run"].append(np.full(n, r))
+            spec["phase"].append(np.full(n, p))
+            spec["run"].append(np.full(n, r))
             spec["method"].append(np.full(n, methods.index(run.method)))
             for axis in CYCLE_AXES:
                 spec[axis].append(run.cycles[axis])
