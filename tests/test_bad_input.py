@@ -739,7 +739,9 @@ def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace
 
 def _assert_interrupted(code: int, stderr: str, workdir: Path) -> None:
     assert "Traceback" not in stderr, stderr[-3000:]
-    assert code == 130, f"exit {code}, stderr: {stderr[-2000:]}"
+    # 130, or death by SIGINT after the message — which a shell reports as 130 too (128 + 2).
+    # The second happened once in ~10 suite runs, on the EPYC under load, during training.
+    assert code in (130, -signal.SIGINT), f"exit {code}, stderr: {stderr[-2000:]}"
     assert stderr.rstrip().splitlines()[-1] == "simspec: interrupted", stderr[-2000:]
     left = sorted(set(snapshot(workdir)) - {"stderr.log", ".tmp"})
     assert not left, f"left behind: {left}"
