@@ -9,13 +9,17 @@ from helpers import ROOT, last_json, simspec
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import LADDER, log_interp, refit_samples
 from simspec.measure.interleave import DriftMeter
-from simspec.sim.costmodel import CostModel
-from simspec.sim.profile import load_profile, points_of
+from simspec.sim.profile import cost_model, load_profile
 
 
-def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio():
-    profile = load_profile(ROOT / "calibration" / "cpu-demo")
+@pytest.mark.parametrize("base, verify_fit", [("cpu-demo", "interp"), ("cpu-demo-1t", "affine")])
+def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio(base, verify_fit):
+    """Ratios are measured against the profile's model: the refit is that model times them,
+    also where the model is a fit that does not pass through the samples (cpu-demo-1t, a noisy
+    one-thread calibration, fits verification with a plane)."""
+    profile = load_profile(ROOT / "calibration" / base)
     cost = profile.cost
+    assert profile.meta["fit"]["verify"]["method"] == verify_fit
     verify_slower = {4: 1.3, 64: 1.1}
     greedy_slower, draft_slower, bookkeeping_slower = 1.2, 0.9, 2.0
     greedy = Generation(list(range(6)), 100, float(cost.prefill(100)), 1.0,
@@ -29,7 +33,7 @@ def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio():
                             float(cost.bookkeeping(size, 3)) * bookkeeping_slower)
         meter.speculative(Generation([0], 100, 0.0, 1.0, [cycle]))
     samples, scales = refit_samples(profile.samples, meter)
-    refit = CostModel(points_of(samples))
+    refit = cost_model(samples)
     contexts = np.array([64, 300, 512])
     for size, expected in [(2, 1.3), (4, 1.3), (16, 1.2), (64, 1.1), (256, 1.1)]:  # linear in log V, flat ends
         assert np.allclose(refit.verify(size, contexts), expected * cost.verify(size, contexts), rtol=1e-9), size
@@ -68,7 +72,7 @@ def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():
                             float(cost.verify(size, 100)) * slower, 0.0, float(cost.bookkeeping(size, 3)))
         meter.speculative(Generation([0], 100, 0.0, 1.0, [cycle]))
     samples, _ = refit_samples(profile.samples, meter)
-    refit = CostModel(points_of(samples))
+    refit = cost_model(samples)
     contexts = np.array([64, 300, 512])
     for size, expected in [(6, 1.3), (7, 1.5), (8, 1.3)]:
         assert np.allclose(refit.verify(size, contexts), expected * cost.verify(size, contexts), rtol=1e-9), size

@@ -33,8 +33,12 @@ step_phase, step_live = t["step_phase"], t["step_measured"]
 step_ref = np.asarray(base.cost.greedy(t["step_context"]), dtype=float)
 
 
-def ratio(mask) -> str:
-    return f"{live[mask].sum() / ref[mask].sum():.3f} ({int(mask.sum())})" if mask.any() else "—"
+def ratio(mask) -> float:
+    return live[mask].sum() / ref[mask].sum() if mask.any() else float("nan")
+
+
+def cell(mask) -> str:
+    return f"{ratio(mask):.3f} ({int(mask.sum())})" if mask.any() else "—"
 
 
 print(f"{run}: {len(size)} speculative cycles, {len(step_live)} plain decoding steps; base profile {base.directory}")
@@ -45,7 +49,7 @@ print("\nlive / base profile, plain decoding step, by phase: " + ", ".join(
 print("\nverify, live / base profile by verified size (cycles) — one column per phase:")
 print("V     " + "".join(f"{name:>18}" for name in phases))
 for v in np.unique(size):
-    print(f"{v:<6}" + "".join(f"{ratio((size == v) & (phase == p)):>18}" for p in range(len(phases))))
+    print(f"{v:<6}" + "".join(f"{cell((size == v) & (phase == p)):>18}" for p in range(len(phases))))
 
 scored = phases.index("scored")
 print("\nverify in the scored runs, live / base profile by context (rows) and size (columns, V <= 12):")
@@ -54,7 +58,7 @@ edges = (0, 96, 160, 256, 100_000)
 print("ctx       " + "".join(f"{v:>14}" for v in small))
 for low, high in zip(edges, edges[1:]):
     inside = (phase == scored) & (context > low) & (context <= high)
-    print(f"{low + 1:>4}-{high:<5}" + "".join(f"{ratio(inside & (size == v)):>14}" for v in small))
+    print(f"{low + 1:>4}-{high:<5}" + "".join(f"{cell(inside & (size == v)):>14}" for v in small))
 
 # Drift inside the scored runs: the same operations, early and late. A ratio that moves for
 # verification and not for the plain step moves every speedup, and no static curve follows it.
@@ -68,8 +72,7 @@ greedy_by = [step_live[(step_phase == scored) & k].sum() / step_ref[(step_phase 
              for k in thirds(step_run)]
 print(f"{'plain step':<14}" + "".join(f"{g:>12.3f}" for g in greedy_by))
 for label, sel in (("verify V 6", size == 6), ("verify V 8", size == 8), ("verify V >= 32", size >= 32)):
-    cells = [ratio((phase == scored) & sel & k).split()[0] for k in thirds(run_of)]
-    print(f"{label:<14}" + "".join(f"{c:>12}" for c in cells))
+    print(f"{label:<14}" + "".join(f"{ratio((phase == scored) & sel & k):>12.3f}" for k in thirds(run_of)))
 
 print("\nscored runs, per method: verify live / base, and its cycles' size mix")
 for m, name in enumerate(methods):
@@ -77,7 +80,7 @@ for m, name in enumerate(methods):
     if mask.any():
         values, counts = np.unique(size[mask], return_counts=True)
         top = ", ".join(f"V{v}: {c}" for v, c in sorted(zip(values, counts), key=lambda x: -x[1])[:4])
-        print(f"{name:<28} {ratio(mask):>16}   {top}")
+        print(f"{name:<28} {cell(mask):>16}   {top}")
 
 # Run-to-run noise and drift tracking. Scored runs go slot by slot (one prompt in one pass: plain
 # decoding and every method, back to back), and after each slot the co-timed refit runs one
@@ -118,25 +121,29 @@ if "co-timed" in phases:
         x = np.array(per_slot_values)
         return float(np.median([np.median(x[i::n_prompts]) for i in range(n_prompts)]))
 
-    factors = np.array([local(s) for s in range(n_slots)])
     charge = report["decision_seconds_charged"]
     measured = sum(t[f"cycle_measured_{op}"] for op in CYCLE_OPS)
+
+    def rebuild(price: Callable, greedy_price: Callable) -> np.ndarray:
+        """|error| per method of the scored runs rebuilt from their cycles: each slot's plain
+        decoding over the method, live against ``greedy_price(steps, slot)`` over
+        ``price(cycles, slot)`` (plus the method's decision charge)."""
+        errors = []
+        for name in charge:
+            k = methods.index(name)
+            real_s, sim_s = [], []
+            for s in range(n_slots):
+                c, g = (phase == scored) & (method == k) & (slot == s), (step_phase == scored) & (step_slot == s)
+                real_s.append(step_live[g].sum() / measured[c].sum())
+                sim_s.append(greedy_price(g, s) / (price(c, s) + charge[name] * c.sum()))
+            errors.append(take(sim_s) / take(real_s) - 1)
+        return np.abs(errors)
+
+    factors = np.array([local(s) for s in range(n_slots)])
     predicted = t["cycle_predicted_draft"] + t["cycle_predicted_verify"] + t["cycle_predicted_bookkeeping"]
-    rebuilt = []
-    for name in charge:
-        k = methods.index(name)
-        real_s, one_s, tracked_s = [], [], []
-        for s in range(n_slots):
-            c, g = (phase == scored) & (method == k) & (slot == s), (step_phase == scored) & (step_slot == s)
-            spent, priced = measured[c].sum(), predicted[c].sum() + charge[name] * c.sum()
-            tracked = priced + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1)
-            greedy_live, greedy_priced = step_live[g].sum(), t["step_predicted"][g].sum()
-            real_s.append(greedy_live / spent)
-            one_s.append(greedy_priced / priced)
-            tracked_s.append(greedy_priced * factors[s, 1] / tracked)
-        real_m = take(real_s)
-        rebuilt.append((take(one_s) / real_m - 1, take(tracked_s) / real_m - 1))
-    one, tracked = np.abs(np.array(rebuilt)).T
+    one = rebuild(lambda c, s: predicted[c].sum(), lambda g, s: t["step_predicted"][g].sum())
+    tracked = rebuild(lambda c, s: predicted[c].sum() + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1),
+                      lambda g, s: t["step_predicted"][g].sum() * factors[s, 1])
     print(f"rebuilt from the cycles: one refit for the run {one.mean():.1%} mean / {one.max():.1%} max |error|; "
           f"each slot priced by its neighbouring co-timed steps {tracked.mean():.1%} / {tracked.max():.1%}")
 
@@ -173,16 +180,6 @@ if "co-timed" in phases:
     print("\nthe scored runs rebuilt from their cycles (components only) under each refit:")
     for label, (scale, greedy_scale, draft_scale) in strategies.items():
         verify_at = ref * np.array([scale(v) for v in size])
-        errors = []
-        for name in charge:
-            k = methods.index(name)
-            real_s, sim_s = [], []
-            for s in range(n_slots):
-                c, g = (phase == scored) & (method == k) & (slot == s), (step_phase == scored) & (step_slot == s)
-                priced = (verify_at[c].sum() + draft_scale * base_draft[c].sum() + others[c].sum()
-                          + charge[name] * c.sum())
-                real_s.append(step_live[g].sum() / measured[c].sum())
-                sim_s.append(greedy_scale * base_step[g].sum() / priced)
-            errors.append(take(sim_s) / take(real_s) - 1)
-        errors = np.abs(errors)
+        errors = rebuild(lambda c, s: verify_at[c].sum() + draft_scale * base_draft[c].sum() + others[c].sum(),
+                         lambda g, s: greedy_scale * base_step[g].sum())
         print(f"  {label:<32} mean {errors.mean():.1%}  max {errors.max():.1%}")

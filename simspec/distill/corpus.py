@@ -14,7 +14,8 @@ For every sequence one batched teacher pass records, at every position, the targ
 hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three
 decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy next token. Labels are the target's, never
 the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
-keyed by everything that determines it.
+keyed by everything that determines it; the self-distillation, most of its time, checkpoints
+beside it as it goes, so a killed build resumes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from simspec.cache import cache_dir
 from simspec.data import load_prompts, render_chat, split_of
 from simspec.errors import SimspecError
 from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
-from simspec.engine.greedy import greedy_continuations
+from simspec.engine.greedy import resumable_continuations
 from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
 
 log = logging.getLogger("simspec")
@@ -227,6 +228,7 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     shares = spec.shares or tuple(1 / len(spec.sources) for _ in spec.sources)
     sequences: list[list[int]] = []
     counts = {}
+    partials: list[Path] = []
     for source, share in zip(spec.sources, shares):
         per_source = int(spec.tokens * share)
         if source == "sharegpt":
@@ -236,7 +238,8 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
         else:
             prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
             tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
-            full = greedy_continuations(target, prompts, spec.self_new_tokens, batch=32, advance=tick)
+            partials.append(path.with_name(f"{path.stem}.{source}.partial.json"))  # a rerun resumes from it
+            full = resumable_continuations(target, prompts, spec.self_new_tokens, 32, partials[-1], tick)
             eos = eos_token_ids(target)
             seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
                     for seq, p in zip(full, prompts)]
@@ -250,4 +253,6 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     torch.save({"tokens": corpus.tokens, "features": corpus.features, "aux": corpus.aux, "labels": corpus.labels,
                 "valid": corpus.valid, "meta": json.dumps(corpus.meta)}, tmp)
     tmp.replace(path)
+    for partial in partials:
+        partial.unlink(missing_ok=True)
     return corpus

@@ -3,6 +3,10 @@ the continuations traces are recorded along."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -21,18 +25,24 @@ def length_batches(prompts: list[list[int]], batch: int) -> list[list[int]]:
 
 @torch.inference_mode()
 def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
-                         advance: Callable[[int], None] = lambda n: None) -> list[list[int]]:
+                         advance: Callable[[int], None] = lambda n: None, done: dict[int, list[int]] | None = None,
+                         on_batch: Callable[[dict[int, list[int]]], None] = lambda outputs: None) -> list[list[int]]:
     """Batched greedy generation, returning prompt + continuation for every prompt.
 
     Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
     on this CPU ``model.generate`` ran ~10x slower for the same batches.) Sequences keep
-    generating past EOS; the caller truncates to its sequence length anyway."""
+    generating past EOS; the caller truncates to its sequence length anyway. ``done``: outputs
+    already generated (a batch whose prompts all have one is skipped; batches are fixed by the
+    prompts, so the rest come out as in one run); ``on_batch`` sees the outputs after each batch."""
     from transformers import DynamicCache
 
     base, head = base_and_head(target.model)
     device = target.device
-    outputs: dict[int, list[int]] = {}
+    outputs: dict[int, list[int]] = dict(done or {})
     for idx in length_batches(prompts, batch):
+        if all(i in outputs for i in idx):
+            advance(len(idx))
+            continue
         width = max(len(prompts[i]) for i in idx)
         ids = torch.zeros((len(idx), width), dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
@@ -56,4 +66,34 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
         for row, i in enumerate(idx):
             outputs[i] = prompts[i] + continuation[row].tolist()
         advance(len(idx))
+        on_batch(outputs)
     return [outputs[i] for i in range(len(prompts))]
+
+
+def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
+                            partial: Path, advance: Callable[[int], None] = lambda n: None,
+                            every_s: float = 60.0) -> list[list[int]]:
+    """``greedy_continuations`` that survives being killed (hours of generation for a large
+    teacher corpus): at most every ``every_s`` seconds the finished batches are written to
+    ``partial``, and a rerun over the same prompts, target and length starts from them. The
+    caller deletes ``partial`` once it has stored what it built."""
+    key = hashlib.sha256(json.dumps([target.name, str(target.model.dtype), new_tokens, batch, prompts]).encode()
+                         ).hexdigest()[:16]
+    done: dict[int, list[int]] = {}
+    try:
+        blob = json.loads(partial.read_text())
+        if blob["key"] == key:
+            done = {int(i): list(seq) for i, seq in blob["outputs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no checkpoint yet, or an unreadable one: start over
+    saved = [time.monotonic()]
+
+    def save(outputs: dict[int, list[int]]) -> None:
+        if len(outputs) < len(prompts) and time.monotonic() - saved[0] >= every_s:
+            tmp = partial.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"key": key, "outputs": outputs}))
+            tmp.replace(partial)  # atomic: a kill leaves the previous checkpoint whole
+            saved[0] = time.monotonic()
+
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    return greedy_continuations(target, prompts, new_tokens, batch, advance, done, save)

@@ -86,7 +86,13 @@ def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
     and each curve's scale: one number, or, for the curves resolved per verified size, the
-    measured ratio at each size."""
+    measured ratio at each size.
+
+    A ratio was measured against the profile's *model*, and where that model is a fit (affine:
+    chosen when the calibration was noisy) it differs from the raw samples. So the records of a
+    per-size curve become the model's value there times the ratio, marked ``projected`` (the
+    refitted profile interpolates them as they are): the refit then prices each ladder size at
+    exactly its ratio times the model the ratio was measured against."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     overall = drift.ratios()
@@ -101,11 +107,17 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
             ratio = overall.get(op, 1.0)
             scales[curve] = round(ratio, 4)
             scale_at[curve] = lambda n, r=ratio: r
+    per_size = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
     out = []
     for record in samples + _between_grid_points(samples, drift):
-        scale = scale_at[record["kind"]](record["n"])
-        out.append({**record, "samples": [x * scale for x in record["samples"]], "median": record["median"] * scale,
-                    "q25": record["q25"] * scale, "q75": record["q75"] * scale, "in_situ_scale": scale})
+        kind, scale = record["kind"], scale_at[record["kind"]](record["n"])
+        projected = kind in per_size and record.get("batch", 1) == 1
+        # The model's value over the record's median: 1 where the model interpolates the samples.
+        to_model = float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected else 1.0
+        factor = scale * to_model
+        out.append({**record, "samples": [x * factor for x in record["samples"]], "median": record["median"] * factor,
+                    "q25": record["q25"] * factor, "q75": record["q75"] * factor, "in_situ_scale": scale,
+                    **({"projected": True} if projected else {})})
     return out, scales
 
 
@@ -114,12 +126,11 @@ def _between_grid_points(samples: list[dict], drift) -> list[dict]:
     interpolated), one per measured context, for each curve resolved per size. Scaling only the
     grid's records would price such a size by its neighbours' ratios: on the EPYC the live
     engine verifies V = 7 at 1.5x the profile and V = 6 and 8 at 1.3x, and a profile calibrated
-    without V = 7 would lose exactly the step the refit measured."""
+    without V = 7 would lose exactly the step the refit measured. ``drift`` priced its runs with
+    the profile's own cost model: its curves give those values."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
-    from simspec.sim.costmodel import CostModel
-    from simspec.sim.profile import points_of
 
-    base = CostModel(points_of(samples))
+    base = drift.cost
     added = []
     for op in PER_SIZE:
         kind = OPERATION_CURVE[op]

@@ -186,9 +186,9 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
     """The profile's cost model with each curve scaled by this run's live / profile ratio: the
     simulator as it would predict with latencies re-measured today, the tree statistics and
     the curves' shapes unchanged. Separates what drift explains from what the model gets wrong."""
-    from simspec.sim.profile import points_of
+    from simspec.sim.profile import cost_model
 
-    return CostModel(points_of(samples, {OPERATION_CURVE[op]: r for op, r in ratios.items()}))
+    return cost_model(samples, {OPERATION_CURVE[op]: r for op, r in ratios.items()})
 
 
 def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object], sampling=None

@@ -95,11 +95,15 @@ def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
     return held
 
 
-def fit_curve(points: list[Point]) -> tuple[Curve, dict]:
-    """Fit one kind's curve; returns it (refitted on all points) and the held-out report."""
+def fit_curve(points: list[Point], interpolate: bool = False) -> tuple[Curve, dict]:
+    """Fit one kind's curve; returns it (refitted on all points) and the held-out report.
+    ``interpolate``: the points are another model's values (an in-situ refit): pass through them."""
     n = np.array([p.n for p in points], dtype=float)
     context = np.array([p.context for p in points], dtype=float)
     seconds = np.array([p.median for p in points])
+    if interpolate:
+        return Curve("interp", n, context, seconds), {"points": len(points), "method": "interp",
+                                                      "note": "a refitted model's values: interpolated, not fitted"}
     held = _holdout_mask(n, context)
     report: dict = {"points": len(points), "held_out": int(held.sum())}
     if held.sum() == 0 or (~held).sum() < 2:
@@ -120,16 +124,19 @@ def fit_curve(points: list[Point]) -> tuple[Curve, dict]:
 class CostModel:
     """Latency of every part of a cycle, from a profile's measurements."""
 
-    def __init__(self, points: list[Point]) -> None:
+    def __init__(self, points: list[Point], interpolate: frozenset[str] = frozenset()) -> None:
+        """``interpolate``: kinds whose points are interpolated as they are, never fitted (see
+        ``fit_curve``)."""
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
         self._tables: dict[str, np.ndarray] = {}
         self._points = list(points)
+        self._interpolate = frozenset(interpolate)
         self.batch_sizes = sorted({p.batch for p in points} | {1})
         for kind in KINDS:
             mine = [p for p in points if p.kind == kind and p.batch == 1]
             if mine:
-                self.curves[kind], self.report[kind] = fit_curve(mine)
+                self.curves[kind], self.report[kind] = fit_curve(mine, kind in self._interpolate)
         missing = [k for k in ("verify", "draft") if k not in self.curves]
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
@@ -151,7 +158,7 @@ class CostModel:
                   and p.kind in BATCHED_KINDS]
         points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
                    for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
-        return CostModel(points)
+        return CostModel(points, self._interpolate)
 
     def verify(self, size, context) -> np.ndarray:
         return self.curves["verify"](size, context)

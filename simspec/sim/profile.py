@@ -43,6 +43,14 @@ def points_of(samples: list[dict], scale: dict[str, float] | None = None) -> lis
             for s in samples]
 
 
+def cost_model(samples: list[dict], scale: dict[str, float] | None = None) -> CostModel:
+    """The cost model of a profile's samples (each kind's medians times ``scale[kind]``). Records
+    an in-situ refit marked ``projected`` (the base model's value there times the live ratio) are
+    interpolated as they are: a fit through them would smooth the per-size ratios away."""
+    projected = frozenset(s["kind"] for s in samples if s.get("projected"))
+    return CostModel(points_of(samples, scale), projected)
+
+
 def inputs_hash(meta: dict, samples: list[dict]) -> str:
     blob = json.dumps({"meta": {k: meta[k] for k in sorted(meta) if k not in ("created", "inputs_hash")},
                        "samples": samples}, sort_keys=True)
@@ -146,7 +154,7 @@ def dtype_label(name: str) -> str:
 def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     """A profile from its metadata and samples, fitted and hashed, in memory (``directory``: where
     it is, or will be, written)."""
-    cost = CostModel(points_of(samples))
+    cost = cost_model(samples)
     meta = {"schema": PROFILE_SCHEMA, "schema_version": PROFILE_VERSION, **meta,
             "fit": cost.report, "fit_error": cost.fit_error()}
     meta["inputs_hash"] = inputs_hash(meta, samples)
@@ -209,7 +217,7 @@ def load_profile(path: str | Path) -> Profile:
         raise SimspecError(f"{file}: field 'samples' has no {' or '.join(missing)} latency samples, which the cost "
                            f"model needs: {fix}")
     try:
-        cost = CostModel(points_of(samples))
+        cost = cost_model(samples)
     except (TypeError, KeyError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         raise SimspecError(f"{file}: field 'samples' holds latencies no cost model fits ({exc.__class__.__name__}): "
                            f"{fix}") from None

@@ -1,0 +1,51 @@
+"""Batched greedy generation (teacher text, trace continuations) on a tiny real Llama: a killed
+run resumes from its checkpoint to the same text, without generating the finished batches again."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import TINY_VOCAB
+
+from simspec.engine.greedy import greedy_continuations, resumable_continuations
+
+NEW, BATCH = 6, 2
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, TINY_VOCAB, size=n).tolist() for n in (3, 5, 4, 7, 2, 6, 5, 3)]
+
+
+def test_killed_generation_resumes_to_the_same_text_from_its_checkpoint(tiny, prompts, tmp_path):
+    whole = greedy_continuations(tiny, prompts, NEW, BATCH)
+    partial = tmp_path / "corpus.self.partial.json"
+    ticks = []
+
+    def killed_in_third_batch(n):
+        ticks.append(n)
+        if len(ticks) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        resumable_continuations(tiny, prompts, NEW, BATCH, partial, killed_in_third_batch, every_s=0)
+    saved = json.loads(partial.read_text())["outputs"]
+    assert len(saved) == 2 * BATCH  # the two batches finished before the kill
+    assert all(seq == whole[int(i)] for i, seq in saved.items())
+    assert resumable_continuations(tiny, prompts, NEW, BATCH, partial) == whole
+
+    # The resumed run takes the checkpoint's text as it stands (it does not generate it again) ...
+    blob = json.loads(partial.read_text())
+    marked = next(iter(blob["outputs"]))
+    assert whole[int(marked)] != prompts[int(marked)] + [0] * NEW
+    blob["outputs"][marked] = prompts[int(marked)] + [0] * NEW
+    partial.write_text(json.dumps(blob))
+    resumed = resumable_continuations(tiny, prompts, NEW, BATCH, partial)
+    assert resumed[int(marked)] == prompts[int(marked)] + [0] * NEW
+    assert [s for i, s in enumerate(resumed) if i != int(marked)] == [s for i, s in enumerate(whole) if i != int(marked)]
+    # ... but only for the same work: another length starts over.
+    longer = resumable_continuations(tiny, prompts, NEW + 1, BATCH, partial)
+    assert longer == greedy_continuations(tiny, prompts, NEW + 1, BATCH)
