@@ -718,8 +718,11 @@ def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace
     ``grace`` more seconds, send SIGINT; returns (exit status, stderr)."""
     env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with open(workdir / "stderr.log", "w") as log:
+        # SIGINT as a terminal delivers it: a suite started in the background by a shell without
+        # job control (`cmd &`) inherits SIGINT ignored, and so would the command.
         proc = subprocess.Popen([sys.executable, "-m", "simspec.cli", *args], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=log)
+                                stdout=subprocess.DEVNULL, stderr=log,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             deadline = time.monotonic() + limit
             while not started() and proc.poll() is None and time.monotonic() < deadline:
