@@ -102,7 +102,7 @@ if "co-timed" in phases:
 
     def slot_ratio(name: str) -> np.ndarray:
         k = methods.index(name)
-        return np.array([live[c].sum() / ref[c].sum() for s in range(n_slots)
+        return np.array([ratio(c) for s in range(n_slots)
                          if (c := (phase == scored) & (method == k) & (slot == s)).any()])
 
     v6 = [name for name in methods if name in {r["method"] for r in report["rows"]}
@@ -159,11 +159,10 @@ if "co-timed" in phases:
 
     def per_size(at) -> Callable:
         ladder = np.unique(size[at])
-        ratios = [live[at & (size == v)].sum() / ref[at & (size == v)].sum() for v in ladder]
-        return log_interp(ladder, np.array(ratios))
+        return log_interp(ladder, np.array([ratio(at & (size == v)) for v in ladder]))
 
     def level(at, step_at) -> tuple[float, float, float]:
-        return (live[at].sum() / ref[at].sum(), step_live[step_at].sum() / step_ref[step_at].sum(),
+        return (ratio(at), step_live[step_at].sum() / step_ref[step_at].sum(),
                 live_draft[at].sum() / base_draft[at].sum())
 
     up, co = phase == refit_phase, phase == cotimed

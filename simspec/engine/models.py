@@ -108,7 +108,6 @@ def _converted_copy(source: ModelSource) -> Path:
     return cache_dir() / "models" / f"{Path(source.gguf_file).stem}-{size}-{digest.hexdigest()}"
 
 
-
 def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):
     # Imported here: transformers takes seconds to import and numpy-only users never need it.
     import transformers
