@@ -32,13 +32,16 @@ SHIPPED = (
     "real/drafters/*/README.md",
 )
 NOT_SHIPPED = {"history.json"}  # a drafter's training curves: nothing reads them at inference
+# A training run's work folder (OUT.partial/: its self-distilled text, checkpoints) is no artifact.
+WORK_FOLDER = ".partial"
 REQUIRED = ("calibration", "policies", "real/drafters")  # a wheel lacking one of these is refused
 DESTINATION = os.path.join("simspec", "_shipped")
 
 
 def shipped_files() -> list[str]:
     files = {path for pattern in SHIPPED for path in glob(pattern)
-             if os.path.isfile(path) and os.path.basename(path) not in NOT_SHIPPED}
+             if os.path.isfile(path) and os.path.basename(path) not in NOT_SHIPPED
+             and not os.path.dirname(path).endswith(WORK_FOLDER)}
     return sorted(path.replace(os.sep, "/") for path in files)
 
 

@@ -49,3 +49,14 @@ def test_killed_generation_resumes_to_the_same_text_from_its_checkpoint(tiny, pr
     # ... but only for the same work: another length starts over.
     longer = resumable_continuations(tiny, prompts, NEW + 1, BATCH, partial)
     assert longer == greedy_continuations(tiny, prompts, NEW + 1, BATCH)
+
+
+def test_finished_text_is_kept_in_the_checkpoint_so_a_rerun_generates_nothing(tiny, prompts, tmp_path):
+    partial = tmp_path / "corpus.self.partial.json"
+    whole = resumable_continuations(tiny, prompts, NEW, BATCH, partial, every_s=3600)  # no periodic save
+    blob = json.loads(partial.read_text())
+    assert {int(i): seq for i, seq in blob["outputs"].items()} == dict(enumerate(whole))
+    # A rerun takes the finished text as stored: a mark written into it comes back.
+    blob["outputs"]["0"] = prompts[0] + [1] * NEW
+    partial.write_text(json.dumps(blob))
+    assert resumable_continuations(tiny, prompts, NEW, BATCH, partial)[0] == prompts[0] + [1] * NEW

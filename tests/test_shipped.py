@@ -87,3 +87,14 @@ def test_the_wheel_ships_what_the_loaders_read_and_no_training_leftovers(monkeyp
     assert needed <= shipped, f"not shipped: {sorted(needed - shipped)}"
     leftovers = [f for f in shipped if f.endswith((".sb3", ".pt", "history.json")) or "/tb/" in f]
     assert not leftovers
+
+
+def test_a_training_runs_work_folder_is_not_shipped(monkeypatch, tmp_path):
+    """train-draft keeps its self-distilled text in OUT.partial/ (committed to resume elsewhere):
+    it sits beside the drafters and must not ride along in wheels."""
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    for path in ("real/drafters/head/config.json", "real/drafters/head.partial/abc.self.partial.json"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert runpy.run_path(str(ROOT / "setup.py"))["shipped_files"]() == ["real/drafters/head/config.json"]

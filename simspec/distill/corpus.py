@@ -15,7 +15,7 @@ hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of
 decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy next token. Labels are the target's, never
 the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
 keyed by everything that determines it; the self-distillation, most of its time, checkpoints
-beside it as it goes, so a killed build resumes.
+as it goes (beside the cache, or in a folder the caller keeps), so a killed build resumes.
 """
 
 from __future__ import annotations
@@ -209,10 +209,13 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
     return Corpus(tokens, features, aux, labels, valid, {"aux_layers": list(layers)})
 
 
-def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]]
-                 ) -> Corpus:
+def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
+                 keep_text_in: Path | None = None) -> Corpus:
     """The teacher corpus for ``spec`` (cached). ``progress(description, total)`` returns a
-    tick function, so the caller decides how progress is shown."""
+    tick function, so the caller decides how progress is shown. The self-distilled text is
+    checkpointed beside the cache and dropped once the corpus is stored, or, with
+    ``keep_text_in``, kept in that folder: a folder a run can carry to another machine, where
+    only the teacher pass (minutes) is repeated, not the generation (hours)."""
     path = cache_dir() / "distill" / f"{spec.key(target.name)}.pt"
     if path.is_file():
         try:
@@ -238,7 +241,8 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
         else:
             prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
             tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
-            partials.append(path.with_name(f"{path.stem}.{source}.partial.json"))  # a rerun resumes from it
+            name = f"{path.stem}.{source}.partial.json"  # a rerun resumes from it
+            partials.append(path.with_name(name) if keep_text_in is None else keep_text_in / name)
             full = resumable_continuations(target, prompts, spec.self_new_tokens, 32, partials[-1], tick)
             eos = eos_token_ids(target)
             seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
@@ -253,6 +257,7 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     torch.save({"tokens": corpus.tokens, "features": corpus.features, "aux": corpus.aux, "labels": corpus.labels,
                 "valid": corpus.valid, "meta": json.dumps(corpus.meta)}, tmp)
     tmp.replace(path)
-    for partial in partials:
-        partial.unlink(missing_ok=True)
+    if keep_text_in is None:
+        for partial in partials:
+            partial.unlink(missing_ok=True)
     return corpus

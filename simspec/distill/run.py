@@ -122,9 +122,12 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     torch.manual_seed(r.seed)
     with status(f"loading {r.target}"):
         loaded = load_model(r.target, dtype=r.dtype)
+    # Everything a stopped run resumes from lives in OUT.partial/: the self-distilled text (hours of
+    # generation; copy the folder to go on elsewhere) and the training checkpoint.
+    partial = out_dir.with_name(out_dir.name + ".partial")
     started = time.perf_counter()
-    corpus = build_corpus(loaded, spec, bar)
-    heldout_corpus = build_corpus(loaded, heldout, bar)
+    corpus = build_corpus(loaded, spec, bar, keep_text_in=partial)
+    heldout_corpus = build_corpus(loaded, heldout, bar, keep_text_in=partial)
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
@@ -145,7 +148,6 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
         advance(stats["step"] - done[0], description=f"training loss {stats['loss']:.3f}")
         done[0] = stats["step"]
 
-    partial = out_dir.with_name(out_dir.name + ".partial")
     train_started = time.perf_counter()
     trainer.train(partial / "checkpoint.pt", tick)
     train_s = time.perf_counter() - train_started

@@ -76,7 +76,8 @@ def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_t
     """``greedy_continuations`` that survives being killed (hours of generation for a large
     teacher corpus): at most every ``every_s`` seconds the finished batches are written to
     ``partial``, and a rerun over the same prompts, target and length starts from them. The
-    caller deletes ``partial`` once it has stored what it built."""
+    finished text is written too, so a kept ``partial`` spares a later run the whole
+    generation; the caller deletes it once it has stored what it built."""
     key = hashlib.sha256(json.dumps([target.name, str(target.model.dtype), new_tokens, batch, prompts]).encode()
                          ).hexdigest()[:16]
     done: dict[int, list[int]] = {}
@@ -88,12 +89,18 @@ def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_t
         pass  # no checkpoint yet, or an unreadable one: start over
     saved = [time.monotonic()]
 
+    def write(outputs: dict[int, list[int]]) -> None:
+        tmp = partial.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": key, "outputs": outputs}))
+        tmp.replace(partial)  # atomic: a kill leaves the previous checkpoint whole
+        saved[0] = time.monotonic()
+
     def save(outputs: dict[int, list[int]]) -> None:
-        if len(outputs) < len(prompts) and time.monotonic() - saved[0] >= every_s:
-            tmp = partial.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"key": key, "outputs": outputs}))
-            tmp.replace(partial)  # atomic: a kill leaves the previous checkpoint whole
-            saved[0] = time.monotonic()
+        if time.monotonic() - saved[0] >= every_s:
+            write(outputs)
 
     partial.parent.mkdir(parents=True, exist_ok=True)
-    return greedy_continuations(target, prompts, new_tokens, batch, advance, done, save)
+    full = greedy_continuations(target, prompts, new_tokens, batch, advance, done, save)
+    if len(done) < len(prompts):
+        write(dict(enumerate(full)))
+    return full

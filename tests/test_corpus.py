@@ -1,0 +1,46 @@
+"""The teacher corpus on the demo target: the self-distilled text (hours of generation for a
+real corpus) is kept in the folder a run names, so another machine repeats only the teacher
+pass; without that folder it is dropped once the corpus is cached."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simspec.distill.corpus import CorpusSpec, build_corpus
+
+pytestmark = pytest.mark.model
+
+SPEC = CorpusSpec(("self",), tokens=200, seq_len=96, self_new_tokens=3, split="train")
+
+
+def _quiet(description, total):
+    return lambda n=1, **kw: None
+
+
+def test_kept_text_rebuilds_the_corpus_without_generating_it_again(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
+    keep = tmp_path / "run.partial"
+    first = build_corpus(target, SPEC, _quiet, keep_text_in=keep)
+    (kept,) = keep.glob("*.self.partial.json")
+    outputs = json.loads(kept.read_text())["outputs"]
+    assert len(outputs) == len(first.tokens) >= 2
+    # The cached corpus gone (another machine), the kept text is used as stored: a mark in it
+    # reaches the rebuilt corpus's tokens.
+    for cached in (tmp_path / "cache" / "distill").glob("*.pt"):
+        cached.unlink()
+    blob = json.loads(kept.read_text())
+    row = blob["outputs"]["0"]
+    row[-1] = (row[-1] + 1) % target.model.config.vocab_size
+    kept.write_text(json.dumps(blob))
+    again = build_corpus(target, SPEC, _quiet, keep_text_in=keep)
+    rows = {tuple(t[v].tolist()) for t, v in zip(again.tokens, again.valid)}
+    assert tuple(row) in rows and tuple(row) not in {tuple(t[v].tolist()) for t, v in zip(first.tokens, first.valid)}
+
+
+def test_without_a_folder_the_text_is_dropped_once_the_corpus_is_cached(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
+    build_corpus(target, SPEC, _quiet)
+    distill = tmp_path / "cache" / "distill"
+    assert list(distill.glob("*.pt")) and not list(distill.glob("*.partial.json"))
