@@ -3,7 +3,7 @@
 # HumanEval and 8 held-out ShareGPT prompts, 48 new tokens, 4 seeds per prompt (--repeats 4), the
 # profile calibration/cpu-demo-T1 refitted in the same process on 8 train prompts of the same set
 # (--recalibrate, sampled like the scored runs). Methods: EAGLE-3's tree, the grid best, DDD,
-# FSM, LTD trained at T = 0 and at T = 1, RADAR trained at T = 1. ~25 min per set on the EPYC:
+# FSM, LTD trained at T = 0 and at T = 1, RADAR trained at T = 1. 38-46 min per set on the EPYC-Z4:
 # run it alone, it measures time. Writes real/validate-T1-{humaneval,sharegpt}8/ (ship:
 # FORCE=--force replaces them).
 set -euo pipefail
