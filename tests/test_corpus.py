@@ -19,6 +19,10 @@ def _quiet(description, total):
     return lambda n=1, **kw: None
 
 
+def _rows(corpus):
+    return {tuple(t[v].tolist()) for t, v in zip(corpus.tokens, corpus.valid)}
+
+
 def test_kept_text_rebuilds_the_corpus_without_generating_it_again(target, tmp_path, monkeypatch):
     monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
     keep = tmp_path / "run.partial"
@@ -35,8 +39,7 @@ def test_kept_text_rebuilds_the_corpus_without_generating_it_again(target, tmp_p
     row[-1] = (row[-1] + 1) % target.model.config.vocab_size
     kept.write_text(json.dumps(blob))
     again = build_corpus(target, SPEC, _quiet, keep_text_in=keep)
-    rows = {tuple(t[v].tolist()) for t, v in zip(again.tokens, again.valid)}
-    assert tuple(row) in rows and tuple(row) not in {tuple(t[v].tolist()) for t, v in zip(first.tokens, first.valid)}
+    assert tuple(row) in _rows(again) and tuple(row) not in _rows(first)
 
 
 def test_without_a_folder_the_text_is_dropped_once_the_corpus_is_cached(target, tmp_path, monkeypatch):

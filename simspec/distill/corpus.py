@@ -232,6 +232,7 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     sequences: list[list[int]] = []
     counts = {}
     partials: list[Path] = []
+    text_dir = path.parent if keep_text_in is None else keep_text_in
     for source, share in zip(spec.sources, shares):
         per_source = int(spec.tokens * share)
         if source == "sharegpt":
@@ -241,8 +242,7 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
         else:
             prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
             tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
-            name = f"{path.stem}.{source}.partial.json"  # a rerun resumes from it
-            partials.append(path.with_name(name) if keep_text_in is None else keep_text_in / name)
+            partials.append(text_dir / f"{path.stem}.{source}.partial.json")  # a rerun resumes from it
             full = resumable_continuations(target, prompts, spec.self_new_tokens, 32, partials[-1], tick)
             eos = eos_token_ids(target)
             seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
