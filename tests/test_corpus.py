@@ -5,8 +5,10 @@ pass; without that folder it is dropped once the corpus is cached."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
+import torch
 
 from simspec.distill.corpus import CorpusSpec, build_corpus
 
@@ -32,8 +34,8 @@ def test_kept_text_rebuilds_the_corpus_without_generating_it_again(target, tmp_p
     assert len(outputs) == len(first.tokens) >= 2
     # The cached corpus gone (another machine), the kept text is used as stored: a mark in it
     # reaches the rebuilt corpus's tokens.
-    for cached in (tmp_path / "cache" / "distill").glob("*.pt"):
-        cached.unlink()
+    for cached in (tmp_path / "cache" / "distill").glob("*/corpus.pt"):
+        shutil.rmtree(cached.parent)
     blob = json.loads(kept.read_text())
     row = blob["outputs"]["0"]
     row[-1] = (row[-1] + 1) % target.model.config.vocab_size
@@ -46,4 +48,26 @@ def test_without_a_folder_the_text_is_dropped_once_the_corpus_is_cached(target, 
     monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
     build_corpus(target, SPEC, _quiet)
     distill = tmp_path / "cache" / "distill"
-    assert list(distill.glob("*.pt")) and not list(distill.glob("*.partial.json"))
+    assert list(distill.glob("*/corpus.pt")) and not list(distill.glob("*.partial.json"))
+
+
+def test_the_cached_corpus_maps_its_features_and_a_damaged_cache_is_rebuilt(target, tmp_path, monkeypatch):
+    """Features live in files mapped into memory (a 2 M-token corpus's exceed a 24 GB machine's
+    RAM): what a cache hit reads equals what the teacher pass wrote, and a truncated file (a
+    build killed mid-write, a full disk) is rebuilt, not read short."""
+    monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
+    built = build_corpus(target, SPEC, _quiet)
+    (folder,) = (tmp_path / "cache" / "distill").glob("*/corpus.pt")
+    folder = folder.parent
+    assert (folder / "aux.f16").stat().st_size == built.aux.numel() * 2
+    cached = build_corpus(target, SPEC, _quiet)
+    for name in ("tokens", "features", "aux", "labels", "valid"):
+        assert torch.equal(getattr(cached, name), getattr(built, name)), name
+    assert cached.features.abs().sum() > 0 and cached.meta == json.loads(json.dumps(built.meta))
+    expected = built.features.clone()  # the mapping of a file cut short reads past its end: SIGBUS
+    del built, cached
+    with (folder / "features.f16").open("r+b") as f:
+        f.truncate(100)
+    rebuilt = build_corpus(target, SPEC, _quiet)
+    assert torch.equal(rebuilt.features, expected)
+    assert (folder / "features.f16").stat().st_size == expected.numel() * 2

@@ -14,8 +14,10 @@ For every sequence one batched teacher pass records, at every position, the targ
 hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three
 decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy next token. Labels are the target's, never
 the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
-keyed by everything that determines it; the self-distillation, most of its time, checkpoints
-as it goes (beside the cache, or in a folder the caller keeps), so a killed build resumes.
+keyed by everything that determines it, its features in files mapped into memory (a 2 M-token
+corpus's are ~17 GB, more than a 24 GB machine can hold beside training; the page cache keeps
+what fits); the self-distillation, most of its time, checkpoints as it goes (beside the cache,
+or in a folder the caller keeps), so a killed build resumes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
+import shutil
 import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -176,10 +180,19 @@ def _self_prompts(tokenizer, source: str, n_tokens: int, spec: CorpusSpec, rng: 
     return out
 
 
+def _fp16_array(shape: tuple[int, ...], file: Path | None, write: bool = True) -> torch.Tensor:
+    """fp16 zeros in memory, or the contents of ``file`` mapped into memory (``write``: created
+    zero-filled, and what is written to the tensor goes to the file)."""
+    if file is None:
+        return torch.zeros(shape, dtype=torch.float16)
+    return torch.from_file(str(file), shared=write, size=math.prod(shape), dtype=torch.float16).view(shape)
+
+
 @torch.inference_mode()
 def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, batch: int = 8,
-                 advance: Callable[[int], None] = lambda n: None) -> Corpus:
-    """Features and greedy labels of the target at every position of every sequence."""
+                 advance: Callable[[int], None] = lambda n: None, store: Path | None = None) -> Corpus:
+    """Features and greedy labels of the target at every position of every sequence; with
+    ``store`` (a folder), features are written to files there instead of kept in memory."""
     base, head = base_and_head(target.model)
     hidden = target.model.config.hidden_size
     layers = aux_layer_ids(target.model.config.num_hidden_layers)
@@ -190,8 +203,8 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
         seq = seq[:seq_len]
         tokens[i, : len(seq)] = torch.tensor(seq)
         valid[i, : len(seq)] = True
-    features = torch.zeros((n, seq_len, hidden), dtype=torch.float16)
-    aux = torch.zeros((n, seq_len, len(layers) * hidden), dtype=torch.float16)
+    features = _fp16_array((n, seq_len, hidden), store and store / "features.f16")
+    aux = _fp16_array((n, seq_len, len(layers) * hidden), store and store / "aux.f16")
     labels = torch.zeros((n, seq_len), dtype=torch.long)
     lengths = valid.sum(1)
     order = torch.argsort(lengths, stable=True)  # batch similar lengths: little padding computed
@@ -216,12 +229,10 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     checkpointed beside the cache and dropped once the corpus is stored, or, with
     ``keep_text_in``, kept in that folder: a folder a run can carry to another machine, where
     only the teacher pass (minutes) is repeated, not the generation (hours)."""
-    path = cache_dir() / "distill" / f"{spec.key(target.name)}.pt"
-    if path.is_file():
+    path = cache_dir() / "distill" / spec.key(target.name)
+    if (path / "corpus.pt").is_file():
         try:
-            blob = torch.load(path, weights_only=True)
-            return Corpus(blob["tokens"], blob["features"], blob["aux"], blob["labels"], blob["valid"],
-                          json.loads(blob["meta"]))
+            return _load_cached(path)
         except (OSError, RuntimeError, KeyError, ValueError):
             log.warning("teacher cache %s unreadable; rebuilding", path)
     if dtype_name(target.model.dtype) != spec.dtype:
@@ -249,15 +260,30 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
                     for seq, p in zip(full, prompts)]
         counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}
         sequences.extend(seqs)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     tick = progress("teacher pass (features + greedy labels)", len(sequences))
-    corpus = teacher_pass(target, sequences, spec.seq_len, advance=tick)
+    corpus = teacher_pass(target, sequences, spec.seq_len, advance=tick, store=tmp)
     corpus.meta |= {"spec": asdict(spec), "target": target.name, "sources": counts, "simspec_version": __version__}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"tokens": corpus.tokens, "features": corpus.features, "aux": corpus.aux, "labels": corpus.labels,
-                "valid": corpus.valid, "meta": json.dumps(corpus.meta)}, tmp)
-    tmp.replace(path)
+    # corpus.pt last: the folder is complete once it is there, and renamed into place only then
+    # (the mapped features follow the rename: same files).
+    torch.save({"tokens": corpus.tokens, "labels": corpus.labels, "valid": corpus.valid,
+                "widths": [corpus.features.shape[-1], corpus.aux.shape[-1]], "meta": json.dumps(corpus.meta)},
+               tmp / "corpus.pt")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
     if keep_text_in is None:
         for partial in partials:
             partial.unlink(missing_ok=True)
     return corpus
+
+
+def _load_cached(folder: Path) -> Corpus:
+    """A cached corpus, its features mapped from their files (read on demand, never all in memory)."""
+    blob = torch.load(folder / "corpus.pt", weights_only=True)
+    rows, length = blob["tokens"].shape
+    feature_width, aux_width = blob["widths"]
+    return Corpus(blob["tokens"], _fp16_array((rows, length, feature_width), folder / "features.f16", write=False),
+                  _fp16_array((rows, length, aux_width), folder / "aux.f16", write=False), blob["labels"],
+                  blob["valid"], json.loads(blob["meta"]))
