@@ -4,8 +4,11 @@
 #   stage 1, real/drafters/eagle/ (--draft eagle): 480 k teacher tokens, hard labels, 4 epochs
 #            (corpus 22 min, training 52 min on the Xeon; bf16 in hardware, elsewhere emulated and slow);
 #   stage 2, real/drafters/eagle-next/: continues stage 1 (--init) on a 1 M-token corpus cut at end tokens, with
-#            EAGLE's soft labels, 2 epochs (corpus ~40 min, training ~65 min).
-# DRAFTER=eagle-next bash scripts/results/eagle3-drafter.sh measures stage 2 instead of stage 1 (default: eagle).
+#            EAGLE's soft labels, 2 epochs (corpus ~40 min, training ~65 min);
+#   stage 3, real/drafters/eagle-stage3/: continues stage 2 on a 2 M-token corpus (7,186 chat prompts, nearly the whole
+#            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~75 min, teacher
+#            pass 20 min, training ~60 min on the Xeon; the text is kept in real/drafters/eagle-stage3.partial/).
+# DRAFTER=eagle-stage3 bash scripts/results/eagle3-drafter.sh measures stage 3 instead of stage 1 (default: eagle).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
@@ -15,6 +18,9 @@ DRAFTER="${DRAFTER:-eagle}"
 [ -d real/drafters/eagle-next ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle \
     --tokens 1000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 2 --lr 5e-4 \
     --out real/drafters/eagle-next --json
+[ -d real/drafters/eagle-stage3 ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-next \
+    --tokens 2000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 1 --lr 2e-4 \
+    --out real/drafters/eagle-stage3 --json
 tag=$([ "$DRAFTER" = eagle ] && echo eagle3 || echo "$DRAFTER")
 simspec drafter-card --draft "$DRAFTER" --dtype bf16 --n-prompts 8 --max-new-tokens 64 --json \
     | tee "real/bench/${tag}-card-bf16.txt"
