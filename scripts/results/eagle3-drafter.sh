@@ -6,8 +6,9 @@
 #   stage 2, real/drafters/eagle-next/: continues stage 1 (--init) on a 1 M-token corpus cut at end tokens, with
 #            EAGLE's soft labels, 2 epochs (corpus ~40 min, training ~65 min);
 #   stage 3, real/drafters/eagle-stage3/: continues stage 2 on a 2 M-token corpus (7,186 chat prompts, nearly the whole
-#            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~75 min, teacher
-#            pass 20 min, training ~60 min on the Xeon; the text is kept in real/drafters/eagle-stage3.partial/).
+#            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~100 min, teacher
+#            pass 20 min on the Xeon / 36 min on the EPYC-Z4, training 66 / 65 min; while it runs, the text is kept in
+#            real/drafters/eagle-stage3.partial/ so that a stopped run resumes on any machine).
 # DRAFTER=eagle-stage3 bash scripts/results/eagle3-drafter.sh measures stage 3 instead of stage 1 (default: eagle).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
