@@ -29,33 +29,34 @@ if [[ -d $NEW ]]; then
   git mv "$NEW" real/drafters/eagle
 fi
 
-# fresh KIND PATH [REFERENCE]: 0 when PATH already describes today's eagle.
-#   traces PATH           its traces.json carries eagle's fingerprint
-#   profile PATH          its traces' content hash is that of the traces folder it names, and those are fresh
+# fresh KIND PATH [PROFILE]: 0 when PATH already describes today's eagle, by the loaders' own checks.
+#   traces PATH           they carry the fingerprint of the drafter they name, as it is now
+#   profile PATH          its traces pass the profile's own check (content hash) and are fresh
 #   policy PATH PROFILE   it was trained on PROFILE as it is now (inputs hash)
 fresh() {
   python - "$@" <<'EOF'
-import json, sys
-from pathlib import Path
-from simspec.fingerprint import drafter_fingerprint
+import sys
+from simspec.errors import SimspecError
+from simspec.fingerprint import check_fingerprint
+from simspec.policies.artifact import read_policy_meta
+from simspec.sim.profile import load_profile
+from simspec.sim.traces import load_traces
 
-kind, path = sys.argv[1], Path(sys.argv[2])
-def meta(folder, name):
-    f = folder / name
-    return json.loads(f.read_text()) if f.is_file() else None
-def traces_fresh(folder):
-    m = meta(folder, "traces.json")
-    return m is not None and m.get("draft_fingerprint") == drafter_fingerprint(m.get("draft", "eagle"))
-if kind == "traces":
-    ok = traces_fresh(path)
-elif kind == "profile":
-    m = meta(path, "profile.json")
-    ref = (m or {}).get("traces") or {}
-    folder = (path / ref.get("path", "")).resolve()
-    ok = m is not None and traces_fresh(folder) and meta(folder, "traces.json").get("content_hash") == ref.get("content_hash")
-else:
-    m, profile = meta(path, "policy.json"), meta(Path(sys.argv[3]), "profile.json")
-    ok = m is not None and profile is not None and m["profile"]["inputs_hash"] == profile.get("inputs_hash")
+def fresh_traces(traces):
+    recorded = traces.meta.get("draft_fingerprint")  # None: made before fingerprints, so not provably fresh
+    check_fingerprint(recorded, traces.meta["draft"], "traces")
+    return recorded is not None
+
+kind, path = sys.argv[1], sys.argv[2]
+try:
+    if kind == "traces":
+        ok = fresh_traces(load_traces(path))
+    elif kind == "profile":
+        ok = fresh_traces(load_profile(path).traces())
+    else:
+        ok = read_policy_meta(path)[1]["profile"]["inputs_hash"] == load_profile(sys.argv[3]).meta["inputs_hash"]
+except (SimspecError, KeyError):
+    ok = False
 sys.exit(0 if ok else 1)
 EOF
 }
