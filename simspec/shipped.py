@@ -25,7 +25,7 @@ _PACKAGE = Path(__file__).resolve().parent
 # The folders a shipped root holds (the checkout's root, or the wheel's copy).
 SHIPPED_FOLDERS = ("calibration", "policies", "real/drafters")
 # Drafters every install ships, by the name ``--draft`` takes.
-SHIPPED_DRAFTERS = ("eagle", "lm")
+SHIPPED_DRAFTERS = {"eagle": "eagle3", "lm": "lm"}  # name -> the train-draft --kind that makes it
 ENV = "SIMSPEC_SHIPPED"
 
 
@@ -74,7 +74,8 @@ def shipped_drafter(name: str) -> Path | None:
         if folder is None:
             raise SimspecError(f"the shipped drafter {name!r} is not here: {missing_hint()}")
         raise SimspecError(f"the shipped drafter {name!r} is missing ({folder / 'config.json'} does not exist): "
-                           f"restore it, or train it again with `simspec train-draft --kind {name} --out {folder} "
+                           f"restore it, or train it again with `simspec train-draft --kind {SHIPPED_DRAFTERS[name]} "
+                           f"--out {folder} "
                            "--force`")
     return None
 

@@ -330,8 +330,8 @@ row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no
     "unknown model")
 # drafter-card
 row("drafter-card", "unknown model", lambda d, a: ["drafter-card", "--target", "no-such-model"], "unknown model")
-row("drafter-card", "unknown draft", lambda d, a: ["drafter-card", "--draft", str(d / "no-draft")], "no-draft",
-    model=True)
+row("drafter-card", "unknown draft", lambda d, a: ["drafter-card", "--draft", str(d / "no-draft")],
+    "unknown drafter", model=True)
 row("drafter-card", "drafter config.json not an object",
     lambda d, a: ["drafter-card", "--draft", str(write_json(d / "drafter" / "config.json", "[1]").parent)],
     "config.json is unreadable", model=True)

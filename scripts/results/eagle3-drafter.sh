@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
 # The EAGLE-3 heads for the demo target, trained here (resumable), then measured: card, latency in fp32 and bf16, and
 # real speedup over plain greedy decoding on 40 + 40 held-out prompts in bf16.
-#   stage 1, real/drafters/eagle/ (--draft eagle): 480 k teacher tokens, hard labels, 4 epochs
+#   stage 1, real/drafters/eagle-stage1/: 480 k teacher tokens, hard labels, 4 epochs
 #            (corpus 22 min, training 52 min on the Xeon; bf16 in hardware, elsewhere emulated and slow);
 #   stage 2, real/drafters/eagle-next/: continues stage 1 (--init) on a 1 M-token corpus cut at end tokens, with
 #            EAGLE's soft labels, 2 epochs (corpus ~40 min, training ~65 min);
-#   stage 3, real/drafters/eagle-stage3/: continues stage 2 on a 2 M-token corpus (7,186 chat prompts, nearly the whole
+#   stage 3, real/drafters/eagle/ (--draft eagle, trained as real/drafters/eagle-stage3/): continues stage 2 on a 2 M-token corpus (7,186 chat prompts, nearly the whole
 #            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~100 min, teacher
 #            pass 20 min on the Xeon / 36 min on the EPYC-Z4, training 66 / 65 min; while it runs, the text is kept in
 #            real/drafters/eagle-stage3.partial/ so that a stopped run resumes on any machine).
-# DRAFTER=eagle-stage3 bash scripts/results/eagle3-drafter.sh measures stage 3 instead of stage 1 (default: eagle).
+# DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh measures stage 1 instead of the shipped head.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
 DRAFTER="${DRAFTER:-eagle}"
-[ -d real/drafters/eagle ] || simspec train-draft --kind eagle3 --dtype bf16 --epochs 4 --labels hard --no-cut-at-eos \
-    --out real/drafters/eagle --json
-[ -d real/drafters/eagle-next ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle \
+[ -d real/drafters/eagle-stage1 ] || simspec train-draft --kind eagle3 --dtype bf16 --epochs 4 --labels hard \
+    --no-cut-at-eos --out real/drafters/eagle-stage1 --json
+[ -d real/drafters/eagle-next ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-stage1 \
     --tokens 1000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 2 --lr 5e-4 \
     --out real/drafters/eagle-next --json
-[ -d real/drafters/eagle-stage3 ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-next \
+[ -d real/drafters/eagle ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-next \
     --tokens 2000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 1 --lr 2e-4 \
-    --out real/drafters/eagle-stage3 --json
-tag=$([ "$DRAFTER" = eagle ] && echo eagle3 || echo "$DRAFTER")
+    --out real/drafters/eagle --json
+tag=$([ "$DRAFTER" = eagle ] && echo eagle3 || basename "$DRAFTER")
 simspec drafter-card --draft "$DRAFTER" --dtype bf16 --n-prompts 8 --max-new-tokens 64 --json \
     | tee "real/bench/${tag}-card-bf16.txt"
 for dtype in fp32 bf16; do

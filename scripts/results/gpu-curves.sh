@@ -5,7 +5,8 @@
 #   python3 scripts/gpu/graph-curves.py --out real/gpu/h200       # CUDA graphs, ~1 min
 # This script (no GPU, ~1 min) holds them against the roofline model, turns the demo-shaped
 # curves into profiles paired with the shipped HumanEval traces (`calibrate --import-curves`,
-# beside the roofline's own H200 profile) and asks `tune` for each one's best static tree.
+# beside the roofline's own H200 profile), asks `tune` for each one's best static tree, and prices
+# every choice with the measured CUDA-graph curves (scripts/gpu/tree-choice.py).
 # Writes calibration/h200-demo-{graph,eager,analytic}/ (ship; FORCE=--force replaces them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,3 +24,5 @@ for runtime in analytic graph eager; do
     echo "== h200-demo-$runtime"
     simspec tune --profile calibration/h200-demo-$runtime --json | tail -1
 done
+python scripts/gpu/tree-choice.py --reference calibration/h200-demo-graph \
+    calibration/h200-demo-analytic calibration/h200-demo-eager

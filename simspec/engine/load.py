@@ -12,9 +12,9 @@ from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
 from simspec.engine.eagle import FORMAT, load_eagle
 from simspec.engine.eagle_public import is_public_eagle, load_public_eagle
-from simspec.engine.models import LoadedModel, check_same_vocabulary, dtype_name, load_model
+from simspec.engine.models import BUILTIN_MODELS, LoadedModel, check_same_vocabulary, dtype_name, load_model
 from simspec.errors import SimspecError, read_json
-from simspec.shipped import shipped_drafter
+from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
 
 
 def load_drafter(ref: str, target: LoadedModel) -> Drafter:
@@ -29,6 +29,11 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
             raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
         return CausalLMDrafter(truncated_target(target, n_layers), ref)
     path = shipped_drafter(ref) or Path(ref)
+    if not path.exists() and ref not in BUILTIN_MODELS:
+        raise SimspecError(f"unknown drafter {ref!r}: no such folder. Give a shipped drafter "
+                           f"({', '.join(SHIPPED_DRAFTERS)}), target, target-layers:N, a drafter folder (simspec's, "
+                           "or a public EAGLE-3 / EAGLE-1/2 checkpoint), or a Hugging Face model directory or .gguf "
+                           "sharing the target's tokenizer")
     config_file = path / "config.json"
     if config_file.is_file():
         kind = "lm" if (path / PROVENANCE_FILE).is_file() else "eagle"
