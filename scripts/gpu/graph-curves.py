@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from importlib import import_module  # noqa: E402
 
-ARCHS, curve_names = import_module("engine-curves").ARCHS, import_module("engine-curves").curve_names
+_engine_curves = import_module("engine-curves")
+ARCHS, curve_names = _engine_curves.ARCHS, _engine_curves.curve_names
 from simspec.measure.curves import CurveGrid  # noqa: E402
 
 
@@ -46,7 +47,6 @@ class Llama:
         kv = self.kvh * self.hd
         width = 2 * h if input_mix else h  # EAGLE-3's layer: q/k/v read [embedding ; hidden]
         self.embed = rnd(shape["vocab_size"], h)
-        self.fc = rnd(h, input_mix * h) if input_mix else None
         self.layers = [dict(qkv=rnd(h + 2 * kv, width), o=rnd(h, h), gu=rnd(2 * i, h), down=rnd(h, i))
                        for _ in range(layers)]
         self.head = rnd(vocab, h)
