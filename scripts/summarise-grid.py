@@ -9,6 +9,10 @@ from pathlib import Path
 
 chunks = sorted(Path(sys.argv[1]).glob("*.json"))
 reports = [json.loads(p.read_text()) for p in chunks]
+# chunks carry their drafter's fingerprint (bench-engine's JSON since schema 1): never merge two drafters' runs
+fingerprints = {r.get("draft_fingerprint") for r in reports} - {None}
+if len(fingerprints) > 1:
+    sys.exit(f"summarise-grid: {sys.argv[1]} mixes chunks of {len(fingerprints)} drafters; rerun it into an empty folder")
 prompts = [pid for r in reports for pid in r["prompt_ids"]]
 configs = {}
 for report in reports:
@@ -20,7 +24,8 @@ for report in reports:
         row["exact"] += report["n_prompts"] - len(c["divergences"])
         row["divergences"] += c["divergences"]
 summary = {
-    "draft": reports[0]["draft"], "max_new_tokens": reports[0]["max_new_tokens"], "prompts": prompts,
+    "draft": reports[0]["draft"], "draft_fingerprint": next(iter(fingerprints), None),
+    "device_model": reports[0].get("device_model"), "max_new_tokens": reports[0]["max_new_tokens"], "prompts": prompts,
     "n_prompts": len(prompts), "configs": list(configs.values()),
     "runs": sum(r["prompts"] for r in configs.values()),
     "runs_equal_to_greedy": sum(r["exact"] for r in configs.values()),

@@ -78,6 +78,10 @@ def test_bench_engine_json_end_to_end():
         assert set(config) >= {"depth", "width", "size", "speedup", "tau", "lossless"}
         assert config["lossless"] is True and config["speedup"] > 0
     assert report["best"] in [{k: c[k] for k in report["best"]} for c in report["configs"]]
+    # the artifact describes itself: what ran, in which dtype, on which CPU
+    from simspec.machine import cpu_model
+    assert report["schema"] == "simspec-bench-engine" and report["dtype"] == "fp32"
+    assert report["device_model"] == cpu_model() and len(report["prompts_hash"]) == 16
 
 
 def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_path, monkeypatch):

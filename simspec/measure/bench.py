@@ -9,7 +9,9 @@ speculative time, with the inter-quartile range.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
@@ -20,6 +22,7 @@ from simspec.measure.interleave import MethodRuns
 from simspec.policies.base import StaticPolicy, tree_capacity
 
 Bar = Callable[[str, int], Callable[..., None]]
+BENCH_SCHEMA, BENCH_VERSION = "simspec-bench-engine", 1
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,8 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
     from simspec.engine.speculative import SpeculativeEngine
+    from simspec.fingerprint import drafter_fingerprint
+    from simspec.machine import device_model, machine
     from simspec.measure.interleave import run_methods
 
     configs, chosen = checked or request.check()
@@ -145,12 +150,17 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau", "lossless",
             "exact_match", "pit_p", "pit_tokens")
     best = max(rows, key=lambda r: r["speedup"])
+    # the prompts as the engine saw them (rendered token ids): a re-run on other prompts hashes differently
+    prompts_hash = hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
     return {
-        "target": request.target, "draft": request.draft, "prompts": request.prompts, "split": request.split,
-        "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids],
+        "schema": BENCH_SCHEMA, "schema_version": BENCH_VERSION, "simspec_version": __version__,
+        "target": request.target, "draft": request.draft, "draft_fingerprint": drafter_fingerprint(request.draft),
+        "dtype": request.dtype, "prompts": request.prompts, "split": request.split,
+        "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
+        "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
         **request.sampling().describe(),
-        "threads": torch.get_num_threads(), "simspec_version": __version__,
+        "threads": torch.get_num_threads(),
         "configs": [{k: r[k] for k in keep} | {"time_shares": r["time_shares"], "divergences": r["divergences"]}
                     for r in rows],
         "best": {k: best[k] for k in keep},
