@@ -75,8 +75,7 @@ def shipped_drafter(name: str) -> Path | None:
             raise SimspecError(f"the shipped drafter {name!r} is not here: {missing_hint()}")
         raise SimspecError(f"the shipped drafter {name!r} is missing ({folder / 'config.json'} does not exist): "
                            f"restore it, or train it again with `simspec train-draft --kind {SHIPPED_DRAFTERS[name]} "
-                           f"--out {folder} "
-                           "--force`")
+                           f"--out {folder} --force`")
     return None
 
 

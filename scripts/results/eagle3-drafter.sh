@@ -26,7 +26,8 @@ DRAFTER="${DRAFTER:-eagle}"
 tag=$([ "$DRAFTER" = eagle ] && echo eagle3 || basename "$DRAFTER")
 # drafter-card writes its card into the drafter's folder: the bf16 card runs on a copy, so the shipped fp32 card stays
 copy=$(mktemp -d); trap 'rm -rf "$copy"' EXIT
-src=$([ -d "$DRAFTER" ] && echo "$DRAFTER" || echo "real/drafters/$DRAFTER"); cp -r "$src/." "$copy/"
+src=$(python -c 'import sys; from simspec.shipped import shipped_drafter as s; print(s(sys.argv[1]) or sys.argv[1])' "$DRAFTER")
+cp -r "$src/." "$copy/"
 simspec drafter-card --draft "$copy" --dtype bf16 --n-prompts 8 --max-new-tokens 64 --json \
     | tee "real/bench/${tag}-card-bf16.txt"
 for dtype in fp32 bf16; do
