@@ -220,6 +220,9 @@ def drafter_card(
     n_prompts: NPrompts("Held-out prompts per source for agreement and acceptance.") = 8,
     max_new_tokens: MaxNewTokens(1) = 64,
     dtype: DType = "fp32",
+    out: Optional[str] = typer.Option(None, help="Folder for the card (README.md + measured.json); default: the "
+                                                   "drafter's own folder. Use it for a second card (another dtype or "
+                                                   "machine) that must not replace the drafter's."),
     threads: Threads = None,
     as_json: Json = False,
 ) -> None:
@@ -228,7 +231,7 @@ def drafter_card(
     model card (README.md + measured.json)."""
     from simspec.distill.card import CardRequest, make_card
 
-    request = CardRequest(draft, target, n_prompts, max_new_tokens, dtype)
+    request = CardRequest(draft, target, n_prompts, max_new_tokens, dtype, out)
     request.check()
     summary = _run(lambda bar, status: make_card(request, status), threads)
     show.drafter_card(summary)

@@ -345,6 +345,8 @@ row("train-draft", "--data shares not summing to 1",
 row("train-draft", "--data share not a number", lambda d, a: ["train-draft", "--data", "self:half", "--out", out(d)],
     "NAME:SHARE")
 row("drafter-card", "unknown dtype", lambda d, a: ["drafter-card", "--dtype", "fp64"], "--dtype")
+row("drafter-card", "--out is a file", lambda d, a: ["drafter-card", "--out", str(write_json(d / "card", "{}"))],
+    "is a file")
 # calibrate
 row("calibrate", "--traces-from recorded in another dtype",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],

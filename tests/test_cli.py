@@ -84,6 +84,28 @@ def test_bench_engine_json_end_to_end():
     assert report["device_model"] == cpu_model() and len(report["prompts_hash"]) == 16
 
 
+@pytest.mark.model
+@pytest.mark.e2e
+def test_drafter_card_out_leaves_the_drafters_card_alone(tmp_path):
+    """--out writes README.md + measured.json there; the drafter's own card stays byte for byte."""
+    import json
+    import shutil
+
+    from simspec.shipped import shipped_drafter
+
+    head = tmp_path / "head"
+    shutil.copytree(shipped_drafter("eagle"), head)
+    before = {name: (head / name).read_bytes() for name in ("README.md", "measured.json")}
+    result = simspec("drafter-card", "--draft", str(head), "--n-prompts", "1", "--max-new-tokens", "4",
+                     "--out", str(tmp_path / "card"), "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = last_json(result)
+    assert summary["card"] == str(tmp_path / "card" / "README.md") and summary["drafter"] == str(head)
+    measured = json.loads((tmp_path / "card" / "measured.json").read_text())
+    assert measured["heldout_agreement"]["all"]["positions"] == summary["positions"] > 0
+    assert {name: (head / name).read_bytes() for name in before} == before
+
+
 def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_path, monkeypatch):
     """A reinstalled wheel writes the same GGUF with a new mtime: it must map to the cached copy
     (not another half-GiB one); a file with other contents must not."""

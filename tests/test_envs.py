@@ -63,3 +63,29 @@ def test_radar_table_and_resps_actions():
             assert table[position, calls - 1] == expected
     pairs = resps_actions(10, 12)
     assert all(tt <= 10 ** (d - 1) for tt, d in pairs) and len(pairs) == 6 * 6 - 1  # (128, 3): 128 > 10**2
+
+
+def _rewards(name: str, traces, seed: int, steps: int = 200) -> list[float]:
+    """One episode's rewards under a fixed action sequence, the env (and its draws) seeded ``seed``."""
+    env = SimEnv(name, traces, cost_model(), seed=seed)
+    env.reset(seed=seed)
+    actions, out = np.random.default_rng(7), []
+    for _ in range(steps):
+        _, reward, done, _, _ = env.step(int(actions.integers(env.action_space.n)))
+        out.append(float(reward))
+        if done:
+            break
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MDPS))
+def test_every_mdp_passes_the_checker_on_sampled_traces_and_one_seed_repeats_an_episode(name):
+    """At T > 0 each cycle's acceptance is drawn from its tree's law (the draws themselves:
+    test_sampled_replay.py): the envs still pass Gymnasium's checker, and a seeded reset repeats
+    an episode, draws included, so that training at T = 1 is reproducible."""
+    from helpers import sampled_traces
+
+    traces = sampled_traces(1, n_prompts=5, width=2, nodes=8)
+    check_env(SimEnv(name, traces, cost_model(), seed=0), skip_render_check=True)
+    for seed in range(4):
+        assert _rewards(name, traces, seed) == _rewards(name, traces, seed)

@@ -3,8 +3,9 @@ timed cycles (RUN/cycles.npz) cut by hand. Each cycle's live verify time is held
 *base* profile's verify curve at its (verified size, context), in each phase: the upfront
 refit's ladder, the co-timed refit's, and the scored runs; then per context, per method and in
 time order. Then the scored runs are rebuilt from their cycles (components only) and priced
-under other refits — the co-timed ladder's, both pooled, the upfront shape at the co-timed
-level, each slot at its nearest co-timed steps — to see which would have predicted best.
+under other refits — the upfront ladder's ratios taken as medians over its runs instead of
+pooled, the co-timed ladder's, both pooled, the upfront shape at the co-timed level, each slot at
+its nearest co-timed steps — to see which would have predicted best.
 
     .venv/bin/python scripts/results/cycle-residuals.py RUN [PROFILE]
 
@@ -23,6 +24,10 @@ from simspec.sim.profile import load_profile
 run = Path(sys.argv[1])
 report = json.loads((run / "report.json").read_text())
 base = load_profile(sys.argv[2] if len(sys.argv) > 2 else report["profile"]["path"])
+ran_on = (report["profile"].get("in_situ") or {}).get("inputs_hash")
+if ran_on and base.meta.get("inputs_hash") != ran_on:  # the base was re-measured since: its curves are not the run's
+    sys.exit(f"{base.directory} is not the base profile this run refitted (inputs hash {ran_on}, created "
+             f"{report['profile']['in_situ'].get('created')}): pass that profile as PROFILE (git show an older commit)")
 t = np.load(run / "cycles.npz")
 phases, methods = list(t["phases"]), list(t["methods"])
 phase, method = t["cycle_phase"], t["cycle_method"]
@@ -165,12 +170,24 @@ if "co-timed" in phases:
         return (ratio(at), step_live[step_at].sum() / step_ref[step_at].sum(),
                 live_draft[at].sum() / base_draft[at].sum())
 
+    def by_run(num, den, at, runs) -> float:  # the median over runs of each run's own ratio
+        return float(np.median([num[k].sum() / den[k].sum() for r in np.unique(runs[at]) if (k := at & (runs == r)).any()
+                                and den[k].sum() > 0]))
+
+    def per_size_by_run(at) -> Callable:
+        ladder = np.unique(size[at])
+        return log_interp(ladder, np.array([by_run(live, ref, at & (size == v), run_of) for v in ladder]))
+
     up, co = phase == refit_phase, phase == cotimed
     both = up | co
     step_up, step_co = step_phase == refit_phase, step_phase == cotimed
     shape_up, level_up, level_co = per_size(up), level(up, step_up), level(co, step_co)
+    drafted = base_draft > 0
     strategies = {
         "upfront": (per_size(up), *level_up[1:]),
+        # one hiccup among the upfront ladder's 8 plain runs moves a pooled ratio by several per cent
+        "upfront, median over runs": (per_size_by_run(up), by_run(step_live, step_ref, step_up, step_run),
+                                      by_run(live_draft, base_draft, up & drafted, run_of)),
         "co-timed": (per_size(co), *level_co[1:]),
         "pooled": (per_size(both), *level(both, step_up | step_co)[1:]),
         "upfront shape, co-timed level": (lambda v: shape_up(v) * level_co[0] / level_up[0], *level_co[1:]),

@@ -24,11 +24,9 @@ DRAFTER="${DRAFTER:-eagle}"
     --tokens 2000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 1 --lr 2e-4 \
     --out real/drafters/eagle --json
 tag=$([ "$DRAFTER" = eagle ] && echo eagle3 || basename "$DRAFTER")
-# drafter-card writes its card into the drafter's folder: the bf16 card runs on a copy, so the shipped fp32 card stays
-copy=$(mktemp -d); trap 'rm -rf "$copy"' EXIT
-src=$(python -c 'import sys; from simspec.shipped import shipped_drafter as s; print(s(sys.argv[1]) or sys.argv[1])' "$DRAFTER")
-cp -r "$src/." "$copy/"
-simspec drafter-card --draft "$copy" --dtype bf16 --n-prompts 8 --max-new-tokens 64 --json \
+# the bf16 card goes to a folder of its own (--out), so the drafter's fp32 card stays
+card=$(mktemp -d); trap 'rm -rf "$card"' EXIT
+simspec drafter-card --draft "$DRAFTER" --dtype bf16 --n-prompts 8 --max-new-tokens 64 --out "$card" --json \
     | tee "real/bench/${tag}-card-bf16.txt"
 for dtype in fp32 bf16; do
   simspec latency --draft "$DRAFTER" --dtype "$dtype" --sizes 1,2,4,8,16,32 --contexts 256 --widths 1,4,10 --json \

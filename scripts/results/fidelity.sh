@@ -7,13 +7,13 @@
 # to 12, and the co-timed refit). Each run keeps every timed cycle in cycles.npz; cut it with
 # scripts/results/cycle-residuals.py. Writes real/fidelity-{sharegpt,humaneval}8/ (ship:
 # FORCE=--force replaces them; TAG=x writes real/fidelity-x-{sharegpt,humaneval}8/; SETS=sharegpt
-# runs one set). Run it alone: it measures time.
+# runs one set; REPEATS=6 runs six passes, ~80 min a set). Run it alone: it measures time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
 for prompts in ${SETS:-sharegpt humaneval}; do
   simspec validate --real --profile calibration/cpu-demo --recalibrate --prompts "$prompts" --n-prompts 8 \
-      --max-new-tokens 64 --repeats 3 \
+      --max-new-tokens 64 --repeats "${REPEATS:-3}" \
       --policies policies/ltd-cpu-demo,policies/radar-cpu-demo,policies/resps-cpu-demo,policies/resps-maxent-cpu-demo \
       --out "real/fidelity-${TAG:+$TAG-}${prompts}8" --json ${FORCE:-}
 done

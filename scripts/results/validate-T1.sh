@@ -5,7 +5,8 @@
 # (--recalibrate, sampled like the scored runs). Methods: EAGLE-3's tree, the grid best, DDD,
 # FSM, LTD trained at T = 0 and at T = 1, RADAR trained at T = 1. 38-46 min per set on the EPYC-Z4:
 # run it alone, it measures time. Writes real/validate-T1-{humaneval,sharegpt}8/ (ship:
-# FORCE=--force replaces them).
+# FORCE=--force replaces them; TAG=x writes real/validate-T1-x-{humaneval,sharegpt}8/, a replicate;
+# SETS=sharegpt runs one set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
@@ -13,5 +14,5 @@ for prompts in ${SETS:-humaneval sharegpt}; do
   simspec validate --real --profile calibration/cpu-demo-T1 --temperature 1 --recalibrate --prompts "$prompts" \
       --n-prompts 8 --max-new-tokens 48 --repeats 4 --baselines eagle3,grid,ddd,fsm \
       --policies policies/ltd-cpu-demo,policies/ltd-cpu-demo-T1,policies/radar-cpu-demo-T1 \
-      --out "real/validate-T1-${prompts}8" --json ${FORCE:-}
+      --out "real/validate-T1-${TAG:+$TAG-}${prompts}8" --json ${FORCE:-}
 done

@@ -170,11 +170,14 @@ class CardRequest:
     n_prompts: int = 8
     max_new_tokens: int = 64
     dtype: str = "fp32"
+    out: str | None = None  # where README.md + measured.json go; None: the drafter's own folder
 
     def check(self) -> None:
         from simspec.engine.models import resolve_dtype
 
         resolve_dtype(self.dtype)
+        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
+            raise SimspecError(f"--out {self.out} is a file: name a folder for the card (README.md + measured.json)")
 
 
 def make_card(request: CardRequest, status) -> dict:
@@ -208,10 +211,13 @@ def make_card(request: CardRequest, status) -> dict:
     with status("measuring latency and acceptance"):
         measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens)
     measured["dtype"] = request.dtype
-    write_card(directory, f"simspec drafter `{directory.name}` for {config.get('target')}", description, config,
+    # A second card (another dtype, another machine) goes to --out so the shipped one stays as it is.
+    card_dir = Path(request.out) if request.out is not None else directory
+    card_dir.mkdir(parents=True, exist_ok=True)
+    write_card(card_dir, f"simspec drafter `{directory.name}` for {config.get('target')}", description, config,
                measured)
     overall = measured["heldout_agreement"]["all"]
-    return {"card": str(directory / "README.md"), "drafter": str(directory), "dtype": request.dtype,
+    return {"card": str(card_dir / "README.md"), "drafter": str(directory), "dtype": request.dtype,
             "heldout_top1": overall["top1"], "heldout_top10": overall["top10"], "positions": overall["positions"],
             "by_source": {s: a for s, a in measured["heldout_agreement"].items() if s != "all"},
             "tau": {src: {name: run["tau"] for name, run in runs.items()}
