@@ -3,9 +3,9 @@ run needs. From the run's own timed runs (RUN/cycles.npz: every plain and specul
 in the order they ran) it rebuilds each method's speedup per (pass, prompt) — the plain run of the
 same slot over the method's — and scores the simulator's predictions (report.json: under the upfront
 and the co-timed refit; deterministic at T = 0, so the same for every subset) against the first k
-passes, for every k, and against each half of the passes. Per k it also prints the error an exact simulator would still show against runs
-that noisy (`measurement_noise`: the pass-to-pass standard error of each method's median over
-prompts). Times nothing and loads no model.
+passes, for every k, and against each half of the passes. Per k it also prints the error an exact
+simulator would still show against runs that noisy (`measurement_noise`: the pass-to-pass standard
+error of each method's median over prompts). Times nothing and loads no model.
 
     .venv/bin/python scripts/results/fidelity-passes.py RUN
 """
