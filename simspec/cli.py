@@ -188,7 +188,9 @@ def train_draft(
     labels: str = typer.Option("soft", help="eagle3: soft (cross-entropy against the target's distribution over "
                                "the draft vocabulary, EAGLE's loss) or hard (against its greedy token)."),
     init: Optional[str] = typer.Option(None, "--init", help="eagle3: continue training this head (its weights "
-                                        "and draft vocabulary) on the corpus; its card is kept as provenance."),
+                                        "and draft vocabulary) on the corpus; its card is kept as provenance. A "
+                                        "--draft-vocab above the head's grows its vocabulary by the corpus's most "
+                                        "frequent other tokens, their rows starting as the target's."),
     cut_at_eos: bool = typer.Option(True, "--cut-at-eos/--no-cut-at-eos", help="End self-distilled text at its "
                                     "first end-of-sequence token, where decoding stops (--no-cut-at-eos: the corpus "
                                     "of heads trained before the cut, e.g. the shipped head's first stage)."),

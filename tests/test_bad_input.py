@@ -324,6 +324,9 @@ row("train-draft", "--init with no head there", lambda d, a: ["train-draft", "--
     "no EAGLE-3 head there")
 row("train-draft", "--init for a draft LM", lambda d, a: ["train-draft", "--kind", "lm", "--init", str(d), "--out", out(d)],
     "--kind eagle3")
+row("train-draft", "--init's vocabulary larger than --draft-vocab",
+    lambda d, a: ["train-draft", "--init", str(ROOT / "real" / "drafters" / "eagle"), "--draft-vocab", "4096",
+                  "--out", out(d)], "pass --draft-vocab 8192 or more")
 row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)], "soft or hard")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],

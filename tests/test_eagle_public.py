@@ -407,3 +407,43 @@ def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp
         assert torch.equal(value, want), key
     with pytest.raises(SimspecError, match="--draft-vocab 1024"):
         Eagle3Trainer(target, second, Eagle3TrainConfig(draft_vocab=512, init=str(tmp_path / "head")))
+
+
+def test_init_grows_the_draft_vocabulary_keeping_what_the_head_learned(target, prompt_ids, tmp_path):
+    """--init with a larger --draft-vocab: the head's tokens and every trained weight are kept,
+    the new tokens (the corpus's most frequent others) start as the target's own read-out, and
+    the grown head saves and loads in the public layout."""
+    from simspec.distill.corpus import teacher_pass
+    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.engine.eagle_public import read_public_head
+    from simspec.engine.modeling import base_and_head
+
+    first = teacher_pass(target, [prompt_ids[0][1][:48]], 48)
+    second = teacher_pass(target, [prompt_ids[2][1][:48]], 48)
+    cfg = Eagle3TrainConfig(draft_vocab=1024, epochs=1, batch=1, ttt_steps=2, autocast_bf16=False)
+    trainer = Eagle3Trainer(target, first, cfg)
+    trainer.train(tmp_path / "run" / "checkpoint.pt")
+    trainer.save(tmp_path / "head", {})
+    grown = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "draft_vocab": 1536,
+                                                               "init": str(tmp_path / "head")}))
+    old, new = trainer.vocab_ids, grown.vocab_ids
+    assert len(new) == 1536 and torch.equal(new, torch.sort(new).values)
+    assert torch.isin(old, new).all()
+    seen = torch.unique(second.labels[second.valid])
+    assert torch.isin(seen, new).all()  # the new corpus's tokens come first among the additions
+    head, saved = grown.model, trainer.model.state_dict()
+    torch.testing.assert_close(head.target_ids(), new, rtol=0, atol=0)
+    at = torch.searchsorted(new, old)
+    torch.testing.assert_close(head.lm_head.weight[at], saved["lm_head.weight"].half().float(), rtol=0, atol=0)
+    added = ~torch.isin(new, old)
+    target_rows = base_and_head(target.model)[1].weight[new[added]].float()
+    torch.testing.assert_close(head.lm_head.weight[added], target_rows, rtol=0, atol=0)
+    for key, value in head.state_dict().items():
+        if key not in ("lm_head.weight", "d2t", "t2d"):
+            torch.testing.assert_close(value, saved[key].half().float(), rtol=0, atol=0, msg=key)
+    assert int(head.t2d.sum()) == 1536 and bool(head.t2d[new].all())
+    grown.save(tmp_path / "grown", {})
+    config = json.loads((tmp_path / "grown" / "config.json").read_text())
+    assert config["draft_vocab_size"] == 1536
+    loaded = read_public_head(tmp_path / "grown", config, target, "grown")
+    torch.testing.assert_close(loaded.target_ids(), new, rtol=0, atol=0)

@@ -18,7 +18,8 @@ from simspec.sim.replay import ReplayResult
 
 
 def _runs(name: str, family: str, speedups) -> MethodRuns:
-    runs = MethodRuns(name, family, by_repeat=[list(speedups)])
+    """One pass: on prompt i plain decoding takes 1 s and the method 1 / speedups[i], 20 tokens each."""
+    runs = MethodRuns(name, family, by_repeat=[list(speedups)], times=[[(1.0, 20, 1 / s, 20) for s in speedups]])
     n = len(speedups)
     runs.tokens, runs.cycles, runs.draft_calls, runs.policy_seconds = [20] * n, [10] * n, [30] * n, [0.0] * n
     runs.shares = [{"draft": 0.2, "verify": 0.7, "policy": 0.0, "bookkeeping": 0.02, "prefill": 0.08}] * n
@@ -54,6 +55,15 @@ def test_report_errors_ranks_and_paired_tests():
     expected = (np.median(base * 1.7) - np.median(real["ltd"])) / np.median(real["ltd"])
     assert rows["ltd"]["rel_error"] == pytest.approx(expected)
     assert report["mean_abs_rel_error"] == pytest.approx(np.mean([0.02, 0.0, abs(expected)]))
+    # Over the set: total plain time / total method time, on both sides (every prompt 1 s plain).
+    for name, factor in (("eagle3", 1.02), ("grid", 1.8), ("ltd", 1.7)):
+        real_set = len(base) / np.sum(1 / real[name])
+        assert rows[name]["speedup_real_set"] == pytest.approx(real_set)
+        assert rows[name]["speedup_sim_set"] == pytest.approx(len(base) / np.sum(1 / (base * factor)))
+        assert rows[name]["rel_error_set"] == pytest.approx(rows[name]["speedup_sim_set"] / real_set - 1)
+    assert report["over_the_set"]["mean_abs_rel_error"] == pytest.approx(
+        np.mean([abs(r["rel_error_set"]) for r in rows.values()]))
+    assert rows["grid"]["rel_error_set"] == pytest.approx(0.0) and rows["ltd"]["rel_error_set"] < -0.05
     # The simulator puts grid above LTD, the real runs the other way round: one inversion.
     assert [(i["a"], i["b"]) for i in report["rank_inversions"]] == [("grid", "ltd")]
     assert report["rank_agreement"] == pytest.approx(0.5)
@@ -62,9 +72,14 @@ def test_report_errors_ranks_and_paired_tests():
     assert rows["ltd"]["p_vs_eagle3"] < 0.01 and rows["ltd"]["gain_vs_eagle3"] > 0.8
     assert paired_p(base, base) == 1.0
     line = summary_line(report, "real/x")
-    assert set(line) == {"run", "temperature", "rows", "mean_abs_rel_error", "rank_agreement"}
+    assert set(line) == {"run", "temperature", "rows", "mean_abs_rel_error", "rank_agreement", "fidelity"}
     assert set(line["rows"][0]) == {"method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "tau",
-                                    "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3"}
+                                    "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3", "speedup_real_set",
+                                    "speedup_sim_set", "rel_error_set"}
+    # No co-timed refit here: the headline is the profile over the set, then the median over prompts.
+    assert [(f["prediction"], f["statistic"]) for f in line["fidelity"]] == [
+        ("profile", "over the set"), ("profile", "median over prompts")]
+    assert line["fidelity"][0]["mean"] == report["over_the_set"]["mean_abs_rel_error"]
     assert line["rows"][0]["pit_p"] is None and rows["grid"]["statistic"] == "median"
     json.dumps(report)  # everything in it is JSON
 
@@ -79,7 +94,8 @@ def test_sampled_report_takes_means_over_seeds_pairs_by_seed_and_judges_the_pit(
     runs = []
     for name, family, factor, pit in (("eagle3", "eagle3", 1.0, rng.random(900)),
                                        ("grid", "grid", 1.3, rng.random(900) ** 2)):  # the grid's PIT is skewed
-        r = MethodRuns(name, family, by_repeat=(base * factor).tolist(), sampled=True, pit=list(pit))
+        r = MethodRuns(name, family, by_repeat=(base * factor).tolist(), sampled=True, pit=list(pit),
+                       times=[[(1.0, 20, 1 / x, 20) for x in row] for row in (base * factor).tolist()])
         r.tokens, r.cycles, r.draft_calls = [20] * (passes * n), [8] * (passes * n), [30] * (passes * n)
         r.policy_seconds = [0.0] * (passes * n)
         r.shares = [{"draft": 0.2, "verify": 0.7, "policy": 0.0, "bookkeeping": 0.02, "prefill": 0.08}]
@@ -248,6 +264,14 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     assert cotimed.meta["in_situ"]["co_timed"] and cotimed.traces().content_hash() == base.traces().content_hash()
     assert co["mean_abs_rel_error"] == pytest.approx(np.mean([abs(r["rel_error"]) for r in co["rows"]]))
     assert "Co-timed refit" in (out / "report.md").read_text()
+    # Over the set too, and that is the headline: the co-timed refit's throughput-ratio error first.
+    assert co["over_the_set"]["mean_abs_rel_error"] == pytest.approx(np.mean([abs(r["rel_error_set"])
+                                                                             for r in co["rows"]]))
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [(f["prediction"], f["statistic"]) for f in line["fidelity"]] == [
+        ("co-timed refit", "over the set"), ("upfront refit", "over the set"),
+        ("co-timed refit", "median over prompts"), ("upfront refit", "median over prompts")]
+    assert "**Simulator fidelity** (co-timed refit, over the set)" in (out / "report.md").read_text()
     # Every timed cycle kept: the ladder's (one static tree per LADDER entry), the co-timed ones, the scored.
     with np.load(out / "cycles.npz") as cycles:
         assert list(cycles["phases"]) == ["refit", "co-timed", "scored"]

@@ -129,28 +129,36 @@ if "co-timed" in phases:
     charge = report["decision_seconds_charged"]
     measured = sum(t[f"cycle_measured_{op}"] for op in CYCLE_OPS)
 
-    def rebuild(price: Callable, greedy_price: Callable) -> np.ndarray:
+    def rebuild(price: Callable, greedy_price: Callable, over_the_set: bool = False,
+                signed: bool = False) -> np.ndarray:
         """|error| per method of the scored runs rebuilt from their cycles: each slot's plain
         decoding over the method, live against ``greedy_price(steps, slot)`` over
-        ``price(cycles, slot)`` (plus the method's decision charge)."""
+        ``price(cycles, slot)`` (plus the method's decision charge); taken as the report's median
+        over prompts, or ``over_the_set``: summed plain time over summed method time."""
         errors = []
         for name in charge:
             k = methods.index(name)
-            real_s, sim_s = [], []
+            live_g, live_m, sim_g, sim_m = (np.zeros(n_slots) for _ in range(4))
             for s in range(n_slots):
                 c, g = (phase == scored) & (method == k) & (slot == s), (step_phase == scored) & (step_slot == s)
-                real_s.append(step_live[g].sum() / measured[c].sum())
-                sim_s.append(greedy_price(g, s) / (price(c, s) + charge[name] * c.sum()))
-            errors.append(take(sim_s) / take(real_s) - 1)
-        return np.abs(errors)
+                live_g[s], live_m[s] = step_live[g].sum(), measured[c].sum()
+                sim_g[s], sim_m[s] = greedy_price(g, s), price(c, s) + charge[name] * c.sum()
+            if over_the_set:
+                errors.append((sim_g.sum() / sim_m.sum()) / (live_g.sum() / live_m.sum()) - 1)
+            else:
+                errors.append(take(sim_g / sim_m) / take(live_g / live_m) - 1)
+        return np.array(errors) if signed else np.abs(errors)
 
     factors = np.array([local(s) for s in range(n_slots)])
     predicted = t["cycle_predicted_draft"] + t["cycle_predicted_verify"] + t["cycle_predicted_bookkeeping"]
-    one = rebuild(lambda c, s: predicted[c].sum(), lambda g, s: t["step_predicted"][g].sum())
-    tracked = rebuild(lambda c, s: predicted[c].sum() + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1),
-                      lambda g, s: t["step_predicted"][g].sum() * factors[s, 1])
-    print(f"rebuilt from the cycles: one refit for the run {one.mean():.1%} mean / {one.max():.1%} max |error|; "
-          f"each slot priced by its neighbouring co-timed steps {tracked.mean():.1%} / {tracked.max():.1%}")
+    print("rebuilt from the cycles, mean / max |error| (median over prompts; over the set):")
+    for label, price, greedy_price in (
+            ("one refit for the run", lambda c, s: predicted[c].sum(), lambda g, s: t["step_predicted"][g].sum()),
+            ("each slot priced by its neighbouring co-timed steps",
+             lambda c, s: predicted[c].sum() + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1),
+             lambda g, s: t["step_predicted"][g].sum() * factors[s, 1])):
+        a, b = rebuild(price, greedy_price), rebuild(price, greedy_price, over_the_set=True)
+        print(f"  {label:<52} {a.mean():.1%} / {a.max():.1%};  {b.mean():.1%} / {b.max():.1%}")
 
     # Which refit predicts: the scored runs rebuilt from their cycles under four ways to scale
     # the base profile: the upfront ladder's per-size ratios (what validate predicts with), the
@@ -193,9 +201,32 @@ if "co-timed" in phases:
         "upfront shape, co-timed level": (lambda v: shape_up(v) * level_co[0] / level_up[0], *level_co[1:]),
     }
     others = t["cycle_predicted_bookkeeping"]  # bookkeeping as the refit priced it
-    print("\nthe scored runs rebuilt from their cycles (components only) under each refit:")
+    print("\nthe scored runs rebuilt from their cycles (components only) under each refit, mean / max |error|:")
+    print(f"  {'':<32} {'median over prompts':>20} {'over the set':>16}")
+    signed = {}
     for label, (scale, greedy_scale, draft_scale) in strategies.items():
         verify_at = ref * np.array([scale(v) for v in size])
-        errors = rebuild(lambda c, s: verify_at[c].sum() + draft_scale * base_draft[c].sum() + others[c].sum(),
-                         lambda g, s: greedy_scale * base_step[g].sum())
-        print(f"  {label:<32} mean {errors.mean():.1%}  max {errors.max():.1%}")
+        price = lambda c, s, v=verify_at, d=draft_scale: v[c].sum() + d * base_draft[c].sum() + others[c].sum()  # noqa: E731
+        greedy_price = lambda g, s, k=greedy_scale: k * base_step[g].sum()  # noqa: E731
+        a, b = rebuild(price, greedy_price), rebuild(price, greedy_price, over_the_set=True, signed=True)
+        signed[label] = (rebuild(price, greedy_price, signed=True), b)
+        b = np.abs(b)
+        print(f"  {label:<32} {f'{a.mean():.1%} / {a.max():.1%}':>20} {f'{b.mean():.1%} / {b.max():.1%}':>16}")
+    # The yardstick: how far each method's speedup over the set moves from pass to pass (standard
+    # error over the passes), and the mean / max |error| an exact model would show against that.
+    passes = n_slots // n_prompts
+    if passes >= 2:
+        se = []
+        for name in charge:
+            k = methods.index(name)
+            per_pass = []
+            for p in range(passes):
+                in_pass = (slot >= p * n_prompts) & (slot < (p + 1) * n_prompts)
+                g = (step_phase == scored) & (step_slot >= p * n_prompts) & (step_slot < (p + 1) * n_prompts)
+                per_pass.append(step_live[g].sum() / measured[(phase == scored) & (method == k) & in_pass].sum())
+            se.append(np.std(per_pass, ddof=1) / np.sqrt(passes) / np.mean(per_pass))
+        draws = np.abs(np.random.default_rng(0).normal(size=(20_000, len(se))) * np.array(se))
+        print(f"  {'exact model vs the noise':<32} {'':>20} {f'{draws.mean():.1%} / {draws.max(axis=1).mean():.1%}':>16}")
+    print("\nper method under the co-timed refit, signed error (median over prompts / over the set):")
+    for name, a, b in zip(charge, *signed["co-timed"]):
+        print(f"  {name:<28} {a:+7.1%} {b:+7.1%}")

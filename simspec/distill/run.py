@@ -81,9 +81,18 @@ class TrainDraftRequest:
         if self.init is not None:
             if self.kind != "eagle3":
                 raise SimspecError(f"--init continues an EAGLE-3 head: use it with --kind eagle3, not {self.kind}")
-            if not (Path(self.init) / "config.json").is_file():
+            config = Path(self.init) / "config.json"
+            if not config.is_file():
                 raise SimspecError(f"--init {self.init}: no EAGLE-3 head there (config.json missing): give the "
                                    "folder train-draft wrote")
+            try:  # before the corpus (an hour of teacher pass): the rest is checked once the target loads
+                own = int(json.loads(config.read_text()).get("draft_vocab_size", 0))
+            except (OSError, ValueError, TypeError):
+                own = 0
+            if own > self.draft_vocab:
+                raise SimspecError(f"--init {self.init} has a draft vocabulary of {own} tokens, --draft-vocab is "
+                                   f"{self.draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
+                                   f"{own} or more")
         resolve_dtype(self.dtype)
         self.corpus_specs()
         check_out(self.out_dir(), self.force)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -223,7 +223,7 @@ class EagleTrainer(DraftTrainer):
 
 def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_vocab: int) -> Eagle3Head:
     """The EAGLE-3 head a run continues from (float32), checked against the run: same target,
-    same fused layers, same draft-vocabulary size."""
+    same fused layers, a draft vocabulary no smaller than the head's (a larger one grows it)."""
     from simspec.engine.eagle_public import read_public_head
 
     where = f"--init {directory}"
@@ -238,10 +238,30 @@ def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_voc
     if list(head.feature_layers) != list(corpus.meta["aux_layers"]):
         raise SimspecError(f"{where} fuses target layers {list(head.feature_layers)}, the corpus records "
                            f"{corpus.meta['aux_layers']}: train it afresh")
-    if head.cfg.draft_vocab != draft_vocab:
+    if draft_vocab < head.cfg.draft_vocab:
         raise SimspecError(f"{where} has a draft vocabulary of {head.cfg.draft_vocab} tokens, --draft-vocab is "
-                           f"{draft_vocab}: pass --draft-vocab {head.cfg.draft_vocab}")
+                           f"{draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
+                           f"{head.cfg.draft_vocab} or more")
     return head
+
+
+def grown_head(head: Eagle3Head, vocab_ids: torch.Tensor, target_head: torch.nn.Module) -> Eagle3Head:
+    """``head`` over the larger draft vocabulary ``vocab_ids`` (sorted target ids, the head's own
+    among them): every weight kept, the new tokens' ``lm_head`` rows the target's own rows for
+    them. A trained head's rows stay close to the target's (cosine 0.96 for the shipped head),
+    so a new token starts where a fresh head would and the old ones where they were."""
+    grown = Eagle3Head(replace(head.cfg, draft_vocab=len(vocab_ids)))
+    state = {k: v for k, v in head.state_dict().items() if k not in ("lm_head.weight", "d2t", "t2d")}
+    grown.load_state_dict(state, strict=False)
+    with torch.no_grad():
+        rows = target_head.weight[vocab_ids].float().clone()
+        old = torch.searchsorted(vocab_ids, head.target_ids())
+        rows[old] = head.lm_head.weight.float()
+        grown.lm_head.weight.copy_(rows)
+        grown.d2t.copy_(vocab_ids - torch.arange(len(vocab_ids)))
+        grown.t2d.zero_()
+        grown.t2d[vocab_ids] = True
+    return grown
 
 
 class Eagle3Trainer(DraftTrainer):
@@ -263,11 +283,24 @@ class Eagle3Trainer(DraftTrainer):
         self.label_weight = lm_head.weight[self.vocab_ids].detach().float().contiguous()
 
     def vocabulary(self) -> torch.Tensor:
-        return super().vocabulary() if self.initial is None else self.initial.target_ids()
+        """A fresh head's: the corpus's most frequent greedy tokens. A continued head's: its own,
+        grown to ``draft_vocab`` by the most frequent of the others."""
+        if self.initial is None:
+            return super().vocabulary()
+        own = self.initial.target_ids()
+        extra = self.cfg.draft_vocab - len(own)
+        if extra == 0:
+            return own
+        labels = self.corpus.labels[self.corpus.valid]
+        counts = torch.bincount(labels, minlength=int(max(labels.max(), own.max())) + 1)
+        counts[own] = -1  # never picked again
+        picked = torch.sort(-counts, stable=True).indices[:extra]
+        return torch.sort(torch.cat([own, picked])).values
 
     def build_model(self) -> torch.nn.Module:
         if self.initial is not None:
-            head = self.initial
+            head = self.initial if len(self.vocab_ids) == self.initial.cfg.draft_vocab \
+                else grown_head(self.initial, self.vocab_ids, self.target_head)
             head.d2t.requires_grad_(False)
             return head
         head = Eagle3Head(eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"])))

@@ -257,12 +257,19 @@ def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) 
     for row, method in zip(rows, runs):
         prompts = per_prompt(simulated[method.name].speedup, len(method.speedup))
         sim = float(np.mean(prompts) if method.sampled else np.median(prompts))
+        whole = simulated[method.name].set_speedup
         out.append({"method": row["method"], "speedup_real": row["speedup_real"], "speedup_sim": sim,
-                    "rel_error": (sim - row["speedup_real"]) / row["speedup_real"]})
-    errors = np.abs([r["rel_error"] for r in out])
-    return {"rows": out, "mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
-            "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in out], [r["speedup_real"] for r in out])),
-            "refit": record}
+                    "rel_error": (sim - row["speedup_real"]) / row["speedup_real"],
+                    "speedup_real_set": row["speedup_real_set"], "speedup_sim_set": whole,
+                    "rel_error_set": (whole - row["speedup_real_set"]) / row["speedup_real_set"]})
+
+    def summary(key: str) -> dict:
+        errors = np.abs([r[f"rel_error{key}"] for r in out])
+        return {"mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
+                "rank_agreement": _finite(_spearman([r[f"speedup_sim{key}"] for r in out],
+                                                    [r[f"speedup_real{key}"] for r in out]))}
+
+    return {"rows": out, **summary(""), "over_the_set": summary("_set"), "refit": record}
 
 
 def _json_default(value):

@@ -184,11 +184,11 @@ def validate_simulated(result) -> None:
 
 
 def validate_real(report: dict, run_dir) -> None:
-    from simspec.report.validation import lossless_label, predicted_by, spread
+    from simspec.report.validation import fidelity_rows, lossless_label, predicted_by, spread
 
     for text in report["warnings"]:
         warn(text)
-    rank, corrected = report["rank_agreement"], report["drift_corrected"]
+    corrected = report["drift_corrected"]
     pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
     pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
     sampled = bool(report.get("temperature"))
@@ -205,15 +205,14 @@ def validate_real(report: dict, run_dir) -> None:
             pv(r.get("p_vs_eagle3")), pct(r.get("gain_vs_grid")), pv(r.get("p_vs_grid")), lossless_label(r))
            for r in sorted(report["rows"], key=lambda r: -r["speedup_real"])])
     drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report["drift"]["ratios"].items())
-    out.print(f"simulator: mean |error| {report['mean_abs_rel_error']:.1%}, max {report['max_abs_rel_error']:.1%}, "
-              f"rank agreement (Spearman) {'n/a' if rank is None else f'{rank:.3f}'}; drift-corrected: mean "
-              f"{corrected['mean_abs_rel_error']:.1%}, max {corrected['max_abs_rel_error']:.1%}; "
-              f"drift (live / profile): {drift}")
-    co = report.get("co_timed_refit")
-    if co:
-        out.print(f"co-timed refit ({co['refit']['steps']} steps beside the scored runs): mean |error| "
-                  f"{co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}, rank agreement "
-                  f"{'n/a' if co['rank_agreement'] is None else format(co['rank_agreement'], '.3f')}")
+    rank_of = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    for i, f in enumerate(fidelity_rows(report)):
+        noise = "" if f["noise_mean"] is None else (f" (an exact simulator vs this run's noise: {f['noise_mean']:.1%} / "
+                                                    f"{f['noise_max']:.1%})")
+        out.print(f"{'simulator' if i == 0 else '         '}: {f['prediction']}, {f['statistic']}: mean |error| "
+                  f"{f['mean']:.1%}, max {f['max']:.1%}, Spearman {rank_of(f['spearman'])}{noise}")
+    out.print(f"drift-corrected (median over prompts): mean {corrected['mean_abs_rel_error']:.1%}, max "
+              f"{corrected['max_abs_rel_error']:.1%}, Spearman {rank_of(corrected['rank_agreement'])}; drift (live / profile): {drift}")
     if report["drift"]["advice"]:
         warn(report["drift"]["advice"])
     divergences(report["rows"], lambda r: r["method"])

@@ -37,6 +37,12 @@ class ReplayResult:
         return (self.greedy_seconds + self.prefill_seconds) / (self.seconds + self.prefill_seconds)
 
     @property
+    def set_speedup(self) -> float:
+        """Over every prompt at once: total plain decoding time / total speculative time, prefill
+        included (the same tokens on both sides, so the throughput ratio)."""
+        return float((self.greedy_seconds + self.prefill_seconds).sum() / (self.seconds + self.prefill_seconds).sum())
+
+    @property
     def tau(self) -> np.ndarray:
         return self.tokens / np.maximum(self.cycles, 1)
 
