@@ -385,9 +385,9 @@ def test_soft_labels_are_the_targets_distribution_over_the_draft_vocabulary(targ
         assert (probs.argmax(-1)[inside] == truth[inside]).float().mean() > 0.95
 
 
-def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp_path):
-    """--init: the continued run starts from the saved head's weights (as stored, fp16) and keeps
-    its draft vocabulary even where the new corpus's most frequent tokens differ."""
+def _saved_head(target, prompt_ids, directory):
+    """A small EAGLE-3 head trained one step on one prompt's teacher text and saved in
+    ``directory``; returns its trainer, a second prompt's corpus and the config."""
     from simspec.distill.corpus import teacher_pass
     from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
 
@@ -395,8 +395,17 @@ def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp
     second = teacher_pass(target, [prompt_ids[2][1][:48]], 48)
     cfg = Eagle3TrainConfig(draft_vocab=1024, epochs=1, batch=1, ttt_steps=2, autocast_bf16=False)
     trainer = Eagle3Trainer(target, first, cfg)
-    trainer.train(tmp_path / "run" / "checkpoint.pt")
-    trainer.save(tmp_path / "head", {})
+    trainer.train(directory.parent / "run" / "checkpoint.pt")
+    trainer.save(directory, {})
+    return trainer, second, cfg
+
+
+def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp_path):
+    """--init: the continued run starts from the saved head's weights (as stored, fp16) and keeps
+    its draft vocabulary even where the new corpus's most frequent tokens differ."""
+    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+
+    trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
     fresh = Eagle3Trainer(target, second, cfg)
     assert not torch.equal(fresh.vocab_ids, trainer.vocab_ids)  # otherwise the check below proves nothing
     continued = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "init": str(tmp_path / "head")}))
@@ -413,17 +422,11 @@ def test_init_grows_the_draft_vocabulary_keeping_what_the_head_learned(target, p
     """--init with a larger --draft-vocab: the head's tokens and every trained weight are kept,
     the new tokens (the corpus's most frequent others) start as the target's own read-out, and
     the grown head saves and loads in the public layout."""
-    from simspec.distill.corpus import teacher_pass
     from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
     from simspec.engine.eagle_public import read_public_head
     from simspec.engine.modeling import base_and_head
 
-    first = teacher_pass(target, [prompt_ids[0][1][:48]], 48)
-    second = teacher_pass(target, [prompt_ids[2][1][:48]], 48)
-    cfg = Eagle3TrainConfig(draft_vocab=1024, epochs=1, batch=1, ttt_steps=2, autocast_bf16=False)
-    trainer = Eagle3Trainer(target, first, cfg)
-    trainer.train(tmp_path / "run" / "checkpoint.pt")
-    trainer.save(tmp_path / "head", {})
+    trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
     grown = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "draft_vocab": 1536,
                                                                "init": str(tmp_path / "head")}))
     old, new = trainer.vocab_ids, grown.vocab_ids
