@@ -67,8 +67,8 @@ class LMTrainConfig(TrainConfig):
 
 
 def reduced_vocabulary(labels: torch.Tensor, valid: torch.Tensor, size: int, always: list[int]) -> torch.Tensor:
-    """The ``size`` token ids the target emits most often (ties by id), plus ``always``."""
-    counts = torch.bincount(labels[valid], minlength=int(labels.max()) + 1)
+    """The ``size`` token ids the target emits most often (ties by id), ``always`` first."""
+    counts = torch.bincount(labels[valid], minlength=int(max(labels.max(), max(always, default=0))) + 1)
     counts[torch.tensor(always, dtype=torch.long)] = counts.max() + 1
     order = torch.sort(-counts, stable=True).indices[:size]
     return torch.sort(order).values
@@ -288,14 +288,9 @@ class Eagle3Trainer(DraftTrainer):
         if self.initial is None:
             return super().vocabulary()
         own = self.initial.target_ids()
-        extra = self.cfg.draft_vocab - len(own)
-        if extra == 0:
+        if self.cfg.draft_vocab == len(own):  # as the head stores it: its lm_head rows follow this order
             return own
-        labels = self.corpus.labels[self.corpus.valid]
-        counts = torch.bincount(labels, minlength=int(max(labels.max(), own.max())) + 1)
-        counts[own] = -1  # never picked again
-        picked = torch.sort(-counts, stable=True).indices[:extra]
-        return torch.sort(torch.cat([own, picked])).values
+        return reduced_vocabulary(self.corpus.labels, self.corpus.valid, self.cfg.draft_vocab, own.tolist())
 
     def build_model(self) -> torch.nn.Module:
         if self.initial is not None:

@@ -89,10 +89,11 @@ class MethodRuns:
         if len(self.by_repeat) <= rep:
             self.by_repeat.append([])
             self.times.append([])
-        self.times[rep].append((greedy.total_s, len(greedy.tokens), run.total_s, len(run.tokens)))
+        times = (greedy.total_s, len(greedy.tokens), run.total_s, len(run.tokens))
+        self.times[rep].append(times)
         # Time per token, prefill included: at T > 0 plain sampling and the method emit other text
         # under the same seed, and may stop at an end token after different lengths.
-        self.by_repeat[rep].append((greedy.total_s / len(greedy.tokens)) / (run.total_s / len(run.tokens)))
+        self.by_repeat[rep].append(_throughput_ratio(np.array([times], dtype=float)))
         # Greedy passes repeat the same cycles; at T > 0 every pass has its own.
         if rep == 0 or self.sampled:
             self.tokens.append(len(run.tokens) - 1)

@@ -251,7 +251,7 @@ def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) 
     its error against the same real runs, their mean / max and the rank agreement."""
     import numpy as np
 
-    from simspec.report.validation import _finite, _spearman, per_prompt
+    from simspec.report.validation import error_summary, per_prompt
 
     out = []
     for row, method in zip(rows, runs):
@@ -262,14 +262,7 @@ def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) 
                     "rel_error": (sim - row["speedup_real"]) / row["speedup_real"],
                     "speedup_real_set": row["speedup_real_set"], "speedup_sim_set": whole,
                     "rel_error_set": (whole - row["speedup_real_set"]) / row["speedup_real_set"]})
-
-    def summary(key: str) -> dict:
-        errors = np.abs([r[f"rel_error{key}"] for r in out])
-        return {"mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
-                "rank_agreement": _finite(_spearman([r[f"speedup_sim{key}"] for r in out],
-                                                    [r[f"speedup_real{key}"] for r in out]))}
-
-    return {"rows": out, **summary(""), "over_the_set": summary("_set"), "refit": record}
+    return {"rows": out, **error_summary(out), "over_the_set": error_summary(out, "_set"), "refit": record}
 
 
 def _json_default(value):

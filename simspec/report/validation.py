@@ -143,8 +143,6 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         if match is not None:
             references[family] = match.paired
     rows = [method_row(r, simulated[r.name], corrected[r.name], references) for r in runs]
-    errors = np.abs([r["rel_error"] for r in rows])
-    set_errors = np.abs([r["rel_error_set"] for r in rows])
     corrected_errors = np.abs([r["rel_error_drift_corrected"] for r in rows])
     ratios = drift.ratios()
     drifted = drift.drifted()
@@ -152,13 +150,10 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
     return {
         "schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION, **meta,
         "rows": rows,
-        "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
+        **error_summary(rows),
         "mean_abs_tau_rel_error": float(np.mean(np.abs([r["tau_rel_error"] for r in rows]))),
-        "rank_agreement": _finite(_spearman([r["speedup_sim"] for r in rows], [r["speedup_real"] for r in rows])),
         "rank_inversions": rank_inversions(rows),
-        "over_the_set": {"mean_abs_rel_error": float(np.mean(set_errors)), "max_abs_rel_error": float(np.max(set_errors)),
-                         "rank_agreement": _finite(_spearman([r["speedup_sim_set"] for r in rows],
-                                                             [r["speedup_real_set"] for r in rows]))},
+        "over_the_set": error_summary(rows, "_set"),
         **({"measurement_noise": noise} if noise else {}),
         "drift_corrected": {
             "mean_abs_rel_error": float(np.mean(corrected_errors)), "max_abs_rel_error": float(np.max(corrected_errors)),
@@ -170,6 +165,16 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
                              "predicts, and validate with the refitted one") if drifted
                   else None},
     }
+
+
+def error_summary(rows: list[dict], statistic: str = "") -> dict:
+    """Mean / max |relative error| and Spearman of rows holding ``speedup_real{statistic}``,
+    ``speedup_sim{statistic}`` and ``rel_error{statistic}`` ("": median over prompts, "_set":
+    over the set)."""
+    errors = np.abs([r[f"rel_error{statistic}"] for r in rows])
+    return {"mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
+            "rank_agreement": _finite(_spearman([r[f"speedup_sim{statistic}"] for r in rows],
+                                                [r[f"speedup_real{statistic}"] for r in rows]))}
 
 
 def measurement_noise(rows: list[dict], draws: int = 20_000, seed: int = 0) -> dict | None:
@@ -374,7 +379,6 @@ def render_markdown(report: dict) -> str:
             f"{s['bookkeeping']:.1%} | {_pct(r.get('gain_vs_eagle3'))} | {_p(r.get('p_vs_eagle3'))} | "
             f"{_pct(r.get('gain_vs_grid'))} | {_p(r.get('p_vs_grid'))} | "
             f"{lossless_label(r, no='**NO**')} |")
-    rank = m["rank_agreement"]
     fidelity = fidelity_rows(m)
     head = fidelity[0]
     lines += [
