@@ -7,7 +7,7 @@ import pytest
 from helpers import ROOT, last_json, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
-from simspec.measure.insitu import LADDER, log_interp, refit_samples
+from simspec.measure.insitu import LADDER, CoTimedRefit, log_interp, refit_samples
 from simspec.measure.interleave import DriftMeter
 from simspec.sim.profile import cost_model, load_profile
 
@@ -74,6 +74,25 @@ def test_refit_follows_the_measured_ratio_at_every_ladder_size():
     assert scale(32) == pytest.approx(1.15)  # halfway between 16 and 64 in log V
     assert scale(2) == pytest.approx(1.09) and scale(1000) == pytest.approx(1.1)
     assert {v for _, v in LADDER} >= set(range(2, 13))
+
+
+def test_co_timed_ladder_adds_each_scored_methods_own_operating_point():
+    """EAGLE-3's V = 60 lies between the ladder's 48 and 64, and live it verifies in V = 64's time:
+    priced between them it came out 4 % cheap. The co-timed refit adds each scored run's most
+    frequent (depth, V) to its ladder, once; a point the ladder has is not repeated, and only
+    the runs' shapes are read."""
+    co = CoTimedRefit(None, load_profile(ROOT / "calibration" / "cpu-demo"), [("train-0", [1, 2, 3])], 8)
+
+    def run(*shapes):
+        return Generation([0], 10, 0.0, 1.0, [CycleRecord(d, 10, v, 1, d - 1, 0.01, 0.1, 0.0, 0.001) for d, v in shapes])
+
+    co.target([run((8, 60), (8, 60), (7, 50)), run((4, 8)), run((3, 8), (3, 8), (2, 8)), Generation([0], 10, 0.0, 1.0)])
+    assert co.points[len(LADDER):] == [(8, 60), (3, 8)] and (4, 8) in LADDER
+    assert [t.name for t in co.ladder[len(LADDER):]] == ["static(D=8,V=60)", "static(D=3,V=8)"]
+    assert all(t.width == 10 for t in co.ladder)
+    co.target([run((8, 60)), run((3, 8))])
+    assert len(co.ladder) == len(co.points) == len(LADDER) + 2
+    assert co.result().record["targeted"] == [[8, 60], [3, 8]]
 
 
 def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():

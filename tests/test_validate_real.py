@@ -279,6 +279,11 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
         assert {m for m in method[phase == 0]} == {f"static(D={d},V={v})" for d, v in LADDER}
         assert set(method[phase == 2]) == {r["method"] for r in report["rows"]}
         assert (phase == 1).sum() == co["refit"]["cycles"]
+        # The co-timed ladder holds each scored method's most frequent (depth, V).
+        shapes = np.stack([cycles["cycle_depth"], cycles["cycle_size"]], axis=1)
+        for name in set(method[phase == 2]):
+            points, counts = np.unique(shapes[(phase == 2) & (method == name)], axis=0, return_counts=True)
+            assert list(points[counts.argmax()]) in co["refit"]["trees"], name
         assert len(cycles["cycle_measured_verify"]) == len(phase) == len(cycles["cycle_predicted_verify"])
         assert set(cycles["step_phase"]) == {0, 1, 2}  # plain decoding interleaved in every phase
 

@@ -183,16 +183,29 @@ class InSitu:
     timings: tuple = ()  # the refit's runs as RunTiming, cycle by cycle (the residual table)
 
 
-def ladder_trees(width: int) -> list:
-    """``LADDER`` as static-tree policies at the traces' width."""
+def ladder_trees(width: int, points=LADDER) -> list:
+    """``points`` (default ``LADDER``), each (depth, V), as static-tree policies at the traces' width."""
     from simspec.policies.base import StaticPolicy
 
     trees = []
-    for depth, size in LADDER:
+    for depth, size in points:
         tree = StaticPolicy(depth, width, size)
         tree.name = f"static(D={depth},V={size})"
         trees.append(tree)
     return trees
+
+
+def operating_points(runs) -> list[tuple[int, int]]:
+    """Each run's most frequent (tree depth, verified size), in order, without repeats."""
+    from collections import Counter
+
+    points: list[tuple[int, int]] = []
+    for run in runs:
+        if run.cycles:
+            point = Counter((int(c.depth), int(c.size)) for c in run.cycles).most_common(1)[0][0]
+            if point not in points:
+                points.append(point)
+    return points
 
 
 def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
@@ -225,23 +238,40 @@ class CoTimedRefit:
     decoding and the next ``trees_per_step`` trees of the ladder on the next train prompt, timed
     against the base profile. A refit run before the scored runs is minutes older than they are,
     and on this project's CPUs the machine drifted 3-15 % in those minutes; this one's latencies
-    are measured over the same minutes as the runs it predicts, from train prompts only."""
+    are measured over the same minutes as the runs it predicts, from train prompts only.
+
+    Its ladder is ``LADDER`` plus the scored methods' own operating points: each scored run's most
+    frequent (depth, V), taken from the runs ``step`` is shown (their shapes only, never their
+    times). A method's V off the ladder is otherwise priced between two ladder sizes, and the
+    live curve has steps there: EAGLE-3's V = 60 verifies in the time of V = 64 on the EPYC, not
+    the interpolated 4 % less (``scripts/results/verify-by-method.py``); and a size the methods
+    spend their cycles at is measured twice as often."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                  trees_per_step: int = 4) -> None:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
-        self.ladder = ladder_trees(base.meta["traces"]["width"])
+        self.width = base.meta["traces"]["width"]
+        self.points = list(LADDER)
+        self.ladder = ladder_trees(self.width)
         self.trees_per_step = trees_per_step
-        self.drift = DriftMeter(base.cost, base.meta["traces"]["width"])
+        self.drift = DriftMeter(base.cost, self.width)
         self.steps = self.cycles = 0
         self.seconds = 0.0
 
-    def step(self) -> None:
-        """One train prompt: plain decoding and the next trees of the ladder, in rotated order."""
+    def target(self, runs) -> None:
+        """Adds to the ladder the operating points of ``runs`` (scored generations) it lacks."""
+        new = [p for p in operating_points(runs) if p not in self.points]
+        self.points += new
+        self.ladder += ladder_trees(self.width, new)
+
+    def step(self, runs=()) -> None:
+        """One train prompt: plain decoding and the next trees of the ladder, in rotated order;
+        first, the operating points of the scored ``runs`` just timed join the ladder."""
         import numpy as np
 
+        self.target(runs)
         started = time.perf_counter()
         k, n = self.trees_per_step, len(self.ladder)
         _, ids = self.prompts[self.steps % len(self.prompts)]
@@ -262,7 +292,8 @@ class CoTimedRefit:
         return InSitu(samples, {
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train", "co_timed": True,
             "prompt_ids": [pid for pid, _ in self.prompts], "max_new_tokens": self.max_new_tokens,
-            "trees": [list(t) for t in LADDER], "trees_per_step": self.trees_per_step, "steps": self.steps,
+            "trees": [list(t) for t in self.points], "targeted": [list(t) for t in self.points[len(LADDER):]],
+            "trees_per_step": self.trees_per_step, "steps": self.steps,
             "cycles": self.cycles, "live_over_profile": {op: round(r, 4) for op, r in self.drift.ratios().items()},
             "scales": scales, "seconds": round(self.seconds, 1),
         }, tuple(self.drift.runs))

@@ -250,14 +250,15 @@ def interleaved(
     max_new_tokens: int,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
-    between: Callable[[], None] | None = None,
+    between: Callable[[list[Generation]], None] | None = None,
 ) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
     """Plain decoding (greedy, or sampling at the engine's temperature) and every policy on every
     prompt, back to back in an order rotated from prompt to prompt (and pass to pass), so that
     drift over time hits every method alike. At T > 0 every run of a (pass, prompt) draws from
     the seed ``engine.sampling.seed + pass * len(prompts) + prompt``. Yields (pass, prompt
     index, plain generation, one generation per policy); ``advance`` ticks per run; ``between``,
-    when given, runs after each prompt's runs (other work timed alongside them)."""
+    when given, runs after each prompt's runs, given the policies' generations (other work timed
+    alongside them)."""
     # Warm-up: first calls pay for allocator growth and lazy initialisation.
     first_ids = prompts[0][1]
     engine.plain(first_ids, min(8, max_new_tokens))
@@ -273,7 +274,7 @@ def interleaved(
                 )
                 advance()
             if between is not None:
-                between()
+                between([runs[i + 1] for i in range(len(policies))])
             yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
 
 
@@ -285,7 +286,7 @@ def run_methods(
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
     drift: "DriftMeter | None" = None,
-    between: Callable[[], None] | None = None,
+    between: Callable[[list[Generation]], None] | None = None,
 ) -> list[MethodRuns]:
     """Every method and plain decoding on every prompt, interleaved; each output is checked
     against greedy decoding's, and a divergence recorded with the target's top-2 logit gap
@@ -322,7 +323,7 @@ def run_real(
     cost: CostModel,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
-    between: Callable[[], None] | None = None,
+    between: Callable[[list[Generation]], None] | None = None,
 ) -> tuple[list[MethodRuns], DriftMeter]:
     """``run_methods`` with the live latencies held against the profile's ``cost`` (drift)."""
     drift = DriftMeter(cost, methods[0].width)
