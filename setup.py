@@ -4,8 +4,9 @@ A built wheel (``pip install .``, ``pip wheel .``, or a wheel built from the sdi
 copy of the artifacts that inference needs, under ``simspec/_shipped/`` with the repository's
 layout (``calibration/…``, ``policies/…``, ``real/drafters/…``); ``simspec.shipped`` finds them
 there. Only what the loaders read is copied: profiles, traces, the policies' exported
-networks and metadata (plus ``training.csv`` for ``simspec plot training``), and the
-drafters' weights, configs, vocabularies and model cards; no SB3/torch training checkpoints,
+networks and metadata (plus ``training.csv`` for ``simspec plot training``), and the shipped
+drafters' (``eagle``, ``lm``) weights, configs, vocabularies and model cards; no earlier
+training stages kept for the results (``real/drafters/eagle-stage1`` …), SB3/torch training checkpoints,
 TensorBoard logs or training histories. An editable install copies nothing: there
 ``simspec.shipped`` finds the checkout's own folders.
 """
@@ -26,10 +27,8 @@ SHIPPED = (
     "policies/*/policy.json",
     "policies/*/policy.npz",
     "policies/*/training.csv",
-    "real/drafters/*/*.json",
-    "real/drafters/*/*.safetensors",
-    "real/drafters/*/*.jinja",
-    "real/drafters/*/README.md",
+    *(f"real/drafters/{name}/{files}" for name in ("eagle", "lm")  # simspec.shipped.SHIPPED_DRAFTERS;
+      for files in ("*.json", "*.safetensors", "*.jinja", "README.md")),  # research heads stay in the checkout
 )
 NOT_SHIPPED = {"history.json"}  # a drafter's training curves: nothing reads them at inference
 # A training run's work folder (OUT.partial/: its self-distilled text, checkpoints) is no artifact.

@@ -13,7 +13,7 @@ import setuptools
 
 from simspec.errors import SimspecError
 from simspec.policies.artifact import read_policy_meta
-from simspec.shipped import locate, shipped_drafter, shipped_root
+from simspec.shipped import SHIPPED_DRAFTERS, locate, shipped_drafter, shipped_root
 from simspec.sim.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,21 +80,23 @@ def test_the_wheel_ships_what_the_loaders_read_and_no_training_leftovers(monkeyp
     shipped = set(runpy.run_path(str(ROOT / "setup.py"))["shipped_files"]())
     needed = {p.relative_to(ROOT).as_posix() for pattern in (
         "calibration/*/profile.json", "calibration/*/traces.*", "policies/*/policy.*", "policies/*/training.csv",
-        "real/drafters/*/config.json", "real/drafters/*/*.safetensors", "real/drafters/*/tokenizer*.json",
-        "real/drafters/*/simspec.json", "real/drafters/*/README.md") for p in ROOT.glob(pattern)}
+        *(f"real/drafters/{name}/{files}" for name in SHIPPED_DRAFTERS for files in (
+            "config.json", "*.safetensors", "tokenizer*.json", "simspec.json", "README.md"))) for p in ROOT.glob(pattern)}
     assert {"calibration/cpu-demo/profile.json", "calibration/traces-humaneval-eagle/traces.npz",
             "policies/ltd-cpu-demo/policy.npz", "real/drafters/eagle/model.safetensors"} <= needed
     assert needed <= shipped, f"not shipped: {sorted(needed - shipped)}"
     leftovers = [f for f in shipped if f.endswith((".sb3", ".pt", "history.json")) or "/tb/" in f]
     assert not leftovers
+    # Earlier training stages, kept in the checkout for the results, do not ride along.
+    assert {f.split("/")[2] for f in shipped if f.startswith("real/drafters/")} == set(SHIPPED_DRAFTERS)
 
 
 def test_a_training_runs_work_folder_is_not_shipped(monkeypatch, tmp_path):
     """train-draft keeps its self-distilled text in OUT.partial/ (committed to resume elsewhere):
     it sits beside the drafters and must not ride along in wheels."""
     monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
-    for path in ("real/drafters/head/config.json", "real/drafters/head.partial/abc.self.partial.json"):
+    for path in ("real/drafters/eagle/config.json", "real/drafters/eagle.partial/abc.self.partial.json"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("{}")
     monkeypatch.chdir(tmp_path)
-    assert runpy.run_path(str(ROOT / "setup.py"))["shipped_files"]() == ["real/drafters/head/config.json"]
+    assert runpy.run_path(str(ROOT / "setup.py"))["shipped_files"]() == ["real/drafters/eagle/config.json"]
