@@ -221,3 +221,31 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     meta_file.write_text(meta_file.read_text().replace('"draft": "eagle"', '"draft": "lm"'))
     with pytest.raises(SimspecError, match="belong to draft 'lm'"):
         load_profile(out).traces()
+
+
+def test_operating_points_are_timed_in_rounds_so_drift_falls_on_each_alike():
+    """Calibrate times every (V, L) once per round: a machine that slows down halfway through
+    (here: a step in a fake clock's pace) moves every point's median alike. Timed block by
+    block, the later block alone would absorb the slowdown, and a context slope appears."""
+    import torch
+
+    from simspec.measure import profiler
+
+    calls, now, ticks = [], [0.0], []
+
+    def point(name):
+        def run():
+            calls.append(name)
+            now[0] += 1.0 if len(calls) <= 9 else 2.0  # from the 10th call on (the 7th timed), twice as slow
+        return run
+
+    clock = profiler.clock
+    profiler.clock = lambda device: now[0]
+    try:
+        timed = profiler.time_interleaved({"a": point("a"), "b": point("b"), "c": point("c")}, torch.device("cpu"),
+                                          repeats=6, warmup=1, advance=ticks.append)
+    finally:
+        profiler.clock = clock
+    assert calls[:3] == ["a", "b", "c"] and calls[3:] == ["a", "b", "c"] * 6  # warm-up, then rounds
+    assert len({np.median(samples) for samples in timed.values()}) == 1  # the slowdown shared alike
+    assert sum(ticks) == pytest.approx(3)

@@ -14,7 +14,7 @@ from simspec.engine.speculative import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.measure.profiler import _context_ids, batched_target_latency, draft_latency, target_latency, \
-    time_repeated
+    time_interleaved, time_repeated
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.tree import DraftTree
 from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
@@ -53,28 +53,29 @@ class CurveGrid:
 
 
 @torch.inference_mode()
-def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[[], None],
+def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[..., None],
                    sampling: Sampling = GREEDY) -> list[dict]:
     """One plain decoding step after L tokens: causal forward of 1 token, head, then the argmax
-    (greedy) or, at T > 0, the target's distribution and a draw from it, as ``engine.plain`` does."""
-    out = []
+    (greedy) or, at T > 0, the target's distribution and a draw from it, as ``engine.plain`` does;
+    every L timed in rounds (``time_interleaved``), one cache per context."""
     vocab = target.model.config.vocab_size
     rng = np.random.default_rng(sampling.seed)
+    token = _context_ids(1, vocab, target.device)
+    runs = {}
     for context in contexts:
         cache = TargetCache(target)
         cache.forward(_context_ids(context, vocab, target.device))
         cache.length = context
-        token = _context_ids(1, vocab, target.device)
 
-        def run() -> None:
+        def run(cache=cache) -> None:
             hidden = cache.forward(token)
             logits = head_logits(cache.head, hidden)
             int(logits.argmax(-1)) if sampling.greedy else draw(distribution(logits.reshape(-1), sampling), rng)
             cache.cache.crop(-1)
 
-        out.append(sample_record("greedy", 1, context, time_repeated(run, target.device, repeats)))
-        advance()
-    return out
+        runs[context] = run
+    timed = time_interleaved(runs, target.device, repeats, advance=advance)
+    return [sample_record("greedy", 1, context, samples) for context, samples in timed.items()]
 
 
 @torch.inference_mode()
