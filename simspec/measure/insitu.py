@@ -254,7 +254,6 @@ class CoTimedRefit:
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
         self.width = base.meta["traces"]["width"]
         self.points = list(LADDER)
-        self.ladder = ladder_trees(self.width)
         self.trees_per_step = trees_per_step
         self.drift = DriftMeter(base.cost, self.width)
         self.steps = self.cycles = 0
@@ -262,9 +261,11 @@ class CoTimedRefit:
 
     def target(self, runs) -> None:
         """Adds to the ladder the operating points of ``runs`` (scored generations) it lacks."""
-        new = [p for p in operating_points(runs) if p not in self.points]
-        self.points += new
-        self.ladder += ladder_trees(self.width, new)
+        self.points += [p for p in operating_points(runs) if p not in self.points]
+
+    @property
+    def ladder(self) -> list:
+        return ladder_trees(self.width, self.points)
 
     def step(self, runs=()) -> None:
         """One train prompt: plain decoding and the next trees of the ladder, in rotated order;
@@ -273,9 +274,10 @@ class CoTimedRefit:
 
         self.target(runs)
         started = time.perf_counter()
-        k, n = self.trees_per_step, len(self.ladder)
+        ladder = self.ladder
+        k, n = self.trees_per_step, len(ladder)
         _, ids = self.prompts[self.steps % len(self.prompts)]
-        trees = [self.ladder[(self.steps * k + j) % n] for j in range(k)]
+        trees = [ladder[(self.steps * k + j) % n] for j in range(k)]
         seed = self.engine.sampling.seed + 1_000_000 + self.steps  # never a scored run's seed
         for slot in np.roll(np.arange(k + 1), -self.steps):  # slot 0: plain decoding
             if slot == 0:

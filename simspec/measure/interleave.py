@@ -273,9 +273,10 @@ def interleaved(
                     ids, policies[slot - 1], max_new_tokens, seed
                 )
                 advance()
+            generations = [runs[i + 1] for i in range(len(policies))]
             if between is not None:
-                between([runs[i + 1] for i in range(len(policies))])
-            yield rep, p, runs[0], [runs[i + 1] for i in range(len(policies))]
+                between(generations)
+            yield rep, p, runs[0], generations
 
 
 def run_methods(

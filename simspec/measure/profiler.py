@@ -43,14 +43,7 @@ class Latency:
 
 def time_repeated(run: Callable[[], None], device: torch.device, repeats: int, warmup: int = 2) -> tuple[float, ...]:
     """Seconds per call of ``run``, ``repeats`` times after ``warmup`` discarded calls."""
-    for _ in range(warmup):
-        run()
-    samples = []
-    for _ in range(repeats):
-        start = clock(device)
-        run()
-        samples.append(clock(device) - start)
-    return tuple(samples)
+    return time_interleaved({None: run}, device, repeats, warmup)[None]
 
 
 def time_interleaved(runs: dict, device: torch.device, repeats: int, warmup: int = 2,
