@@ -191,6 +191,9 @@ def train_draft(
                                         "and draft vocabulary) on the corpus; its card is kept as provenance. A "
                                         "--draft-vocab above the head's grows its vocabulary by the corpus's most "
                                         "frequent other tokens, their rows starting as the target's."),
+    intermediate: Optional[int] = typer.Option(None, "--intermediate-size", min=16, help="eagle3: the head's MLP "
+                                               "width (default the target's). With --init, a larger one widens the "
+                                               "head: its units kept, the new ones starting with no effect."),
     cut_at_eos: bool = typer.Option(True, "--cut-at-eos/--no-cut-at-eos", help="End self-distilled text at its "
                                     "first end-of-sequence token, where decoding stops (--no-cut-at-eos: the corpus "
                                     "of heads trained before the cut, e.g. the shipped head's first stage)."),
@@ -208,7 +211,7 @@ def train_draft(
                                 draft_vocab=draft_vocab, unroll=unroll, ttt_steps=ttt_steps,
                                 feature_weight=feature_weight, hidden=hidden, layers=layers, lr=lr, seed=seed,
                                 dtype=dtype, out=out_path, force=force, labels=labels,
-                                init=init, cut_at_eos=cut_at_eos)
+                                init=init, intermediate=intermediate, cut_at_eos=cut_at_eos)
     request.check()
     s = _run(lambda bar, status: run(request, bar, status), threads)
     show.train_draft(s)

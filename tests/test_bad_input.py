@@ -327,6 +327,11 @@ row("train-draft", "--init for a draft LM", lambda d, a: ["train-draft", "--kind
 row("train-draft", "--init's vocabulary larger than --draft-vocab",
     lambda d, a: ["train-draft", "--init", str(ROOT / "real" / "drafters" / "eagle"), "--draft-vocab", "4096",
                   "--out", out(d)], "pass --draft-vocab 8192 or more")
+row("train-draft", "--init's MLP wider than --intermediate-size",
+    lambda d, a: ["train-draft", "--init", str(ROOT / "real" / "drafters" / "eagle"), "--intermediate-size", "1024",
+                  "--out", out(d)], "pass 1536 or more")
+row("train-draft", "--intermediate-size for a draft LM",
+    lambda d, a: ["train-draft", "--kind", "lm", "--intermediate-size", "2048", "--out", out(d)], "--kind eagle3")
 row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)], "soft or hard")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],

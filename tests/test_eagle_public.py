@@ -450,3 +450,36 @@ def test_init_grows_the_draft_vocabulary_keeping_what_the_head_learned(target, p
     assert config["draft_vocab_size"] == 1536
     loaded = read_public_head(tmp_path / "grown", config, target, "grown")
     torch.testing.assert_close(loaded.target_ids(), new, rtol=0, atol=0)
+
+
+def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, tmp_path):
+    """--init with a larger --intermediate-size: the head's units are kept and the new ones start
+    with zero down_proj columns, so the widened head's logits equal the saved head's exactly; a
+    training step then moves the new columns, and the head saves and loads at its new width."""
+    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.engine.eagle_public import read_public_head
+
+    trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
+    cfg = Eagle3TrainConfig(**{**cfg.__dict__, "init": str(tmp_path / "head")})
+    kept = Eagle3Trainer(target, second, cfg).model
+    wide = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "intermediate": 2048}))
+    mlp = wide.model.midlayer.mlp
+    assert mlp.gate_proj.weight.shape == (2048, H) and mlp.down_proj.weight.shape == (H, 2048)
+    assert float(mlp.gate_proj.weight[INTER:].abs().sum()) > 0  # the new units are not dead
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(1, 5, 3 * H, generator=g)
+    embeddings = torch.randn(1, 5, H, generator=g)
+    positions = torch.arange(5)[None]
+    with torch.no_grad():
+        want = kept.logits(kept(kept.project(features), embeddings, positions)[0])
+        got = wide.model.logits(wide.model(wide.model.project(features), embeddings, positions)[0])
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    wide.train(tmp_path / "run-wide" / "checkpoint.pt")
+    assert float(mlp.down_proj.weight[:, INTER:].abs().sum()) > 0
+    wide.save(tmp_path / "wide", {})
+    config = json.loads((tmp_path / "wide" / "config.json").read_text())
+    assert config["intermediate_size"] == 2048
+    loaded = read_public_head(tmp_path / "wide", config, target, "wide")
+    assert loaded.cfg.intermediate == 2048
+    with pytest.raises(SimspecError, match="pass 1536 or more"):
+        Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "intermediate": 1024}))

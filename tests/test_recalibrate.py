@@ -95,6 +95,22 @@ def test_co_timed_ladder_adds_each_scored_methods_own_operating_point():
     assert co.result().record["targeted"] == [[8, 60], [3, 8]]
 
 
+def test_co_timed_steps_time_every_targeted_point_and_rotate_the_ladder():
+    """A method's own operating point is timed on every step (as often as the method runs: one
+    tree's time on one prompt spreads by 15-20 % here, and 8 of 48 prompts priced EAGLE-3's V = 60
+    7 % off); the ladder's other points share the rest of each step in rotation, each in turn."""
+    co = CoTimedRefit(None, load_profile(ROOT / "calibration" / "cpu-demo"), [("train-0", [1, 2, 3])], 8)
+    run = lambda d, v: Generation([0], 10, 0.0, 1.0, [CycleRecord(d, 10, v, 1, d - 1, 0.01, 0.1, 0.0, 0.001)])  # noqa: E731
+    co.target([run(8, 60), run(3, 8)])
+    names = [[t.name for t in co.trees(step)] for step in range(len(LADDER))]
+    assert all(step[:2] == ["static(D=8,V=60)", "static(D=3,V=8)"] for step in names)
+    assert all(len(step) == 2 + co.trees_per_step for step in names)
+    rotated = [name for step in names for name in step[2:]]
+    ladder = [t.name for t in co.ladder[:len(LADDER)]]
+    assert sorted(rotated) == sorted(ladder * co.trees_per_step)  # each ladder point equally often
+    assert rotated[:len(LADDER)] == ladder
+
+
 def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():
     """A profile calibrated without V = 7 (the shipped one, less its V = 7 records); the ladder
     runs it. The refit must price V = 7 at the ratio measured there, not at the average of

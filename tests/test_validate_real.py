@@ -284,6 +284,11 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
         for name in set(method[phase == 2]):
             points, counts = np.unique(shapes[(phase == 2) & (method == name)], axis=0, return_counts=True)
             assert list(points[counts.argmax()]) in co["refit"]["trees"], name
+        # ... and times each of them on every step, as often as the methods run.
+        runs = cycles["cycle_run"]
+        for d, v in co["refit"]["targeted"]:
+            at = (phase == 1) & (method == f"static(D={d},V={v})")
+            assert len(np.unique(runs[at])) == co["refit"]["steps"], (d, v)
         assert len(cycles["cycle_measured_verify"]) == len(phase) == len(cycles["cycle_predicted_verify"])
         assert set(cycles["step_phase"]) == {0, 1, 2}  # plain decoding interleaved in every phase
 

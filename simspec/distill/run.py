@@ -44,6 +44,7 @@ class TrainDraftRequest:
     force: bool = False
     labels: str = "soft"  # eagle3: soft (the target's distribution, EAGLE's loss) or hard (its greedy token)
     init: str | None = None  # eagle3: a head to continue training from
+    intermediate: int | None = None  # eagle3: MLP width (a continued head's grows, its function kept)
     cut_at_eos: bool = True  # self-distilled continuations end at their first end-of-sequence token
 
     def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
@@ -86,13 +87,21 @@ class TrainDraftRequest:
                 raise SimspecError(f"--init {self.init}: no EAGLE-3 head there (config.json missing): give the "
                                    "folder train-draft wrote")
             try:  # before the corpus (an hour of teacher pass): the rest is checked once the target loads
-                own = int(json.loads(config.read_text()).get("draft_vocab_size", 0))
-            except (OSError, ValueError, TypeError):
-                own = 0
+                fields = json.loads(config.read_text())
+                own = int(fields.get("draft_vocab_size", 0))
+                units = int(fields.get("intermediate_size", 0))
+            except (OSError, ValueError, TypeError, AttributeError):
+                own = units = 0
             if own > self.draft_vocab:
                 raise SimspecError(f"--init {self.init} has a draft vocabulary of {own} tokens, --draft-vocab is "
                                    f"{self.draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
                                    f"{own} or more")
+            if self.intermediate is not None and units > self.intermediate:
+                raise SimspecError(f"--init {self.init} has an MLP of {units} units, --intermediate-size is "
+                                   f"{self.intermediate}: a continued head keeps its units; pass {units} or more")
+        if self.intermediate is not None and self.kind != "eagle3":
+            raise SimspecError(f"--intermediate-size sets an EAGLE-3 head's MLP: use it with --kind eagle3, "
+                               f"not {self.kind}")
         resolve_dtype(self.dtype)
         self.corpus_specs()
         check_out(self.out_dir(), self.force)
@@ -141,7 +150,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
             draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, ttt_steps=r.ttt_steps, seed=r.seed,
-            soft_labels=r.labels == "soft", init=r.init))
+            soft_labels=r.labels == "soft", init=r.init, intermediate=r.intermediate))
     elif r.kind == "eagle":
         trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
             draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, unroll=r.unroll, feature_weight=r.feature_weight,

@@ -59,6 +59,7 @@ class Eagle3TrainConfig(TrainConfig):
     autocast_bf16: bool = True  # bf16 matmuls where the CPU multiplies them natively
     soft_labels: bool = True  # EAGLE's loss: cross-entropy against the target's whole distribution
     init: str | None = None  # an EAGLE-3 head to continue from (its weights and draft vocabulary)
+    intermediate: int | None = None  # the head's MLP width (None: the target's, or the continued head's)
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,8 @@ class EagleTrainer(DraftTrainer):
 
 
 
-def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_vocab: int) -> Eagle3Head:
+def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_vocab: int,
+                 intermediate: int | None = None) -> Eagle3Head:
     """The EAGLE-3 head a run continues from (float32), checked against the run: same target,
     same fused layers, a draft vocabulary no smaller than the head's (a larger one grows it)."""
     from simspec.engine.eagle_public import read_public_head
@@ -242,6 +244,9 @@ def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_voc
         raise SimspecError(f"{where} has a draft vocabulary of {head.cfg.draft_vocab} tokens, --draft-vocab is "
                            f"{draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
                            f"{head.cfg.draft_vocab} or more")
+    if intermediate is not None and intermediate < head.cfg.intermediate:
+        raise SimspecError(f"{where} has an MLP of {head.cfg.intermediate} units, --intermediate-size is "
+                           f"{intermediate}: a continued head keeps its units; pass {head.cfg.intermediate} or more")
     return head
 
 
@@ -264,6 +269,25 @@ def grown_head(head: Eagle3Head, vocab_ids: torch.Tensor, target_head: torch.nn.
     return grown
 
 
+def widened_head(head: Eagle3Head, intermediate: int, seed: int) -> Eagle3Head:
+    """``head`` with ``intermediate`` MLP units: its own units kept, the new ones' gate and up rows
+    drawn as a fresh layer's and their ``down_proj`` columns zero, so the widened head computes
+    exactly what ``head`` did until training moves the new columns off zero."""
+    wide = Eagle3Head(replace(head.cfg, intermediate=intermediate))
+    own = head.cfg.intermediate
+    state = head.state_dict()
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1 / math.sqrt(head.cfg.hidden)  # nn.Linear's initial range
+    mlp = "midlayer.mlp."
+    for name in ("gate_proj", "up_proj"):
+        fresh = (torch.rand(intermediate - own, head.cfg.hidden, generator=generator) * 2 - 1) * bound
+        state[f"{mlp}{name}.weight"] = torch.cat([state[f"{mlp}{name}.weight"].float(), fresh])
+    down = state[f"{mlp}down_proj.weight"].float()
+    state[f"{mlp}down_proj.weight"] = torch.cat([down, down.new_zeros(head.cfg.hidden, intermediate - own)], dim=1)
+    wide.load_state_dict(state)
+    return wide
+
+
 class Eagle3Trainer(DraftTrainer):
     """EAGLE-3's recipe: fused low/middle/high target features, its own LM head over the draft
     vocabulary, and training-time test. Step k of the unroll feeds each position the head's
@@ -276,7 +300,8 @@ class Eagle3Trainer(DraftTrainer):
         base, lm_head = base_and_head(target.model)
         self.embed = base.get_input_embeddings()
         self.target_head, self.target_norm = lm_head, getattr(base, "norm", None)
-        self.initial = None if cfg.init is None else initial_head(Path(cfg.init), target, corpus, cfg.draft_vocab)
+        self.initial = None if cfg.init is None else initial_head(Path(cfg.init), target, corpus, cfg.draft_vocab,
+                                                                  cfg.intermediate)
         super().__init__(target, corpus, cfg)
         # The target's read-out of its own final feature, restricted to the draft vocabulary:
         # the soft labels (its distribution there) come from the corpus's stored features.
@@ -296,9 +321,12 @@ class Eagle3Trainer(DraftTrainer):
         if self.initial is not None:
             head = self.initial if len(self.vocab_ids) == self.initial.cfg.draft_vocab \
                 else grown_head(self.initial, self.vocab_ids, self.target_head)
+            if self.cfg.intermediate is not None and self.cfg.intermediate > head.cfg.intermediate:
+                head = widened_head(head, self.cfg.intermediate, self.cfg.seed)
             head.d2t.requires_grad_(False)
             return head
-        head = Eagle3Head(eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"])))
+        shape = eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"]))
+        head = Eagle3Head(shape if self.cfg.intermediate is None else replace(shape, intermediate=self.cfg.intermediate))
         with torch.no_grad():  # start as the target's own read-out of a feature: its norm and head rows
             head.lm_head.weight.copy_(self.target_head.weight[self.vocab_ids].float())
             if self.target_norm is not None:

@@ -235,7 +235,7 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
 
 class CoTimedRefit:
     """The in-situ refit spread over a validation's scored runs: after each scored prompt, plain
-    decoding and the next ``trees_per_step`` trees of the ladder on the next train prompt, timed
+    decoding and ``trees(step)`` (below) on the next train prompt, timed
     against the base profile. A refit run before the scored runs is minutes older than they are,
     and on this project's CPUs the machine drifted 3-15 % in those minutes; this one's latencies
     are measured over the same minutes as the runs it predicts, from train prompts only.
@@ -244,11 +244,16 @@ class CoTimedRefit:
     frequent (depth, V), taken from the runs ``step`` is shown (their shapes only, never their
     times). A method's V off the ladder is otherwise priced between two ladder sizes, and the
     live curve has steps there: EAGLE-3's V = 60 verifies in the time of V = 64 on the EPYC, not
-    the interpolated 4 % less (``scripts/results/verify-by-method.py``); and a size the methods
-    spend their cycles at is measured twice as often."""
+    the interpolated 4 % less (``scripts/results/verify-by-method.py``).
+
+    Every step times each of those operating points once and the next ``trees_per_step`` trees of
+    ``LADDER`` in rotation: a point a method spends its cycles at is then measured on as many
+    prompts as the method itself. Rotated with the rest, each was timed on 8 of 48 prompts, and one
+    tree's time on a prompt spreads by 15-20 % on this VM: on HumanEval the ladder priced V = 60
+    at 1.46x the profile where EAGLE-3's own cycles ran at 1.30x, and predicted it 7 % slow."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                 trees_per_step: int = 4) -> None:
+                 trees_per_step: int = 2) -> None:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
@@ -267,19 +272,24 @@ class CoTimedRefit:
     def ladder(self) -> list:
         return ladder_trees(self.width, self.points)
 
+    def trees(self, step: int) -> list:
+        """The trees of step ``step``: every targeted operating point, then the next
+        ``trees_per_step`` of ``LADDER`` in rotation."""
+        ladder = self.ladder
+        k, n = self.trees_per_step, len(LADDER)
+        return ladder[n:] + [ladder[(step * k + j) % n] for j in range(k)]
+
     def step(self, runs=()) -> None:
-        """One train prompt: plain decoding and the next trees of the ladder, in rotated order;
-        first, the operating points of the scored ``runs`` just timed join the ladder."""
+        """One train prompt: plain decoding and this step's trees, in rotated order; first, the
+        operating points of the scored ``runs`` just timed join the ladder."""
         import numpy as np
 
         self.target(runs)
         started = time.perf_counter()
-        ladder = self.ladder
-        k, n = self.trees_per_step, len(ladder)
         _, ids = self.prompts[self.steps % len(self.prompts)]
-        trees = [ladder[(self.steps * k + j) % n] for j in range(k)]
+        trees = self.trees(self.steps)
         seed = self.engine.sampling.seed + 1_000_000 + self.steps  # never a scored run's seed
-        for slot in np.roll(np.arange(k + 1), -self.steps):  # slot 0: plain decoding
+        for slot in np.roll(np.arange(len(trees) + 1), -self.steps):  # slot 0: plain decoding
             if slot == 0:
                 self.drift.greedy(self.engine.plain(ids, self.max_new_tokens, seed))
             else:
