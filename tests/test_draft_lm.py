@@ -64,8 +64,11 @@ def test_training_learns_and_resumes_to_the_same_weights(target, tiny_corpus, tm
     resumed = LMTrainer(target, tiny_corpus, cfg)
     resumed._resume(tmp_path / "b" / "checkpoint.pt")
     assert resumed.step == 6  # the last checkpoint before the interruption
+    before = resumed.seconds  # the stopped run's time up to its checkpoint is carried on, not dropped
+    assert before > 0
     resumed.train(tmp_path / "b" / "checkpoint.pt")
     assert resumed.step == whole.step
+    assert resumed.seconds > before
     for p, q in zip(whole.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(p, q)
 

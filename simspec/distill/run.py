@@ -166,9 +166,8 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
         advance(stats["step"] - done[0], description=f"training loss {stats['loss']:.3f}")
         done[0] = stats["step"]
 
-    train_started = time.perf_counter()
     trainer.train(partial / "checkpoint.pt", tick)
-    train_s = time.perf_counter() - train_started
+    train_s = trainer.seconds
     agreement = trainer.agreement(heldout_corpus)
     meta = {"kind": r.kind, "dtype": r.dtype, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
             "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,

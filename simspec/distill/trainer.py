@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -101,6 +102,7 @@ class DraftTrainer:
         self.total_steps = self.steps_per_epoch * cfg.epochs
         self.step = 0
         self.history: list[dict] = []
+        self.seconds = 0.0  # training wall time over every run that reached the current step
 
     def vocabulary(self) -> torch.Tensor:
         """The draft vocabulary: the ``draft_vocab`` tokens the target emits most in the corpus."""
@@ -123,6 +125,9 @@ class DraftTrainer:
               checkpoint_every: int = 100) -> None:
         self._resume(checkpoint)
         self.model.train()
+        # A resumed run adds its time to the checkpoint's, so the card reports what the head cost;
+        # steps done after the last checkpoint by a stopped run are lost and not counted.
+        run_started, seconds_before = time.perf_counter(), self.seconds
         while self.step < self.total_steps:
             epoch, offset = divmod(self.step, self.steps_per_epoch)
             order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
@@ -137,6 +142,7 @@ class DraftTrainer:
             self.step += 1
             stats |= {"step": self.step, "epoch": epoch, "loss": loss.item()}
             self.history.append(stats)
+            self.seconds = seconds_before + time.perf_counter() - run_started
             advance(stats)
             if self.step % checkpoint_every == 0 or self.step == self.total_steps:
                 self._save_checkpoint(checkpoint)
@@ -146,7 +152,7 @@ class DraftTrainer:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
-                    "history": self.history, "config": asdict(self.cfg)}, tmp)
+                    "history": self.history, "seconds": self.seconds, "config": asdict(self.cfg)}, tmp)
         tmp.replace(path)
 
     def _resume(self, path: Path) -> None:
@@ -158,6 +164,7 @@ class DraftTrainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.history = state["step"], state["history"]
+        self.seconds = state.get("seconds", 0.0)  # checkpoints before this field: their time is unknown
 
 
 class EagleTrainer(DraftTrainer):
