@@ -289,6 +289,11 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
         for d, v in co["refit"]["targeted"]:
             at = (phase == 1) & (method == f"static(D={d},V={v})")
             assert len(np.unique(runs[at])) == co["refit"]["steps"], (d, v)
+            assert set(cycles["cycle_slot"][at]) == set(range(co["refit"]["steps"])), (d, v)  # one run a step
+        # Each run knows its slot: a scored run its (pass, prompt), a co-timed run its step.
+        whole = cycles["methods"][cycles["run_method"]] == "greedy"
+        for p in (1, 2):
+            assert sorted(cycles["run_slot"][whole & (cycles["run_phase"] == p)]) == list(range(co["refit"]["steps"]))
         assert len(cycles["cycle_measured_verify"]) == len(phase) == len(cycles["cycle_predicted_verify"])
         assert set(cycles["step_phase"]) == {0, 1, 2}  # plain decoding interleaved in every phase
 
@@ -304,10 +309,10 @@ def test_residual_breakdown_splits_the_time_error_by_component():
                                "bookkeeping": a([0.02, 0.02])},
                      predicted={"draft": a([0.1, 0.1]), "verify": a([0.25, 0.2]), "bookkeeping": a([0.02, 0.02])},
                      cycles={"context": a([100, 300]), "size": a([6, 60]), "depth": a([4, 8]),
-                             "committed": a([1, 3]), "accepted": a([2, 1])})
+                             "committed": a([1, 3]), "accepted": a([2, 1])}, slot=3)
     greedy = RunTiming("greedy", 100, total_s=0.5, prefill_s=0.1, prefill_predicted_s=0.08,
                        measured={"greedy step": a([0.2, 0.2])}, predicted={"greedy step": a([0.2, 0.2])},
-                       cycles={"context": a([100, 101])})
+                       cycles={"context": a([100, 101])}, slot=4)
     out = residual_breakdown([spec, greedy], {"grid": 0.005})
     grid = out["methods"]["grid"]
     # verify: 0.45 predicted against 0.6 live; policy 0.01 against 0.02; 0.04 s outside the components
@@ -329,6 +334,8 @@ def test_residual_breakdown_splits_the_time_error_by_component():
     assert table["cycle_predicted_verify"].tolist() == [0.25, 0.2]
     assert table["step_context"].tolist() == [100, 101] and table["step_run"].tolist() == [1, 1]
     assert table["run_total"].tolist() == [1.0, 0.5] and table["run_prefill_predicted"].tolist() == [0.1, 0.08]
+    assert table["cycle_slot"].tolist() == [3, 3] and table["step_slot"].tolist() == [4, 4]
+    assert table["run_slot"].tolist() == [3, 4]
 
 
 def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_show():

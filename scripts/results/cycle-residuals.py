@@ -98,9 +98,14 @@ if "co-timed" in phases:
     cotimed = phases.index("co-timed")
     refit_profile = load_profile(run / "profile")
     per_slot = len(report["rows"]) + 1  # plain decoding, then every method
-    per_step = report["co_timed_refit"]["refit"]["trees_per_step"] + 1  # plain decoding, then its trees
     slot, step_slot = run_of // per_slot, step_run // per_slot
-    step, step_step = run_of // per_step, step_run // per_step
+    if "cycle_slot" in t.files:  # each run's slot as recorded: a scored run's (pass, prompt), a co-timed step
+        step, step_step = t["cycle_slot"], t["step_slot"]
+    elif ((t["run_phase"] == cotimed).sum() == (refit := report["co_timed_refit"]["refit"])["steps"]
+          * (per_step := refit["trees_per_step"] + 1)):  # steps of one length: plain decoding, then its trees
+        step, step_step = run_of // per_step, step_run // per_step
+    else:  # steps of differing lengths (every targeted point, joined as methods ran), not recorded
+        step = step_step = None
     by_refit = np.asarray(refit_profile.cost.verify(size, context), dtype=float)
     step_by_refit = np.asarray(refit_profile.cost.greedy(t["step_context"]), dtype=float)
     n_slots, n_prompts = int(slot[phase == scored].max()) + 1, report["n_prompts"]
@@ -149,14 +154,17 @@ if "co-timed" in phases:
                 errors.append(take(sim_g / sim_m) / take(live_g / live_m) - 1)
         return np.array(errors) if signed else np.abs(errors)
 
-    factors = np.array([local(s) for s in range(n_slots)])
     predicted = t["cycle_predicted_draft"] + t["cycle_predicted_verify"] + t["cycle_predicted_bookkeeping"]
+    cuts = [("one refit for the run", lambda c, s: predicted[c].sum(), lambda g, s: t["step_predicted"][g].sum())]
+    if step is not None:
+        factors = np.array([local(s) for s in range(n_slots)])
+        cuts.append(("each slot priced by its neighbouring co-timed steps",
+                     lambda c, s: predicted[c].sum() + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1),
+                     lambda g, s: t["step_predicted"][g].sum() * factors[s, 1]))
     print("rebuilt from the cycles, mean / max |error| (median over prompts; over the set):")
-    for label, price, greedy_price in (
-            ("one refit for the run", lambda c, s: predicted[c].sum(), lambda g, s: t["step_predicted"][g].sum()),
-            ("each slot priced by its neighbouring co-timed steps",
-             lambda c, s: predicted[c].sum() + t["cycle_predicted_verify"][c].sum() * (factors[s, 0] - 1),
-             lambda g, s: t["step_predicted"][g].sum() * factors[s, 1])):
+    if step is None:
+        print("  (no slot-local cut: this run's co-timed steps differ in length, and its cycles.npz predates *_slot)")
+    for label, price, greedy_price in cuts:
         a, b = rebuild(price, greedy_price), rebuild(price, greedy_price, over_the_set=True)
         print(f"  {label:<52} {a.mean():.1%} / {a.max():.1%};  {b.mean():.1%} / {b.max():.1%}")
 

@@ -289,6 +289,7 @@ class CoTimedRefit:
         _, ids = self.prompts[self.steps % len(self.prompts)]
         trees = self.trees(self.steps)
         seed = self.engine.sampling.seed + 1_000_000 + self.steps  # never a scored run's seed
+        self.drift.slot = self.steps
         for slot in np.roll(np.arange(len(trees) + 1), -self.steps):  # slot 0: plain decoding
             if slot == 0:
                 self.drift.greedy(self.engine.plain(ids, self.max_new_tokens, seed))

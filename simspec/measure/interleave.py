@@ -135,6 +135,7 @@ class RunTiming:
     measured: dict[str, np.ndarray]  # component -> per-cycle seconds
     predicted: dict[str, np.ndarray]
     cycles: dict[str, np.ndarray]  # per-cycle operating point: context, size, depth, committed, accepted
+    slot: int = 0  # the slot it ran in: scored (pass, prompt) in order, or the co-timed refit's step
 
 
 class DriftMeter:
@@ -148,6 +149,7 @@ class DriftMeter:
         # Per verified size V, for the operations whose curves run along V (in-situ refits).
         self.by_size: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0]) for op in PER_SIZE}
         self.runs: list[RunTiming] = []  # every run, component by component (the residual analysis)
+        self.slot = 0  # set by the caller: the slot the next runs belong to (RunTiming.slot)
 
     def _add(self, operation: str, measured, predicted, size=None) -> None:
         self.measured[operation] += float(np.sum(measured))
@@ -166,7 +168,7 @@ class DriftMeter:
         self._add("prefill", run.prefill_s, prefill)
         self.runs.append(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
                                    {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
-                                   {"context": contexts}))
+                                   {"context": contexts}, self.slot))
 
     def speculative(self, run: Generation, method: str = "") -> None:
         if not run.cycles:
@@ -188,7 +190,7 @@ class DriftMeter:
         prefill = float(self.cost.prefill(run.prompt_length))
         self.runs.append(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
                                    predicted, {"context": contexts, "size": size, "depth": depth,
-                                               "committed": committed, "accepted": accepted}))
+                                               "committed": committed, "accepted": accepted}, self.slot))
 
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
@@ -301,6 +303,7 @@ def run_methods(
     for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats, between):
         prompt_id, ids = prompts[p]
         if drift is not None:
+            drift.slot = rep * len(prompts) + p
             drift.greedy(greedy)
         for result, run in zip(results, runs):
             result.add(rep, greedy, run)

@@ -104,7 +104,7 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
     cycles are ``cycle_*``, plain decoding steps ``step_*``, whole runs ``run_*`` (wall time,
     prefill live and predicted, prompt length: row k is run k of its phase, in the order run);
     ``*_method`` and ``*_phase`` index ``methods`` and ``phases``; ``*_run`` numbers the run
-    within its phase."""
+    within its phase, ``*_slot`` the slot it ran in (``RunTiming.slot``)."""
     names = list(phases)
     methods = sorted({run.method for runs in phases.values() for run in runs})
     spec, step, whole = defaultdict(list), defaultdict(list), defaultdict(list)
@@ -112,12 +112,13 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
         for r, run in enumerate(runs):
             for key, value in (("phase", p), ("method", methods.index(run.method)), ("total", run.total_s),
                                ("prefill", run.prefill_s), ("prefill_predicted", run.prefill_predicted_s),
-                               ("prompt_length", run.prompt_length)):
+                               ("prompt_length", run.prompt_length), ("slot", run.slot)):
                 whole[key].append(np.atleast_1d(value))
             if run.method == "greedy":
                 n = len(run.measured["greedy step"])
                 step["phase"].append(np.full(n, p))
                 step["run"].append(np.full(n, r))
+                step["slot"].append(np.full(n, run.slot))
                 step["context"].append(run.cycles["context"])
                 step["measured"].append(run.measured["greedy step"])
                 step["predicted"].append(run.predicted["greedy step"])
@@ -125,6 +126,7 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
             n = len(run.cycles["size"])
             spec["phase"].append(np.full(n, p))
             spec["run"].append(np.full(n, r))
+            spec["slot"].append(np.full(n, run.slot))
             spec["method"].append(np.full(n, methods.index(run.method)))
             for axis in CYCLE_AXES:
                 spec[axis].append(run.cycles[axis])
