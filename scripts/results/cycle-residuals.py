@@ -2,10 +2,13 @@
 timed cycles (RUN/cycles.npz) cut by hand. Each cycle's live verify time is held against the
 *base* profile's verify curve at its (verified size, context), in each phase: the upfront
 refit's ladder, the co-timed refit's, and the scored runs; then per context, per method and in
-time order. Then the scored runs are rebuilt from their cycles (components only) and priced
-under other refits — the upfront ladder's ratios taken as medians over its runs instead of
-pooled, the co-timed ladder's, both pooled, the upfront shape at the co-timed level, each slot at
-its nearest co-timed steps — to see which would have predicted best.
+time order; then what the run-to-run noise is (how a run's draft and verification, and
+neighbouring runs, move together). Then the scored runs are rebuilt from their cycles
+(components only) and priced under other refits — the upfront ladder's ratios taken as medians
+over its runs instead of pooled, the co-timed ladder's (pooled, medians over runs, the draft's
+first and later calls at their own scales, each ladder run's verification over its own draft
+speed), both pooled, the upfront shape at the co-timed level, each slot at its nearest co-timed
+steps — to see which would have predicted best.
 
     .venv/bin/python scripts/results/cycle-residuals.py RUN [PROFILE]
 
@@ -50,6 +53,27 @@ print(f"{run}: {len(size)} speculative cycles, {len(step_live)} plain decoding s
 print("\nlive / base profile, plain decoding step, by phase: " + ", ".join(
     f"{name} {step_live[step_phase == p].sum() / step_ref[step_phase == p].sum():.3f}"
     for p, name in enumerate(phases) if (step_phase == p).any()))
+
+# The plain step along the context, per phase: one ratio for the whole curve carries from the
+# refit's train prompts to the scored ones only where the live curve has the base's shape.
+context_edges = np.arange(96, 321, 32)
+print("plain decoding step, live / base by context (steps) — one row per phase:")
+print(f"{'ctx':<10}" + "".join(f"{f'{lo + 1}-{hi}':>14}" for lo, hi in zip(context_edges, context_edges[1:])))
+step_context = t["step_context"]
+in_bin = [(step_context > lo) & (step_context <= hi) for lo, hi in zip(context_edges, context_edges[1:])]
+for p, name in enumerate(phases):
+    cells = [(step_phase == p) & b for b in in_bin]
+    print(f"{name:<10}" + "".join(f"{f'{step_live[k].sum() / step_ref[k].sum():.3f} ({k.sum()})' if k.sum() >= 20 else '—':>14}"
+                                  for k in cells))
+if {"co-timed", "scored"} <= set(phases):  # the scored plain steps priced by the co-timed ratio, one or per context
+    co_, sc_ = step_phase == phases.index("co-timed"), step_phase == phases.index("scored")
+    one = step_live[co_].sum() / step_ref[co_].sum()
+    mids = (context_edges[:-1] + context_edges[1:]) / 2
+    ratios = np.array([step_live[k].sum() / step_ref[k].sum() if (k := co_ & b).sum() >= 20 else np.nan for b in in_bin])
+    by_context = np.interp(step_context[sc_], mids[~np.isnan(ratios)], ratios[~np.isnan(ratios)])
+    live_scored = step_live[sc_].sum()
+    print(f"scored plain steps priced by the co-timed ratio: one ratio {one * step_ref[sc_].sum() / live_scored - 1:+.1%}, "
+          f"per context (above, linear between bins) {(by_context * step_ref[sc_]).sum() / live_scored - 1:+.1%}")
 
 print("\nverify, live / base profile by verified size (cycles) — one column per phase:")
 print("V     " + "".join(f"{name:>18}" for name in phases))
@@ -199,12 +223,78 @@ if "co-timed" in phases:
     step_up, step_co = step_phase == refit_phase, step_phase == cotimed
     shape_up, level_up, level_co = per_size(up), level(up, step_up), level(co, step_co)
     drafted = base_draft > 0
+
+    # Per run (numbered within its phase): live over base for verification and for drafting.
+    # Drafting splits into the cycle's first call (it also feeds the last cycle's committed
+    # tokens) and the later calls of `width` nodes, each priced by the base curve.
+    run_key, run_at = np.unique(phase * 1_000_000 + run_of, return_inverse=True)
+    per_run = lambda x: np.bincount(run_at, weights=x, minlength=len(run_key))  # noqa: E731
+    depth, committed = t["cycle_depth"], t["cycle_committed"]
+    first = np.asarray(base.cost.draft(committed.astype(float), context.astype(float)), dtype=float)
+    later = np.maximum(depth - 2, 0) * np.asarray(base.cost.draft(float(base.meta["traces"]["width"]),
+                                                                 context.astype(float)), dtype=float)
+    first_share = np.where(drafted, first / np.maximum(first + later, 1e-12), 0.0)
+    draft_first, draft_later = base_draft * first_share, base_draft * (1 - first_share)
+    run_phase_, run_method_ = run_key // 1_000_000, np.zeros(len(run_key), dtype=int)
+    run_method_[run_at] = method
+    log_verify = np.log(per_run(live) / per_run(ref))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_draft = np.log(per_run(live_draft) / per_run(base_draft))
+    # The two draft scales that fit the co-timed runs' drafting best (relative error per run).
+    from scipy.optimize import nnls
+    fit_runs = (run_phase_ == cotimed) & (per_run(base_draft) > 0)
+    split = np.stack([per_run(draft_first), per_run(draft_later)], axis=1)
+    rho, _ = nnls(split[fit_runs] / per_run(live_draft)[fit_runs, None], np.ones(fit_runs.sum()))
+
+    # What the noise is: each run's log ratio less its method's mean over the run's phase.
+    timed = (run_phase_ != refit_phase) & np.isfinite(log_draft)
+    group = run_phase_ * len(methods) + run_method_
+    centred = lambda x: x - (np.bincount(group[timed], x[timed], group.max() + 1)  # noqa: E731
+                             / np.maximum(np.bincount(group[timed], minlength=group.max() + 1), 1))[group]
+    rv, rd = centred(log_verify)[timed], centred(log_draft)[timed]
+    print(f"\nrun-to-run noise, co-timed and scored runs (log live / base per run, less its method's mean): "
+          f"verify sd {rv.std():.3f}; draft and verify of one run correlate {np.corrcoef(rv, rd)[0, 1]:.2f} "
+          f"(verify less draft: sd {(rv - rd).std():.3f}); draft's first call {rho[0]:.2f}x the base, the later "
+          f"calls {rho[1]:.2f}x (co-timed fit)")
+    # In time order: the co-timed runs are recorded as they run; a scored slot's runs in method order.
+    lags, v_centred, ran = [], centred(log_verify), np.where(timed & (run_phase_ == cotimed))[0]
+    for lag in (1, 2, 3, 5, 10):  # run k and run k + lag of the same phase (keys are phase * 1e6 + run)
+        later_ = np.minimum(np.searchsorted(run_key, run_key[ran] + lag), len(run_key) - 1)
+        pair = (run_key[later_] == run_key[ran] + lag) & timed[later_]
+        lags.append(f"{lag} {np.corrcoef(v_centred[ran[pair]], v_centred[later_[pair]])[0, 1]:.2f}")
+    print("  verify, correlation between co-timed runs k apart (greedy runs count): " + ", ".join(lags))
+    print("  verify, live / base at each targeted point: ladder vs the methods at that V (raw; verify over the "
+          "run's draft speed)")
+    for d, v in report["co_timed_refit"]["refit"].get("targeted", []):
+        tree = methods.index(f"static(D={d},V={v})") if f"static(D={d},V={v})" in methods else -1
+        ladder_runs = (run_phase_ == cotimed) & (run_method_ == tree) & timed
+        own = [k for k in np.unique(method[phase == scored])  # the methods whose most frequent V is v
+               if np.bincount(size[(phase == scored) & (method == k)]).argmax() == v]
+        users = (run_phase_ == scored) & np.isin(run_method_, own) & timed
+        if ladder_runs.any() and users.any():
+            odds = [np.exp(np.mean((log_verify - log_draft)[m_])) for m_ in (ladder_runs, users)]
+            print(f"    ({d}, {v}): {np.exp(np.mean(log_verify[ladder_runs])):.3f} vs "
+                  f"{np.exp(np.mean(log_verify[users])):.3f};  {odds[0]:.3f} vs {odds[1]:.3f}")
+    draft_by_call = rho[0] * draft_first + rho[1] * draft_later
+    speed = np.ones(len(run_key))  # each co-timed run's draft speed over the fitted draft model
+    speed[fit_runs] = per_run(live_draft)[fit_runs] / (split[fit_runs] @ rho)
+
+    def per_size_over_speed(at) -> Callable:  # verify read against its own run's draft speed
+        ladder, ref_sped = np.unique(size[at]), ref * speed[run_at]
+        return log_interp(ladder, np.array([live[k].sum() / ref_sped[k].sum() for v in ladder
+                                            if (k := at & (size == v)).any()]))
     strategies = {
         "upfront": (per_size(up), *level_up[1:]),
         # one hiccup among the upfront ladder's 8 plain runs moves a pooled ratio by several per cent
         "upfront, median over runs": (per_size_by_run(up), by_run(step_live, step_ref, step_up, step_run),
                                       by_run(live_draft, base_draft, up & drafted, run_of)),
         "co-timed": (per_size(co), *level_co[1:]),
+        "co-timed, median over runs": (per_size_by_run(co), by_run(step_live, step_ref, step_co, step_run),
+                                       by_run(live_draft, base_draft, co & drafted, run_of)),
+        # the draft's first call and its later calls at their own scales
+        "co-timed, draft by call": (per_size(co), level_co[1], draft_by_call),
+        # each ladder run's verification over its own draft speed (the machine's, at that moment)
+        "co-timed, verify over draft speed": (per_size_over_speed(co), level_co[1], draft_by_call),
         "pooled": (per_size(both), *level(both, step_up | step_co)[1:]),
         "upfront shape, co-timed level": (lambda v: shape_up(v) * level_co[0] / level_up[0], *level_co[1:]),
     }
@@ -214,7 +304,8 @@ if "co-timed" in phases:
     signed = {}
     for label, (scale, greedy_scale, draft_scale) in strategies.items():
         verify_at = ref * np.array([scale(v) for v in size])
-        price = lambda c, s, v=verify_at, d=draft_scale: v[c].sum() + d * base_draft[c].sum() + others[c].sum()  # noqa: E731
+        drafting = draft_scale * base_draft if np.isscalar(draft_scale) else draft_scale
+        price = lambda c, s, v=verify_at, d=drafting: v[c].sum() + d[c].sum() + others[c].sum()  # noqa: E731
         greedy_price = lambda g, s, k=greedy_scale: k * base_step[g].sum()  # noqa: E731
         a, b = rebuild(price, greedy_price), rebuild(price, greedy_price, over_the_set=True, signed=True)
         signed[label] = (rebuild(price, greedy_price, signed=True), b)
