@@ -8,7 +8,8 @@
 # scripts/results/cycle-residuals.py. Writes real/fidelity-{sharegpt,humaneval}8/ (ship:
 # FORCE=--force replaces them; TAG=x writes real/fidelity-x-{sharegpt,humaneval}8/; SETS=sharegpt
 # runs one set; REPEATS=6 runs six passes: 79 min for HumanEval on the EPYC-Z4, the co-timed
-# ladder timing every method's own point each step). Run it alone: it measures time.
+# ladder timing every method's own point each step; REPEATS=10: 124 min). Run it alone: it
+# measures time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
