@@ -265,12 +265,12 @@ if "co-timed" in phases:
     print("  verify, correlation between co-timed runs k apart (greedy runs count): " + ", ".join(lags))
     print("  verify, live / base at each targeted point: ladder vs the methods at that V (raw; verify over the "
           "run's draft speed)")
+    scored_methods = np.unique(method[phase == scored])
+    modal_size = np.array([np.bincount(size[(phase == scored) & (method == k)]).argmax() for k in scored_methods])
     for d, v in report["co_timed_refit"]["refit"].get("targeted", []):
         tree = methods.index(f"static(D={d},V={v})") if f"static(D={d},V={v})" in methods else -1
         ladder_runs = (run_phase_ == cotimed) & (run_method_ == tree) & timed
-        own = [k for k in np.unique(method[phase == scored])  # the methods whose most frequent V is v
-               if np.bincount(size[(phase == scored) & (method == k)]).argmax() == v]
-        users = (run_phase_ == scored) & np.isin(run_method_, own) & timed
+        users = (run_phase_ == scored) & np.isin(run_method_, scored_methods[modal_size == v]) & timed  # their V is v
         if ladder_runs.any() and users.any():
             odds = [np.exp(np.mean((log_verify - log_draft)[m_])) for m_ in (ladder_runs, users)]
             print(f"    ({d}, {v}): {np.exp(np.mean(log_verify[ladder_runs])):.3f} vs "
