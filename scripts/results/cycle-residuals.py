@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec.measure.insitu import log_interp
+from simspec.measure.insitu import context_ratios, log_interp
 from simspec.measure.residuals import CYCLE_OPS
 from simspec.sim.profile import load_profile
 
@@ -199,7 +199,7 @@ if "co-timed" in phases:
     refit_phase = phases.index("refit")
     insitu = refit_profile.meta["in_situ"]["scales"]
     base_draft = t["cycle_predicted_draft"] / np.where(phase == scored, insitu["draft"], 1.0)
-    base_step = t["step_predicted"] / np.where(step_phase == scored, insitu["greedy"], 1.0)
+    base_step = step_ref  # the base curve at each plain step's context, whatever the refit scaled it by
     live_draft = t["cycle_measured_draft"]
 
     def per_size(at) -> Callable:
@@ -283,12 +283,21 @@ if "co-timed" in phases:
         ladder, ref_sped = np.unique(size[at]), ref * speed[run_at]
         return log_interp(ladder, np.array([live[k].sum() / ref_sped[k].sum() for v in ladder
                                             if (k := at & (size == v)).any()]))
+    def plain_per_context(at) -> np.ndarray:  # each step's scale under a refit of the plain step per context
+        grid = np.array(sorted({r["context"] for r in base.samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
+        keys, k_at = np.unique(step_context[at], return_inverse=True)
+        sums = [np.bincount(k_at, weights=x[at]) for x in (step_live, step_ref, np.ones_like(step_ref))]
+        scales = context_ratios(grid, base.cost.greedy(grid), keys, *sums, overall=level(co, at)[1])
+        return np.interp(step_context, grid, scales * base.cost.greedy(grid)) / step_ref
+
     strategies = {
         "upfront": (per_size(up), *level_up[1:]),
         # one hiccup among the upfront ladder's 8 plain runs moves a pooled ratio by several per cent
         "upfront, median over runs": (per_size_by_run(up), by_run(step_live, step_ref, step_up, step_run),
                                       by_run(live_draft, base_draft, up & drafted, run_of)),
         "co-timed": (per_size(co), *level_co[1:]),
+        # the plain step's curve scaled per grid context (what validate predicts with since 2026-11-27)
+        "co-timed, plain step per context": (per_size(co), plain_per_context(step_co), level_co[2]),
         "co-timed, median over runs": (per_size_by_run(co), by_run(step_live, step_ref, step_co, step_run),
                                        by_run(live_draft, base_draft, co & drafted, run_of)),
         # the draft's first call and its later calls at their own scales
@@ -306,7 +315,7 @@ if "co-timed" in phases:
         verify_at = ref * np.array([scale(v) for v in size])
         drafting = draft_scale * base_draft if np.isscalar(draft_scale) else draft_scale
         price = lambda c, s, v=verify_at, d=drafting: v[c].sum() + d[c].sum() + others[c].sum()  # noqa: E731
-        greedy_price = lambda g, s, k=greedy_scale: k * base_step[g].sum()  # noqa: E731
+        greedy_price = lambda g, s, k=greedy_scale: (k * base_step)[g].sum()  # noqa: E731
         a, b = rebuild(price, greedy_price), rebuild(price, greedy_price, over_the_set=True, signed=True)
         signed[label] = (rebuild(price, greedy_price, signed=True), b)
         b = np.abs(b)

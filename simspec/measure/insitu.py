@@ -12,12 +12,13 @@ This runs plain greedy decoding and a ladder of static trees on the profile's *t
 (never the held-out ones a validation scores), interleaved, holds every cycle against the
 profile's curves (``DriftMeter``), and scales each curve's points by the live ratio: for verify
 and bookkeeping the ratio measured at each ladder size, interpolated in log V (``log_interp``;
-the ladder holds every V up to 12, where tree policies spend most cycles), one ratio for the
-greedy step, drafting and the prefill. Per size, because the live curve's shape along V is not
-calibrate's: on the EPYC the live / profile ratio was 1.09 at V = 4, 1.30 at 6, 1.51 at 7, 1.33
-at 8, repeated within 1-3 % from pass to pass (``scripts/results/verify-by-size.py``); one line
-through sparse sizes priced the methods' V = 5-9 cycles 5-9 % off.
-The curves' shapes along the context length stay calibrate's; their levels become the engine's.
+the ladder holds every V up to 12, where tree policies spend most cycles); for the greedy step
+the ratio at each of its curve's grid contexts (``context_ratios``); one ratio for drafting and
+the prefill. Per size, because the live curve's shape along V is not calibrate's: on the EPYC
+the live / profile ratio was 1.09 at V = 4, 1.30 at 6, 1.51 at 7, 1.33 at 8, repeated within
+1-3 % from pass to pass (``scripts/results/verify-by-size.py``); one line through sparse sizes
+priced the methods' V = 5-9 cycles 5-9 % off. Per context for the greedy step, for the same
+reason along L (``refit_samples``, ``context_ratios``).
 ``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
 on train prompts of the scored set, right before the runs it predicts.
 """
@@ -83,35 +84,76 @@ def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float
     return lambda n: float(np.interp(np.log(max(float(n), 1.0)), x, y))
 
 
+# Plain steps' worth of pull towards the overall ratio on each grid context's scale: pins the
+# contexts no step reached and steadies the barely reached ones, and is nothing against the
+# thousands of steps a refit times.
+CONTEXT_PRIOR_STEPS = 5.0
+MIN_PLAIN_STEPS = 100  # fewer, and the plain step keeps one ratio: too few for a shape along the context
+
+
+def context_ratios(grid, grid_seconds, contexts, measured, predicted, counts, overall: float) -> np.ndarray | None:
+    """The scale of the plain-step curve at each of its grid contexts that makes the scaled curve
+    fit the live steps, from steps summed per context (``DriftMeter.greedy_steps_by_context``).
+
+    The curve is linear in the context between its grid points (``grid``, where it is worth
+    ``grid_seconds``), so the scaled curve at context c is sum_k hat_k(c) * grid_seconds_k * s_k:
+    linear in the scales, fitted by least squares on relative errors, each context weighted by
+    its steps, each scale pulled towards ``overall`` by ``CONTEXT_PRIOR_STEPS`` steps' worth.
+    Per-grid-point ratios (live over profile of the steps near each) would not do: they average
+    a bump with its neighbours and leave half of it. None under ``MIN_PLAIN_STEPS`` steps."""
+    grid, counts = np.asarray(grid, dtype=float), np.asarray(counts, dtype=float)
+    if len(grid) < 2 or counts.sum() < MIN_PLAIN_STEPS:
+        return None
+    model = np.asarray(predicted, dtype=float) / counts  # the profile's step at each context
+    hats = np.array([np.interp(contexts, grid, row) for row in np.eye(len(grid))]).T  # flat beyond the ends
+    x = hats * np.asarray(grid_seconds, dtype=float)[None, :] / model[:, None]
+    y = np.asarray(measured, dtype=float) / counts / model
+    lhs = x.T @ (counts[:, None] * x) + CONTEXT_PRIOR_STEPS * np.eye(len(grid))
+    rhs = x.T @ (counts * y) + CONTEXT_PRIOR_STEPS * overall
+    return np.linalg.solve(lhs, rhs)
+
+
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
-    and each curve's scale: one number, or, for the curves resolved per verified size, the
-    measured ratio at each size.
+    and each curve's scale: one number, or, for the curves resolved per verified size (verify,
+    bookkeeping) or per context (the plain step), the measured ratio at each size or context.
+
+    Per context for the plain step, because the live curve's shape along L is not calibrate's:
+    ``calibration/cpu-demo``'s has a bump (58 ms at 128 tokens, 66 at 192, 60 at 256) the live
+    engine lacks, and one ratio measured on train prompts priced held-out prompts at other
+    contexts 1-4 % off, which moves every speedup alike.
 
     A ratio was measured against the profile's *model*, and where that model is a fit (affine:
     chosen when the calibration was noisy) it differs from the raw samples. So the records of a
-    per-size curve become the model's value there times the ratio, marked ``projected`` (the
-    refitted profile interpolates them as they are): the refit then prices each ladder size at
-    exactly its ratio times the model the ratio was measured against."""
+    per-size or per-context curve become the model's value there times the ratio, marked
+    ``projected`` (the refitted profile interpolates them as they are): the refit then prices
+    each measured point at exactly its ratio times the model the ratio was measured against."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     overall = drift.ratios()
     scales: dict[str, object] = {}
-    scale_at = {}  # curve -> (n -> scale)
+    scale_at = {}  # curve -> ((n, context) -> scale)
     for op, curve in OPERATION_CURVE.items():
         sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 2
         if len(sizes):
-            scale_at[curve] = log_interp(sizes, ratios)
+            scale_at[curve] = lambda n, c, f=log_interp(sizes, ratios): f(n)
             scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
         else:
             ratio = overall.get(op, 1.0)
             scales[curve] = round(ratio, 4)
-            scale_at[curve] = lambda n, r=ratio: r
-    per_size = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
+            scale_at[curve] = lambda n, c, r=ratio: r
+    projected_kinds = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
+    grid = np.array(sorted({r["context"] for r in samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
+    by_context = context_ratios(grid, drift.cost.greedy(grid), *drift.greedy_steps_by_context(),
+                                overall=overall.get("greedy step", 1.0)) if len(grid) else None
+    if by_context is not None:
+        scale_at["greedy"] = lambda n, c, g=grid.astype(float), r=by_context: float(np.interp(c, g, r))
+        scales["greedy"] = {int(c): round(float(r), 4) for c, r in zip(grid, by_context)}
+        projected_kinds.add("greedy")
     out = []
     for record in samples + _between_grid_points(samples, drift):
-        kind, scale = record["kind"], scale_at[record["kind"]](record["n"])
-        projected = kind in per_size and record.get("batch", 1) == 1
+        kind, scale = record["kind"], scale_at[record["kind"]](record["n"], record["context"])
+        projected = kind in projected_kinds and record.get("batch", 1) == 1
         # The model's value over the record's median: 1 where the model interpolates the samples.
         to_model = float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected else 1.0
         factor = scale * to_model

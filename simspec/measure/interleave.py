@@ -148,6 +148,8 @@ class DriftMeter:
         self.predicted: dict[str, float] = defaultdict(float)
         # Per verified size V, for the operations whose curves run along V (in-situ refits).
         self.by_size: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0]) for op in PER_SIZE}
+        # The plain step per context: measured, predicted seconds and steps (the refit's curve along L).
+        self.greedy_by_context: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         self.runs: list[RunTiming] = []  # every run, component by component (the residual analysis)
         self.slot = 0  # set by the caller: the slot the next runs belong to (RunTiming.slot)
 
@@ -166,6 +168,9 @@ class DriftMeter:
         prefill = float(self.cost.prefill(run.prompt_length))
         self._add("greedy step", steps, predicted)
         self._add("prefill", run.prefill_s, prefill)
+        for c, m, p in zip(contexts.tolist(), steps.tolist(), np.asarray(predicted, dtype=float).tolist()):
+            sums = self.greedy_by_context[c]
+            sums[0], sums[1], sums[2] = sums[0] + m, sums[1] + p, sums[2] + 1
         self.runs.append(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
                                    {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
                                    {"context": contexts}, self.slot))
@@ -201,6 +206,13 @@ class DriftMeter:
         sums = self.by_size[operation]
         sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
         return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
+
+    def greedy_steps_by_context(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The plain steps seen, per context (ascending): contexts, measured and predicted seconds
+        summed, and how many steps."""
+        contexts = np.array(sorted(self.greedy_by_context), dtype=int)
+        sums = np.array([self.greedy_by_context[c] for c in contexts], dtype=float).reshape(-1, 3)
+        return contexts, sums[:, 0], sums[:, 1], sums[:, 2]
 
     def drifted(self) -> list[str]:
         """Model-forward operations off by more than the tolerance (bookkeeping, host-side
