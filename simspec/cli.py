@@ -325,10 +325,10 @@ def recalibrate(
 ) -> None:
     """Refit a measured profile's latency curves in situ: run plain greedy decoding and a ladder
     of static trees (V = 2..128) on the live engine, on train prompts, and scale each curve to the
-    engine's own cycle timings (per verified size for verify and bookkeeping). Calibration's tight
-    loops miss what a forward costs inside the decoding loop; this profile predicts the real
-    engine. Takes ~5 minutes on a 2-core CPU at the defaults. Writes a new profile that names the
-    one it refits."""
+    engine's own cycle timings (per verified size for verify and bookkeeping, per context for
+    the plain step). Calibration's tight loops miss what a forward costs inside the decoding
+    loop; this profile predicts the real engine. Takes ~5 minutes on a 2-core CPU at the
+    defaults. Writes a new profile that names the one it refits."""
     from simspec.measure.insitu import RecalibrateRequest, recalibrate as run
 
     request = RecalibrateRequest(profile, out_path, n_prompts, max_new_tokens, force, allow_other_device)
