@@ -5,10 +5,11 @@ refit's ladder, the co-timed refit's, and the scored runs; then per context, per
 time order; then what the run-to-run noise is (how a run's draft and verification, and
 neighbouring runs, move together). Then the scored runs are rebuilt from their cycles
 (components only) and priced under other refits — the upfront ladder's ratios taken as medians
-over its runs instead of pooled, the co-timed ladder's (pooled, medians over runs, the draft's
-first and later calls at their own scales, each ladder run's verification over its own draft
-speed), both pooled, the upfront shape at the co-timed level, each slot at its nearest co-timed
-steps — to see which would have predicted best.
+over its runs instead of pooled, the co-timed ladder's (pooled, the plain step per context as
+`validate` now refits it, medians over runs, the draft's first and later calls at their own
+scales, each ladder run's verification over its own draft speed), both pooled, the upfront
+shape at the co-timed level, each slot at its nearest co-timed steps — to see which would have
+predicted best.
 
     .venv/bin/python scripts/results/cycle-residuals.py RUN [PROFILE]
 
