@@ -465,7 +465,7 @@ def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, 
     wide = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "intermediate": 2048}))
     mlp = wide.model.midlayer.mlp
     assert mlp.gate_proj.weight.shape == (2048, H) and mlp.down_proj.weight.shape == (H, 2048)
-    assert float(mlp.gate_proj.weight[INTER:].abs().sum()) > 0  # the new units are not dead
+    assert float(mlp.gate_proj.weight[INTER:].detach().abs().sum()) > 0  # the new units are not dead
     g = torch.Generator().manual_seed(0)
     features = torch.randn(1, 5, 3 * H, generator=g)
     embeddings = torch.randn(1, 5, H, generator=g)
@@ -475,7 +475,7 @@ def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, 
         got = wide.model.logits(wide.model(wide.model.project(features), embeddings, positions)[0])
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     wide.train(tmp_path / "run-wide" / "checkpoint.pt")
-    assert float(mlp.down_proj.weight[:, INTER:].abs().sum()) > 0
+    assert float(mlp.down_proj.weight[:, INTER:].detach().abs().sum()) > 0
     wide.save(tmp_path / "wide", {})
     config = json.loads((tmp_path / "wide" / "config.json").read_text())
     assert config["intermediate_size"] == 2048
