@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec.measure.insitu import context_ratios, log_interp
+from simspec.measure.insitu import context_ratios, log_interp, plain_step_grid
 from simspec.measure.residuals import CYCLE_OPS
 from simspec.sim.profile import load_profile
 
@@ -285,10 +285,10 @@ if "co-timed" in phases:
         return log_interp(ladder, np.array([live[k].sum() / ref_sped[k].sum() for v in ladder
                                             if (k := at & (size == v)).any()]))
     def plain_per_context(at) -> np.ndarray:  # each step's scale under a refit of the plain step per context
-        grid = np.array(sorted({r["context"] for r in base.samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
+        grid = plain_step_grid(base.samples)
         keys, k_at = np.unique(step_context[at], return_inverse=True)
         sums = [np.bincount(k_at, weights=x[at]) for x in (step_live, step_ref, np.ones_like(step_ref))]
-        scales = context_ratios(grid, base.cost.greedy(grid), keys, *sums, overall=level(co, at)[1])
+        scales = context_ratios(grid, base.cost.greedy(grid), keys, *sums, overall=sums[0].sum() / sums[1].sum())
         return np.interp(step_context, grid, scales * base.cost.greedy(grid)) / step_ref
 
     strategies = {

@@ -113,6 +113,11 @@ def context_ratios(grid, grid_seconds, contexts, measured, predicted, counts, ov
     return np.linalg.solve(lhs, rhs)
 
 
+def plain_step_grid(samples: list[dict]) -> np.ndarray:
+    """The contexts the profile measured its plain step at (batch 1): where the refit scales it."""
+    return np.array(sorted({r["context"] for r in samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
+
+
 def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
     and each curve's scale: one number, or, for the curves resolved per verified size (verify,
@@ -143,7 +148,7 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
             scales[curve] = round(ratio, 4)
             scale_at[curve] = lambda n, c, r=ratio: r
     projected_kinds = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
-    grid = np.array(sorted({r["context"] for r in samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
+    grid = plain_step_grid(samples)
     by_context = context_ratios(grid, drift.cost.greedy(grid), *drift.greedy_steps_by_context(),
                                 overall=overall.get("greedy step", 1.0)) if len(grid) else None
     if by_context is not None:

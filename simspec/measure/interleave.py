@@ -146,31 +146,32 @@ class DriftMeter:
         self.cost, self.width = cost, width
         self.measured: dict[str, float] = defaultdict(float)
         self.predicted: dict[str, float] = defaultdict(float)
-        # Per verified size V, for the operations whose curves run along V (in-situ refits).
-        self.by_size: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0]) for op in PER_SIZE}
-        # The plain step per context: measured, predicted seconds and steps (the refit's curve along L).
-        self.greedy_by_context: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        # Measured and predicted seconds and cycles per key, for the in-situ refit's curves: per
+        # verified size V for the operations whose curves run along V, per context for the plain step.
+        self.by_key: dict[str, dict[int, list[float]]] = {op: defaultdict(lambda: [0.0, 0.0, 0])
+                                                          for op in (*PER_SIZE, "greedy step")}
         self.runs: list[RunTiming] = []  # every run, component by component (the residual analysis)
         self.slot = 0  # set by the caller: the slot the next runs belong to (RunTiming.slot)
 
-    def _add(self, operation: str, measured, predicted, size=None) -> None:
+    def _add(self, operation: str, measured, predicted, key=None) -> None:
+        """Sums ``operation``'s times; ``key`` (one per element: V or the context) also sums them
+        per key, into ``by_key[operation]``."""
         self.measured[operation] += float(np.sum(measured))
         self.predicted[operation] += float(np.sum(predicted))
-        if size is not None:
-            sums = self.by_size[operation]
-            for v, m, p in zip(np.asarray(size).tolist(), np.asarray(measured, dtype=float), np.asarray(predicted)):
-                sums[v][0] += m
-                sums[v][1] += p
+        if key is not None:
+            sums = self.by_key[operation]
+            for k, m, p in zip(np.asarray(key).tolist(), np.asarray(measured, dtype=float).tolist(),
+                               np.asarray(predicted, dtype=float).tolist()):
+                sums[k][0] += m
+                sums[k][1] += p
+                sums[k][2] += 1
 
     def greedy(self, run: Generation) -> None:
         contexts = run.prompt_length + np.arange(len(run.cycles))
         steps, predicted = np.array([c.verify_s for c in run.cycles]), self.cost.greedy(contexts)
         prefill = float(self.cost.prefill(run.prompt_length))
-        self._add("greedy step", steps, predicted)
+        self._add("greedy step", steps, predicted, contexts)
         self._add("prefill", run.prefill_s, prefill)
-        for c, m, p in zip(contexts.tolist(), steps.tolist(), np.asarray(predicted, dtype=float).tolist()):
-            sums = self.greedy_by_context[c]
-            sums[0], sums[1], sums[2] = sums[0] + m, sums[1] + p, sums[2] + 1
         self.runs.append(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
                                    {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
                                    {"context": contexts}, self.slot))
@@ -203,15 +204,16 @@ class DriftMeter:
     def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray]:
         """The live / profile ratio of one of ``PER_SIZE``'s operations at each verified size seen
         (sizes ascending)."""
-        sums = self.by_size[operation]
+        sums = self.by_key[operation]
         sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
         return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
 
     def greedy_steps_by_context(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The plain steps seen, per context (ascending): contexts, measured and predicted seconds
         summed, and how many steps."""
-        contexts = np.array(sorted(self.greedy_by_context), dtype=int)
-        sums = np.array([self.greedy_by_context[c] for c in contexts], dtype=float).reshape(-1, 3)
+        by_context = self.by_key["greedy step"]
+        contexts = np.array(sorted(by_context), dtype=int)
+        sums = np.array([by_context[c] for c in contexts], dtype=float).reshape(-1, 3)
         return contexts, sums[:, 0], sums[:, 1], sums[:, 2]
 
     def drifted(self) -> list[str]:
