@@ -8,8 +8,9 @@
 # scripts/results/cycle-residuals.py. Writes real/fidelity-{sharegpt,humaneval}8/ (ship:
 # FORCE=--force replaces them; TAG=x writes real/fidelity-x-{sharegpt,humaneval}8/; SETS=sharegpt
 # runs one set; REPEATS=6 runs six passes: 79 min for HumanEval on the EPYC-Z4, the co-timed
-# ladder timing every method's own point each step; REPEATS=10: 124 min). Run it alone: it
-# measures time.
+# ladder timing every method's own point each step; REPEATS=10: 124 min; EXTRA=--allow-other-device
+# on a machine other than the profile's, which the in-situ refit then re-measures). Run it alone:
+# it measures time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
@@ -17,5 +18,5 @@ for prompts in ${SETS:-sharegpt humaneval}; do
   simspec validate --real --profile calibration/cpu-demo --recalibrate --prompts "$prompts" --n-prompts 8 \
       --max-new-tokens 64 --repeats "${REPEATS:-3}" \
       --policies policies/ltd-cpu-demo,policies/radar-cpu-demo,policies/resps-cpu-demo,policies/resps-maxent-cpu-demo \
-      --out "real/fidelity-${TAG:+$TAG-}${prompts}8" --json ${FORCE:-}
+      --out "real/fidelity-${TAG:+$TAG-}${prompts}8" --json ${FORCE:-} ${EXTRA:-}
 done
