@@ -218,20 +218,20 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
 
     profile = load_profile(ROOT / "calibration" / "cpu-demo")
     profile.meta["device_model"] = device_model("cpu")
-    assert check_device(profile, False, "its prediction") is None
+    assert check_device(profile, False, "its predictions would be off here") is None
     profile.meta["device_model"] = "Imaginary CPU 9000"
     with pytest.raises(SimspecError, match="measured on Imaginary CPU 9000, and this is"):
-        check_device(profile, False, "its prediction")
-    assert "Imaginary CPU 9000" in check_device(profile, True, "its prediction")
+        check_device(profile, False, "its predictions would be off here")
+    assert "Imaginary CPU 9000" in check_device(profile, True, "its predictions would be off here")
     del profile.meta["device_model"]  # a profile from before the field: cannot tell, says so
-    assert "does not record the device" in check_device(profile, False, "its prediction")
+    assert "does not record the device" in check_device(profile, False, "its predictions would be off here")
     here = device_model("cpu")
     if " (family " in here:  # a profile naming the brand only, from before the family/model numbers: a warning
         profile.meta["device_model"] = here.split(" (family ")[0]
-        assert "records only the CPU name" in check_device(profile, False, "its prediction")
+        assert "records only the CPU name" in check_device(profile, False, "its predictions would be off here")
         profile.meta["device_model"] = here.split(" (family ")[0] + " (family 1, model 2)"  # another generation
         with pytest.raises(SimspecError, match="was measured on"):
-            check_device(profile, False, "its prediction")
+            check_device(profile, False, "its predictions would be off here")
 
 
 @pytest.mark.model
