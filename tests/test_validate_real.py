@@ -218,20 +218,22 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
 
     profile = load_profile(ROOT / "calibration" / "cpu-demo")
     profile.meta["device_model"] = device_model("cpu")
-    assert check_device(profile, False, "its predictions would be off here") is None
+    assert check_device(profile, False, refit=False) is None
     profile.meta["device_model"] = "Imaginary CPU 9000"
-    with pytest.raises(SimspecError, match="measured on Imaginary CPU 9000, and this is"):
-        check_device(profile, False, "its predictions would be off here")
-    assert "Imaginary CPU 9000" in check_device(profile, True, "its predictions would be off here")
+    with pytest.raises(SimspecError, match="measured on Imaginary CPU 9000, and this is.*predictions would be off"):
+        check_device(profile, False, refit=False)
+    with pytest.raises(SimspecError, match="a refit would start from its curve shapes"):
+        check_device(profile, False, refit=True)
+    assert "Imaginary CPU 9000" in check_device(profile, True, refit=False)
     del profile.meta["device_model"]  # a profile from before the field: cannot tell, says so
-    assert "does not record the device" in check_device(profile, False, "its predictions would be off here")
+    assert "does not record the device" in check_device(profile, False, refit=False)
     here = device_model("cpu")
     if " (family " in here:  # a profile naming the brand only, from before the family/model numbers: a warning
         profile.meta["device_model"] = here.split(" (family ")[0]
-        assert "records only the CPU name" in check_device(profile, False, "its predictions would be off here")
+        assert "records only the CPU name" in check_device(profile, False, refit=False)
         profile.meta["device_model"] = here.split(" (family ")[0] + " (family 1, model 2)"  # another generation
         with pytest.raises(SimspecError, match="was measured on"):
-            check_device(profile, False, "its predictions would be off here")
+            check_device(profile, False, refit=False)
 
 
 @pytest.mark.model

@@ -73,7 +73,7 @@ class RecalibrateRequest:
         chosen = load_prompts(prompts, split="train", n=self.n_prompts)
         if not chosen:
             raise SimspecError(f"no train prompts in {prompts}: recalibrate a profile whose traces have a train split")
-        check_device(profile, self.allow_other_device, REFIT_ON_OTHER_DEVICE)  # before any model loads
+        check_device(profile, self.allow_other_device, refit=True)  # before any model loads
         return profile, chosen
 
 
@@ -195,14 +195,10 @@ def _between_grid_points(samples: list[dict], drift) -> list[dict]:
     return added
 
 
-# check_device's refusal for a refit: what a profile of another device would do to it.
-REFIT_ON_OTHER_DEVICE = "a refit would start from its curve shapes"
-
-
-def check_device(profile: Profile, allow_other: bool, consequence: str) -> str | None:
-    """Refuses a profile measured on another device model, saying what using it would do
-    (``consequence``); with ``allow_other``, returns the warning to show instead. A profile that
-    predates the ``device_model`` field cannot be checked: a warning too."""
+def check_device(profile: Profile, allow_other: bool, refit: bool) -> str | None:
+    """Refuses a profile measured on another device model, saying what using it would do (to a
+    refit of it, or to predictions from it); with ``allow_other``, returns the warning to show
+    instead. A profile that predates the ``device_model`` field cannot be checked: a warning too."""
     from simspec.machine import device_model
 
     device = "cpu" if str(profile.meta.get("device", "cpu")).startswith("cpu") else "cuda"
@@ -219,6 +215,7 @@ def check_device(profile: Profile, allow_other: bool, consequence: str) -> str |
         return (f"profile {profile.directory} records only the CPU name {there!r}, and this is {here}: if it was "
                 "measured on another generation, predictions may be off")
     if not allow_other:
+        consequence = "a refit would start from its curve shapes" if refit else "its predictions would be off here"
         raise SimspecError(f"profile {profile.directory} was measured on {there}, and this is {here}: its latencies "
                            f"describe that machine, so {consequence}. Calibrate this one "
                            "(`simspec calibrate --gpu cpu --traces-from PROFILE`), or pass --allow-other-device")
@@ -390,7 +387,7 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
     from simspec.sim.profile import write_profile
 
     profile, chosen = checked or request.check()
-    warning = check_device(profile, request.allow_other_device, REFIT_ON_OTHER_DEVICE)
+    warning = check_device(profile, request.allow_other_device, refit=True)
     engine, ids = load_engine(profile, [p.text for p in chosen], request.max_new_tokens + max(d for d, _ in LADDER),
                               status)
     refit = refit_in_situ(engine, profile, [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)

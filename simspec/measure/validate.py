@@ -63,12 +63,6 @@ class ValidateRequest:
     def out_dir(self) -> Path:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
 
-    def device_consequence(self) -> str:
-        """What a profile from another device would cost this run (for check_device's refusal)."""
-        from simspec.measure.insitu import REFIT_ON_OTHER_DEVICE
-
-        return REFIT_ON_OTHER_DEVICE if self.recalibrate else "its predictions would be off here"
-
     def check(self) -> tuple[Profile, list]:
         """Every flag, the output folder, the profile and its traces, the policies and the prompts,
         before any model is loaded; returns the profile and the prompts."""
@@ -103,7 +97,7 @@ class ValidateRequest:
             raise SimspecError(f"no {self.split} prompts in {self.prompts}: use another --prompts or --split all")
         if self.recalibrate:
             self.refit_prompts()
-        check_device(profile, self.allow_other_device, self.device_consequence())  # last: every other fault is the input's
+        check_device(profile, self.allow_other_device, refit=self.recalibrate)  # last: every other fault is the input's
         return profile, chosen
 
     def refit_prompts(self) -> list:
@@ -145,7 +139,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.sim.traces import assemble
 
     profile, chosen = checked or request.check()
-    warning = check_device(profile, request.allow_other_device, request.device_consequence())
+    warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
     started = time.perf_counter()
     base = profile
     ref = profile.meta["traces"]
