@@ -10,19 +10,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from simspec import flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 
 ALGOS = ("ltd", "radar", "resps")
 TRACES = "calibration/traces-humaneval-eagle"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DemoRequest:
-    out: str = "demo"
-    algos: tuple[str, ...] = ("ltd", "radar")
-    n_prompts: int = 8
-    max_new_tokens: int = 32
-    force: bool = False
+    out: str = opt("demo", "Folder for everything the demo makes; refused if it exists, unless --force.")
+    algos: tuple[str, ...] = opt(("ltd", "radar"), "Policies to train (preset fast): ltd, radar, resps.",
+                                 parse=flags.names)
+    n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
+    max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
+    force: bool = opt(False, flags.FORCE)
 
     def check(self) -> Path:
         """The flags, the output folder and the shipped traces; returns the traces folder."""

@@ -30,7 +30,7 @@ def test_each_engine_gets_its_own_counting():
 
 
 def test_tune_picks_the_grid_best_of_the_train_prompts_and_scores_it_held_out(profile_dir):
-    tuned = run(TuneRequest(profile_dir, "sglang"))
+    tuned = run(TuneRequest(profile=profile_dir, engine="sglang"))
     s = tuned.summary
     profile = load_profile(profile_dir)
     traces = profile.traces()
@@ -48,7 +48,7 @@ def test_tune_picks_the_grid_best_of_the_train_prompts_and_scores_it_held_out(pr
 
 
 def test_a_chain_engine_is_tuned_over_chains(profile_dir):
-    s = run(TuneRequest(profile_dir, "vllm")).summary
+    s = run(TuneRequest(profile=profile_dir, engine="vllm")).summary
     assert s["size"] == s["depth"] and s["runner_up"]["size"] == s["runner_up"]["depth"]
     assert s["settings"]["num_speculative_tokens"] == s["depth"] - 1
 

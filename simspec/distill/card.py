@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from simspec.data import load_prompts, render_chat
+from simspec.distill.card_request import CardRequest
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
 from simspec.engine.drafter import Drafter
@@ -161,23 +161,6 @@ def _lm_description(config) -> str:
             "tied embeddings initialised from the target's embedding projected on its principal directions, then "
             "distilled on the target's greedy tokens. A plain Hugging Face model directory; children are scored "
             "over a reduced output vocabulary (draft_vocab.safetensors).")
-
-
-@dataclass(frozen=True)
-class CardRequest:
-    draft: str = "eagle"
-    target: str = "smollm2-135m-instruct"
-    n_prompts: int = 8
-    max_new_tokens: int = 64
-    dtype: str = "fp32"
-    out: str | None = None  # where README.md + measured.json go; None: the drafter's own folder
-
-    def check(self) -> None:
-        from simspec.engine.models import resolve_dtype
-
-        resolve_dtype(self.dtype)
-        if self.out is not None and Path(self.out).exists() and not Path(self.out).is_dir():
-            raise SimspecError(f"--out {self.out} is a file: name a folder for the card (README.md + measured.json)")
 
 
 def make_card(request: CardRequest, status) -> dict:

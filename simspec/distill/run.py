@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simspec import flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 
 if TYPE_CHECKING:
     from simspec.distill.corpus import CorpusSpec
@@ -24,28 +26,43 @@ Bar = Callable[[str, int], Callable[..., None]]
 KINDS = ("eagle3", "eagle", "lm")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainDraftRequest:
-    kind: str = "eagle3"
-    target: str = "smollm2-135m-instruct"
-    data: tuple[str, ...] = ("self:0.55", "selfcode:0.15", "sharegpt:0.15", "code:0.15")  # NAME[:SHARE]
-    tokens: int = 480_000
-    epochs: int = 4
-    draft_vocab: int = 8192
-    unroll: int = 2  # eagle: passes feeding the head's own features back (1 = EAGLE-1)
-    ttt_steps: int = 4  # eagle3: training-time test steps
-    feature_weight: float = 1.0  # eagle: weight of the feature-regression loss
-    hidden: int = 256  # lm
-    layers: int = 2  # lm
-    lr: float = 1e-3
-    seed: int = 0
-    dtype: str = "fp32"  # the target's (teacher's) dtype
-    out: str | None = None
-    force: bool = False
-    labels: str = "soft"  # eagle3: soft (the target's distribution, EAGLE's loss) or hard (its greedy token)
-    init: str | None = None  # eagle3: a head to continue training from
-    intermediate: int | None = None  # eagle3: MLP width (a continued head's grows, its function kept)
-    cut_at_eos: bool = True  # self-distilled continuations end at their first end-of-sequence token
+    kind: str = opt("eagle3", "eagle3: an EAGLE-3 head in the public layout SGLang and vLLM load (three fused target "
+                    "layers, its own LM head, training-time test); eagle: simspec's EAGLE-1-style head; lm: a small "
+                    "standalone Llama sharing the target's tokenizer.")
+    target: str = opt("smollm2-135m-instruct", flags.TARGET)
+    data: tuple[str, ...] = opt(("self:0.55", "selfcode:0.15", "sharegpt:0.15", "code:0.15"), "Teacher text, "
+                                "NAME[:SHARE] comma-separated: self (the target's greedy continuations of train-split "
+                                "ShareGPT and HumanEval prompts), selfcode (its continuations of stdlib function "
+                                "stubs), sharegpt (train-split conversations), code (Python stdlib source). No "
+                                "shares: even split.", parse=flags.names)
+    tokens: int = opt(480_000, "Teacher tokens in total.", min=256)
+    epochs: int = opt(4, "Passes over the teacher corpus.", min=1)
+    draft_vocab: int = opt(8192, "Reduced draft vocabulary (most frequent target tokens).", min=16)
+    unroll: int = opt(2, "eagle: training passes feeding the head's own features back (1 = EAGLE-1).", min=1, max=4)
+    ttt_steps: int = opt(4, "eagle3: training-time test steps (the head unrolled on its own outputs; step k's loss "
+                         "weighs 0.8^k).", min=1, max=8)
+    feature_weight: float = opt(1.0, "eagle: weight of the feature-regression loss (0 = token loss only).", min=0.0)
+    hidden: int = opt(256, "lm: hidden size.", min=16)
+    layers: int = opt(2, "lm: decoder layers.", min=1)
+    lr: float = opt(1e-3, "Peak learning rate (AdamW, warm-up then cosine).")
+    seed: int = opt(0, "Seed for data order, initialisation and sampling.")
+    labels: str = opt("soft", "eagle3: soft (cross-entropy against the target's distribution over the draft "
+                      "vocabulary, EAGLE's loss) or hard (against its greedy token).")
+    init: str | None = opt(None, "eagle3: continue training this head (its weights and draft vocabulary) on the "
+                           "corpus; its card is kept as provenance. A --draft-vocab above the head's grows its "
+                           "vocabulary by the corpus's most frequent other tokens, their rows starting as the "
+                           "target's.")
+    intermediate: int | None = opt(None, "eagle3: the head's MLP width (default the target's). With --init, a "
+                                   "larger one widens the head: its units kept, the new ones starting with no "
+                                   "effect.", flag="--intermediate-size", min=16)
+    cut_at_eos: bool = opt(True, "End self-distilled text at its first end-of-sequence token, where decoding stops "
+                           "(--no-cut-at-eos: the corpus of heads trained before the cut, e.g. the shipped head's "
+                           "first stage).", flag="--cut-at-eos/--no-cut-at-eos")
+    dtype: str = opt("fp32", flags.DTYPE)  # the target's (teacher's) dtype
+    out: str | None = opt(None, flags.out("Output directory (default real/drafters/KIND)"))
+    force: bool = opt(False, flags.FORCE)
 
     def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
         """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""

@@ -17,7 +17,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from simspec import flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 from simspec.measure.interleave import MethodRuns
 from simspec.policies.base import StaticPolicy, tree_capacity
 
@@ -59,24 +61,26 @@ def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
             "those configs ran with V capped at their tree's node count")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchRequest:
-    target: str = "smollm2-135m-instruct"
-    draft: str = "eagle"
-    prompts: str = "humaneval"
-    split: str = "heldout"
-    n_prompts: int = 3
-    offset: int = 0
-    max_new_tokens: int = 48
-    depths: tuple[int, ...] = (1, 3, 5)
-    widths: tuple[int, ...] = (1, 4)
-    sizes: tuple[int, ...] = (6, 12)
-    repeats: int = 1
-    device: str = "auto"
-    dtype: str = "fp32"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
+    target: str = opt("smollm2-135m-instruct", flags.TARGET)
+    draft: str = opt("eagle", flags.DRAFT)
+    prompts: str = opt("humaneval", flags.PROMPTS)
+    split: str = opt("heldout", flags.SPLIT)
+    n_prompts: int = opt(3, "How many prompts (first N of the split).", min=1)
+    offset: int = opt(0, "Skip this many prompts of the split first (to run a long grid in chunks).", min=0)
+    max_new_tokens: int = opt(48, "Tokens to generate per prompt.", min=1)
+    depths: tuple[int, ...] = opt((1, 3, 5), "Tree depths D (levels, root included; D-1 draft steps).",
+                                  parse=flags.sizes)
+    widths: tuple[int, ...] = opt((1, 4), "Beam widths W (top-k per expanded node).", parse=flags.sizes)
+    sizes: tuple[int, ...] = opt((6, 12), "Verified nodes V (root included): the target's tokens per forward; "
+                                 "capped at the tree's node count.", parse=flags.sizes)
+    repeats: int = opt(1, "Passes over the prompt set (speedup per prompt = median over passes).", min=1)
+    device: str = opt("auto", flags.DEVICE)
+    dtype: str = opt("fp32", flags.DTYPE)
+    temperature: float = opt(0.0, flags.TEMPERATURE)
+    top_p: float = opt(1.0, flags.TOP_P)
+    seed: int = opt(0, flags.SEED)
 
     def sampling(self):
         from simspec.engine.sampling import Sampling

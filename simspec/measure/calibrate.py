@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simspec import __version__
+from simspec import __version__, flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 
 Bar = Callable[[str, int], Callable[..., None]]
 
@@ -25,33 +26,51 @@ GPU_NAMES = ("auto", "cpu", "a100", "h100", "h200", "a40", "l4", "rtx3090", "rtx
 REPLAY_CHECK = ((3, 8), (6, 16), (8, 60))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CalibrateRequest:
-    gpu: str = "auto"
-    target: str = "smollm2-135m-instruct"
-    draft: str = "eagle"
-    prompts: str = "humaneval"
-    n_prompts: int = 164
-    max_new_tokens: int = 128
-    depth_max: int = 12
-    width: int = 10
-    traces_from: str | None = None
-    no_traces: bool = False
-    traces_only: bool = False
-    check_prompts: int = 4
-    check_tokens: int = 48
-    quick: bool = False
-    out: str | None = None
-    force: bool = False
-    seed: int = 0
-    dtype: str = "fp32"
-    temperature: float = 0.0  # > 0: sampled traces with node probabilities (see simspec.sim.traces)
-    top_p: float = 1.0
-    nodes: int = 64  # at T > 0: the largest V the traces support
-    ray: str | None = None  # record the traces as Ray tasks: "local" or a cluster address
-    workers: int = 2  # --ray: shards
-    import_curves: str | None = None  # a curves file measured in another engine (simspec.sim.imported)
-    batch_sizes: tuple[int, ...] = (1,)  # verify, draft and plain-step curves at these batch sizes too
+    gpu: str = opt("auto", "auto (the device present), cpu, or a GPU name: a100, h100, h200, a40, l4, rtx3090, "
+                   "rtx4090, v100. A named GPU that torch does not see gets an ANALYTIC roofline profile, marked as "
+                   "such everywhere.")
+    target: str = opt("smollm2-135m-instruct", flags.TARGET + " Analytic only: arch:llama-3.1-8b.")
+    draft: str = opt("eagle", flags.DRAFT)
+    prompts: str = opt("humaneval", flags.PROMPTS)
+    n_prompts: int = opt(164, "Prompts to record (first N; both splits, each trace remembers its split).", min=1)
+    max_new_tokens: int = opt(128, "Greedy tokens per prompt.", min=2)
+    depth_max: int = opt(12, "Tree levels recorded (root included).", min=2, max=32)
+    width: int = opt(10, "Beam width W of the recorded trees.", min=1, max=32)
+    traces_from: str | None = opt(None, "Reuse traces (a traces folder or a profile with traces; same models) "
+                                  "instead of recording them.")
+    no_traces: bool = opt(False, "Latency curves only.", flag="--no-traces")
+    traces_only: bool = opt(False, "Record traces only, into --out (a traces folder that profiles then name with "
+                            "--traces-from). No timing: may share the machine.", flag="--traces-only")
+    check_prompts: int = opt(4, "Prompts for the replay check (live engine vs trace, per cycle).", min=0)
+    check_tokens: int = opt(48, "New tokens per replay-check run.", min=2)
+    quick: bool = opt(False, "A small latency grid (tests, demo).")
+    out: str | None = opt(None, flags.out("Profile folder (default calibration/GPU-DRAFT; with --traces-only "
+                                          "calibration/traces-PROMPTS-DRAFT)"))
+    force: bool = opt(False, flags.FORCE)
+    seed: int = opt(0, "Seed (context token ids of the latency runs; at T > 0 prompt n's continuation is sampled "
+                    "with seed + n).")
+    dtype: str = opt("fp32", flags.DTYPE)
+    # > 0: sampled traces with node probabilities (see simspec.sim.traces)
+    temperature: float = opt(0.0, "0: greedy traces. Above 0: sampled continuations, and per tree the target's "
+                             "probability of every node a cycle of V <= --nodes may verify: the simulator then draws "
+                             "(or takes the expectation of) acceptance.", min=0.0)
+    top_p: float = opt(1.0, flags.TOP_P)
+    nodes: int = opt(64, "T > 0: the largest V (root included) the traces support; recording costs one target "
+                     "forward over about this many nodes per position.", min=2)
+    ray: str | None = opt(None, "Record the traces as Ray tasks: 'local' (a Ray instance on this machine) or a "
+                          "cluster's ADDRESS (host:port). The merged traces equal a single-process recording's (same "
+                          "content hash). Needs pip install \"simspec[ray]\".")
+    import_curves: str | None = opt(None, "Build the profile from latency curves measured in another engine (the "
+                                    "server you deploy: JSON or CSV, schema in docs/calibration.md), paired with "
+                                    "--traces-from; no models are loaded. The profile is marked IMPORTED and cannot "
+                                    "be validated with simspec's engine.")
+    batch_sizes: tuple[int, ...] = opt((1,), "Also measure (or model) the verify, draft and plain-step curves for "
+                                       "batches of these sizes, e.g. 1,2,4,8, so that `simspec tune --batch-size B` "
+                                       "can answer for a server batching B sequences.", parse=flags.ints)
+    workers: int = opt(2, "--ray: shards (tasks) to split the prompts into; each task runs --threads torch threads "
+                       "and asks Ray for that many CPUs (and one GPU where the cluster has them).", min=1)
 
     def sampling(self):
         from simspec.engine.sampling import Sampling

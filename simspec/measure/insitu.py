@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec import __version__
+from simspec import __version__, flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -46,14 +47,14 @@ LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10
           (7, 24), (7, 32), (8, 48), (8, 64), (10, 128))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecalibrateRequest:
-    profile: str
-    out: str | None = None
-    n_prompts: int = 8
-    max_new_tokens: int = 48
-    force: bool = False
-    allow_other_device: bool = False
+    profile: str = opt(help="A measured profile with traces (calibration/NAME).")
+    n_prompts: int = opt(8, "Train-split prompts of the profile's dataset to run (never held-out ones).", min=1)
+    max_new_tokens: int = opt(48, "New tokens per run.", min=4)
+    out: str | None = opt(None, flags.out("The refitted profile (default: PROFILE-insitu beside it)"))
+    force: bool = opt(False, flags.FORCE)
+    allow_other_device: bool = opt(False, flags.ALLOW_OTHER_DEVICE)
 
     def out_dir(self) -> Path:
         if self.out:

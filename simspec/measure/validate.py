@@ -27,30 +27,73 @@ from typing import Callable
 import numpy as np
 
 from simspec import __version__
+from simspec import flags
 from simspec.errors import SimspecError
-from simspec.sim.evaluate import BASELINES, check_split
+from simspec.flags import opt
+from simspec.sim.evaluate import BASELINES, check_split, parse_names
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
 
 
-@dataclass(frozen=True)
+REAL_TOKENS = 48  # --real's new tokens per prompt without --max-new-tokens (--simulated: everything recorded)
+
+
+def _methods(text: str, flag: str) -> tuple[str, ...]:
+    return tuple(parse_names(text))  # static:D,V keeps its comma
+
+
+@dataclass(frozen=True, kw_only=True)
 class ValidateRequest:
-    profile: str
-    baselines: tuple[str, ...] = BASELINES
-    policies: tuple[str, ...] = ()
-    prompts: str = "humaneval"
-    split: str = "heldout"
-    n_prompts: int = 40
-    max_new_tokens: int = 48
-    repeats: int = 1
-    out: str | None = None
-    force: bool = False
-    recalibrate: bool = False  # refit the profile in situ on train prompts of ``prompts`` first, predict with that
-    recalibrate_prompts: int = 8
-    allow_other_device: bool = False
-    temperature: float | None = None  # None: the profile's; else it must be the profile's
-    seed: int = 0  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
+    """``simspec validate``, both modes: ``--real`` runs it (``validate_real``), ``--simulated``
+    replays it (``simulated()``, read by ``simspec.sim.run``)."""
+
+    profile: str = opt(help=flags.PROFILE)
+    baselines: tuple[str, ...] = opt(
+        ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn"),
+        "Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm (moves after 2 agreeing "
+        "cycles), cachefsm-token (seed 003's token-cache FSM), qlearn, qlearn-paper (seed 003's Q-learning agent), "
+        "specdecpp and disco (acceptance classifiers trained on the train split), static:D,V (or static:DxV), select "
+        "(--simulated: seed 003's per-prompt draft selection among the profile's drafter and --drafters). Tunable "
+        "ones are tuned on the profile's train split.", parse=_methods)
+    drafters: tuple[str, ...] = opt((), "--simulated with the select baseline: comma-separated profiles of other "
+                                    "drafters of the same target, their traces recorded on the same prompts.",
+                                    parse=flags.names)
+    policies: tuple[str, ...] = opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the "
+                                    "baselines; each is charged its measured decision time.", parse=flags.names)
+    split: str = opt("heldout", "Prompts scored: heldout, train or all.")
+    max_new_tokens: int | None = opt(None, "Token budget per prompt (simulated default: everything recorded; real "
+                                     f"default: {REAL_TOKENS}).", min=2)
+    prompts: str = opt("humaneval", "--real: " + flags.PROMPTS)
+    n_prompts: int = opt(40, "--real: prompts to run (first N of the split).", min=1)
+    repeats: int = opt(1, "--real: passes over the prompts (per-prompt speedup: median over passes; at T > 0 each "
+                       "pass is another seed, and the mean is taken).", min=1)
+    # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
+    recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
+                            "train-split prompts of --prompts, in this process right before the scored runs, and "
+                            "predict with that refit (saved in RUN/profile/). Adds ~4 minutes on a 2-core CPU.",
+                            flag="--recalibrate")
+    recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
+    allow_other_device: bool = opt(False, flags.ALLOW_OTHER_DEVICE)
+    temperature: float | None = opt(None, "The temperature the profile's traces were recorded at (default: the "
+                                    "profile's; another is refused). At T > 0 --real samples: each pass is one seed "
+                                    "per prompt, speedups and tau are means over seeds, outputs are checked by a KS "
+                                    "test of their PIT.", min=0.0)
+    seed: int = opt(0, flags.SEED)  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
+    out: str | None = opt(None, flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)"))
+    force: bool = opt(False, flags.FORCE)
+
+    def tokens(self) -> int:
+        """--real's new tokens per prompt."""
+        return REAL_TOKENS if self.max_new_tokens is None else self.max_new_tokens
+
+    def simulated(self):
+        """The replay of ``validate --simulated`` (numpy only)."""
+        from simspec.sim.run import SimulatedRequest
+
+        return SimulatedRequest(profile=self.profile, baselines=self.baselines, policies=self.policies,
+                                split=self.split, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                drafters=self.drafters)
 
     def sampling(self, profile: Profile):
         """How the run decodes: the profile's traces' temperature and top-p, this request's seed."""
@@ -143,7 +186,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     started = time.perf_counter()
     base = profile
     ref = profile.meta["traces"]
-    depth_max, width, tokens = ref["depth_max"], ref["width"], request.max_new_tokens
+    depth_max, width, tokens = ref["depth_max"], ref["width"], request.tokens()
     refit_on = request.refit_prompts()
     room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
     sampling = request.sampling(profile)
@@ -152,8 +195,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     target, drafter = engine.target, engine.drafter
     out_dir = request.out_dir()
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        refit = refit_in_situ(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)],
-                              request.max_new_tokens, bar)
+        refit = refit_in_situ(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
         refit_meta = refitted_meta(base, request.profile, refit, request.prompts, out_dir / "profile",
                                    str(target.device))
         profile = build_profile(out_dir / "profile", refit_meta, refit.samples)

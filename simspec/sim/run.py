@@ -9,18 +9,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simspec.errors import SimspecError
-from simspec.sim.evaluate import BASELINES, PROMPT_LEVEL
+from simspec.flags import opt
+from simspec.sim.evaluate import PROMPT_LEVEL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SimulatedRequest:
+    """``validate --simulated``: made by ``ValidateRequest.simulated``, whose fields hold the
+    defaults (one place)."""
+
     profile: str
-    baselines: tuple[str, ...] = BASELINES
-    policies: tuple[str, ...] = ()
-    split: str = "heldout"
-    max_new_tokens: int | None = None  # None: everything recorded
-    temperature: float | None = None  # None: the profile's; else it must be the profile's
-    drafters: tuple[str, ...] = ()  # profiles of other drafters on the same prompts (``select``)
+    baselines: tuple[str, ...]
+    policies: tuple[str, ...]
+    split: str
+    max_new_tokens: int | None  # None: everything recorded
+    temperature: float | None  # None: the profile's; else it must be the profile's
+    drafters: tuple[str, ...]  # profiles of other drafters on the same prompts (``select``)
 
 
 @dataclass
@@ -120,14 +124,17 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     return made, block
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchSimRequest:
-    profile: str
-    copies: int = 200
-    depth: int = 8
-    size: int = 60
-    repeats: int = 3
-    temperature: float | None = None  # None: the profile's; else it must be the profile's
+    profile: str = opt(help="A profile folder with traces.")
+    copies: int = opt(200, "Copies of every trace prompt replayed at once.", min=1)
+    depth: int = opt(8, "Static tree depth D.", min=1)
+    size: int = opt(60, "Static verified tokens V.", min=1)
+    repeats: int = opt(3, "Timed replays (median reported).", min=1)
+    # None: the profile's; else it must be the profile's
+    temperature: float | None = opt(None, "The temperature the profile's traces must have been recorded at "
+                                    "(default: the profile's). At T > 0 every cycle draws its accepted length from "
+                                    "the tree's distribution.", min=0.0)
 
 
 def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:

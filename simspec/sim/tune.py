@@ -32,19 +32,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.errors import SimspecError
+from simspec.flags import opt
 
 ENGINES = ("sglang", "vllm", "eagle", "json")
 CHAIN_ENGINES = ("vllm",)
 BAND_EDGES = (0, 256, 512, 1024, 2048, 4096, 1 << 30)  # context bands, tokens
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneRequest:
-    profile: str
-    engine: str = "json"
-    max_new_tokens: int | None = None  # None: everything recorded
-    draft_path: str | None = None  # what the printed settings name as the draft model
-    batch_size: int = 1  # sequences a server batches: every cycle's draft and verify time is shared by them
+    profile: str = opt(help="A profile folder with traces (measured, analytic or imported).")
+    engine: str = opt("json", "Print the tree in this engine's settings: sglang (--speculative-* flags), vllm "
+                      "(speculative_config; vLLM's EAGLE drafts a chain), eagle (EaModel.from_pretrained arguments) "
+                      "or json (simspec's D, W, V).")
+    draft_path: str | None = opt(None, "The draft model path the printed settings name (default: the profile's "
+                                 "draft).")
+    max_new_tokens: int | None = opt(None, "Token budget per prompt (default: everything recorded).", min=2)
+    # sequences a server batches: every cycle's draft and verify time is shared by them
+    batch_size: int = opt(1, "Sequences the server batches: each cycle's draft and verify time is shared by them "
+                          "(the profile needs curves at that batch size: `simspec calibrate --batch-sizes`).", min=1)
 
     def check(self) -> None:
         if self.engine not in ENGINES:

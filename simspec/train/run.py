@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simspec import flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 from simspec.machine import machine
 from simspec.policies.artifact import ALGOS, write_policy
 from simspec.policies.base import BatchPolicy
@@ -30,20 +32,28 @@ from simspec.train.setting import PRECISIONS, VARIANTS, Setting, prepare
 PRESETS = ("paper", "fast")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainRequest:
-    profile: str
-    algo: str
-    preset: str = "paper"
-    reward: str = "throughput"
-    seed: int = 0
-    out: str | None = None
-    variant: str = "standard"  # Re-SpS: standard or maxent
-    force: bool = False
-    precision: str = "auto"  # PPO hidden layers: auto, fp32 or bf16
-    ablate: str | None = None  # LTD only: train without the size policy, the depth policy or co-adaptation
-    hold: int | None = None  # Re-SpS only: cycles the deployed policy holds an action (default 30)
-    train_hold: int | None = None  # Re-SpS only: cycles an action is held in training (default 10)
+    profile: str = opt(help=flags.PROFILE)
+    algo: str = opt(help="ltd (depth + size PPO, co-adapted), resps (cached tree budget, PPO) or radar (LSTM "
+                    "continue/stop, offline REINFORCE).")
+    preset: str = opt("paper", "paper: the seed's networks, hyper-parameters and step counts; fast: the same "
+                      "networks with about a tenth of the steps (minutes).")
+    reward: str = opt("throughput", "throughput (tokens per second of each cycle, LTD's), acceptance (tokens per "
+                      "cycle, the proxy) or time (seconds saved over greedy).")
+    variant: str = opt("standard", "Re-SpS only: standard or maxent (entropy coefficient 0.1).")
+    ablate: str | None = opt(None, "LTD only, the paper's ablations: size (no size policy: the best static V every "
+                             "cycle), depth (no depth policy: the best static depth) or rounds (no co-adaptation "
+                             "rounds).")
+    hold: int | None = opt(None, "Re-SpS only: cycles the deployed policy holds an action (the paper's N, 30 by "
+                           "default).")
+    train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
+    seed: int = opt(0, "Seeds the networks, the environments and the sampling: same seed, same policy.")
+    out: str | None = opt(None, flags.out("Policy folder (default policies/ALGO-PROFILE[-PRESET])"))
+    force: bool = opt(False, flags.FORCE)
+    precision: str = opt("auto", "PPO's hidden layers: fp32, or bf16 (autocast; weights, heads, losses, Adam and the "
+                         "exported policy stay fp32). auto: bf16 for ltd where the CPU has native bf16 (twice as "
+                         "fast), else fp32.")
 
     def resolved_precision(self) -> str:
         """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (it halves their

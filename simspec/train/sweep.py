@@ -22,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from simspec import flags
 from simspec.errors import SimspecError
+from simspec.flags import opt
 
 MAX_FAILURES = 2  # retries of a failed Ray Tune trial
 # The numbers of a trial's ``train`` summary that a Ray Tune trial reports back to the driver.
@@ -40,18 +42,25 @@ class Trial:
         return f"{self.algo}-{self.reward}-s{self.seed}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepRequest:
-    profile: str
-    algos: tuple[str, ...]
-    seeds: tuple[int, ...] = (0,)
-    rewards: tuple[str, ...] = ("throughput",)
-    preset: str = "fast"
-    ray: str | None = None  # "local" or a cluster address; None: one trial after another, here
-    workers: int = 2  # --ray local: trials at once
-    threads: int = 1  # torch threads per trial
-    out: str | None = None
-    force: bool = False
+    profile: str = opt(help=flags.PROFILE)
+    algos: tuple[str, ...] = opt(help="Comma-separated algorithms: ltd, resps, radar.", flag="--algo",
+                                 parse=flags.names)
+    seeds: tuple[int, ...] = opt((0,), "Comma-separated seeds, e.g. 1,2,3.", parse=flags.ints)
+    rewards: tuple[str, ...] = opt(("throughput",), "Comma-separated rewards: throughput, acceptance, time.",
+                                   flag="--reward", parse=flags.names)
+    preset: str = opt("fast", "Every trial's schedule: paper or fast.")
+    # "local" or a cluster address; None: one trial after another, here
+    ray: str | None = opt(None, "Run the trials as Ray Tune trials: 'local' (a Ray instance on this machine) or a "
+                          "cluster's ADDRESS. Without it they run one after another in this process. Needs pip "
+                          "install \"simspec[ray]\".")
+    workers: int = opt(2, "--ray local: trials at once.", min=1)
+    threads: int = opt(1, "torch threads of every trial, with or without Ray (a seed gives the same policy at the "
+                       "same thread count); under Ray, the CPUs a trial asks for.", min=1)
+    out: str | None = opt(None, flags.out("Sweep folder (default policies/sweep-PROFILE): one policy folder per trial "
+                                          "and sweep.json"))
+    force: bool = opt(False, flags.FORCE)
 
     def trials(self) -> list[Trial]:
         return [Trial(a, r, s) for a, r, s in itertools.product(self.algos, self.rewards, self.seeds)]
@@ -62,8 +71,8 @@ class SweepRequest:
     def train_request(self, trial: Trial, folder: Path):
         from simspec.train.run import TrainRequest
 
-        return TrainRequest(self.profile, trial.algo, self.preset, trial.reward, trial.seed,
-                            str(folder / trial.name), force=True)
+        return TrainRequest(profile=self.profile, algo=trial.algo, preset=self.preset, reward=trial.reward,
+                            seed=trial.seed, out=str(folder / trial.name), force=True)
 
     def check(self) -> None:
         """Every flag, each trial's request and the output folder, before any training."""

@@ -1,0 +1,157 @@
+"""Each flag declared once: a request field's default, help and bounds, read by the CLI.
+
+A request (a frozen, keyword-only dataclass owned by the module that does the work) declares
+every field with ``opt``; ``simspec.cli`` turns the fields into the verb's options (``command``)
+and builds the request by keyword from what was parsed. A list flag (``--depths 1,3,5``) names a
+``parse`` function: the request holds the parsed tuple, and the flag's text default is the tuple's
+default joined with commas, so there is one default. Typer only: no torch, no numpy."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
+
+from simspec.errors import SimspecError
+
+Parse = Callable[[str, str], tuple]  # (the flag's text, the flag's name) -> the field's value
+
+
+def opt(default: Any = dataclasses.MISSING, help: str = "", *, flag: str | None = None, min: float | None = None,
+        max: float | None = None, parse: Parse | None = None) -> Any:
+    """A request field that is also a flag: its default (none: a required flag), its ``--help``
+    text, its name when it is not the field's (``--intermediate-size``, ``--cut-at-eos/--no-cut-at-eos``),
+    its bounds, and for a comma-separated list the ``parse`` that reads it."""
+    return dataclasses.field(default=default,
+                             metadata={"help": help, "flag": flag, "min": min, "max": max, "parse": parse})
+
+
+# --- help shared by several requests' flags ------------------------------------------------------
+TARGET = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
+DRAFT = (
+    "Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
+    "an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout SGLang and vLLM load), "
+    "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
+    "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
+)
+PROMPTS = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
+           "taken in turn, e.g. humaneval+sharegpt.")
+SPLIT = "Prompts: heldout, train or all."
+DEVICE = "auto, cpu or cuda."
+DTYPE = ("fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal to plain decoding in "
+         "the same dtype; bf16 is native on AMX CPUs).")
+TEMPERATURE = ("0: greedy decoding (outputs checked token for token). Above 0: speculative sampling from "
+               "softmax(logits / T), outputs checked by a KS test of their probability integral transform under "
+               "the target.")
+TOP_P = "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only)."
+SEED = "Sampling seed (T > 0): pass k, prompt i draw from seed + k * prompts + i."
+FORCE = "Replace an existing --out."
+ALLOW_OTHER_DEVICE = ("Use a profile measured on another device model (CPU or GPU) than this one, with a warning, "
+                      "instead of refusing it.")
+PROFILE = "A profile folder with traces (calibration/NAME)."
+
+
+def out(what: str) -> str:
+    """``--out``'s help: what it holds and its default, then the refusal every verb shares."""
+    return f"{what}; refused if it exists, unless --force."
+
+
+# --- list flags --------------------------------------------------------------------------------
+def names(text: str, flag: str = "") -> tuple[str, ...]:
+    """``a, b,,c`` -> ("a", "b", "c")."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def ints(text: str, flag: str) -> tuple[int, ...]:
+    """Comma-separated integers, any sign (an empty text: none)."""
+    try:
+        return tuple(int(v) for v in names(text))
+    except ValueError:
+        raise SimspecError(f"{flag} takes comma-separated integers, got {text!r}") from None
+
+
+def sizes(text: str, flag: str) -> tuple[int, ...]:
+    """Comma-separated integers >= 1, at least one (a grid's depths, widths, sizes)."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SimspecError(f"{flag} takes comma-separated integers, got {text!r}") from None
+    if not values:
+        raise SimspecError(f"{flag} is empty")
+    bad = [v for v in values if v < 1]
+    if bad:
+        letter = {"--depths": "D", "--widths": "W", "--sizes": "V"}.get(flag, flag)
+        raise SimspecError(f"{flag}: {letter} must be >= 1, got {bad[0]}")
+    return values
+
+
+# --- the command a request makes ---------------------------------------------------------------
+def _flag_name(f: dataclasses.Field) -> str:
+    return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
+
+
+def _cli_type(hint: Any) -> Any:
+    """``X | None`` as typer reads it (``Optional[X]``)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return Optional[args[0]] if len(args) == 1 else hint
+    return hint
+
+
+def parameters(request: type) -> list[inspect.Parameter]:
+    """The request's fields as typer options, in declaration order."""
+    import typer
+
+    hints = typing.get_type_hints(request)
+    params = []
+    for f in dataclasses.fields(request):
+        m = f.metadata
+        kind, default = _cli_type(hints[f.name]), f.default
+        if m.get("parse"):  # the flag takes text; its default is the field's, written out
+            kind = Optional[str] if default is None else str
+            default = default if default in (None, dataclasses.MISSING) else ",".join(map(str, default))
+        option = typer.Option(*([m["flag"]] if m.get("flag") else []), help=m.get("help", ""), min=m.get("min"),
+                              max=m.get("max"))
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, option],
+                                        default=inspect.Parameter.empty if default is dataclasses.MISSING else default))
+    return params
+
+
+def build(request: type, values: dict[str, Any]) -> Any:
+    """The request from parsed flag values, by keyword (list flags through their ``parse``)."""
+    kwargs = {}
+    for f in dataclasses.fields(request):
+        value, parse = values[f.name], f.metadata.get("parse")
+        kwargs[f.name] = parse(value, _flag_name(f)) if parse and isinstance(value, str) else value
+    return request(**kwargs)
+
+
+def command(app: Any, name: str, request: type, lead: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """Registers ``body(request, **extras)`` as verb ``name``: the options are the request's
+    fields, then the body's own keyword parameters (``--json``, ``--threads``: the verb's, not
+    the work's), those named in ``lead`` (a mode: ``--simulated``) right after the first field;
+    the body gets the request built by keyword. The docstring is the verb's help."""
+
+    def register(body: Callable) -> Callable:
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in list(inspect.signature(body, eval_str=True).parameters.values())[1:]]
+        fields = {f.name for f in dataclasses.fields(request)}
+
+        @functools.wraps(body)
+        def verb(**values: Any) -> Any:
+            extras = {k: values.pop(k) for k in list(values) if k not in fields}
+            return body(build(request, values), **extras)
+
+        params, first = parameters(request), [p for p in own if p.name in lead]
+        rest = [p for p in own if p.name not in lead]
+        verb.__signature__ = inspect.Signature([*params[:1], *first, *params[1:], *rest])  # what typer reads
+        verb.__annotations__ = {}
+        del verb.__wrapped__  # typer must see the signature above, not the body's
+        app.command(name)(verb)
+        return body
+
+    return register

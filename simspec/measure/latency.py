@@ -1,0 +1,54 @@
+"""``simspec latency``: one request in, latency tables out (the measurements themselves are
+``simspec.measure.profiler``'s; torch loads only when the request runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from simspec import flags
+from simspec.flags import opt
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatencyRequest:
+    target: str = opt("smollm2-135m-instruct", flags.TARGET)
+    draft: str = opt("eagle", flags.DRAFT)
+    sizes: tuple[int, ...] = opt((1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), "Target forward sizes V (tokens).",
+                                 parse=flags.sizes)
+    contexts: tuple[int, ...] = opt((64, 256, 1024), "Context lengths L already in the KV cache.", parse=flags.sizes)
+    widths: tuple[int, ...] = opt((1, 2, 4, 6, 8, 10), "Draft step widths W (frontier nodes expanded).",
+                                  parse=flags.sizes)
+    repeats: int = opt(7, "Timed repeats per point (after 2 warm-up calls).", min=3)
+    device: str = opt("auto", flags.DEVICE)
+    dtype: str = opt("fp32", flags.DTYPE)
+
+
+def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],
+                    status: Callable[[str], object]) -> dict:
+    """``simspec latency``: one target forward vs V and L, one draft step vs W and L; returns the
+    summary (the ``--json`` line; ``samples`` holds every point, verify then draft)."""
+    import torch
+
+    from simspec import __version__
+    from simspec.engine.load import load_pair
+    from simspec.engine.models import resolve_device
+    from simspec.measure.profiler import draft_latency, memory_bandwidth, target_latency, weight_bytes
+
+    r = request
+    loaded, drafter = load_pair(r.target, r.draft, resolve_device(r.device), status, r.dtype)
+    tick = bar("latency", len(r.contexts) * (len(r.sizes) + len(r.widths)))
+    verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick)
+    drafts = draft_latency(drafter, loaded.model.config.vocab_size, r.widths, r.contexts, r.repeats, loaded.device,
+                           tick)
+    plain = {c: x for x in target_latency(loaded, [1], r.contexts, r.repeats) for c in [x.context]}
+    with status("measuring memory bandwidth"):
+        bandwidth = memory_bandwidth(loaded.device)
+    weights = weight_bytes(loaded.model)
+    floor_ms = weights / bandwidth * 1e3
+    return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
+            "dtype": r.dtype, "simspec_version": __version__,
+            "plain_decoding": {"ms_per_token": {str(c): x.median * 1e3 for c, x in plain.items()},
+                               "weight_bytes": weights, "bandwidth_gbs": bandwidth / 1e9,
+                               "memory_floor_ms": floor_ms},
+            "samples": [x.to_dict() for x in verify + drafts]}
