@@ -124,3 +124,60 @@ def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_p
     assert _converted_copy(ModelSource("m", again, "m.gguf")) == key
     (again / "m.gguf").write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))  # same size, last byte changed
     assert _converted_copy(ModelSource("m", again, "m.gguf")) != key
+
+
+# --- each flag declared once (issue 46) ----------------------------------------------------------
+def _requests() -> list[type]:
+    import dataclasses
+
+    from simspec import cli
+
+    return [v for v in vars(cli).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
+            and v.__name__.endswith("Request")]
+
+
+def test_every_verb_offers_json(capsys):
+    import typer
+
+    from simspec.cli import app
+
+    group = typer.main.get_command(app)
+    verbs = {name: cmd for name, cmd in group.commands.items() if not hasattr(cmd, "commands")}  # not `plot`
+    verbs.update({f"plot {n}": c for n, c in group.commands["plot"].commands.items()})
+    assert {"demo", "plot surface", "plot curves", "plot training", "plot validation"} <= set(verbs)
+    missing = [name for name, cmd in verbs.items() if "--json" not in {o for p in cmd.params for o in p.opts}]
+    assert not missing, f"verbs without --json: {missing}"
+    for verb in (["demo"], ["plot", "surface"]):
+        code, out, _ = run_cli(capsys, *verb, "--help")
+        assert code == 0 and "--json" in out
+
+
+def test_requests_are_keyword_only_and_declare_every_flag_once():
+    import dataclasses
+
+    requests = _requests()
+    assert len(requests) == 12
+    for request in requests:
+        assert request.__dataclass_params__.frozen and all(f.kw_only for f in dataclasses.fields(request))
+        with pytest.raises(TypeError):  # positional construction is refused
+            request("x")
+        for field in dataclasses.fields(request):
+            assert field.metadata.get("help"), f"{request.__name__}.{field.name} has no --help text"
+
+
+def test_a_list_flags_text_default_is_its_requests_tuple():
+    from simspec.flags import build, parameters
+    from simspec.measure.bench import BenchRequest
+
+    defaults = {p.name: p.default for p in parameters(BenchRequest)}
+    assert defaults["depths"] == "1,3,5" and defaults["sizes"] == "6,12"
+    assert build(BenchRequest, defaults) == BenchRequest()
+
+
+def test_validate_max_new_tokens_is_the_modes_default():
+    from simspec.measure.validate import REAL_TOKENS, ValidateRequest
+
+    request = ValidateRequest(profile="p")
+    assert request.max_new_tokens is None and request.tokens() == REAL_TOKENS == 48
+    assert request.simulated().max_new_tokens is None  # --simulated: everything recorded
+    assert ValidateRequest(profile="p", max_new_tokens=16).tokens() == 16

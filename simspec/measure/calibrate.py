@@ -52,7 +52,6 @@ class CalibrateRequest:
     seed: int = opt(0, "Seed (context token ids of the latency runs; at T > 0 prompt n's continuation is sampled "
                     "with seed + n).")
     dtype: str = opt("fp32", flags.DTYPE)
-    # > 0: sampled traces with node probabilities (see simspec.sim.traces)
     temperature: float = opt(0.0, "0: greedy traces. Above 0: sampled continuations, and per tree the target's "
                              "probability of every node a cycle of V <= --nodes may verify: the simulator then draws "
                              "(or takes the expectation of) acceptance.", min=0.0)
@@ -89,7 +88,6 @@ class CalibrateRequest:
         """Every flag, the output folder, reused traces and the prompts, before any model loads."""
         from simspec.cache import check_out
         from simspec.data import load_prompts
-
         from simspec.engine.models import resolve_dtype
 
         resolve_dtype(self.dtype)

@@ -306,12 +306,9 @@ class CoTimedRefit:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
-        self.width = base.meta["traces"]["width"]
-        self.points = list(LADDER)
-        self.trees_per_step = trees_per_step
+        self.width, self.points, self.trees_per_step = base.meta["traces"]["width"], list(LADDER), trees_per_step
         self.drift = DriftMeter(base.cost, self.width)
-        self.steps = self.cycles = 0
-        self.seconds = 0.0
+        self.steps, self.cycles, self.seconds = 0, 0, 0.0
 
     def target(self, runs) -> None:
         """Adds to the ladder the operating points of ``runs`` (scored generations) it lacks."""
