@@ -13,22 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from simspec import __version__
-from simspec.demo import DemoRequest
-from simspec.distill.card_request import CardRequest
-from simspec.distill.run import TrainDraftRequest
 from simspec.errors import SimspecError
+from simspec import flags
 from simspec.flags import command
-from simspec.measure.bench import BenchRequest
-from simspec.measure.calibrate import CalibrateRequest
-from simspec.measure.insitu import RecalibrateRequest
-from simspec.measure.latency import LatencyRequest
-from simspec.measure.validate import ValidateRequest
 from simspec.report import console as show
 from simspec.report.console import err, json_line as _json, out, run_with_progress as _run
-from simspec.sim.run import BenchSimRequest
-from simspec.sim.tune import TuneRequest
-from simspec.train.run import TrainRequest
-from simspec.train.sweep import SweepRequest
 
 app = typer.Typer(
     add_completion=False,
@@ -59,8 +48,8 @@ def _main(
 
 
 # --- real engine -----------------------------------------------------------------------------
-@command(app, "bench-engine", BenchRequest)
-def bench_engine(request: BenchRequest, threads: Threads = None, as_json: Json = False) -> None:
+@command(app, "bench-engine", "simspec.measure.bench:BenchRequest")
+def bench_engine(request, threads: Threads = None, as_json: Json = False) -> None:
     """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check
     (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
@@ -74,8 +63,8 @@ def bench_engine(request: BenchRequest, threads: Threads = None, as_json: Json =
     _json(as_json, summary)
 
 
-@command(app, "latency", LatencyRequest)
-def latency(request: LatencyRequest, threads: Threads = None, as_json: Annotated[bool, typer.Option(
+@command(app, "latency", "simspec.measure.latency:LatencyRequest")
+def latency(request, threads: Threads = None, as_json: Annotated[bool, typer.Option(
         "--json", help="End stdout with one JSON line of every sample.")] = False) -> None:
     """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR),
     and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth)."""
@@ -88,8 +77,8 @@ def latency(request: LatencyRequest, threads: Threads = None, as_json: Annotated
     _json(as_json, summary)
 
 
-@command(app, "train-draft", TrainDraftRequest)
-def train_draft(request: TrainDraftRequest, threads: Threads = None, as_json: Json = False) -> None:
+@command(app, "train-draft", "simspec.distill.run:TrainDraftRequest")
+def train_draft(request, threads: Threads = None, as_json: Json = False) -> None:
     """Train a drafter for TARGET on teacher data it labels itself; resumable (a stopped run
     continues from OUT.partial/), deterministic from --seed."""
     from simspec.distill.run import train_draft as run
@@ -100,8 +89,8 @@ def train_draft(request: TrainDraftRequest, threads: Threads = None, as_json: Js
     _json(as_json, s)
 
 
-@command(app, "drafter-card", CardRequest)
-def drafter_card(request: CardRequest, threads: Threads = None, as_json: Json = False) -> None:
+@command(app, "drafter-card", "simspec.distill.card_request:CardRequest")
+def drafter_card(request, threads: Threads = None, as_json: Json = False) -> None:
     """Measure a trained drafter (held-out agreement with the target's greedy token, draft-step
     latency vs W, acceptance per depth on held-out HumanEval and ShareGPT prompts) and write its
     model card (README.md + measured.json)."""
@@ -114,8 +103,8 @@ def drafter_card(request: CardRequest, threads: Threads = None, as_json: Json = 
 
 
 # --- calibration -----------------------------------------------------------------------------
-@command(app, "calibrate", CalibrateRequest)
-def calibrate(request: CalibrateRequest, threads: Threads = None, as_json: Json = False) -> None:
+@command(app, "calibrate", "simspec.measure.calibrate:CalibrateRequest")
+def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
     """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
     draft-tree traces into one profile folder: everything the simulator needs."""
     from simspec.measure.calibrate import calibrate as run
@@ -129,8 +118,8 @@ def calibrate(request: CalibrateRequest, threads: Threads = None, as_json: Json 
     _json(as_json, s)
 
 
-@command(app, "recalibrate", RecalibrateRequest)
-def recalibrate(request: RecalibrateRequest, threads: ProfileThreads = None, as_json: Json = False) -> None:
+@command(app, "recalibrate", "simspec.measure.insitu:RecalibrateRequest")
+def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) -> None:
     """Refit a measured profile's latency curves in situ: run plain greedy decoding and a ladder
     of static trees (V = 2..128) on the live engine, on train prompts, and scale each curve to the
     engine's own cycle timings (per verified size for verify and bookkeeping, per context for
@@ -146,9 +135,9 @@ def recalibrate(request: RecalibrateRequest, threads: ProfileThreads = None, as_
 
 
 # --- validation and training -----------------------------------------------------------------
-@command(app, "validate", ValidateRequest, lead=("simulated", "real"))
+@command(app, "validate", "simspec.measure.validate:ValidateRequest", lead=("simulated", "real"))
 def validate(
-    request: ValidateRequest,
+    request,
     simulated: Annotated[bool, typer.Option("--simulated", help="Replay the profile's traces (fast, no models).")]
     = False,
     real: Annotated[bool, typer.Option("--real", help="Run every method on the real engine, interleaved with plain "
@@ -183,9 +172,9 @@ def validate(
     _json(as_json, result.summary)
 
 
-@command(app, "train", TrainRequest, lead=("simulated",))
+@command(app, "train", "simspec.train.run:TrainRequest", lead=("simulated",))
 def train(
-    request: TrainRequest,
+    request,
     simulated: Annotated[bool, typer.Option("--simulated", help="Train against the profile's replay (the only "
                                             "mode).")] = False,
     threads: Annotated[Optional[int], typer.Option(help="Torch threads (default: every core).")] = None,
@@ -208,8 +197,8 @@ def train(
     _json(as_json, s)
 
 
-@command(app, "sweep", SweepRequest)
-def sweep(request: SweepRequest, as_json: Json = False) -> None:
+@command(app, "sweep", "simspec.train.sweep:SweepRequest")
+def sweep(request, as_json: Json = False) -> None:
     """Train every combination of --algo x --reward x --seeds on one profile (each trial is
     `simspec train --simulated`), one after another or as Ray Tune trials, and print the
     held-out speedup per configuration: mean and sd over seeds, beside the grid best."""
@@ -221,8 +210,8 @@ def sweep(request: SweepRequest, as_json: Json = False) -> None:
     _json(as_json, s)
 
 
-@command(app, "demo", DemoRequest)
-def demo(request: DemoRequest, as_json: Annotated[bool, typer.Option(
+@command(app, "demo", "simspec.demo:DemoRequest")
+def demo(request, as_json: Annotated[bool, typer.Option(
         "--json", help="End stdout with one JSON line of the summary.")] = False) -> None:
     """The whole loop on the shipped defaults, in about 10 minutes on a 2-core CPU: a small
     calibration of this machine (quick latency grid; the shipped HumanEval draft-tree traces,
@@ -239,15 +228,16 @@ def demo(request: DemoRequest, as_json: Annotated[bool, typer.Option(
 
 def _invoke(args: list[str]) -> None:
     """Runs one simspec command in this process (a demo step); its interrupt stays an interrupt."""
-    code = app(args=args, standalone_mode=False)
+    with flags.naming(args):
+        code = app(args=args, standalone_mode=False)
     if code == 130:
         raise KeyboardInterrupt
     if code:
         raise typer.Exit(code)
 
 
-@command(app, "bench-sim", BenchSimRequest)
-def bench_sim(request: BenchSimRequest, as_json: Json = False) -> None:
+@command(app, "bench-sim", "simspec.sim.run:BenchSimRequest")
+def bench_sim(request, as_json: Json = False) -> None:
     """Replay throughput of the simulator: cycles per second for a static policy over
     COPIES copies of the profile's traces, on one core."""
     from simspec.sim.run import bench_sim as run
@@ -257,8 +247,8 @@ def bench_sim(request: BenchSimRequest, as_json: Json = False) -> None:
     _json(as_json, s)
 
 
-@command(app, "tune", TuneRequest)
-def tune(request: TuneRequest, as_json: Json = False) -> None:
+@command(app, "tune", "simspec.sim.tune:TuneRequest")
+def tune(request, as_json: Json = False) -> None:
     """The best static tree for a profile, in the settings of the engine you deploy: every static
     (D, V) replayed on the profile's train prompts, the best and the runner-up scored on its
     held-out prompts (speedup and margin), and the best tree per context band where it differs.
@@ -390,7 +380,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         # Not standalone: typer would print usage errors as boxes and turn Ctrl-C into a
         # returned 130 (it catches KeyboardInterrupt and raises Exit(130), which it returns).
-        code = app(args=argv, standalone_mode=False)
+        with flags.naming(sys.argv[1:] if argv is None else argv):
+            code = app(args=argv, standalone_mode=False)
     except SimspecError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:

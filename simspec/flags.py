@@ -8,8 +8,9 @@ default joined with commas, so there is one default. Typer only: no torch, no nu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
+import importlib
 import inspect
 import types
 import typing
@@ -130,28 +131,60 @@ def build(request: type, values: dict[str, Any]) -> Any:
     return request(**kwargs)
 
 
-def command(app: Any, name: str, request: type, lead: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
-    """Registers ``body(request, **extras)`` as verb ``name``: the options are the request's
-    fields, then the body's own keyword parameters (``--json``, ``--threads``: the verb's, not
-    the work's), those named in ``lead`` (a mode: ``--simulated``) right after the first field;
-    the body gets the request built by keyword. The docstring is the verb's help."""
+_named: str | None = None  # the verb of the command line being parsed; None: every verb reads its request
+
+
+@contextlib.contextmanager
+def naming(args: list[str]):
+    """While typer parses ``args``, only the verb they name reads its request: every start
+    builds every verb, and importing each request's module (numpy, gymnasium) for a verb not run
+    would slow every command by a second on a loaded 2-core machine."""
+    global _named
+    before, _named = _named, next((a for a in args if not a.startswith("-")), "")
+    try:
+        yield
+    finally:
+        _named = before
+
+
+class Verb:
+    """A verb typer builds from its request's fields: typer reads ``__signature__``, the body's
+    own keyword parameters (``--json``, ``--threads``: the verb's, not the work's) after the
+    fields, those named in ``lead`` (a mode: ``--simulated``) right after the first field; the
+    body is called with the request built by keyword. The body's docstring is the verb's help."""
+
+    def __init__(self, name: str, request: str, body: Callable, lead: tuple[str, ...]) -> None:
+        self.name, self._request, self._body, self._lead = name, request, body, lead
+        self.__name__, self.__qualname__, self.__doc__ = body.__name__, body.__qualname__, body.__doc__
+        self.__module__, self.__annotations__ = body.__module__, {}
+
+    def request(self) -> type:
+        """The request class (``module:Class``), imported now."""
+        module, _, name = self._request.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        if _named is not None and _named != self.name:
+            return inspect.Signature([])  # not run: the verb list needs its name and docstring only
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in list(inspect.signature(self._body).parameters.values())[1:]]
+        params, first = parameters(self.request()), [p for p in own if p.name in self._lead]
+        return inspect.Signature([*params[:1], *first, *params[1:], *[p for p in own if p.name not in self._lead]])
+
+    def __call__(self, **values: Any) -> Any:
+        request = self.request()
+        fields = {f.name for f in dataclasses.fields(request)}
+        extras = {k: values.pop(k) for k in list(values) if k not in fields}
+        return self._body(build(request, values), **extras)
+
+
+def command(app: Any, name: str, request: str, lead: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """Registers ``body(request, **extras)`` as verb ``name`` of ``app``, its options the fields
+    of ``request`` (``module:Class``): see ``Verb``."""
 
     def register(body: Callable) -> Callable:
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-               for p in list(inspect.signature(body, eval_str=True).parameters.values())[1:]]
-        fields = {f.name for f in dataclasses.fields(request)}
-
-        @functools.wraps(body)
-        def verb(**values: Any) -> Any:
-            extras = {k: values.pop(k) for k in list(values) if k not in fields}
-            return body(build(request, values), **extras)
-
-        params, first = parameters(request), [p for p in own if p.name in lead]
-        rest = [p for p in own if p.name not in lead]
-        verb.__signature__ = inspect.Signature([*params[:1], *first, *params[1:], *rest])  # what typer reads
-        verb.__annotations__ = {}
-        del verb.__wrapped__  # typer must see the signature above, not the body's
-        app.command(name)(verb)
+        app.command(name)(Verb(name, request, body, lead))
         return body
 
     return register

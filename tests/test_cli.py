@@ -128,12 +128,10 @@ def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_p
 
 # --- each flag declared once (issue 46) ----------------------------------------------------------
 def _requests() -> list[type]:
-    import dataclasses
+    from simspec.cli import app
+    from simspec.flags import Verb
 
-    from simspec import cli
-
-    return [v for v in vars(cli).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
-            and v.__name__.endswith("Request")]
+    return [c.callback.request() for c in app.registered_commands if isinstance(c.callback, Verb)]
 
 
 def test_every_verb_offers_json(capsys):
