@@ -25,7 +25,7 @@ class DemoRequest:
                                  parse=flags.names)
     n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
     max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
-    force: bool = opt(False, flags.FORCE)
+    force: bool = flags.force()
 
     def check(self) -> Path:
         """The flags, the output folder and the shipped traces; returns the traces folder."""

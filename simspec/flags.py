@@ -31,7 +31,7 @@ def opt(default: Any = dataclasses.MISSING, help: str = "", *, flag: str | None 
                              metadata={"help": help, "flag": flag, "min": min, "max": max, "parse": parse})
 
 
-# --- help shared by several requests' flags ------------------------------------------------------
+# --- flags several requests share: each declared here, once ---------------------------------
 TARGET = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
 DRAFT = (
     "Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
@@ -41,24 +41,54 @@ DRAFT = (
 )
 PROMPTS = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
            "taken in turn, e.g. humaneval+sharegpt.")
-SPLIT = "Prompts: heldout, train or all."
-DEVICE = "auto, cpu or cuda."
-DTYPE = ("fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal to plain decoding in "
-         "the same dtype; bf16 is native on AMX CPUs).")
-TEMPERATURE = ("0: greedy decoding (outputs checked token for token). Above 0: speculative sampling from "
-               "softmax(logits / T), outputs checked by a KS test of their probability integral transform under "
-               "the target.")
-TOP_P = "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only)."
-SEED = "Sampling seed (T > 0): pass k, prompt i draw from seed + k * prompts + i."
-FORCE = "Replace an existing --out."
-ALLOW_OTHER_DEVICE = ("Use a profile measured on another device model (CPU or GPU) than this one, with a warning, "
-                      "instead of refusing it.")
 PROFILE = "A profile folder with traces (calibration/NAME)."
 
 
-def out(what: str) -> str:
-    """``--out``'s help: what it holds and its default, then the refusal every verb shares."""
-    return f"{what}; refused if it exists, unless --force."
+def target(help: str = TARGET) -> Any:
+    return opt("smollm2-135m-instruct", help)
+
+
+def draft() -> Any:
+    return opt("eagle", DRAFT)
+
+
+def prompts(help: str = PROMPTS) -> Any:
+    return opt("humaneval", help)
+
+
+def split(help: str = "Prompts: heldout, train or all.") -> Any:
+    return opt("heldout", help)
+
+
+def device() -> Any:
+    return opt("auto", "auto, cpu or cuda.")
+
+
+def dtype() -> Any:
+    return opt("fp32", "fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal to plain "
+               "decoding in the same dtype; bf16 is native on AMX CPUs).")
+
+
+def top_p() -> Any:
+    return opt(1.0, "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only).")
+
+
+def seed() -> Any:
+    return opt(0, "Sampling seed (T > 0): pass k, prompt i draw from seed + k * prompts + i.")
+
+
+def out(what: str) -> Any:
+    """``--out``: what it holds and its default, then the refusal every verb shares."""
+    return opt(None, f"{what}; refused if it exists, unless --force.")
+
+
+def force() -> Any:
+    return opt(False, "Replace an existing --out.")
+
+
+def allow_other_device() -> Any:
+    return opt(False, "Use a profile measured on another device model (CPU or GPU) than this one, with a warning, "
+               "instead of refusing it.")
 
 
 # --- list flags --------------------------------------------------------------------------------
@@ -169,7 +199,11 @@ class Verb:
             return inspect.Signature([])  # not run: the verb list needs its name and docstring only
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
                for p in list(inspect.signature(self._body).parameters.values())[1:]]
-        params, first = parameters(self.request()), [p for p in own if p.name in self._lead]
+        try:
+            params = parameters(self.request())
+        except AttributeError as exc:  # inside a property it would read as "no signature": typer takes __call__'s
+            raise RuntimeError(f"verb {self.name}: {exc}") from exc
+        first = [p for p in own if p.name in self._lead]
         return inspect.Signature([*params[:1], *first, *params[1:], *[p for p in own if p.name not in self._lead]])
 
     def __call__(self, **values: Any) -> Any:

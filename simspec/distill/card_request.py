@@ -14,10 +14,10 @@ from simspec.flags import opt
 @dataclass(frozen=True, kw_only=True)
 class CardRequest:
     draft: str = opt("eagle", "A shipped drafter name or a drafter directory (simspec or EAGLE).")
-    target: str = opt("smollm2-135m-instruct", flags.TARGET)
+    target: str = flags.target()
     n_prompts: int = opt(8, "Held-out prompts per source for agreement and acceptance.", min=1)
     max_new_tokens: int = opt(64, "New tokens per prompt.", min=1)
-    dtype: str = opt("fp32", flags.DTYPE)
+    dtype: str = flags.dtype()
     out: str | None = opt(None, "Folder for the card (README.md + measured.json); default: the drafter's own folder. "
                           "Use it for a second card (another dtype or machine) that must not replace the drafter's.")
 

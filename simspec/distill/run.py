@@ -31,7 +31,7 @@ class TrainDraftRequest:
     kind: str = opt("eagle3", "eagle3: an EAGLE-3 head in the public layout SGLang and vLLM load (three fused target "
                     "layers, its own LM head, training-time test); eagle: simspec's EAGLE-1-style head; lm: a small "
                     "standalone Llama sharing the target's tokenizer.")
-    target: str = opt("smollm2-135m-instruct", flags.TARGET)
+    target: str = flags.target()
     data: tuple[str, ...] = opt(("self:0.55", "selfcode:0.15", "sharegpt:0.15", "code:0.15"), "Teacher text, "
                                 "NAME[:SHARE] comma-separated: self (the target's greedy continuations of train-split "
                                 "ShareGPT and HumanEval prompts), selfcode (its continuations of stdlib function "
@@ -60,9 +60,9 @@ class TrainDraftRequest:
     cut_at_eos: bool = opt(True, "End self-distilled text at its first end-of-sequence token, where decoding stops "
                            "(--no-cut-at-eos: the corpus of heads trained before the cut, e.g. the shipped head's "
                            "first stage).", flag="--cut-at-eos/--no-cut-at-eos")
-    dtype: str = opt("fp32", flags.DTYPE)  # the target's (teacher's) dtype
-    out: str | None = opt(None, flags.out("Output directory (default real/drafters/KIND)"))
-    force: bool = opt(False, flags.FORCE)
+    dtype: str = flags.dtype()  # the target's (teacher's) dtype
+    out: str | None = flags.out("Output directory (default real/drafters/KIND)")
+    force: bool = flags.force()
 
     def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
         """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""

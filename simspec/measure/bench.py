@@ -63,10 +63,10 @@ def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
 
 @dataclass(frozen=True, kw_only=True)
 class BenchRequest:
-    target: str = opt("smollm2-135m-instruct", flags.TARGET)
-    draft: str = opt("eagle", flags.DRAFT)
-    prompts: str = opt("humaneval", flags.PROMPTS)
-    split: str = opt("heldout", flags.SPLIT)
+    target: str = flags.target()
+    draft: str = flags.draft()
+    prompts: str = flags.prompts()
+    split: str = flags.split()
     n_prompts: int = opt(3, "How many prompts (first N of the split).", min=1)
     offset: int = opt(0, "Skip this many prompts of the split first (to run a long grid in chunks).", min=0)
     max_new_tokens: int = opt(48, "Tokens to generate per prompt.", min=1)
@@ -76,11 +76,13 @@ class BenchRequest:
     sizes: tuple[int, ...] = opt((6, 12), "Verified nodes V (root included): the target's tokens per forward; "
                                  "capped at the tree's node count.", parse=flags.sizes)
     repeats: int = opt(1, "Passes over the prompt set (speedup per prompt = median over passes).", min=1)
-    device: str = opt("auto", flags.DEVICE)
-    dtype: str = opt("fp32", flags.DTYPE)
-    temperature: float = opt(0.0, flags.TEMPERATURE)
-    top_p: float = opt(1.0, flags.TOP_P)
-    seed: int = opt(0, flags.SEED)
+    device: str = flags.device()
+    dtype: str = flags.dtype()
+    temperature: float = opt(0.0, "0: greedy decoding (outputs checked token for token). Above 0: speculative "
+                             "sampling from softmax(logits / T), outputs checked by a KS test of their probability "
+                             "integral transform under the target.")
+    top_p: float = flags.top_p()
+    seed: int = flags.seed()
 
     def sampling(self):
         from simspec.engine.sampling import Sampling

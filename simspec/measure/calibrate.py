@@ -31,9 +31,9 @@ class CalibrateRequest:
     gpu: str = opt("auto", "auto (the device present), cpu, or a GPU name: a100, h100, h200, a40, l4, rtx3090, "
                    "rtx4090, v100. A named GPU that torch does not see gets an ANALYTIC roofline profile, marked as "
                    "such everywhere.")
-    target: str = opt("smollm2-135m-instruct", flags.TARGET + " Analytic only: arch:llama-3.1-8b.")
-    draft: str = opt("eagle", flags.DRAFT)
-    prompts: str = opt("humaneval", flags.PROMPTS)
+    target: str = flags.target(flags.TARGET + " Analytic only: arch:llama-3.1-8b.")
+    draft: str = flags.draft()
+    prompts: str = flags.prompts()
     n_prompts: int = opt(164, "Prompts to record (first N; both splits, each trace remembers its split).", min=1)
     max_new_tokens: int = opt(128, "Greedy tokens per prompt.", min=2)
     depth_max: int = opt(12, "Tree levels recorded (root included).", min=2, max=32)
@@ -46,16 +46,16 @@ class CalibrateRequest:
     check_prompts: int = opt(4, "Prompts for the replay check (live engine vs trace, per cycle).", min=0)
     check_tokens: int = opt(48, "New tokens per replay-check run.", min=2)
     quick: bool = opt(False, "A small latency grid (tests, demo).")
-    out: str | None = opt(None, flags.out("Profile folder (default calibration/GPU-DRAFT; with --traces-only "
-                                          "calibration/traces-PROMPTS-DRAFT)"))
-    force: bool = opt(False, flags.FORCE)
+    out: str | None = flags.out("Profile folder (default calibration/GPU-DRAFT; with --traces-only "
+                                "calibration/traces-PROMPTS-DRAFT)")
+    force: bool = flags.force()
     seed: int = opt(0, "Seed (context token ids of the latency runs; at T > 0 prompt n's continuation is sampled "
                     "with seed + n).")
-    dtype: str = opt("fp32", flags.DTYPE)
+    dtype: str = flags.dtype()
     temperature: float = opt(0.0, "0: greedy traces. Above 0: sampled continuations, and per tree the target's "
                              "probability of every node a cycle of V <= --nodes may verify: the simulator then draws "
                              "(or takes the expectation of) acceptance.", min=0.0)
-    top_p: float = opt(1.0, flags.TOP_P)
+    top_p: float = flags.top_p()
     nodes: int = opt(64, "T > 0: the largest V (root included) the traces support; recording costs one target "
                      "forward over about this many nodes per position.", min=2)
     ray: str | None = opt(None, "Record the traces as Ray tasks: 'local' (a Ray instance on this machine) or a "

@@ -52,9 +52,9 @@ class RecalibrateRequest:
     profile: str = opt(help="A measured profile with traces (calibration/NAME).")
     n_prompts: int = opt(8, "Train-split prompts of the profile's dataset to run (never held-out ones).", min=1)
     max_new_tokens: int = opt(48, "New tokens per run.", min=4)
-    out: str | None = opt(None, flags.out("The refitted profile (default: PROFILE-insitu beside it)"))
-    force: bool = opt(False, flags.FORCE)
-    allow_other_device: bool = opt(False, flags.ALLOW_OTHER_DEVICE)
+    out: str | None = flags.out("The refitted profile (default: PROFILE-insitu beside it)")
+    force: bool = flags.force()
+    allow_other_device: bool = flags.allow_other_device()
 
     def out_dir(self) -> Path:
         if self.out:

@@ -12,16 +12,16 @@ from simspec.flags import opt
 
 @dataclass(frozen=True, kw_only=True)
 class LatencyRequest:
-    target: str = opt("smollm2-135m-instruct", flags.TARGET)
-    draft: str = opt("eagle", flags.DRAFT)
+    target: str = flags.target()
+    draft: str = flags.draft()
     sizes: tuple[int, ...] = opt((1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), "Target forward sizes V (tokens).",
                                  parse=flags.sizes)
     contexts: tuple[int, ...] = opt((64, 256, 1024), "Context lengths L already in the KV cache.", parse=flags.sizes)
     widths: tuple[int, ...] = opt((1, 2, 4, 6, 8, 10), "Draft step widths W (frontier nodes expanded).",
                                   parse=flags.sizes)
     repeats: int = opt(7, "Timed repeats per point (after 2 warm-up calls).", min=3)
-    device: str = opt("auto", flags.DEVICE)
-    dtype: str = opt("fp32", flags.DTYPE)
+    device: str = flags.device()
+    dtype: str = flags.dtype()
 
 
 def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],

@@ -61,10 +61,10 @@ class ValidateRequest:
                                     parse=flags.names)
     policies: tuple[str, ...] = opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the "
                                     "baselines; each is charged its measured decision time.", parse=flags.names)
-    split: str = opt("heldout", "Prompts scored: heldout, train or all.")
+    split: str = flags.split("Prompts scored: heldout, train or all.")
     max_new_tokens: int | None = opt(None, "Token budget per prompt (simulated default: everything recorded; real "
                                      f"default: {REAL_TOKENS}).", min=2)
-    prompts: str = opt("humaneval", "--real: " + flags.PROMPTS)
+    prompts: str = flags.prompts("--real: " + flags.PROMPTS)
     n_prompts: int = opt(40, "--real: prompts to run (first N of the split).", min=1)
     repeats: int = opt(1, "--real: passes over the prompts (per-prompt speedup: median over passes; at T > 0 each "
                        "pass is another seed, and the mean is taken).", min=1)
@@ -74,14 +74,14 @@ class ValidateRequest:
                             "predict with that refit (saved in RUN/profile/). Adds ~4 minutes on a 2-core CPU.",
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
-    allow_other_device: bool = opt(False, flags.ALLOW_OTHER_DEVICE)
+    allow_other_device: bool = flags.allow_other_device()
     temperature: float | None = opt(None, "The temperature the profile's traces were recorded at (default: the "
                                     "profile's; another is refused). At T > 0 --real samples: each pass is one seed "
                                     "per prompt, speedups and tau are means over seeds, outputs are checked by a KS "
                                     "test of their PIT.", min=0.0)
-    seed: int = opt(0, flags.SEED)  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
-    out: str | None = opt(None, flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)"))
-    force: bool = opt(False, flags.FORCE)
+    seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
+    out: str | None = flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)")
+    force: bool = flags.force()
 
     def tokens(self) -> int:
         """--real's new tokens per prompt."""

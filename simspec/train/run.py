@@ -49,8 +49,8 @@ class TrainRequest:
                            "default).")
     train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
     seed: int = opt(0, "Seeds the networks, the environments and the sampling: same seed, same policy.")
-    out: str | None = opt(None, flags.out("Policy folder (default policies/ALGO-PROFILE[-PRESET])"))
-    force: bool = opt(False, flags.FORCE)
+    out: str | None = flags.out("Policy folder (default policies/ALGO-PROFILE[-PRESET])")
+    force: bool = flags.force()
     precision: str = opt("auto", "PPO's hidden layers: fp32, or bf16 (autocast; weights, heads, losses, Adam and the "
                          "exported policy stay fp32). auto: bf16 for ltd where the CPU has native bf16 (twice as "
                          "fast), else fp32.")

@@ -58,9 +58,9 @@ class SweepRequest:
     workers: int = opt(2, "--ray local: trials at once.", min=1)
     threads: int = opt(1, "torch threads of every trial, with or without Ray (a seed gives the same policy at the "
                        "same thread count); under Ray, the CPUs a trial asks for.", min=1)
-    out: str | None = opt(None, flags.out("Sweep folder (default policies/sweep-PROFILE): one policy folder per trial "
-                                          "and sweep.json"))
-    force: bool = opt(False, flags.FORCE)
+    out: str | None = flags.out("Sweep folder (default policies/sweep-PROFILE): one policy folder per trial and "
+                                "sweep.json")
+    force: bool = flags.force()
 
     def trials(self) -> list[Trial]:
         return [Trial(a, r, s) for a, r, s in itertools.product(self.algos, self.rewards, self.seeds)]
