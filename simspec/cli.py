@@ -262,79 +262,53 @@ def tune(request, as_json: Json = False) -> None:
 
 
 # --- figures ---------------------------------------------------------------------------------
-FigureOut = Annotated[str, typer.Option("--out", help="Folder for the figure.")]
-FigureForce = Annotated[bool, typer.Option(help="Replace an existing figure of the same name.")]
 FigureJson = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the figures written.")]
 
 
-def _figure(path, as_json: bool) -> None:
-    out.print(f"figure written to {path}")
-    _json(as_json, {"figures": [str(path)]})
+def _figures(paths: list, as_json: bool) -> None:
+    out.print(f"figure written to {paths[0]}" if len(paths) == 1 else
+              "figures written: " + ", ".join(str(p) for p in paths))
+    _json(as_json, {"figures": [str(p) for p in paths]})
 
 
-@plot_app.command("curves")
-def plot_curves_command(
-    profile: Annotated[str, typer.Option(help="A profile folder (calibration/NAME).")],
-    out_dir: FigureOut = "figures",
-    force: FigureForce = False,
-    as_json: FigureJson = False,
-) -> None:
+@command(plot_app, "curves", "simspec.report.figure_requests:CurvesPlot")
+def plot_curves_command(request, as_json: FigureJson = False) -> None:
     """Draft time vs depth and verify time vs V (LTD Figure 2, left): the profile's
     measurements with the fitted cost model drawn over them."""
     from simspec.report.figures import curves
 
-    path, analytic = curves(profile, out_dir, force=force)
+    path, analytic = curves(request.profile, request.out, force=request.force)
     if analytic:
         show.warn("this profile is ANALYTIC (a roofline model, not a measurement); the figure says so")
-    _figure(path, as_json)
+    _figures([path], as_json)
 
 
-@plot_app.command("surface")
-def plot_surface_command(
-    profile: Annotated[str, typer.Option(help="A profile folder with traces.")],
-    split: Annotated[str, typer.Option(help="Prompts: heldout, train or all.")] = "heldout",
-    max_new_tokens: Annotated[Optional[int], typer.Option(min=2, help="Token budget per prompt (default: everything "
-                                                          "recorded).")] = None,
-    out_dir: FigureOut = "figures",
-    force: FigureForce = False,
-    as_json: FigureJson = False,
-) -> None:
+@command(plot_app, "surface", "simspec.report.figure_requests:SurfacePlot")
+def plot_surface_command(request, as_json: FigureJson = False) -> None:
     """Simulated speedup of every static (D, V) tree at the traces' width: the throughput
     surface a policy moves on, with the grid best and the oracle marked."""
     from simspec.report.figures import surface
 
-    _figure(surface(profile, split, max_new_tokens, out_dir, force=force), as_json)
+    r = request
+    _figures([surface(r.profile, r.split, r.max_new_tokens, r.out, force=r.force)], as_json)
 
 
-@plot_app.command("training")
-def plot_training_command(
-    policy: Annotated[str, typer.Option(help="A policy folder (policies/NAME).")],
-    out_dir: FigureOut = "figures",
-    force: FigureForce = False,
-    as_json: FigureJson = False,
-) -> None:
+@command(plot_app, "training", "simspec.report.figure_requests:TrainingPlot")
+def plot_training_command(request, as_json: FigureJson = False) -> None:
     """Training curves of a policy (LTD Figure 3 style): reward per step and validation
     speedup against environment steps, phase by phase, from its training.csv."""
     from simspec.report.figures import training
 
-    _figure(training(policy, out_dir, force=force), as_json)
+    _figures([training(request.policy, request.out, force=request.force)], as_json)
 
 
-@plot_app.command("validation")
-def plot_validation_command(
-    report: Annotated[str, typer.Option(help="A validate --real run folder (real/RUN) or its report.json.")],
-    out_dir: Annotated[Optional[str], typer.Option("--out", help="Folder for the figures (default: the run "
-                                                   "folder).")] = None,
-    method: Annotated[Optional[str], typer.Option(help="Also draw this method's action map (learned policies' are "
-                                                  "always drawn).")] = None,
-    force: FigureForce = False,
-    as_json: FigureJson = False,
-) -> None:
+@command(plot_app, "validation", "simspec.report.figure_requests:ValidationPlot")
+def plot_validation_command(request, as_json: FigureJson = False) -> None:
     """Redraw a real validation's figures from its report.json: simulated vs real speedup per
     method, the time breakdown (LTD Fig. 2 right), and action maps (LTD Fig. 6)."""
     from simspec.report.figures import validation
 
-    paths = validation(report, out_dir, method, force=force)
+    paths = validation(request.report, request.out, request.method, force=request.force)
     out.print("figures written: " + ", ".join(str(p) for p in paths))
     _json(as_json, {"figures": [str(p) for p in paths]})
 

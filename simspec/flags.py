@@ -161,7 +161,7 @@ def build(request: type, values: dict[str, Any]) -> Any:
     return request(**kwargs)
 
 
-_named: str | None = None  # the verb of the command line being parsed; None: every verb reads its request
+_named: tuple[str, ...] | None = None  # the verb path being parsed; None: every verb reads its request
 
 
 @contextlib.contextmanager
@@ -170,7 +170,12 @@ def naming(args: list[str]):
     builds every verb, and importing each request's module (numpy, gymnasium) for a verb not run
     would slow every command by a second on a loaded 2-core machine."""
     global _named
-    before, _named = _named, next((a for a in args if not a.startswith("-")), "")
+    words: list[str] = []  # the verb's path (``plot surface``): the words before its first option
+    for arg in args:
+        if arg.startswith("-") and words:
+            break
+        words += [] if arg.startswith("-") else [arg]
+    before, _named = _named, tuple(words)
     try:
         yield
     finally:
@@ -195,7 +200,7 @@ class Verb:
 
     @property
     def __signature__(self) -> inspect.Signature:
-        if _named is not None and _named != self.name:
+        if _named is not None and self.name not in _named:
             return inspect.Signature([])  # not run: the verb list needs its name and docstring only
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
                for p in list(inspect.signature(self._body).parameters.values())[1:]]

@@ -128,10 +128,11 @@ def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_p
 
 # --- each flag declared once (issue 46) ----------------------------------------------------------
 def _requests() -> list[type]:
-    from simspec.cli import app
+    from simspec.cli import app, plot_app
     from simspec.flags import Verb
 
-    return [c.callback.request() for c in app.registered_commands if isinstance(c.callback, Verb)]
+    commands = app.registered_commands + plot_app.registered_commands
+    return [c.callback.request() for c in commands if isinstance(c.callback, Verb)]
 
 
 def test_every_verb_offers_json(capsys):
@@ -154,7 +155,7 @@ def test_requests_are_keyword_only_and_declare_every_flag_once():
     import dataclasses
 
     requests = _requests()
-    assert len(requests) == 12
+    assert len(requests) == 16  # the 12 verbs and the 4 plots
     for request in requests:
         assert request.__dataclass_params__.frozen and all(f.kw_only for f in dataclasses.fields(request))
         with pytest.raises(TypeError):  # positional construction is refused
