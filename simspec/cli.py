@@ -12,9 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from simspec import __version__
+from simspec import __version__, flags
 from simspec.errors import SimspecError
-from simspec import flags
 from simspec.flags import command
 from simspec.report import console as show
 from simspec.report.console import err, json_line as _json, out, run_with_progress as _run
@@ -53,7 +52,8 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
     """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check
     (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
-    from simspec.measure.bench import bench_engine as run, capped_note
+    from simspec.measure.bench import bench_engine as run
+    from simspec.measure.bench import capped_note
 
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)

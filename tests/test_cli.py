@@ -180,3 +180,17 @@ def test_validate_max_new_tokens_is_the_modes_default():
     assert request.max_new_tokens is None and request.tokens() == REAL_TOKENS == 48
     assert request.simulated().max_new_tokens is None  # --simulated: everything recorded
     assert ValidateRequest(profile="p", max_new_tokens=16).tokens() == 16
+
+
+def test_only_the_verb_named_reads_its_request():
+    """Every start builds every verb; the others' request modules (numpy, gymnasium) stay unread."""
+    import inspect
+
+    from simspec import flags
+    from simspec.cli import app, plot_app
+
+    verbs = {c.callback.name: c.callback for c in app.registered_commands + plot_app.registered_commands}
+    with flags.naming(["-v", "plot", "surface", "--profile", "x"]):
+        assert "--profile" not in str(inspect.signature(verbs["validate"]))
+        assert "profile" in inspect.signature(verbs["surface"]).parameters
+    assert "profile" in inspect.signature(verbs["validate"]).parameters  # outside a parse: every verb
