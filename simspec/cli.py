@@ -52,8 +52,7 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
     """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check
     (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
-    from simspec.measure.bench import bench_engine as run
-    from simspec.measure.bench import capped_note
+    from simspec.measure.bench import bench_engine as run, capped_note
 
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
