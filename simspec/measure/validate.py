@@ -132,7 +132,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
     from simspec.report.plots import plot_validation
-    from simspec.report.validation import build_report, render_markdown
+    from simspec.report.markdown import render_markdown
+    from simspec.report.validation import build_report
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.replay import replay
