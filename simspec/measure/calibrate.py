@@ -157,7 +157,7 @@ def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32"
     (``dtype`` None: any)."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
-    from simspec.sim.traces import load_traces
+    from simspec.sim.trace_files import load_traces
 
     folder = locate(path)
     if (folder / "profile.json").is_file():
@@ -256,7 +256,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         device_name, drafter_architecture, measure_batched, measure_curves
     from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
     from simspec.sim.profile import write_profile
-    from simspec.sim.traces import save_traces
+    from simspec.sim.trace_files import save_traces
 
     r = request
     plan = plan or r.check()
