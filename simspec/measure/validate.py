@@ -243,7 +243,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
             save_profile(co_profile, tmp / "profile-cotimed")
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
         (tmp / "report.md").write_text(render_markdown(report))
-        plot_validation(report, tmp)
+        plot_validation(report, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
     return report, out_dir
 
 

@@ -180,7 +180,7 @@ def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Cal
     if per_call is None:
         per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
             "measured during training (the profile has none: runs with one seed may differ)"
-    result = train_radar(setting, config, log, advance, per_call)
+    result = train_radar(setting, config, log, advance, per_call, tensorboard)
     import torch  # imported late: a refused request answers before torch loads
 
     torch.save(result.net.state_dict(), work / "radar_lstm.pt")
