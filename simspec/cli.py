@@ -12,6 +12,7 @@ import typer
 
 from simspec import __version__
 from simspec.errors import SimspecError
+from simspec.policies.registry import baselines_help, default_baselines
 from simspec.report import console as show
 from simspec.report.console import err, json_line as _json, out, run_with_progress as _run
 
@@ -345,14 +346,7 @@ def validate(
     simulated: bool = typer.Option(False, "--simulated", help="Replay the profile's traces (fast, no models)."),
     real: bool = typer.Option(False, "--real", help="Run every method on the real engine, interleaved with plain "
                               "greedy decoding, next to the simulator's prediction for the same prompts."),
-    baselines: str = typer.Option(",".join(("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm",
-                                            "cachefsm", "qlearn")),
-                                  help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm "
-                                  "(moves after 2 agreeing cycles), cachefsm-token (seed 003's token-cache FSM), "
-                                  "qlearn, qlearn-paper (seed 003's Q-learning agent), specdecpp and disco "
-                                  "(acceptance classifiers trained on the train split), static:D,V (or static:DxV), "
-                                  "select (--simulated: seed 003's per-prompt draft selection among the profile's "
-                                  "drafter and --drafters). Tunable ones are tuned on the profile's train split."),
+    baselines: str = typer.Option(",".join(default_baselines()), help=baselines_help()),
     drafters: str = typer.Option("", help="--simulated with the select baseline: comma-separated profiles of other "
                                  "drafters of the same target, their traces recorded on the same prompts."),
     policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
