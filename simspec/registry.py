@@ -4,8 +4,9 @@ drafter formats): a name maps to a frozen spec, listed in the order registered.
 Each kind wraps one ``Registry`` in a decorator (``register_baseline``, ``register_learned``,
 ``register_drafter_format``) and loads its built-ins before the first lookup, so that the CLI's
 choices, help and defaults follow from what is registered rather than from lists kept by hand.
-Third-party modules register the same way; installed packages can also name such modules under
-the ``simspec.plugins`` entry-point group, imported with the built-ins."""
+Third-party modules register the same way: an installed package names its module under the
+``simspec.plugins`` entry-point group, a loose module is named in ``$SIMSPEC_PLUGINS``; both are
+imported right after the built-ins, before the first lookup (so before the CLI builds its help)."""
 
 from __future__ import annotations
 
@@ -27,16 +28,18 @@ class Registry(Generic[Spec]):
         self._specs: dict[str, Spec] = {}
         self._loaded = False
 
+    def _load_builtins(self) -> None:
+        if not self._loaded:
+            self._loaded = True  # first: the built-in modules register through this same registry
+            for module in self._builtins:
+                importlib.import_module(module)
+
     def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True  # first: the built-in modules register through this same registry
-        for module in self._builtins:
-            importlib.import_module(module)
+        self._load_builtins()
         _load_plugins()
 
     def add(self, name: str, spec: Spec) -> Spec:
-        self._load()
+        self._load_builtins()  # built-ins first, whoever registers first
         if name in self._specs:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         self._specs[name] = spec
@@ -56,7 +59,7 @@ class Registry(Generic[Spec]):
 
     def __contains__(self, name: object) -> bool:
         self._load()
-        return name in self._specs
+        return isinstance(name, str) and name in self._specs
 
     def get(self, name: str, unknown: Callable[[str], str] | None = None) -> Spec:
         """The spec of ``name``; an unknown name is a one-line error (``unknown(name)`` words it)."""
@@ -71,12 +74,26 @@ _plugins_loaded = False
 
 
 def _load_plugins() -> None:
-    """Imports the modules installed packages name under the ``simspec.plugins`` entry points."""
+    """Imports the modules installed packages name under the ``simspec.plugins`` entry points,
+    then those ``$SIMSPEC_PLUGINS`` names (comma-separated, importable from ``sys.path``)."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
+    import os
     from importlib.metadata import entry_points
 
     for point in entry_points(group="simspec.plugins"):
         point.load()
+    for module in filter(None, (m.strip() for m in os.environ.get("SIMSPEC_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # a warning, not an error: the CLI builds its help from here, at import
+            import warnings
+
+            warnings.warn(f"$SIMSPEC_PLUGINS names {module!r}, which does not import ({exc}): put its folder on "
+                          "PYTHONPATH, or fix the name; going on without it", PluginWarning, stacklevel=2)
+
+
+class PluginWarning(UserWarning):
+    """A module named in ``$SIMSPEC_PLUGINS`` could not be imported."""

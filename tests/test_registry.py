@@ -5,12 +5,11 @@ is still one line."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.policies.baselines import DepthBudget
@@ -112,15 +111,20 @@ def test_the_validate_help_and_default_come_from_the_registry():
 
 
 @pytest.mark.e2e
-def test_the_cli_lists_an_outside_baseline_registered_before_it_loads():
-    """A plugin module imported before the CLI (as the ``simspec.plugins`` entry point does) is
-    in ``validate --help``."""
-    code = ("import sys; sys.path.insert(0, 'tests'); import test_registry; test_registry.register(); "
-            "from simspec.cli import main; main(['validate', '--help'])")
-    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                           env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
+def test_the_cli_runs_a_baseline_named_in_simspec_plugins(tmp_path):
+    """A loose module named in $SIMSPEC_PLUGINS is imported before the CLI builds its help: the
+    baseline is in ``validate --help`` and ``validate --simulated --baselines`` runs it."""
+    (tmp_path / "aimd_plugin.py").write_text("import test_registry\n\ntest_registry.register()\n")
+    env = {"SIMSPEC_PLUGINS": "aimd_plugin", "PYTHONPATH": f"{tmp_path}:{ROOT / 'tests'}", "COLUMNS": "400"}
+    shown = simspec("validate", "--help", env=env)
     assert "aimd (additive increase, multiplicative decrease of the depth)" in " ".join(
         shown.stdout.replace("│", " ").split()), shown.stderr
+    run = simspec("validate", "--simulated", "--profile", PROFILE, "--baselines", "eagle3,aimd", "--json", env=env)
+    assert run.returncode == 0, run.stderr
+    assert [r["method"].split("(")[0] for r in last_json(run)["rows"]] == ["eagle3", "aimd"]
+    missing = simspec("validate", "--help", env={**env, "SIMSPEC_PLUGINS": "no_such_plugin"})
+    assert missing.returncode == 0 and "$SIMSPEC_PLUGINS names 'no_such_plugin', which does not import" in \
+        missing.stderr, missing.stderr
 
 
 @pytest.mark.model
@@ -147,3 +151,57 @@ def _cost():
 
     return CostModel([Point("verify", n, c, 0.06 + 1e-3 * n) for c in (64, 512) for n in (1, 8, 64)]
                      + [Point("draft", n, c, 0.005 + 1e-4 * n) for c in (64, 512) for n in (1, 4, 16)])
+
+
+def test_every_mdp_keeps_the_declared_contract():
+    from simspec.sim.envs import MDPS, make_mdp
+    from simspec.sim.mdp import BatchedMDP
+    from simspec.sim.profile import load_profile
+
+    profile = load_profile(PROFILE)
+    rows = np.arange(3)
+    for name in MDPS:
+        mdp = make_mdp(name, profile.traces(), profile.cost, 3)
+        assert isinstance(mdp, BatchedMDP), name
+        assert mdp.reset(rows).shape == (3, mdp.obs_dim), name
+        reward, done = mdp.step(np.zeros(3, dtype=np.int64))
+        assert reward.shape == done.shape == (3,) and done.dtype == bool, name
+
+
+def test_learned_algorithms_come_from_one_registry():
+    """Inference (policy folders, --algo's help) and training name the same algorithms; an
+    unknown one is one line."""
+    from simspec.policies.algorithms import algo_names, algos_help, learned
+    from simspec.train.trainers import TRAINERS
+
+    assert algo_names() == TRAINERS.names() == ("ltd", "resps", "radar")
+    assert algos_help() == ("ltd (depth + size PPO, co-adapted), resps (cached tree budget, PPO) or radar (LSTM "
+                            "continue/stop, offline REINFORCE).")
+    with pytest.raises(SimspecError, match=r"^unknown --algo 'dqn': choose from ltd, resps, radar$"):
+        learned("dqn")
+
+
+def test_draft_help_lists_every_format_with_the_fallback_last():
+    from simspec.engine.formats import DRAFTER_FORMATS, draft_help
+
+    assert draft_help().endswith(", or a model directory / .gguf sharing the target's tokenizer.")
+    assert all(f.help in draft_help() for f in DRAFTER_FORMATS.specs())
+    assert [f.name for f in DRAFTER_FORMATS.specs() if f.fallback] == ["causal-lm"]
+
+
+@pytest.mark.model
+def test_an_outside_drafter_format_loads_through_load_drafter(target):
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+    from simspec.engine.formats import DRAFTER_FORMATS, register_drafter_format
+    from simspec.engine.load import load_drafter
+
+    @register_drafter_format("first-layers", help="'first-layers' (the target's first two layers)",
+                             match_ref=lambda ref: ref == "first-layers")
+    def first_layers(source, target):
+        return CausalLMDrafter(truncated_target(target, 2), source.ref)
+
+    try:
+        drafter = load_drafter("first-layers", target)
+        assert drafter.name == "first-layers" and drafter.target_layers() is None
+    finally:
+        DRAFTER_FORMATS.remove("first-layers")

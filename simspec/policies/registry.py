@@ -34,7 +34,7 @@ class RuleContext:
 
     width: int
     depth_max: int
-    size: int
+    size: int | None  # None only when no requested baseline is ``sized``
     context: int
     cost: Costs
     predictor: Callable[[], Any]  # -> simspec.policies.stopping.AcceptancePredictor
