@@ -60,6 +60,8 @@ def test_the_builtins_keep_their_names_order_and_defaults():
                                 "cachefsm-token", "qlearn", "qlearn-paper", "specdecpp", "disco")
     assert default_baselines() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                    "qlearn")
+    # The decision-time table keeps its entries: 'static' (paid by eagle3, grid and static:D,V) and every rule.
+    assert set(timing_policies(_cost(), 10, 8)) == {"static", *baseline_names()} - {"eagle3", "grid"}
 
 
 def test_an_outside_baseline_registers_once_and_leaves_cleanly(aimd):
