@@ -11,7 +11,10 @@ from typing import Annotated, Optional
 import typer
 
 from simspec import __version__
+from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
+from simspec.policies.algorithms import algo_names, algos_help
+from simspec.policies.registry import baselines_help, default_baselines
 from simspec.report import console as show
 from simspec.report.console import err, json_line as _json, out, run_with_progress as _run
 
@@ -25,12 +28,7 @@ app.add_typer(plot_app, name="plot")
 
 # --- options shared by several verbs, declared once ------------------------------------------
 TARGET_HELP = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
-DRAFT_HELP = (
-    "Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
-    "an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout SGLang and vLLM load), "
-    "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
-    "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
-)
+DRAFT_HELP = draft_help()
 PROMPTS_HELP = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
                 "taken in turn, e.g. humaneval+sharegpt.")
 Target = Annotated[str, typer.Option(help=TARGET_HELP)]
@@ -345,14 +343,7 @@ def validate(
     simulated: bool = typer.Option(False, "--simulated", help="Replay the profile's traces (fast, no models)."),
     real: bool = typer.Option(False, "--real", help="Run every method on the real engine, interleaved with plain "
                               "greedy decoding, next to the simulator's prediction for the same prompts."),
-    baselines: str = typer.Option(",".join(("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm",
-                                            "cachefsm", "qlearn")),
-                                  help="Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm "
-                                  "(moves after 2 agreeing cycles), cachefsm-token (seed 003's token-cache FSM), "
-                                  "qlearn, qlearn-paper (seed 003's Q-learning agent), specdecpp and disco "
-                                  "(acceptance classifiers trained on the train split), static:D,V (or static:DxV), "
-                                  "select (--simulated: seed 003's per-prompt draft selection among the profile's "
-                                  "drafter and --drafters). Tunable ones are tuned on the profile's train split."),
+    baselines: str = typer.Option(",".join(default_baselines()), help=baselines_help()),
     drafters: str = typer.Option("", help="--simulated with the select baseline: comma-separated profiles of other "
                                  "drafters of the same target, their traces recorded on the same prompts."),
     policies: str = typer.Option("", help="Comma-separated learned policy folders (policies/NAME), scored beside "
@@ -418,8 +409,7 @@ def validate(
 @app.command()
 def train(
     profile: Profile,
-    algo: Annotated[str, typer.Option(help="ltd (depth + size PPO, co-adapted), resps (cached tree budget, PPO) or "
-                                      "radar (LSTM continue/stop, offline REINFORCE).")],
+    algo: Annotated[str, typer.Option(help=algos_help())],
     simulated: bool = typer.Option(False, "--simulated", help="Train against the profile's replay (the only mode)."),
     preset: str = typer.Option("paper", help="paper: the seed's networks, hyper-parameters and step counts; "
                                "fast: the same networks with about a tenth of the steps (minutes)."),
@@ -463,7 +453,7 @@ def train(
 @app.command()
 def sweep(
     profile: Profile,
-    algo: Annotated[str, typer.Option(help="Comma-separated algorithms: ltd, resps, radar.")],
+    algo: Annotated[str, typer.Option(help=f"Comma-separated algorithms: {', '.join(algo_names())}.")],
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds, e.g. 1,2,3.")] = "0",
     reward: Annotated[str, typer.Option(help="Comma-separated rewards: throughput, acceptance, time.")] = "throughput",
     preset: str = typer.Option("fast", help="Every trial's schedule: paper or fast."),
@@ -502,7 +492,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def demo(
     out_dir: Annotated[str, typer.Option("--out", help="Folder for everything the demo makes; refused if it exists, "
                                          "unless --force.")] = "demo",
-    algos: str = typer.Option("ltd,radar", help="Policies to train (preset fast): ltd, radar, resps."),
+    algos: str = typer.Option("ltd,radar", help=f"Policies to train (preset fast): {', '.join(algo_names())}."),
     n_prompts: NPrompts("Held-out HumanEval prompts of the real validation.") = 8,
     max_new_tokens: MaxNewTokens(4, "New tokens per prompt in the real validation.") = 32,
     force: Force = False,

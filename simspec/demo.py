@@ -12,7 +12,6 @@ from pathlib import Path
 
 from simspec.errors import SimspecError
 
-ALGOS = ("ltd", "radar", "resps")
 TRACES = "calibration/traces-humaneval-eagle"
 
 
@@ -29,9 +28,11 @@ class DemoRequest:
         from simspec.cache import check_out
         from simspec.shipped import locate, missing_hint
 
-        bad = [a for a in self.algos if a not in ALGOS]
-        if bad or not self.algos:
-            raise SimspecError(f"--algos takes ltd, radar and/or resps, got {','.join(self.algos)!r}")
+        from simspec.policies.algorithms import LEARNED, algo_names
+
+        if not self.algos or any(a not in LEARNED for a in self.algos):
+            *most, last = algo_names()
+            raise SimspecError(f"--algos takes {', '.join(most)} and/or {last}, got {','.join(self.algos)!r}")
         check_out(self.out, self.force)
         traces = locate(TRACES)
         if not (traces / "traces.json").is_file():

@@ -234,13 +234,13 @@ def _policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -
     """Decision time per cycle of every baseline family and of RADAR's LSTM, on this host (the
     policies run here whatever the accelerator); RADAR's training charges its entry (stored, so
     that one seed gives one policy)."""
+    from simspec.policies.registry import timing_policies
     from simspec.policies.timing import policy_latency
     from simspec.sim.costmodel import CostModel
-    from simspec.sim.evaluate import timing_baselines
     from simspec.sim.profile import points_of
     from simspec.train.radar import RADAR_TIMING_KEY, radar_call_seconds
 
-    seconds = policy_latency(timing_baselines(CostModel(points_of(samples)), width, depth), width, depth, repeats)
+    seconds = policy_latency(timing_policies(CostModel(points_of(samples)), width, depth), width, depth, repeats)
     seconds[RADAR_TIMING_KEY] = radar_call_seconds(width, depth, 60)
     return seconds
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from simspec import __version__
 from simspec.errors import SimspecError
-from simspec.sim.evaluate import BASELINES, check_split
+from simspec.sim.evaluate import BASELINES, check_names, check_split
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -75,9 +75,7 @@ class ValidateRequest:
         if "select" in self.baselines:
             raise SimspecError("the 'select' baseline (seed 003's draft selection) runs in validate --simulated only: "
                                "the real engine decodes with one drafter per run")
-        unknown = [n for n in self.baselines if n not in BASELINES and not n.startswith("static:")]
-        if unknown:
-            raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+        check_names(list(self.baselines), prompt_level=False)
         if not self.baselines and not self.policies:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         check_out(self.out_dir(), self.force)
