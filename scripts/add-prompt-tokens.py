@@ -18,7 +18,7 @@ import numpy as np
 
 from simspec.data import load_prompts, render_chat
 from simspec.engine.models import load_model
-from simspec.sim.traces import load_traces, save_traces
+from simspec.sim.trace_files import load_traces, save_traces
 
 
 def main(folders: list[str]) -> None:

@@ -14,14 +14,19 @@ from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 
-ALGOS = ("ltd", "radar", "resps")
 TRACES = "calibration/traces-humaneval-eagle"
+
+
+def _algos() -> tuple[str, ...]:
+    from simspec.policies.algorithms import algo_names  # read when --help is built, after plugins register
+
+    return algo_names()
 
 
 @dataclass(frozen=True, kw_only=True)
 class DemoRequest:
     out: str = opt("demo", "Folder for everything the demo makes; refused if it exists, unless --force.")
-    algos: tuple[str, ...] = opt(("ltd", "radar"), "Policies to train (preset fast): ltd, radar, resps.",
+    algos: tuple[str, ...] = opt(("ltd", "radar"), lambda: f"Policies to train (preset fast): {', '.join(_algos())}.",
                                  parse=flags.names)
     n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
     max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
@@ -32,9 +37,11 @@ class DemoRequest:
         from simspec.cache import check_out
         from simspec.shipped import locate, missing_hint
 
-        bad = [a for a in self.algos if a not in ALGOS]
-        if bad or not self.algos:
-            raise SimspecError(f"--algos takes ltd, radar and/or resps, got {','.join(self.algos)!r}")
+        from simspec.policies.algorithms import LEARNED, algo_names
+
+        if not self.algos or any(a not in LEARNED for a in self.algos):
+            *most, last = algo_names()
+            raise SimspecError(f"--algos takes {', '.join(most)} and/or {last}, got {','.join(self.algos)!r}")
         check_out(self.out, self.force)
         traces = locate(TRACES)
         if not (traces / "traces.json").is_file():

@@ -22,23 +22,22 @@ from simspec.errors import SimspecError
 Parse = Callable[[str, str], tuple]  # (the flag's text, the flag's name) -> the field's value
 
 
-def opt(default: Any = dataclasses.MISSING, help: str = "", *, flag: str | None = None, min: float | None = None,
-        max: float | None = None, parse: Parse | None = None) -> Any:
+def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", *, flag: str | None = None,
+        min: float | None = None, max: float | None = None, parse: Parse | None = None,
+        factory: Callable[[], Any] | None = None) -> Any:
     """A request field that is also a flag: its default (none: a required flag), its ``--help``
     text, its name when it is not the field's (``--intermediate-size``, ``--cut-at-eos/--no-cut-at-eos``),
-    its bounds, and for a comma-separated list the ``parse`` that reads it."""
-    return dataclasses.field(default=default,
-                             metadata={"help": help, "flag": flag, "min": min, "max": max, "parse": parse})
+    its bounds, and for a comma-separated list the ``parse`` that reads it. A default or help a
+    registry makes (the default baselines, the drafter formats) is a ``factory`` / a callable,
+    read when the request is made / the verb is built, after every plugin has registered."""
+    metadata = {"help": help, "flag": flag, "min": min, "max": max, "parse": parse}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 # --- flags several requests share: each declared here, once ---------------------------------
 TARGET = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
-DRAFT = (
-    "Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), a simspec drafter directory, "
-    "an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout SGLang and vLLM load), "
-    "'target-layers:N' (the target's first N layers with its norm and head, a zero-training stand-in), "
-    "'target' (the target itself: everything is accepted), or a model directory / .gguf sharing the target's tokenizer."
-)
 PROMPTS = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
            "taken in turn, e.g. humaneval+sharegpt.")
 PROFILE = "A profile folder with traces (calibration/NAME)."
@@ -48,8 +47,14 @@ def target(help: str = TARGET) -> Any:
     return opt("smollm2-135m-instruct", help)
 
 
+def _draft_help() -> str:
+    from simspec.engine.formats import draft_help  # torch-free: the registered drafter formats
+
+    return draft_help()
+
+
 def draft() -> Any:
-    return opt("eagle", DRAFT)
+    return opt("eagle", _draft_help)
 
 
 def prompts(help: str = PROMPTS) -> Any:
@@ -141,11 +146,12 @@ def parameters(request: type) -> list[inspect.Parameter]:
     params = []
     for f in dataclasses.fields(request):
         m = f.metadata
-        kind, default = _cli_type(hints[f.name]), f.default
+        kind, help = _cli_type(hints[f.name]), m.get("help", "")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if m.get("parse"):  # the flag takes text; its default is the field's, written out
             kind = Optional[str] if default is None else str
             default = default if default in (None, dataclasses.MISSING) else ",".join(map(str, default))
-        option = typer.Option(*([m["flag"]] if m.get("flag") else []), help=m.get("help", ""), min=m.get("min"),
+        option = typer.Option(*([m["flag"]] if m.get("flag") else []), help=help() if callable(help) else help, min=m.get("min"),
                               max=m.get("max"))
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, option],
                                         default=inspect.Parameter.empty if default is dataclasses.MISSING else default))

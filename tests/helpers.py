@@ -134,7 +134,7 @@ def synthetic_profile(root: Path, traces: "TraceSet", name: str = "profile", sam
                       **meta) -> str:
     """A measured profile on disk (``root/name``, its traces in ``root/traces-name``)."""
     from simspec.sim.profile import write_profile
-    from simspec.sim.traces import save_traces
+    from simspec.sim.trace_files import save_traces
 
     content = save_traces(root / f"traces-{name}", traces)
     write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": traces.meta["target"],

@@ -228,7 +228,8 @@ def test_training_time_test_matches_the_draft_chain_at_inference(target, prompt_
     the k-th node of a chain rooted there: same inputs (own outputs after step 0), same keys
     (the target-feature context up to the root, then the chain's own), same positions."""
     from simspec.distill.corpus import teacher_pass
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
 
     _, ids = prompt_ids[2]
     ids = ids[:40]
@@ -367,7 +368,8 @@ def test_soft_labels_are_the_targets_distribution_over_the_draft_vocabulary(targ
     """Step k's soft labels at position p must be the target's softmax over the draft vocabulary
     of its logits at p (the distribution its greedy label is the argmax of), not at a neighbour."""
     from simspec.distill.corpus import teacher_pass
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
 
     _, ids = prompt_ids[0]
     ids = ids[:40]
@@ -389,7 +391,8 @@ def _saved_head(target, prompt_ids, directory):
     """A small EAGLE-3 head trained one step on one prompt's teacher text and saved in
     ``directory``; returns its trainer, a second prompt's corpus and the config."""
     from simspec.distill.corpus import teacher_pass
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
 
     first = teacher_pass(target, [prompt_ids[0][1][:48]], 48)
     second = teacher_pass(target, [prompt_ids[2][1][:48]], 48)
@@ -403,7 +406,8 @@ def _saved_head(target, prompt_ids, directory):
 def test_init_continues_a_saved_head_with_its_vocabulary(target, prompt_ids, tmp_path):
     """--init: the continued run starts from the saved head's weights (as stored, fp16) and keeps
     its draft vocabulary even where the new corpus's most frequent tokens differ."""
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
 
     trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
     fresh = Eagle3Trainer(target, second, cfg)
@@ -422,7 +426,8 @@ def test_init_grows_the_draft_vocabulary_keeping_what_the_head_learned(target, p
     """--init with a larger --draft-vocab: the head's tokens and every trained weight are kept,
     the new tokens (the corpus's most frequent others) start as the target's own read-out, and
     the grown head saves and loads in the public layout."""
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
     from simspec.engine.eagle_public import read_public_head
     from simspec.engine.modeling import base_and_head
 
@@ -456,7 +461,8 @@ def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, 
     """--init with a larger --intermediate-size: the head's units are kept and the new ones start
     with zero down_proj columns, so the widened head's logits equal the saved head's exactly; a
     training step then moves the new columns, and the head saves and loads at its new width."""
-    from simspec.distill.trainer import Eagle3Trainer, Eagle3TrainConfig
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig
     from simspec.engine.eagle_public import read_public_head
 
     trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")

@@ -10,7 +10,7 @@ import pytest
 from helpers import last_json, simspec, tagged_traces
 
 from simspec.sim.profile import load_profile
-from simspec.sim.traces import save_traces
+from simspec.sim.trace_files import save_traces
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,8 @@ from simspec.policies import StaticPolicy
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import replay
 from simspec.sim.stochastic import at_least, reach_probabilities, stored_nodes, verified_mask
-from simspec.sim.traces import ARRAYS, load_traces, save_traces
+from simspec.sim.trace_files import load_traces, save_traces
+from simspec.sim.traces import ARRAYS
 
 
 @pytest.mark.parametrize("ties", [False, True])

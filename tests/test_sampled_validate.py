@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT, last_json, simspec
 
 from simspec.sim.profile import load_profile
-from simspec.sim.traces import load_traces
+from simspec.sim.trace_files import load_traces
 
 T1 = "calibration/cpu-demo-T1"
 

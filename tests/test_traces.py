@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from simspec.errors import SimspecError
-from simspec.sim.traces import PromptTrace, assemble, load_traces, save_traces
+from simspec.sim.trace_files import load_traces, save_traces
+from simspec.sim.traces import PromptTrace, assemble
 
 
 def _tiny_traceset():

@@ -88,6 +88,48 @@ def test_same_seed_same_policy(train):
     assert not all(np.array_equal(first[k], other[k]) for k in first)
 
 
+# The tags every algorithm writes to its policy's tb/ (the SB3 ones write more of their own).
+TB_TAGS = {"train/loss", "rollout/reward", "validation/speedup", "time/fps"}
+
+
+def tb_scalars(run) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of one TensorBoard run folder: tag -> [(step, value)]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize("algo", ["ltd", "resps", "radar"])
+def test_every_algorithm_logs_its_training_curve_to_tensorboard(tmp_path, algo):
+    """Each training run writes TensorBoard scalars under the same tags (SB3's layout, one run
+    folder per phase), and its validation speedups are the ones training.csv holds."""
+    log, tb = TrainingLog(), str(tmp_path / "tb")
+    if algo == "ltd":
+        train_ltd(tiny_setting(0), TINY_LTD, log, lambda n: None, tb, ablate="rounds")
+        runs = ["size", "depth"]  # in training order, as training.csv
+    elif algo == "resps":
+        train_resps(tiny_setting(0), _tiny_ppo(0.99), "standard", log, lambda n: None, tb, validations=2)
+        runs = ["resps-standard"]
+    else:
+        config = RadarConfig(hidden=8, updates=20, batch=32, validations=2, learning_rate=1e-2)
+        train_radar(tiny_setting(0), config, log, lambda n: None, tensorboard=tb)
+        runs = ["radar"]
+    assert sorted(p.name for p in (tmp_path / "tb").iterdir()) == sorted(f"{run}_1" for run in runs)
+    logged = []
+    for run in runs:
+        folder = tmp_path / "tb" / f"{run}_1"
+        assert any(p.name.startswith("events.out.tfevents.") for p in folder.iterdir())
+        scalars = tb_scalars(folder)
+        assert TB_TAGS <= set(scalars), (run, sorted(scalars))
+        logged += [value for _, value in scalars["validation/speedup"]]
+    checked = [row["validation_speedup"] for row in log.rows if row["validation_speedup"] is not None]
+    assert logged == pytest.approx(checked, rel=1e-6)  # TensorBoard stores float32
+    if algo == "radar":  # one run, on training.csv's step axis
+        assert [step for step, _ in scalars["rollout/reward"]] == [row["env_steps"] for row in log.rows]
+
+
 def test_ppo_learns_with_sb3_adam_and_restores_global_state():
     """SimPPO is SB3's PPO with its Adam (eps 1e-5) fused, learning without per-minibatch
     distribution checks and with single-threaded numpy BLAS, both restored afterwards."""
@@ -246,6 +288,7 @@ def test_train_command_end_to_end(tmp_path):
     # cpu-demo stores RADAR's T_policy (calibrate measured it): one seed gives one policy.
     assert meta["schedule"]["policy_seconds_source"] == "profile"
     assert (out / "training.csv").exists() and (out / "radar_lstm.pt").exists()
+    assert TB_TAGS <= set(tb_scalars(out / "tb" / "radar_1"))  # TensorBoard logs, like the PPO algorithms'
 
     with ThreadPoolExecutor(2) as pool:  # both read the finished policy: side by side
         figure = pool.submit(simspec, "plot", "training", "--policy", out, "--out", tmp_path / "fig")

@@ -12,7 +12,8 @@ from helpers import ROOT, simspec
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import LADDER
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
-from simspec.report.validation import build_report, lossless_label, paired_p, render_markdown, summary_line
+from simspec.report.markdown import render_markdown
+from simspec.report.validation import build_report, lossless_label, paired_p, summary_line
 from simspec.sim.profile import load_profile
 from simspec.sim.replay import ReplayResult
 
@@ -303,7 +304,7 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
 def test_residual_breakdown_splits_the_time_error_by_component():
     from simspec.measure.interleave import RunTiming
     from simspec.measure.residuals import cycle_table, residual_breakdown
-    from simspec.report.validation import render_residuals
+    from simspec.report.markdown import render_residuals
 
     a = np.array
     spec = RunTiming("grid", 100, total_s=1.0, prefill_s=0.1, prefill_predicted_s=0.1,

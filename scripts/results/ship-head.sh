@@ -40,7 +40,7 @@ from simspec.errors import SimspecError
 from simspec.fingerprint import check_fingerprint
 from simspec.policies.artifact import read_policy_meta
 from simspec.sim.profile import load_profile
-from simspec.sim.traces import load_traces
+from simspec.sim.trace_files import load_traces
 
 def fresh_traces(traces):
     recorded = traces.meta.get("draft_fingerprint")  # None: made before fingerprints, so not provably fresh

@@ -44,8 +44,7 @@ def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_ne
     for ids in prompts:
         continuation = engine.greedy(ids, max_new_tokens).tokens
         sequence = torch.tensor(ids + continuation, device=device)
-        cache = TargetCache(engine.target, getattr(drafter, "feature_layers", None) if drafter.uses_target_hidden
-                            else None)
+        cache = TargetCache(engine.target, drafter.target_layers())
         cache.forward(sequence)
         features = cache.features if drafter.uses_target_hidden else None
         drafter.reset(sequence[:len(ids)], None if features is None else features[:len(ids)])

@@ -144,8 +144,8 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
 
     from simspec.cache import atomic_directory
     from simspec.distill.corpus import build_corpus
-    from simspec.distill.trainer import (Eagle3TrainConfig, Eagle3Trainer, EagleTrainConfig, EagleTrainer,
-                                         LMTrainConfig, LMTrainer)
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.trainer import Eagle3TrainConfig, EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
     from simspec.engine.draft_lm import DraftLMShape
     from simspec.engine.models import load_model
     from simspec.machine import machine

@@ -33,11 +33,19 @@ class Drafter(ABC):
     """A draft model for one target. See the module docstring for the protocol."""
 
     name: str = "drafter"
-    uses_target_hidden: bool = False  # the engine only gathers hidden states when asked
+    # Optional capabilities, declared here so the engine never probes for them:
+    uses_target_hidden: bool = False  # reads the target's hidden states (gathered only when asked)
+    feature_layers: tuple[int, ...] | None = None  # with them: the target layers whose inputs it fuses
+    #                                                (EAGLE-3); None: the target's last hidden state
     # At T > 0 a chain (W = 1) from a drafter that models the text's distribution itself is
     # sampled from it and verified by the q-aware rule; feature heads draft top-k point masses.
     samples_chains: bool = False
     draft_vocab: torch.Tensor | None = None  # draft index -> target token id, for a reduced vocabulary
+
+    def target_layers(self) -> tuple[int, ...] | None:
+        """The target layers ``TargetCache`` gathers features from for this drafter (None: the
+        last hidden state, or none at all when it reads no hidden states)."""
+        return self.feature_layers if self.uses_target_hidden else None
 
     def top_candidates(self, logprobs: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k best children per row as host arrays (log-probs, target token ids)."""

@@ -25,10 +25,11 @@ from torch import nn
 
 from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.engine.drafter import Drafter
+from simspec.engine.formats import SIMSPEC_EAGLE
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 
-FORMAT = "simspec-eagle-drafter"
+FORMAT = SIMSPEC_EAGLE
 FORMAT_VERSION = 1
 
 

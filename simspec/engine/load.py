@@ -1,6 +1,8 @@
-"""Resolving a ``--draft`` reference to a loaded drafter: the target itself, a truncated target,
-a shipped drafter by name, a simspec EAGLE-style head, a public EAGLE-3 or EAGLE-1/2 checkpoint,
-or any causal LM sharing the target's tokenizer."""
+"""Resolving a ``--draft`` reference to a loaded drafter through the format registry
+(``simspec.engine.formats``): a reference a format claims by its text (the target itself, a
+truncated target), else a shipped drafter by name or a path, claimed by its ``config.json``
+(a simspec EAGLE-style head, a public EAGLE-3 or EAGLE-1/2 checkpoint), else any causal LM
+sharing the target's tokenizer."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
-from simspec.engine.drafter import CausalLMDrafter, Drafter, truncated_target
-from simspec.engine.eagle import FORMAT, load_eagle
-from simspec.engine.eagle_public import is_public_eagle, load_public_eagle
+from simspec.engine.drafter import CausalLMDrafter, Drafter
+from simspec.engine.formats import DRAFTER_FORMATS, DraftSource
 from simspec.engine.models import BUILTIN_MODELS, LoadedModel, check_same_vocabulary, dtype_name, load_model
 from simspec.errors import SimspecError, read_json
 from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
@@ -20,14 +21,10 @@ from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
 def load_drafter(ref: str, target: LoadedModel) -> Drafter:
     """``target`` (the target itself), ``target-layers:N``, a shipped drafter name (``eagle``),
     a simspec drafter directory, or any causal LM reference sharing the target's tokenizer."""
-    if ref == "target":
-        return CausalLMDrafter(target.model, "target")
-    if ref.startswith("target-layers:"):
-        try:
-            n_layers = int(ref.split(":", 1)[1])
-        except ValueError:
-            raise SimspecError(f"bad drafter {ref!r}: expected target-layers:N with an integer N") from None
-        return CausalLMDrafter(truncated_target(target, n_layers), ref)
+    formats = list(DRAFTER_FORMATS.specs())
+    for fmt in formats:
+        if fmt.match_ref is not None and fmt.match_ref(ref):
+            return fmt.load(DraftSource(ref), target)
     path = shipped_drafter(ref) or Path(ref)
     if not path.exists() and ref not in BUILTIN_MODELS:
         raise SimspecError(f"unknown drafter {ref!r}: no such folder. Give a shipped drafter "
@@ -35,19 +32,33 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
                            "or a public EAGLE-3 / EAGLE-1/2 checkpoint), or a Hugging Face model directory or .gguf "
                            "sharing the target's tokenizer")
     config_file = path / "config.json"
+    config = None
     if config_file.is_file():
-        kind = "lm" if (path / PROVENANCE_FILE).is_file() else "eagle"
-        fix = f"restore it, or train the drafter again with `simspec train-draft --kind {kind} --out {path} --force`"
-        config = read_json(config_file, f"drafter {ref!r}: ", f"drafter {ref!r}: {config_file} is missing", fix)
-        if config.get("format") == FORMAT:
-            return load_eagle(path, target, ref)
-        if is_public_eagle(path, config):
-            return load_public_eagle(path, config, target, ref)
-        rows = config.get("vocab_size")  # refuse a foreign vocabulary before loading any weights
+        config = read_json(config_file, f"drafter {ref!r}: ", f"drafter {ref!r}: {config_file} is missing",
+                           _retrain_advice(path))
+        for fmt in formats:
+            if fmt.match_folder is not None and fmt.match_folder(path, config):
+                return fmt.load(DraftSource(ref, path, config), target)
+    [fallback] = [fmt for fmt in formats if fmt.fallback]
+    return fallback.load(DraftSource(ref, path, config), target)
+
+
+def _retrain_advice(path: Path) -> str:
+    kind = "lm" if (path / PROVENANCE_FILE).is_file() else "eagle"
+    return f"restore it, or train the drafter again with `simspec train-draft --kind {kind} --out {path} --force`"
+
+
+def load_causal_lm(source: DraftSource, target: LoadedModel) -> CausalLMDrafter:
+    """Any causal LM sharing the target's tokenizer (a Hugging Face folder, a .gguf, a built-in
+    model name, a simspec draft LM with its reduced vocabulary), refused before its weights load
+    when its config names another vocabulary size."""
+    ref, path = source.ref, source.path
+    if source.config is not None:
+        rows = source.config.get("vocab_size")
         if isinstance(rows, int):
             check_same_vocabulary(target, None, ref, rows)
         if (path / PROVENANCE_FILE).is_file():  # a simspec draft LM: its provenance is read by its model card
-            read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", fix)
+            read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", _retrain_advice(path))
     draft = load_model(str(path), device=str(target.device), dtype=dtype_name(target.model.dtype))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None

@@ -307,7 +307,7 @@ class SpeculativeEngine:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
         wants_hidden = self.drafter.uses_target_hidden
-        target = TargetCache(self.target, getattr(self.drafter, "feature_layers", None) if wants_hidden else None)
+        target = TargetCache(self.target, self.drafter.target_layers())
         prompt = torch.tensor(prompt_ids, device=self.device)
         _, root = self._prefill(target, prompt, rng)
         features = target.features

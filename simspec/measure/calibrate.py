@@ -174,7 +174,7 @@ def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32"
     (``dtype`` None: any)."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
-    from simspec.sim.traces import load_traces
+    from simspec.sim.trace_files import load_traces
 
     folder = locate(path)
     if (folder / "profile.json").is_file():
@@ -251,13 +251,13 @@ def _policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -
     """Decision time per cycle of every baseline family and of RADAR's LSTM, on this host (the
     policies run here whatever the accelerator); RADAR's training charges its entry (stored, so
     that one seed gives one policy)."""
+    from simspec.policies.registry import timing_policies
     from simspec.policies.timing import policy_latency
     from simspec.sim.costmodel import CostModel
-    from simspec.sim.evaluate import timing_baselines
     from simspec.sim.profile import points_of
     from simspec.train.radar import RADAR_TIMING_KEY, radar_call_seconds
 
-    seconds = policy_latency(timing_baselines(CostModel(points_of(samples)), width, depth), width, depth, repeats)
+    seconds = policy_latency(timing_policies(CostModel(points_of(samples)), width, depth), width, depth, repeats)
     seconds[RADAR_TIMING_KEY] = radar_call_seconds(width, depth, 60)
     return seconds
 
@@ -273,7 +273,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         device_name, drafter_architecture, measure_batched, measure_curves
     from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
     from simspec.sim.profile import write_profile
-    from simspec.sim.traces import save_traces
+    from simspec.sim.trace_files import save_traces
 
     r = request
     plan = plan or r.check()

@@ -129,7 +129,7 @@ class TraceRecorder:
     def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
         spec, device, drafter = self.spec, self.device, self.drafter
         wants_hidden = drafter.uses_target_hidden
-        cache = TargetCache(self.target, getattr(drafter, "feature_layers", None) if wants_hidden else None)
+        cache = TargetCache(self.target, drafter.target_layers())
         sequence = torch.tensor(prompt_ids + continuation, device=device)
         hidden = cache.forward(sequence)
         features = cache.features
@@ -168,7 +168,7 @@ class TraceRecorder:
         tree, its score tables and its stored nodes' probabilities (see ``stored_nodes``)."""
         spec, device, drafter, sampling = self.spec, self.device, self.drafter, self.spec.sampling
         wants_hidden = drafter.uses_target_hidden
-        target = TargetCache(self.target, getattr(drafter, "feature_layers", None) if wants_hidden else None)
+        target = TargetCache(self.target, drafter.target_layers())
         prompt = torch.tensor(prompt_ids, device=device)
         hidden = target.forward(prompt)
         target.length = len(prompt_ids)

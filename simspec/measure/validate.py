@@ -30,7 +30,8 @@ from simspec import __version__
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
-from simspec.sim.evaluate import BASELINES, check_split, parse_names
+from simspec.policies.registry import baselines_help, default_baselines
+from simspec.sim.evaluate import check_names, check_split, parse_names
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -49,13 +50,7 @@ class ValidateRequest:
     replays it (``simulated()``, read by ``simspec.sim.run``)."""
 
     profile: str = opt(help=flags.PROFILE)
-    baselines: tuple[str, ...] = opt(
-        ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "qlearn"),
-        "Comma-separated: eagle3, grid, ddd, svip, gammatune, analytic, fsm, cachefsm (moves after 2 agreeing "
-        "cycles), cachefsm-token (seed 003's token-cache FSM), qlearn, qlearn-paper (seed 003's Q-learning agent), "
-        "specdecpp and disco (acceptance classifiers trained on the train split), static:D,V (or static:DxV), select "
-        "(--simulated: seed 003's per-prompt draft selection among the profile's drafter and --drafters). Tunable "
-        "ones are tuned on the profile's train split.", parse=_methods)
+    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=_methods)
     drafters: tuple[str, ...] = opt((), "--simulated with the select baseline: comma-separated profiles of other "
                                     "drafters of the same target, their traces recorded on the same prompts.",
                                     parse=flags.names)
@@ -118,9 +113,7 @@ class ValidateRequest:
         if "select" in self.baselines:
             raise SimspecError("the 'select' baseline (seed 003's draft selection) runs in validate --simulated only: "
                                "the real engine decodes with one drafter per run")
-        unknown = [n for n in self.baselines if n not in BASELINES and not n.startswith("static:")]
-        if unknown:
-            raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES)} or static:D,V")
+        check_names(list(self.baselines), prompt_level=False)
         if not self.baselines and not self.policies:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         check_out(self.out_dir(), self.force)
@@ -175,7 +168,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
     from simspec.report.plots import plot_validation
-    from simspec.report.validation import build_report, render_markdown
+    from simspec.report.markdown import render_markdown
+    from simspec.report.validation import build_report
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.replay import replay
@@ -284,7 +278,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
             save_profile(co_profile, tmp / "profile-cotimed")
         (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
         (tmp / "report.md").write_text(render_markdown(report))
-        plot_validation(report, tmp)
+        plot_validation(report, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
     return report, out_dir
 
 

@@ -23,13 +23,12 @@ import numpy as np
 
 from simspec import __version__
 from simspec.errors import SimspecError, read_json, require, require_schema
+from simspec.policies.algorithms import LEARNED, learned
 from simspec.policies.base import BatchPolicy
 from simspec.shipped import locate
-from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
 
 POLICY_SCHEMA = "simspec-policy"
 POLICY_VERSION = 1
-ALGOS = ("ltd", "resps", "radar")
 
 
 class ProfileMismatch(UserWarning):
@@ -38,16 +37,7 @@ class ProfileMismatch(UserWarning):
 
 def build_policy(meta: dict, arrays: dict[str, np.ndarray]) -> BatchPolicy:
     """The inference policy described by ``meta["policy"]`` with the networks in ``arrays``."""
-    spec, name = meta["policy"], meta.get("name", meta["algo"])
-    if meta["algo"] == "ltd":
-        depth_net = MLP.from_arrays(arrays, "depth") if spec.get("has_depth_net", True) else None
-        size_net = MLP.from_arrays(arrays, "size") if spec.get("has_size_net", True) else None
-        return LTDPolicy(spec["width"], spec["depth_max"], np.array(spec["sizes"]), depth_net, size_net,
-                         spec.get("depth"), spec["size"], name=name)
-    if meta["algo"] == "resps":
-        return ReSpSPolicy(spec["width"], spec["depth_max"], np.array(spec["actions"]), MLP.from_arrays(arrays, "net"),
-                           spec["hold"], name=name)
-    return RadarPolicy(spec["width"], spec["depth_max"], LSTMNet.from_arrays(arrays, "lstm"), spec["size"], name=name)
+    return learned(meta["algo"]).build(meta["policy"], arrays, meta.get("name", meta["algo"]))
 
 
 def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], extra_files: dict[str, Path] | None = None,
@@ -79,15 +69,11 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
     return directory
 
 
-# What each algorithm's inference configuration (``policy.json``'s "policy") must hold.
-SPEC_FIELDS = {"ltd": {"sizes": list, "size": int}, "resps": {"actions": list, "hold": int}, "radar": {"size": int}}
-
-
 def retrain_advice(directory: Path, meta: dict | None = None) -> str:
     """How to make the policy in ``directory`` again (with its algorithm and profile, when
     its metadata still says them)."""
     meta = meta if isinstance(meta, dict) else {}
-    algo = meta.get("algo") if meta.get("algo") in ALGOS else "ALGO"
+    algo = meta.get("algo") if meta.get("algo") in LEARNED else "ALGO"
     source = meta.get("profile")
     profile = source.get("path") if isinstance(source, dict) and isinstance(source.get("path"), str) else "PROFILE"
     return (f"retrain it with `simspec train --simulated --profile {profile} --algo {algo} --out {directory} "
@@ -104,10 +90,10 @@ def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
                      retrain_advice(directory))
     fix = retrain_advice(directory, meta)
     require_schema(meta, POLICY_SCHEMA, POLICY_VERSION, file, fix)
-    if meta.get("algo") not in ALGOS:
+    if meta.get("algo") not in LEARNED:
         raise SimspecError(f"{file} names an unknown algorithm {meta.get('algo')!r}: {fix}")
     spec = require(meta, "policy", dict, file, fix, what="an object (the policy's inference configuration)")
-    for field, kind in {"width": int, "depth_max": int, **SPEC_FIELDS[meta["algo"]]}.items():
+    for field, kind in {"width": int, "depth_max": int, **learned(meta["algo"]).fields}.items():
         require(spec, field, kind, file, fix, name=f"policy.{field}")
     require(meta, "name", str, file, fix, optional=True)
     for field in ("profile", "validation", "heldout"):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.policies.algorithms import register_learned
 from simspec.policies.base import BatchPolicy
 from simspec.policies.features import depth_features, radar_features, resps_features, size_features
 
@@ -172,3 +173,25 @@ class RadarPolicy(BatchPolicy):
         logits, self.h[rows], self.c[rows] = self.net.step(features, self.h[rows], self.c[rows])
         self.previous_best[rows] = frontier[:, 0]
         return (np.argmax(logits, axis=1) == CONTINUE) & (depth < planned)
+
+
+# --- the built-in algorithms, as policy folders name them (simspec.policies.algorithms) --------
+
+
+@register_learned("ltd", help="depth + size PPO, co-adapted", fields={"sizes": list, "size": int})
+def _ltd(spec: dict, arrays: dict[str, np.ndarray], name: str) -> LTDPolicy:
+    depth_net = MLP.from_arrays(arrays, "depth") if spec.get("has_depth_net", True) else None
+    size_net = MLP.from_arrays(arrays, "size") if spec.get("has_size_net", True) else None
+    return LTDPolicy(spec["width"], spec["depth_max"], np.array(spec["sizes"]), depth_net, size_net,
+                     spec.get("depth"), spec["size"], name=name)
+
+
+@register_learned("resps", help="cached tree budget, PPO", fields={"actions": list, "hold": int})
+def _resps(spec: dict, arrays: dict[str, np.ndarray], name: str) -> ReSpSPolicy:
+    return ReSpSPolicy(spec["width"], spec["depth_max"], np.array(spec["actions"]), MLP.from_arrays(arrays, "net"),
+                       spec["hold"], name=name)
+
+
+@register_learned("radar", help="LSTM continue/stop, offline REINFORCE", fields={"size": int})
+def _radar(spec: dict, arrays: dict[str, np.ndarray], name: str) -> RadarPolicy:
+    return RadarPolicy(spec["width"], spec["depth_max"], LSTMNet.from_arrays(arrays, "lstm"), spec["size"], name=name)

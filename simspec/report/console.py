@@ -184,7 +184,8 @@ def validate_simulated(result) -> None:
 
 
 def validate_real(report: dict, run_dir) -> None:
-    from simspec.report.validation import fidelity_rows, lossless_label, predicted_by, spread
+    from simspec.report.markdown import predicted_by, spread
+    from simspec.report.validation import fidelity_rows, lossless_label
 
     for text in report["warnings"]:
         warn(text)

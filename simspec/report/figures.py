@@ -1,4 +1,8 @@
-"""``simspec plot``: each figure drawn from the artifacts it needs, by what the user names."""
+"""``simspec plot``: each figure drawn from the artifacts it needs, by what the user names.
+
+An existing figure is refused (one line, unless ``force``) before any artifact is loaded or
+replayed: the figure's name comes from the folder the user names, not from its contents
+(``validation`` reads its report first, since the report says which action maps it draws)."""
 
 from __future__ import annotations
 
@@ -7,39 +11,51 @@ from pathlib import Path
 from simspec.errors import SimspecError
 
 
-def curves(profile: str, out: str) -> tuple[Path, bool]:
+def _folder(path: str, *files: str) -> Path:
+    """The artifact folder ``path`` names (or the folder of one of its ``files``), as its loader
+    finds it: the name its figure carries."""
+    from simspec.shipped import locate
+
+    located = locate(path)
+    return located.parent if located.name in files else located
+
+
+def curves(profile: str, out: str, *, force: bool = False) -> tuple[Path, bool]:
     """Latency curves with the fitted cost model; returns the figure and whether the profile is
     analytic."""
-    from simspec.report.plots import plot_curves
+    from simspec.report.plots import curves_file, plot_curves, refuse_existing
     from simspec.sim.profile import load_profile
 
+    refuse_existing([curves_file(Path(out), _folder(profile, "profile.json").name)], force)
     loaded = load_profile(profile)
-    return plot_curves(loaded, Path(out)), loaded.kind == "analytic"
+    return plot_curves(loaded, Path(out), force=force), loaded.kind == "analytic"
 
 
-def surface(profile: str, split: str, max_new_tokens: int | None, out: str) -> Path:
+def surface(profile: str, split: str, max_new_tokens: int | None, out: str, *, force: bool = False) -> Path:
     """Simulated speedup of every static (D, V) tree, the grid best and the oracle marked."""
     import numpy as np
 
-    from simspec.report.plots import plot_surface
+    from simspec.report.plots import plot_surface, refuse_existing, surface_file
     from simspec.sim.evaluate import check_split, split_traces, static_surface
     from simspec.sim.oracle import oracle
     from simspec.sim.profile import load_profile
 
     check_split(split)
+    refuse_existing([surface_file(Path(out), _folder(profile, "profile.json").name, split)], force)
     loaded = load_profile(profile)
     traces = split_traces(loaded.traces(), split)
     cells = {k: float(np.mean(v.speedup)) for k, v in static_surface(traces, loaded.cost, max_new_tokens).items()}
     best = float(np.mean(oracle(traces, loaded.cost, max_new_tokens).speedup))
-    return plot_surface(loaded, cells, best, Path(out), split)
+    return plot_surface(loaded, cells, best, Path(out), split, force=force)
 
 
-def training(policy: str, out: str) -> Path:
+def training(policy: str, out: str, *, force: bool = False) -> Path:
     """A policy's training curves, from its training.csv."""
     from simspec.policies.artifact import read_policy_meta
-    from simspec.report.plots import plot_training
+    from simspec.report.plots import plot_training, refuse_existing, training_file
     from simspec.train.log import read_csv
 
+    refuse_existing([training_file(Path(out), _folder(policy, "policy.json", "policy.npz").name)], force)
     directory, meta = read_policy_meta(policy)
     try:
         rows = read_csv(directory / "training.csv")
@@ -47,12 +63,13 @@ def training(policy: str, out: str) -> Path:
         raise SimspecError(f"{directory} has no training.csv: retrain the policy with `simspec train`") from None
     except (OSError, KeyError, ValueError) as exc:
         raise SimspecError(f"{directory / 'training.csv'} is unreadable ({exc.__class__.__name__}): retrain") from None
-    return plot_training(directory.name, meta, rows, Path(out))
+    return plot_training(directory.name, meta, rows, Path(out), force=force)
 
 
-def validation(report: str, out: str | None, method: str | None) -> list[Path]:
-    """A real validation's figures, redrawn from its report.json (plus ``method``'s action map)."""
-    from simspec.report.plots import plot_action_map, plot_validation
+def validation(report: str, out: str | None, method: str | None, *, force: bool = False) -> list[Path]:
+    """A real validation's figures, redrawn from its report.json (plus ``method``'s action map):
+    all refused if any exists (without ``force``), else all written."""
+    from simspec.report.plots import plot_validation, refuse_existing, validation_files
     from simspec.report.validation import read_report
 
     path = Path(report)
@@ -61,7 +78,5 @@ def validation(report: str, out: str | None, method: str | None) -> list[Path]:
     names = [r["method"] for r in loaded["rows"]]
     if method and method not in names:  # before drawing anything: a refused request writes nothing
         raise SimspecError(f"--method {method!r} is not in that report: choose one of {', '.join(names)}")
-    paths = plot_validation(loaded, folder)
-    if method:
-        paths.append(plot_action_map(loaded, method, folder))
-    return paths
+    refuse_existing(validation_files(loaded, folder, method or None), force)
+    return plot_validation(loaded, folder, method or None, force=force)

@@ -1,11 +1,21 @@
-"""Figures of profiles: the measured latency curves with the fitted cost model over them."""
+"""Figures of profiles, policies and real runs.
+
+Every figure is rendered into a temporary file beside its final path and renamed over it
+(``os.replace``), so an error or Ctrl-C never leaves half a PNG; an existing figure is refused
+(``SimspecError``) unless the caller passes ``force``. Each figure's file name comes from one
+``*_file`` function, so that a caller can refuse before loading or replaying anything."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from simspec.errors import SimspecError
 from simspec.sim.profile import Profile
 
 
@@ -18,18 +28,85 @@ def _pyplot():
     return plt
 
 
+def curves_file(out_dir: Path, profile_name: str) -> Path:
+    return Path(out_dir) / f"curves-{profile_name}.png"
+
+
+def surface_file(out_dir: Path, profile_name: str, split: str) -> Path:
+    return Path(out_dir) / f"surface-{profile_name}-{split}.png"
+
+
+def training_file(out_dir: Path, policy_name: str) -> Path:
+    return Path(out_dir) / f"training-{policy_name}.png"
+
+
+def action_map_file(out_dir: Path, method: str) -> Path:
+    return Path(out_dir) / f"action-map-{method.replace('/', '_')}.png"
+
+
+def validation_files(report: dict, out_dir: Path, method: str | None = None) -> list[Path]:
+    """What ``plot_validation`` writes, in order: the scatter, the time breakdown, the action
+    map of each learned policy, then ``method``'s (if it is not one of them)."""
+    out_dir = Path(out_dir)
+    return [out_dir / "sim-vs-real.png", out_dir / "time-breakdown.png",
+            *(action_map_file(out_dir, m) for m in _mapped_methods(report, method))]
+
+
+def _mapped_methods(report: dict, method: str | None) -> list[str]:
+    """The methods whose action maps a validation's figures hold: each learned policy, and ``method``."""
+    methods = [r["method"] for r in report["rows"] if r["family"].startswith("policy:")]
+    return methods + [method] if method is not None and method not in methods else methods
+
+
+def refuse_existing(paths: list[Path], force: bool) -> None:
+    """One error line, before any drawing, if a figure of ``paths`` exists (and ``force`` is
+    off) or cannot be a file: all of a command's figures are refused together, or none."""
+    for path in paths:
+        if path.parent.exists() and not path.parent.is_dir():
+            raise SimspecError(f"{path.parent} is a file, not a folder: choose another --out")
+        if path.is_dir():  # os.replace cannot put a file there, --force or not
+            raise SimspecError(f"{path} is a folder, not a figure: remove it or choose another --out")
+    existing = [p for p in paths if p.exists()]
+    if existing and not force:
+        more = f" (and {len(existing) - 1} more of this command's figures)" if len(existing) > 1 else ""
+        raise SimspecError(f"{existing[0]} exists{more}: pass --force to replace "
+                           f"{'them' if more else 'it'}, or choose another --out")
+
+
+def _write_atomic(path: Path, write) -> None:
+    """``write(file)`` into a temporary sibling of ``path``, renamed over ``path`` only once it
+    is complete; removed on any error or interrupt."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    # os.open with 0o666 (less the umask) gives the figure the mode a plain open would; mkstemp's 0600 would
+    # survive the rename and hide the figure from other users
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _save(plt, fig, path: Path, tight: bool = True) -> Path:
-    if tight:  # figures with hand-placed axes (a shared colour bar) set their own layout
-        fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    """Writes ``fig`` to ``path`` atomically and closes it (on error too). Callers refuse an
+    existing ``path`` first (``refuse_existing``), before drawing."""
+    try:
+        if tight:  # figures with hand-placed axes (a shared colour bar) set their own layout
+            fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, lambda f: fig.savefig(f, dpi=130, format=path.suffix.lstrip(".")))
+    finally:
+        plt.close(fig)
     return path
 
 
-def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Path:
+def plot_curves(profile: Profile, out_dir: Path, width: int | None = None, *, force: bool = False) -> Path:
     """LTD Figure 2 (left), from this profile: draft time vs depth at width W and verify time
     vs V, per measured context; dots are measurements (bars: IQR), lines the cost model."""
+    path = curves_file(out_dir, profile.directory.name)
+    refuse_existing([path], force)
     plt = _pyplot()
     width = width or (profile.meta.get("traces") or {}).get("width") or 10
     samples = [s for s in profile.samples if s.get("batch", 1) == 1]  # the batch-1 curves the model fits
@@ -64,12 +141,14 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None) -> Pa
     fit = profile.meta.get("fit_error", {})
     fig.suptitle(f"{profile.label}\ncost-model held-out error: median {fit.get('median', float('nan')):.1%}, "
                  f"p90 {fit.get('p90', float('nan')):.1%}", fontsize=9)
-    return _save(plt, fig, out_dir / f"curves-{profile.directory.name}.png")
+    return _save(plt, fig, path)
 
 
 def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle_speedup: float, out_dir: Path,
-                 split: str) -> Path:
+                 split: str, *, force: bool = False) -> Path:
     """Mean simulated speedup of static trees over (D, V); grid best starred."""
+    path = surface_file(out_dir, profile.directory.name, split)
+    refuse_existing([path], force)
     plt = _pyplot()
     depths = sorted({d for d, _ in surface})
     sizes = sorted({v for _, v in surface})
@@ -95,13 +174,15 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
     ax3d.set(xlabel="V", ylabel="D", zlabel="speedup")
     fig.suptitle(f"{profile.label}\nstatic trees, {split} prompts: grid best D={d} V={v} at {top:.3f}x (star); "
                  f"hindsight oracle {oracle_speedup:.3f}x (red plane)", fontsize=9)
-    return _save(plt, fig, out_dir / f"surface-{profile.directory.name}-{split}.png")
+    return _save(plt, fig, path)
 
 
-def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path) -> Path:
+def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 3 style, for one policy: the mean reward per environment step of each rollout
     (left) and the deployed policy's validation speedup (right) against environment steps,
     phase by phase, with the best static tree on the same validation prompts."""
+    path = training_file(out_dir, name)
+    refuse_existing([path], force)
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     phases = list(dict.fromkeys(r["phase"] for r in rows))
@@ -130,7 +211,7 @@ def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path) -> Pat
     tag = " (ANALYTIC profile)" if profile.get("kind") == "analytic" else ""
     fig.suptitle(f"{name}: {meta.get('algo')} ({meta.get('preset')}, seed {meta.get('seed')}) on "
                  f"{profile.get('name')}{tag}", fontsize=10)
-    return _save(plt, fig, out_dir / f"training-{name}.png")
+    return _save(plt, fig, path)
 
 
 def _run_title(report: dict) -> str:
@@ -138,8 +219,10 @@ def _run_title(report: dict) -> str:
             f"{report['max_new_tokens']} new tokens")
 
 
-def plot_sim_vs_real(report: dict, out_dir: Path) -> Path:
+def plot_sim_vs_real(report: dict, out_dir: Path, *, force: bool = False) -> Path:
     """Simulated against real median speedup per method, with the diagonal and IQR bars."""
+    path = Path(out_dir) / "sim-vs-real.png"
+    refuse_existing([path], force)
     plt = _pyplot()
     rows = report["rows"]
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
@@ -166,11 +249,13 @@ def plot_sim_vs_real(report: dict, out_dir: Path) -> Path:
                  fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    return _save(plt, fig, out_dir / "sim-vs-real.png")
+    return _save(plt, fig, path)
 
 
-def plot_time_breakdown(report: dict, out_dir: Path) -> Path:
+def plot_time_breakdown(report: dict, out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 2 (right): where each method's time goes, as shares of its total."""
+    path = Path(out_dir) / "time-breakdown.png"
+    refuse_existing([path], force)
     plt = _pyplot()
     rows = sorted(report["rows"], key=lambda r: -r["speedup_real"])
     parts = ("prefill", "draft", "verify", "policy", "bookkeeping")
@@ -186,16 +271,18 @@ def plot_time_breakdown(report: dict, out_dir: Path) -> Path:
     ax.set(xlabel="share of the method's wall time (mean over prompts)", xlim=(0, 1))
     ax.legend(fontsize=7, ncol=len(parts), loc="lower center", bbox_to_anchor=(0.5, 1.0))
     ax.set_title(_run_title(report), fontsize=8, pad=22)
-    return _save(plt, fig, out_dir / "time-breakdown.png")
+    return _save(plt, fig, path)
 
 
-def plot_action_map(report: dict, method: str, out_dir: Path) -> Path:
+def plot_action_map(report: dict, method: str, out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 6: how often a method drafted depth D and verified V tokens, one panel per
     accepted length (what the target then took)."""
-    plt = _pyplot()
     row = next((r for r in report["rows"] if r["method"] == method), None)
     if row is None:
         raise KeyError(method)
+    path = action_map_file(out_dir, method)
+    refuse_existing([path], force)
+    plt = _pyplot()
     actions = np.array(row["actions"], dtype=int).reshape(-1, 3)
     depths = np.arange(1, max(int(actions[:, 0].max()), 2) + 1)
     sizes = np.unique(actions[:, 1])
@@ -219,14 +306,25 @@ def plot_action_map(report: dict, method: str, out_dir: Path) -> Path:
     fig.suptitle(f"{method}: actions on real runs; {_run_title(report)}", fontsize=8)
     fig.subplots_adjust(top=0.82, bottom=0.16, left=0.05, right=0.92, wspace=0.12)
     fig.colorbar(image, cax=fig.add_axes([0.935, 0.16, 0.01, 0.66]), label="cycles")
-    return _save(plt, fig, out_dir / f"action-map-{method.replace('/', '_')}.png", tight=False)
+    return _save(plt, fig, path, tight=False)
 
 
-def plot_validation(report: dict, out_dir: Path) -> list[Path]:
-    """Every figure of a ``validate --real`` report: the scatter, the time breakdown, and the
-    action map of each learned policy (of every method whose depth or size varies, if none)."""
-    paths = [plot_sim_vs_real(report, out_dir), plot_time_breakdown(report, out_dir)]
-    learned = [r["method"] for r in report["rows"] if r["family"].startswith("policy:")]
-    for method in learned:
-        paths.append(plot_action_map(report, method, out_dir))
+def plot_validation(report: dict, out_dir: Path, method: str | None = None, *, force: bool = False) -> list[Path]:
+    """Every figure of a ``validate --real`` report (``validation_files``): the scatter, the time
+    breakdown, the action map of each learned policy and of ``method``. All or none: every one
+    is refused up front if any exists (without ``force``), and all are drawn into a staging
+    folder beside ``out_dir``'s figures before any is renamed into place."""
+    out_dir = Path(out_dir)
+    paths = validation_files(report, out_dir, method)
+    refuse_existing(paths, force)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir, prefix=".figures.", suffix=".tmp"))
+    try:
+        # the staging folder is new and empty: nothing in it to refuse
+        drawn = [plot_sim_vs_real(report, stage, force=True), plot_time_breakdown(report, stage, force=True)]
+        drawn += [plot_action_map(report, m, stage, force=True) for m in _mapped_methods(report, method)]
+        for staged, path in zip(drawn, paths):
+            os.replace(staged, path)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return paths

@@ -1,7 +1,7 @@
 """Gymnasium environments for the seeds' MDPs, on recorded traces and a cost model.
 
 Every environment is written once as a *batched core* that steps ``n`` independent copies
-with numpy (state in arrays, no loop over copies). ``SimEnv`` exposes one copy as a
+with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``. ``SimEnv`` exposes one copy as a
 ``gymnasium.Env`` (it passes ``check_env``); ``simspec.train.vecenv.SimVecEnv`` exposes all of
 them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
 stable-baselines3 imports torch, and this module must not).
@@ -31,6 +31,7 @@ from simspec.policies.base import tree_capacities
 from simspec.policies.features import (CONTEXT_SCALE, RESPS_FEATURES, depth_features, radar_features,
                                        resps_features, size_feature_dim, size_features)
 from simspec.sim.costmodel import CostModel
+from simspec.sim.mdp import BatchedMDP
 from simspec.sim.replay import positions_limit
 from simspec.sim.traces import TraceSet
 
@@ -357,11 +358,11 @@ MDPS = {"ltd-depth": LTDDepth, "ltd-size": LTDSize, "resps": ReSpS, "radar": Rad
 
 
 def make_mdp(name: str, traces: TraceSet, cost: CostModel, n: int, seed: int = 0,
-             max_new_tokens: int | None = None, reward: str = "throughput", **kwargs):
+             max_new_tokens: int | None = None, reward: str = "throughput", **kwargs) -> BatchedMDP:
     return MDPS[name](Core(traces, cost, n, max_new_tokens, seed, reward), **kwargs)
 
 
-def spaces(mdp) -> tuple[gym.Space, gym.Space]:
+def spaces(mdp: BatchedMDP) -> tuple[gym.Space, gym.Space]:
     bound = np.full(mdp.obs_dim, np.float32(1e3))
     return (gym.spaces.Box(-bound, bound, dtype=np.float32), gym.spaces.Discrete(mdp.n_actions))
 

@@ -10,20 +10,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy, StaticPolicy, eagle3_default, tree_capacities
-from simspec.policies.baselines import (DDD, FSM, SVIP, AnalyticWindow, GammaTune, PaperQLearning, QLearning,
-                                        TokenCacheFSM)
-from simspec.policies.stopping import AcceptancePredictor, DiscoStop, SpecDecPP
+from simspec.policies.base import BatchPolicy, StaticPolicy, tree_capacities
+from simspec.policies.registry import (BASELINE_REGISTRY, PROMPT_LEVEL, RuleContext, baseline, baseline_names,
+                                       unknown_baseline)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import ReplayResult, replay
 from simspec.sim.traces import TraceSet
 
 SPLITS = ("heldout", "train", "all")
-BASELINES = ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm", "cachefsm-token", "qlearn",
-             "qlearn-paper", "specdecpp", "disco")
-# Methods that choose per prompt rather than per cycle (``validate --simulated`` scores them itself).
-PROMPT_LEVEL = ("select",)
+# The built-in baselines (the registry's names when this module loaded; ask ``baseline_names()``
+# for those registered since).
+BASELINES = baseline_names()
 GRID_DEPTHS = tuple(range(1, 13))
 GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
 
@@ -41,12 +39,13 @@ def parse_names(text: str) -> list[str]:
     return [m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip()]
 
 
-def check_names(names: list[str]) -> None:
-    """Every name is a known baseline (checked before any traces load)."""
-    unknown = [n for n in names if n not in BASELINES + PROMPT_LEVEL and not n.startswith("static:")]
+def check_names(names: list[str], prompt_level: bool = True) -> None:
+    """Every name is a registered baseline, ``static:…`` or (``prompt_level``) a per-prompt
+    method (checked before any traces load)."""
+    known = baseline_names() + (PROMPT_LEVEL if prompt_level else ())
+    unknown = [n for n in names if n not in known and not n.startswith("static:")]
     if unknown:
-        raise SimspecError(f"unknown baseline {unknown[0]!r}: choose from {', '.join(BASELINES + PROMPT_LEVEL)} or "
-                           "static:D,V")
+        raise SimspecError(unknown_baseline(unknown[0], prompt_level))
 
 
 def split_traces(traces: TraceSet, split: str) -> TraceSet:
@@ -94,56 +93,41 @@ def grid_policy(depth: int, width: int, size: int) -> StaticPolicy:
     return policy
 
 
-def _tuned(make, values, train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> BatchPolicy:
-    """The member of a one-parameter family that does best on the training traces."""
-    return max((make(v) for v in values), key=lambda p: _score(replay(train, cost, p, max_new_tokens)))
-
-
 def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_tokens: int | None,
                     size: int | None = None) -> list[BatchPolicy]:
-    """Baselines by name; tunable ones are tuned on ``train``. Depth rules verify ``size``
-    nodes (default: the grid-best static size, so that they differ from it only in depth)."""
-    width = train.width
+    """Baselines by name (``simspec.policies.registry``); tunable ones are tuned on ``train``.
+    Depth rules verify ``size`` nodes (default: the grid-best static size, so that they differ
+    from it only in depth)."""
     check_names(names)
-    if "cachefsm-token" in names and not train.has_prompt_tokens:
-        raise SimspecError("cachefsm-token reads the prompts' tokens, and these traces hold none (recorded before "
-                           "traces stored them): record them again (`simspec calibrate --traces-only ... --force`) or "
-                           "add the tokens with scripts/add-prompt-tokens.py from the simspec repository")
-    # The grid search replays every static tree: run it only when a requested baseline needs it.
-    depth_rules = [n for n in names if n not in ("eagle3", "grid") and not n.startswith("static:")]
-    best = grid_best(train, cost, max_new_tokens) if "grid" in names or (depth_rules and not size) else None
-    if not size and best is not None:
-        size = best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
-    context = int(np.median(train.context_length))
-    dmax = train.depth_max
-    predictor: list[AcceptancePredictor] = []
+    specs = {n: baseline(n) for n in names if not n.startswith("static:")}
+    for spec in specs.values():
+        if spec.needs_prompt_tokens and not train.has_prompt_tokens:
+            raise SimspecError(f"{spec.name} reads the prompts' tokens, and these traces hold none (recorded before "
+                               "traces stored them): record them again (`simspec calibrate --traces-only ... "
+                               "--force`) or add the tokens with scripts/add-prompt-tokens.py from the simspec "
+                               "repository")
+    searched: list[StaticPolicy] = []
 
-    def trained() -> AcceptancePredictor:  # one classifier for both stopping rules, fitted on first use
+    def best() -> StaticPolicy:  # the grid search replays every static tree: run only when needed
+        if not searched:
+            searched.append(grid_best(train, cost, max_new_tokens))
+        return searched[0]
+
+    if not size and any(spec.sized for spec in specs.values()):
+        size = best().plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
+    predictor: list = []
+
+    def trained():  # one classifier for both stopping rules, fitted on first use
         if not predictor:
             from simspec.sim.labels import fit_predictor
 
             predictor.append(fit_predictor(train, size))
         return predictor[0]
 
-    makers = {
-        "eagle3": lambda: _fit_width(eagle3_default(), width),
-        "grid": lambda: best,
-        "ddd": lambda: _tuned(lambda t: DDD(t, width, dmax, size), (0.05, 0.1, 0.2, 0.3, 0.5, 0.7), train, cost,
-                              max_new_tokens),
-        "svip": lambda: _tuned(lambda h: SVIP(h, width, dmax, size), (0.5, 1.0, 1.5, 2.0, 2.5, 3.0), train, cost,
-                               max_new_tokens),
-        "gammatune": lambda: GammaTune(0.5, width, dmax, size),
-        "analytic": lambda: AnalyticWindow(cost, context, 8, width, dmax, size),
-        "fsm": lambda: FSM(width, dmax, size),
-        "cachefsm": lambda: FSM(width, dmax, size, patience=2),
-        "cachefsm-token": lambda: TokenCacheFSM(width, dmax, size),
-        "qlearn": lambda: QLearning(cost, context, width=width, max_depth=dmax, size=size),
-        "qlearn-paper": lambda: PaperQLearning(cost, context, width=width, max_depth=dmax, size=size),
-        "specdecpp": lambda: _tuned(lambda h: SpecDecPP(trained(), h, width, dmax, size),
-                                    (0.3, 0.5, 0.7, 0.8, 0.9, 0.95), train, cost, max_new_tokens),
-        "disco": lambda: _tuned(lambda t: DiscoStop(trained(), t, width, dmax, size),
-                                (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), train, cost, max_new_tokens),
-    }
+    def score(policy: BatchPolicy) -> float:  # tuning: the mean speedup on the train split
+        return _score(replay(train, cost, policy, max_new_tokens))
+
+    ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best)
     out = []
     for name in names:
         if name.startswith("static:"):
@@ -151,9 +135,9 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
                 d, v = (int(x) for x in re.split(r"[,x]", name.split(":", 1)[1]))
             except ValueError:
                 raise SimspecError(f"bad baseline {name!r}: write static:D,V, e.g. static:5,8") from None
-            policy = StaticPolicy(d, width, v)
+            policy = StaticPolicy(d, train.width, v)
         else:
-            policy = makers[name]()
+            policy = specs[name].build(ctx, score)
         policy.family = "static" if name.startswith("static:") else name
         out.append(policy)
     return out
@@ -163,7 +147,7 @@ def decision_charges(profile_meta: dict) -> dict[str, float]:
     """Seconds per cycle that each baseline family's decisions cost, as the profile measured
     them (static trees, EAGLE-3's and the grid's included, pay the 'static' entry)."""
     charged = dict(profile_meta.get("policy_seconds") or {})
-    return {**charged, "eagle3": charged.get("static", 0.0), "grid": charged.get("static", 0.0)}
+    return {**charged, **{s.name: charged.get(s.charged_as, 0.0) for s in BASELINE_REGISTRY.specs() if s.charged_as}}
 
 
 def method_set(names: list[str], policy_paths: list[str], profile, train: TraceSet, max_new_tokens: int | None
@@ -193,31 +177,6 @@ def method_set(names: list[str], policy_paths: list[str], profile, train: TraceS
         notes.append(f"decision time of {', '.join(sorted(missing))} measured now on this machine: the profile "
                      f"predates {'them' if len(missing) > 1 else 'it'}")
     return methods + learned, charged, notes
-
-
-def timing_baselines(cost: CostModel, width: int, depth_max: int) -> dict[str, BatchPolicy]:
-    """One untuned instance of every baseline family, for measuring decision time (which
-    does not depend on tuned thresholds)."""
-    return {
-        "static": StaticPolicy(depth_max, width, 60), "ddd": DDD(0.3, width, depth_max, 60),
-        "svip": SVIP(1.5, width, depth_max, 60), "gammatune": GammaTune(0.5, width, depth_max, 60),
-        "analytic": AnalyticWindow(cost, 256, 8, width, depth_max, 60), "fsm": FSM(width, depth_max, 60),
-        "cachefsm": FSM(width, depth_max, 60, patience=2), "qlearn": QLearning(cost, 256, width=width,
-                                                                              max_depth=depth_max, size=60),
-        "cachefsm-token": TokenCacheFSM(width, depth_max, 60),
-        "qlearn-paper": PaperQLearning(cost, 256, width=width, max_depth=depth_max, size=60),
-        "specdecpp": SpecDecPP(AcceptancePredictor.random(), 0.5, width, depth_max, 60),
-        "disco": DiscoStop(AcceptancePredictor.random(), 0.3, width, depth_max, 60),
-    }
-
-
-def _fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
-    if policy.width == width:
-        return policy
-    depth, size = policy._plan.depth, policy._plan.size
-    fitted = StaticPolicy(depth, width, size)
-    fitted.name = f"{policy.name}(W={width})"
-    return fitted
 
 
 @dataclass(frozen=True)

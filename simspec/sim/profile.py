@@ -20,7 +20,8 @@ from simspec.errors import SimspecError, read_json, require, require_records, re
 from simspec.sim.costmodel import CostModel, Point
 from simspec.stats import robust_median
 from simspec.shipped import locate
-from simspec.sim.traces import TraceSet, load_traces
+from simspec.sim.trace_files import load_traces
+from simspec.sim.traces import TraceSet
 
 PROFILE_SCHEMA = "simspec-profile"
 PROFILE_VERSION = 1

@@ -45,20 +45,12 @@ floating-point rounding (the replay check in ``simspec calibrate`` measures the 
 from __future__ import annotations
 
 import hashlib
-import json
-import zipfile
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from simspec.errors import SimspecError, read_json, require, require_schema
-from simspec.shipped import locate
+from simspec.errors import SimspecError
 
-TRACE_SCHEMA = "simspec-traces"
-TRACE_VERSION = 2  # 2 added the temperature and the node arrays; version 1 (greedy) still loads
-READABLE_VERSIONS = (1, 2)
 NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
 ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
@@ -252,130 +244,6 @@ def accepted_at(path_rank: np.ndarray, rows: np.ndarray, depth: np.ndarray, size
     ranks = path_rank[rows[:, None], np.arange(levels)[None, :], column[:, None]]
     accepted = (ranks < (size - 1)[:, None]).sum(axis=1)
     return np.where(depth >= 2, accepted, 0)
-
-
-def save_traces(directory: Path, traces: TraceSet) -> str:
-    """Write ``traces.npz`` and ``traces.json`` (meta with schema, hash); returns the hash."""
-    directory.mkdir(parents=True, exist_ok=True)
-    content = traces.content_hash()
-    np.savez_compressed(directory / "traces.npz",
-                        **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS + DERIVED_ARRAYS})
-    meta = {**traces.meta, "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
-            "positions": traces.positions, "n_prompts": traces.n_prompts}
-    (directory / "traces.json").write_text(json.dumps(meta, indent=1))
-    traces.meta = meta
-    return content
-
-
-def record_again(directory: Path, meta: dict | None = None) -> str:
-    """What to do about unusable traces: restore them, or record them again into the same
-    folder (with the models and prompts they were recorded with, when their meta says)."""
-    meta = meta if isinstance(meta, dict) else {}
-    flags = "".join(f" --{flag} {meta[key]}" for flag, key in (("target", "target"), ("draft", "draft"),
-                                                               ("prompts", "prompts"))
-                    if isinstance(meta.get(key), str))
-    return (f"restore the folder, or record the traces again with `simspec calibrate --traces-only{flags} "
-            f"--out {directory} --force`")
-
-
-# name -> (integer or floating kind, number of dimensions)
-ARRAY_SHAPES = {"prompt_offsets": ("i", 1), "tokens": ("i", 1), "token_offsets": ("i", 1), "prompt_lengths": ("i", 1),
-                "context_length": ("i", 1), "path_rank": ("i", 3), "level_scores": ("f", 3),
-                "best_child_logprobs": ("f", 3), "node_depth": ("i", 2), "node_parent": ("i", 2),
-                "node_prob": ("f", 2), "node_token": ("i", 2)}
-
-
-def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fix: str) -> None:
-    """The arrays fit together (kinds, dimensions, lengths), so that replay cannot index out
-    of them: one error naming the array at fault otherwise."""
-    def bad(name: str, why: str) -> SimspecError:
-        return SimspecError(f"traces {data_file}: array '{name}' {why}: {fix}")
-
-    for name, (kind, ndim) in ARRAY_SHAPES.items():
-        array = arrays[name]
-        if array.dtype.kind not in ((kind, "u") if kind == "i" else (kind,)) or array.ndim != ndim:
-            raise bad(name, f"must be a {ndim}-D {'integer' if kind == 'i' else 'float'} array "
-                            f"(found {array.ndim}-D {array.dtype})")
-    positions = len(arrays["context_length"])
-    n = len(arrays["prompt_lengths"])
-    levels = arrays["path_rank"].shape[1]
-    width = meta["width"]
-    expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
-                "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}
-    k = arrays["node_depth"].shape[1]
-    expected.update({name: (positions, k) for name in NODE_ARRAYS})
-    for name, shape in expected.items():
-        if arrays[name].shape != shape:
-            raise bad(name, f"has shape {arrays[name].shape}, not {shape}")
-    if meta.get("temperature", 0) > 0:
-        if k == 0:
-            raise bad("node_prob", "is empty, but traces recorded at temperature > 0 need the node probabilities")
-        parent, prob = arrays["node_parent"], arrays["node_prob"]
-        if np.any(parent >= np.arange(k)[None, :]) or not np.all((prob >= 0) & (prob <= 1)):
-            raise bad("node_parent' or 'node_prob", "is not a tree in engine order with probabilities in [0, 1]")
-    for name, end in (("prompt_offsets", positions), ("token_offsets", len(arrays["tokens"]))):
-        offsets = arrays[name]
-        if offsets[0] != 0 or offsets[-1] != end or np.any(np.diff(offsets) < 0):
-            raise bad(name, f"must rise from 0 to {end}")
-    for key in ("splits", "prompt_ids"):
-        if key in meta and (not isinstance(meta[key], list) or len(meta[key]) != n):
-            raise SimspecError(f"{data_file.with_suffix('.json')}: field '{key}' must be a list of {n} entries, one "
-                               f"per prompt: {fix}")
-
-
-def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
-    """A trace folder (a relative one that is not here: the shipped copy, see ``simspec.shipped``);
-    one clear error, naming the file and what to do, for anything unusable."""
-    directory = locate(directory)
-    meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
-    meta = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
-                     f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))
-    fix = record_again(directory, meta)
-    version = meta.get("schema_version")
-    require_schema(meta, TRACE_SCHEMA, version if version in READABLE_VERSIONS else TRACE_VERSION, meta_file, fix)
-    require(meta, "content_hash", str, meta_file, fix)
-    require(meta, "width", int, meta_file, fix)
-    require(meta, "temperature", (int, float), meta_file, fix, optional=True)
-    if meta.get("temperature", 0) < 0 or (meta.get("temperature", 0) > 0 and not isinstance(meta.get("nodes"), int)):
-        raise SimspecError(f"{meta_file}: fields 'temperature' (>= 0) and 'nodes' (an integer, at T > 0) "
-                           f"do not describe sampled traces: {fix}")
-    for field in ("target", "draft", "prompts"):
-        require(meta, field, str, meta_file, fix, optional=True)
-    try:
-        with open(data_file, "rb") as handle:  # closed even when the archive is bad
-            blob = np.load(handle)
-            if not isinstance(blob, np.lib.npyio.NpzFile):
-                raise ValueError("one array, not an archive of them")
-            with blob:
-                lacking = [name for name in ARRAYS if name not in blob.files]
-                if lacking:
-                    raise SimspecError(f"traces {data_file} are missing or corrupt (no array "
-                                       f"{', '.join(lacking)}): {fix}")
-                arrays = {name: blob[name] for name in ARRAYS}
-                for name in NODE_ARRAYS:  # version 1 (greedy) has none
-                    arrays[name] = blob[name] if name in blob.files else None
-                prompt_tokens = blob["prompt_tokens"] if "prompt_tokens" in blob.files else None
-    except FileNotFoundError:
-        raise SimspecError(f"traces {data_file} are missing: {fix}") from None
-    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
-        detail = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
-        raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}"
-                           f"{': ' + detail if detail else ''}): {fix}") from None
-    if any(arrays[name] is None for name in NODE_ARRAYS):
-        if meta.get("temperature", 0) > 0:
-            raise SimspecError(f"traces {data_file} are missing or corrupt (no node arrays at temperature > 0): {fix}")
-        positions = len(arrays["context_length"])
-        arrays.update(node_depth=np.zeros((positions, 0), np.int8), node_parent=np.zeros((positions, 0), np.int16),
-                      node_prob=np.zeros((positions, 0), np.float32), node_token=np.zeros((positions, 0), np.int32))
-    _check_arrays(arrays, meta, data_file, fix)
-    if prompt_tokens is not None and len(prompt_tokens) and (
-            prompt_tokens.dtype.kind not in "iu" or prompt_tokens.shape != (int(arrays["prompt_lengths"].sum()),)):
-        raise SimspecError(f"traces {data_file}: array 'prompt_tokens' must hold the prompts' "
-                           f"{int(arrays['prompt_lengths'].sum())} token ids: {fix}")
-    traces = TraceSet(**arrays, meta=meta, prompt_tokens=prompt_tokens)
-    if verify_hash and traces.content_hash() != meta.get("content_hash"):
-        raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; {fix}")
-    return traces
 
 
 @dataclass

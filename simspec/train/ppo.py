@@ -142,7 +142,8 @@ def export_actor(model: PPO) -> MLP:
 class ValidatedPhase(BaseCallback):
     """Per rollout: the mean reward per environment step goes to the log; every
     ``validate_every`` rollouts (and at the end) ``validate(actor) -> speedup`` scores the
-    deployed policy on validation prompts, and the best-scoring weights are kept."""
+    deployed policy on validation prompts, and the best-scoring weights are kept. Both also go
+    to SB3's logger (TensorBoard: ``rollout/reward``, ``validation/speedup``, RADAR's tags too)."""
 
     def __init__(self, phase: str, validate: Callable[[MLP], float], validate_every: int, log: TrainingLog,
                  progress: Callable[[int], None], step_offset: int) -> None:
@@ -160,8 +161,11 @@ class ValidatedPhase(BaseCallback):
         score = None
         if self.rollouts % self.validate_every == 0:
             score = self._check()
-        self.log.add(self.phase, self.step_offset + self.num_timesteps,
-                     float(self.model.rollout_buffer.rewards.mean()), score)
+        reward = float(self.model.rollout_buffer.rewards.mean())
+        self.log.add(self.phase, self.step_offset + self.num_timesteps, reward, score)
+        self.logger.record("rollout/reward", reward)  # written by SB3's next dump, right after this rollout
+        if score is not None:
+            self.logger.record("validation/speedup", score)
 
     def _check(self) -> float:
         score = float(self.validate(export_actor(self.model)))
@@ -170,7 +174,10 @@ class ValidatedPhase(BaseCallback):
         return score
 
     def _on_training_end(self) -> None:  # after the last update
-        self.log.add(self.phase, self.step_offset + self.num_timesteps, None, self._check())
+        score = self._check()
+        self.log.add(self.phase, self.step_offset + self.num_timesteps, None, score)
+        self.logger.record("validation/speedup", score)
+        self.logger.dump(self.num_timesteps)  # SB3 dumps no more after its last update
 
     def restore_best(self) -> None:
         """Puts the best validated weights back into the model (LTD keeps that checkpoint)."""

@@ -5,13 +5,20 @@ of draft calls (``radar_dataset``) rather than in the decoding loop.
 An episode is one cycle at a random training prefix: after call t the LSTM sees
 ``radar_features``; CONTINUE costs ``alpha``; STOP after t calls (forced at t_max) earns the
 reward of the accepted tokens in T_gen(t) = T0 + Tf t + T_policy (t + 1). Batches of episodes
-are rolled out at once in torch; the baseline is the batch's mean return."""
+are rolled out at once in torch; the baseline is the batch's mean return.
+
+With a ``tensorboard`` folder, the scalars go to its ``radar_1/`` run under the tags the PPO
+trainers write (``simspec.train.ppo``): ``train/loss``, ``rollout/reward``,
+``validation/speedup`` and ``time/fps``, against environment steps."""
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -76,8 +83,12 @@ def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float
     return reward - config.alpha * (t - 1)[None, :]
 
 
+# SB3's layout (tb/<tb_log_name>_<run>/), so that `tensorboard --logdir policies` lists RADAR's run like theirs
+TB_RUN = "radar_1"
+
+
 def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progress: Callable[[int], None],
-                policy_seconds: float = 0.0) -> RadarResult:
+                policy_seconds: float = 0.0, tensorboard: str | None = None) -> RadarResult:
     s = setting
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
@@ -95,30 +106,47 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
 
     best_score, best_state, env_steps = -np.inf, None, 0
     every = max(1, config.updates // config.validations)
-    for update in range(1, config.updates + 1):
-        rows = torch.from_numpy(rng.integers(0, traces.positions, config.batch))
-        dist = torch.distributions.Categorical(logits=net(observations[rows]))
-        actions = dist.sample()
-        actions[:, -1] = 0  # t_max forces a stop
-        stop = torch.argmax((actions == 0).to(torch.int64), dim=1)  # first STOP
-        decided = (steps_axis[None, :] <= stop[:, None]) & (steps_axis[None, :] < t_max - 1)
-        log_prob = (dist.log_prob(actions) * decided).sum(dim=1)
-        ret = returns[rows, stop]
-        loss = -((ret - ret.mean()) * log_prob).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        env_steps += int(stop.sum()) + config.batch
-        progress(1)
-        score = None
-        if update % every == 0 or update == config.updates:
-            score = s.validation_speedup(deployed(net.export()))
-            if score > best_score:
-                best_score, best_state = score, copy.deepcopy(net.state_dict())
-        if update % 10 == 0 or score is not None:
-            log.add("reinforce", env_steps, float(ret.mean()), score)
+    with _writer(tensorboard) as writer:
+        started = time.perf_counter()
+        for update in range(1, config.updates + 1):
+            rows = torch.from_numpy(rng.integers(0, traces.positions, config.batch))
+            dist = torch.distributions.Categorical(logits=net(observations[rows]))
+            actions = dist.sample()
+            actions[:, -1] = 0  # t_max forces a stop
+            stop = torch.argmax((actions == 0).to(torch.int64), dim=1)  # first STOP
+            decided = (steps_axis[None, :] <= stop[:, None]) & (steps_axis[None, :] < t_max - 1)
+            log_prob = (dist.log_prob(actions) * decided).sum(dim=1)
+            ret = returns[rows, stop]
+            loss = -((ret - ret.mean()) * log_prob).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            env_steps += int(stop.sum()) + config.batch
+            progress(1)
+            score = None
+            if update % every == 0 or update == config.updates:
+                score = s.validation_speedup(deployed(net.export()))
+                if score > best_score:
+                    best_score, best_state = score, copy.deepcopy(net.state_dict())
+            if update % 10 == 0 or score is not None:
+                log.add("reinforce", env_steps, float(ret.mean()), score)
+                if writer is not None:  # the training.csv row, with the loss and the throughput
+                    writer.add_scalar("train/loss", loss.item(), env_steps)
+                    writer.add_scalar("rollout/reward", float(ret.mean()), env_steps)
+                    writer.add_scalar("time/fps", env_steps / (time.perf_counter() - started), env_steps)
+                    if score is not None:
+                        writer.add_scalar("validation/speedup", score, env_steps)
     net.load_state_dict(best_state)
     return RadarResult(deployed(net.export()), net, float(best_score), env_steps)
+
+
+def _writer(tensorboard: str | None):
+    """A TensorBoard writer into ``tensorboard``'s RADAR run (closed, and so flushed, on exit), or none."""
+    if tensorboard is None:
+        return nullcontext()
+    from torch.utils.tensorboard import SummaryWriter  # imported late: it loads tensorboard
+
+    return SummaryWriter(str(Path(tensorboard) / TB_RUN))
 
 
 # The profile's ``policy_seconds`` entry for T_policy (written by ``simspec calibrate``).

@@ -14,20 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.machine import machine
-from simspec.policies.artifact import ALGOS, write_policy
-from simspec.policies.base import BatchPolicy
+from simspec.policies.algorithms import algos_help, learned
+from simspec.policies.artifact import write_policy
 from simspec.sim.envs import REWARDS
 from simspec.sim.evaluate import build_baselines, evaluate, grid_policy
 from simspec.sim.profile import Profile, load_profile
 from simspec.sim.replay import replay
 from simspec.train.log import TrainingLog
-from simspec.train.setting import PRECISIONS, VARIANTS, Setting, prepare
+from simspec.train.setting import PRECISIONS, VARIANTS, prepare
+from simspec.train.trainers import trainer
 
 PRESETS = ("paper", "fast")
 
@@ -35,8 +35,7 @@ PRESETS = ("paper", "fast")
 @dataclass(frozen=True, kw_only=True)
 class TrainRequest:
     profile: str = opt(help=flags.PROFILE)
-    algo: str = opt(help="ltd (depth + size PPO, co-adapted), resps (cached tree budget, PPO) or radar (LSTM "
-                    "continue/stop, offline REINFORCE).")
+    algo: str = opt(help=algos_help)
     preset: str = opt("paper", "paper: the seed's networks, hyper-parameters and step counts; fast: the same "
                       "networks with about a tenth of the steps (minutes).")
     reward: str = opt("throughput", "throughput (tokens per second of each cycle, LTD's), acceptance (tokens per "
@@ -72,8 +71,7 @@ class TrainRequest:
         the profile."""
         from simspec.cache import check_out
 
-        if self.algo not in ALGOS:
-            raise SimspecError(f"unknown --algo {self.algo!r}: choose from {', '.join(ALGOS)}")
+        learned(self.algo)  # a registered algorithm, else one line naming them
         if self.preset not in PRESETS:
             raise SimspecError(f"unknown --preset {self.preset!r}: choose from {', '.join(PRESETS)}")
         if self.reward not in REWARDS:
@@ -118,87 +116,7 @@ class TrainRequest:
 
 def total_work(request: TrainRequest) -> int:
     """Units of the progress bar: environment steps (PPO) or updates (RADAR)."""
-    from simspec.train.ltd import LTD_PRESETS
-    from simspec.train.radar import RADAR_PRESETS
-    from simspec.train.resps import RESPS_PRESETS
-
-    if request.algo == "ltd":
-        return LTD_PRESETS[request.preset].steps_for(request.ablate)
-    if request.algo == "resps":
-        return RESPS_PRESETS[request.preset].steps
-    return RADAR_PRESETS[request.preset].updates
-
-
-@dataclass
-class Fitted:
-    """What a training run hands to the artifact writer."""
-
-    policy: BatchPolicy
-    spec: dict  # the inference configuration (``policy.json``'s "policy")
-    arrays: dict[str, np.ndarray]  # the inference networks
-    env_steps: int
-    validation_speedup: float
-    schedule: dict
-    files: list[str]  # checkpoints written into the work folder, shipped beside the policy
-
-
-def _fit(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Callable[[int], None],
-         work: Path) -> Fitted:
-    from dataclasses import asdict
-
-    tensorboard = str(work / "tb")
-    if request.algo == "ltd":
-        from simspec.train.ltd import LTD_PRESETS, train_ltd
-
-        schedule = LTD_PRESETS[request.preset]
-        result = train_ltd(setting, schedule, log, advance, tensorboard, request.ablate)
-        policy, files, arrays = result.policy, [], {}
-        for part, model in (("size", result.size_model), ("depth", result.depth_model)):
-            if model is not None:
-                model.policy.save(work / f"{part}_policy.sb3")
-                files.append(f"{part}_policy.sb3")
-                arrays.update(getattr(policy, f"{part}_net").arrays(part))
-        spec = {"width": policy.width, "depth_max": policy.depth_max, "sizes": result.sizes.tolist(),
-                "size": setting.grid_size, "depth": setting.grid_depth,
-                "has_depth_net": result.depth_model is not None, "has_size_net": result.size_model is not None}
-        return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup,
-                      {**asdict(schedule), "ablate": request.ablate}, files)
-    if request.algo == "resps":
-        from simspec.train.resps import RESPS_PRESETS, train_resps
-
-        config = RESPS_PRESETS[request.preset]
-        from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
-
-        hold, train_hold = request.hold or INFERENCE_HOLD, request.train_hold or TRAIN_HOLD
-        result = train_resps(setting, config, request.variant, log, advance, tensorboard, hold=hold,
-                             train_hold=train_hold)
-        result.model.policy.save(work / "resps_policy.sb3")
-        policy = result.policy
-        spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
-                "hold": policy.hold}
-        schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant,
-                    "train_hold": train_hold}
-        return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
-                      schedule, ["resps_policy.sb3"])
-    from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
-
-    config = RADAR_PRESETS[request.preset]
-    # T_policy of RADAR's T_gen: from the profile when calibrate measured it (so that one seed
-    # gives one policy); else the untrained network's decision time, measured now.
-    per_call = (setting.profile.meta.get("policy_seconds") or {}).get(RADAR_TIMING_KEY)
-    source = "profile"
-    if per_call is None:
-        per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
-            "measured during training (the profile has none: runs with one seed may differ)"
-    result = train_radar(setting, config, log, advance, per_call)
-    import torch  # imported late: a refused request answers before torch loads
-
-    torch.save(result.net.state_dict(), work / "radar_lstm.pt")
-    policy = result.policy
-    spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
-    return Fitted(policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
-                  {**asdict(config), "policy_seconds_per_call": per_call, "policy_seconds_source": source},
-                  ["radar_lstm.pt"])
+    return trainer(request.algo).work(request)
 
 
 def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda n: None) -> dict:
@@ -213,7 +131,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
     work = Path(tempfile.mkdtemp(prefix=".simspec-train-"))
     try:
         started = time.perf_counter()
-        fitted = _fit(request, setting, log, advance, work)
+        fitted = trainer(request.algo).fit(request, setting, log, advance, work)
         train_seconds = time.perf_counter() - started
         policy, env_steps = fitted.policy, fitted.env_steps
         policy.name = out.name

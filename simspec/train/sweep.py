@@ -25,6 +25,7 @@ from pathlib import Path
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.policies.algorithms import algo_names
 
 MAX_FAILURES = 2  # retries of a failed Ray Tune trial
 # The numbers of a trial's ``train`` summary that a Ray Tune trial reports back to the driver.
@@ -45,8 +46,8 @@ class Trial:
 @dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     profile: str = opt(help=flags.PROFILE)
-    algos: tuple[str, ...] = opt(help="Comma-separated algorithms: ltd, resps, radar.", flag="--algo",
-                                 parse=flags.names)
+    algos: tuple[str, ...] = opt(help=lambda: f"Comma-separated algorithms: {', '.join(algo_names())}.",
+                                 flag="--algo", parse=flags.names)
     seeds: tuple[int, ...] = opt((0,), "Comma-separated seeds, e.g. 1,2,3.", parse=flags.ints)
     rewards: tuple[str, ...] = opt(("throughput",), "Comma-separated rewards: throughput, acceptance, time.",
                                    flag="--reward", parse=flags.names)

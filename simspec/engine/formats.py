@@ -1,0 +1,116 @@
+"""The drafter-format registry: every kind of ``--draft`` reference the engine can load, with
+the phrase ``--draft``'s help gives it. Importing this module loads no torch (the CLI builds its
+help from it); each format's ``load`` imports what it needs.
+
+A format claims a reference either by its text (``match_ref``: ``target``, ``target-layers:N``)
+or, for a folder holding ``config.json``, by that config (``match_folder``: simspec's EAGLE head,
+a public EAGLE checkpoint); the one ``fallback`` format (any causal LM sharing the target's
+tokenizer) takes whatever no other claims. ``simspec.engine.load.load_drafter`` does the
+resolving; docs/extending.md shows a new format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simspec.registry import Registry
+
+if TYPE_CHECKING:
+    from simspec.engine.drafter import Drafter
+    from simspec.engine.models import LoadedModel
+
+SIMSPEC_EAGLE = "simspec-eagle-drafter"  # config.json's "format" of a simspec EAGLE-style head
+
+
+@dataclass(frozen=True)
+class DraftSource:
+    """What a ``--draft`` reference resolved to: the reference as given, its folder or file
+    (None for references that name no path, e.g. ``target``), and the folder's ``config.json``
+    (None where there is none)."""
+
+    ref: str
+    path: Path | None = None
+    config: dict | None = None
+
+
+@dataclass(frozen=True)
+class DrafterFormat:
+    name: str
+    help: str  # the phrase --draft's help lists
+    load: Callable[[DraftSource, LoadedModel], Drafter]
+    match_ref: Callable[[str], bool] | None = None  # claims a reference by its text, before any path lookup
+    match_folder: Callable[[Path, dict], bool] | None = None  # claims a folder by its config.json
+    fallback: bool = False  # takes what no other format claims (one format)
+
+
+DRAFTER_FORMATS: Registry[DrafterFormat] = Registry("drafter format", ("simspec.engine.formats",))
+
+
+def register_drafter_format(name: str, *, help: str, match_ref: Callable[[str], bool] | None = None,
+                            match_folder: Callable[[Path, dict], bool] | None = None, fallback: bool = False):
+    """Decorator: registers ``load(source, target) -> Drafter`` as the drafter format ``name``."""
+    def decorate(load: Callable[[DraftSource, LoadedModel], Drafter]):
+        DRAFTER_FORMATS.add(name, DrafterFormat(name, help, load, match_ref, match_folder, fallback))
+        return load
+    return decorate
+
+
+def draft_help() -> str:
+    """``--draft``'s help: the shipped drafters, then every format (the fallback last)."""
+    formats = sorted(DRAFTER_FORMATS.specs(), key=lambda f: f.fallback)
+    phrases = [f.help for f in formats]
+    return ("Draft: 'eagle' (the shipped EAGLE-3 head), 'lm' (the shipped standalone draft LM), "
+            + ", ".join(phrases[:-1]) + ", or " + phrases[-1] + ".")
+
+
+# --- the built-in formats ----------------------------------------------------------------------
+@register_drafter_format("simspec-eagle", help="a simspec drafter directory",
+                         match_folder=lambda path, config: config.get("format") == SIMSPEC_EAGLE)
+def _simspec_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.eagle import load_eagle
+
+    return load_eagle(source.path, target, source.ref)
+
+
+def _is_public_eagle(path: Path, config: dict) -> bool:
+    from simspec.engine.eagle_public import is_public_eagle
+
+    return is_public_eagle(path, config)
+
+
+@register_drafter_format("eagle-public", help="an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout "
+                         "SGLang and vLLM load)", match_folder=_is_public_eagle)
+def _public_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.eagle_public import load_public_eagle
+
+    return load_public_eagle(source.path, source.config, target, source.ref)
+
+
+@register_drafter_format("target-layers", help="'target-layers:N' (the target's first N layers with its norm and "
+                         "head, a zero-training stand-in)", match_ref=lambda ref: ref.startswith("target-layers:"))
+def _target_layers(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+    from simspec.errors import SimspecError
+
+    try:
+        n_layers = int(source.ref.split(":", 1)[1])
+    except ValueError:
+        raise SimspecError(f"bad drafter {source.ref!r}: expected target-layers:N with an integer N") from None
+    return CausalLMDrafter(truncated_target(target, n_layers), source.ref)
+
+
+@register_drafter_format("target", help="'target' (the target itself: everything is accepted)",
+                         match_ref=lambda ref: ref == "target")
+def _target(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.drafter import CausalLMDrafter
+
+    return CausalLMDrafter(target.model, "target")
+
+
+@register_drafter_format("causal-lm", help="a model directory / .gguf sharing the target's tokenizer", fallback=True)
+def _causal_lm(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.load import load_causal_lm
+
+    return load_causal_lm(source, target)

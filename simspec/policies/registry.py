@@ -1,0 +1,113 @@
+"""The rule-baseline registry: every name ``--baselines`` accepts, with its help line, whether
+it is in the default set, how it is built and tuned, and what its decisions are charged.
+
+A baseline is one decorated factory, ``make(ctx, value) -> BatchPolicy``::
+
+    @register_baseline("ddd", help="...", grid=(0.05, 0.1, 0.2), timing_value=0.3, default=True)
+    def ddd(ctx: RuleContext, threshold: float) -> BatchPolicy:
+        return DDD(threshold, ctx.width, ctx.depth_max, ctx.size)
+
+The simulator builds it once per ``grid`` value and keeps the one that replays fastest on the
+train split (a one-value grid is just built); the decision-time table (``calibrate``) times
+``make(timing_context, timing_value)``. Everything here is numpy only: tuning needs replay, so
+the simulator (``simspec.sim.evaluate``) drives it. See docs/extending.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simspec.policies.base import BatchPolicy, Costs, StaticPolicy
+from simspec.registry import Registry
+
+# Methods that choose per prompt rather than per cycle (``validate --simulated`` scores them itself).
+PROMPT_LEVEL = ("select",)
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a baseline is built from: the traces' beam width and depth, the verified size depth
+    rules keep (the grid best's, so that they differ from it in depth only), the median context
+    length, the profile's cost model, and two things fitted on the train split on first use:
+    the acceptance classifier (SpecDec++, Disco) and the grid-best static tree."""
+
+    width: int
+    depth_max: int
+    size: int | None  # None only when no requested baseline is ``sized``
+    context: int
+    cost: Costs
+    predictor: Callable[[], Any]  # -> simspec.policies.stopping.AcceptancePredictor
+    grid_best: Callable[[], BatchPolicy]
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    name: str
+    make: Callable[[RuleContext, Any], BatchPolicy]
+    help: str  # one phrase for --help, e.g. "moves after 2 agreeing cycles"
+    grid: tuple = (None,)  # values tuned over on the train split, in order (ties: the first)
+    timing_value: Any = None  # the value timed for the decision-time table (default: grid[0])
+    default: bool = False  # in validate's default --baselines
+    sized: bool = True  # verifies ctx.size nodes (a depth rule): the grid search runs to find it
+    charged_as: str | None = None  # pays another family's decision time (static trees: 'static')
+    needs_prompt_tokens: bool = False  # reads the prompts' tokens (a token cache): traces must hold them
+
+    def build(self, ctx: RuleContext, score: Callable[[BatchPolicy], float] | None = None) -> BatchPolicy:
+        """The member of the family ``score`` ranks best (the first of ties); one value: no scoring."""
+        if len(self.grid) == 1 or score is None:
+            return self.make(ctx, self.grid[0])
+        return max((self.make(ctx, v) for v in self.grid), key=score)
+
+    def timed(self, ctx: RuleContext) -> BatchPolicy:
+        return self.make(ctx, self.grid[0] if self.timing_value is None else self.timing_value)
+
+
+BASELINE_REGISTRY: Registry[BaselineSpec] = Registry("baseline", ("simspec.policies.rules",))
+
+
+def register_baseline(name: str, *, help: str, grid: tuple = (None,), timing_value: Any = None,
+                      default: bool = False, sized: bool = True, charged_as: str | None = None,
+                      needs_prompt_tokens: bool = False):
+    """Decorator: registers ``make(ctx, value) -> BatchPolicy`` as the baseline ``name``."""
+    def decorate(make: Callable[[RuleContext, Any], BatchPolicy]):
+        BASELINE_REGISTRY.add(name, BaselineSpec(name, make, help, tuple(grid), timing_value, default, sized,
+                                                 charged_as, needs_prompt_tokens))
+        return make
+    return decorate
+
+
+def baseline_names() -> tuple[str, ...]:
+    return BASELINE_REGISTRY.names()
+
+
+def default_baselines() -> tuple[str, ...]:
+    return tuple(s.name for s in BASELINE_REGISTRY.specs() if s.default)
+
+
+def baseline(name: str) -> BaselineSpec:
+    return BASELINE_REGISTRY.get(name, lambda n: unknown_baseline(n))
+
+
+def unknown_baseline(name: str, prompt_level: bool = True) -> str:
+    choices = baseline_names() + (PROMPT_LEVEL if prompt_level else ())
+    return f"unknown baseline {name!r}: choose from {', '.join(choices)} or static:D,V"
+
+
+def baselines_help() -> str:
+    """``--baselines``'s help, from the registry."""
+    listed = ", ".join(f"{s.name} ({s.help})" for s in BASELINE_REGISTRY.specs())
+    return (f"Comma-separated: {listed}, static:D,V (or static:DxV), select (--simulated: seed 003's per-prompt "
+            "draft selection among the profile's drafter and --drafters). Tunable ones are tuned on the profile's "
+            "train split.")
+
+
+def timing_policies(cost: Costs, width: int, depth_max: int) -> dict[str, BatchPolicy]:
+    """One untuned instance of every family that pays its own decision time, plus 'static'
+    (what every static tree pays), for the decision-time table: decision time does not depend
+    on tuned thresholds."""
+    from simspec.policies.stopping import AcceptancePredictor
+
+    ctx = RuleContext(width, depth_max, 60, 256, cost, AcceptancePredictor.random, lambda: None)
+    return {"static": StaticPolicy(depth_max, width, 60),
+            **{s.name: s.timed(ctx) for s in BASELINE_REGISTRY.specs() if s.charged_as is None}}

@@ -1,0 +1,28 @@
+"""Static trees as baselines: EAGLE-3's default and the best static tree of the train split.
+Both pay the decision time of a static tree (the 'static' entry)."""
+
+from __future__ import annotations
+
+from simspec.policies.base import StaticPolicy, eagle3_default
+from simspec.policies.registry import RuleContext, register_baseline
+
+
+@register_baseline("eagle3", help="EAGLE-3's default tree", default=True, sized=False, charged_as="static")
+def eagle3(ctx: RuleContext, _=None) -> StaticPolicy:
+    return fit_width(eagle3_default(), ctx.width)
+
+
+@register_baseline("grid", help="the static tree fastest on the train split", default=True, sized=False,
+                   charged_as="static")
+def grid(ctx: RuleContext, _=None) -> StaticPolicy:
+    return ctx.grid_best()
+
+
+def fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
+    """``policy``'s tree at the traces' width (a trace holds one width)."""
+    if policy.width == width:
+        return policy
+    depth, size = policy._plan.depth, policy._plan.size
+    fitted = StaticPolicy(depth, width, size)
+    fitted.name = f"{policy.name}(W={width})"
+    return fitted
