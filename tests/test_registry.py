@@ -92,9 +92,11 @@ def test_an_outside_baseline_runs_in_replay(aimd):
     held-out prompts, charged a decision time measured now (the profile predates it)."""
     import contextlib
 
-    from simspec.sim.run import SimulatedRequest, validate_simulated
+    from simspec.measure.validate import ValidateRequest
+    from simspec.sim.run import validate_simulated
 
-    result = validate_simulated(SimulatedRequest(PROFILE, ("fsm", aimd)), lambda _: contextlib.nullcontext())
+    result = validate_simulated(ValidateRequest(profile=PROFILE, baselines=("fsm", aimd)).simulated(),
+                                lambda _: contextlib.nullcontext())
     rows = {row["method"]: row for row in result.summary["rows"]}
     tuned = [name for name in rows if name.startswith("aimd(+")]
     assert len(tuned) == 1 and rows[tuned[0]]["speedup"] > 0.5
