@@ -47,14 +47,10 @@ def target(help: str = TARGET) -> Any:
     return opt("smollm2-135m-instruct", help)
 
 
-def _draft_help() -> str:
-    from simspec.engine.formats import draft_help  # torch-free: the registered drafter formats
-
-    return draft_help()
-
-
-def draft() -> Any:
-    return opt("eagle", _draft_help)
+def draft(help: Callable[[], str]) -> Any:
+    """``--draft``: its help is the drafter formats' (``engine.formats.draft_help``), passed in
+    because this module imports nothing of simspec's packages (no import cycle through it)."""
+    return opt("eagle", help)
 
 
 def prompts(help: str = PROMPTS) -> Any:

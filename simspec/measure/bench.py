@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from simspec import flags
+from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.measure.interleave import MethodRuns
@@ -64,7 +65,7 @@ def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[in
 @dataclass(frozen=True, kw_only=True)
 class BenchRequest:
     target: str = flags.target()
-    draft: str = flags.draft()
+    draft: str = flags.draft(draft_help)
     prompts: str = flags.prompts()
     split: str = flags.split()
     n_prompts: int = opt(3, "How many prompts (first N of the split).", min=1)

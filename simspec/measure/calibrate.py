@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simspec import __version__, flags
+from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
 
@@ -32,7 +33,7 @@ class CalibrateRequest:
                    "rtx4090, v100. A named GPU that torch does not see gets an ANALYTIC roofline profile, marked as "
                    "such everywhere.")
     target: str = flags.target(flags.TARGET + " Analytic only: arch:llama-3.1-8b.")
-    draft: str = flags.draft()
+    draft: str = flags.draft(draft_help)
     prompts: str = flags.prompts()
     n_prompts: int = opt(164, "Prompts to record (first N; both splits, each trace remembers its split).", min=1)
     max_new_tokens: int = opt(128, "Greedy tokens per prompt.", min=2)
@@ -135,10 +136,9 @@ class CalibrateRequest:
                                "by `simspec calibrate --traces-only` for the same target and drafter), or --no-traces")
         check_out(self.out_dir(), self.force)
         load_curves(self.import_curves)
-        # The server's dtype may differ from the one the trees were drafted in: not refused here.
-        source = traces_source(self.traces_from, self.target, self.draft, None, self.temperature) \
-            if self.traces_from else None
-        return Plan("imported", "imported", source, [])
+        # dtype None: the server's may differ from the one the trees were drafted in (not refused here)
+        source = self.traces_from and traces_source(self.traces_from, self.target, self.draft, None, self.temperature)
+        return Plan("imported", "imported", source or None, [])
 
 
 @dataclass(frozen=True)

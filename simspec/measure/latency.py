@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simspec import flags
+from simspec.engine.formats import draft_help
 from simspec.flags import opt
 
 
 @dataclass(frozen=True, kw_only=True)
 class LatencyRequest:
     target: str = flags.target()
-    draft: str = flags.draft()
+    draft: str = flags.draft(draft_help)
     sizes: tuple[int, ...] = opt((1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), "Target forward sizes V (tokens).",
                                  parse=flags.sizes)
     contexts: tuple[int, ...] = opt((64, 256, 1024), "Context lengths L already in the KV cache.", parse=flags.sizes)
