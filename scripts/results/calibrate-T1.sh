@@ -18,7 +18,7 @@ simspec calibrate --gpu cpu --temperature 1 --traces-from calibration/traces-hum
 simspec train --simulated --profile calibration/cpu-demo-T1 --algo radar --threads 1 --json ${FORCE:-}
 simspec train --simulated --profile calibration/cpu-demo-T1 --algo ltd --preset fast --out policies/ltd-cpu-demo-T1 --json ${FORCE:-}
 for name in radar ltd; do
-  simspec plot training --policy "policies/$name-cpu-demo-T1"
+  simspec plot training --policy "policies/$name-cpu-demo-T1" --force
 done
 simspec validate --simulated --profile calibration/cpu-demo-T1 --temperature 1 --json \
     --policies policies/ltd-cpu-demo,policies/ltd-cpu-demo-T1,policies/radar-cpu-demo,policies/radar-cpu-demo-T1 \

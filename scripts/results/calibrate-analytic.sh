@@ -11,6 +11,6 @@ for gpu in a100 h100; do
       --out "calibration/$gpu-demo-analytic" --json ${FORCE:-}
   simspec calibrate --gpu "$gpu" --target arch:llama-3.1-8b --out "calibration/$gpu-llama8b-analytic" --json ${FORCE:-}
 done
-simspec plot curves --profile calibration/h100-demo-analytic
-simspec plot curves --profile calibration/h100-llama8b-analytic
-simspec plot curves --profile calibration/a100-llama8b-analytic
+simspec plot curves --profile calibration/h100-demo-analytic --force
+simspec plot curves --profile calibration/h100-llama8b-analytic --force
+simspec plot curves --profile calibration/a100-llama8b-analytic --force

@@ -11,4 +11,4 @@ export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else
 simspec calibrate --traces-only --n-prompts 164 --max-new-tokens 128 --check-prompts 4 \
     --out calibration/traces-humaneval-eagle --json ${FORCE:-}
 simspec calibrate --gpu cpu --traces-from calibration/traces-humaneval-eagle --out calibration/cpu-demo --json ${FORCE:-}
-simspec plot curves --profile calibration/cpu-demo
+simspec plot curves --profile calibration/cpu-demo --force

@@ -68,7 +68,7 @@ fresh traces calibration/traces-humaneval-eagle || { step "greedy traces"
       --out calibration/traces-humaneval-eagle --json --force; }
 fresh profile calibration/cpu-demo || { step "cpu-demo (timed)"
   simspec calibrate --gpu cpu --traces-from calibration/traces-humaneval-eagle --out calibration/cpu-demo --json --force
-  simspec plot curves --profile calibration/cpu-demo; }
+  simspec plot curves --profile calibration/cpu-demo --force; }
 fresh profile calibration/cpu-demo-insitu || { step "cpu-demo-insitu (timed)"
   simspec recalibrate --profile calibration/cpu-demo --out calibration/cpu-demo-insitu --json --force; }
 fresh profile calibration/cpu-demo-1t || { step "cpu-demo-1t (timed)"
@@ -93,7 +93,7 @@ fresh policy policies/resps-maxent-cpu-demo calibration/cpu-demo || { step "Re-S
   simspec train --simulated --profile calibration/cpu-demo --algo resps --variant maxent --threads 1 --json --force; }
 fresh policy policies/radar-cpu-demo calibration/cpu-demo || { step "RADAR"
   simspec train --simulated --profile calibration/cpu-demo --algo radar --threads 1 --json --force; }
-for name in ltd resps resps-maxent radar; do simspec plot training --policy "policies/$name-cpu-demo"; done
+for name in ltd resps resps-maxent radar; do simspec plot training --policy "policies/$name-cpu-demo" --force; done
 simspec validate --simulated --profile calibration/cpu-demo --json | tee real/bench/validate-sim-cpu-demo.txt
 simspec validate --simulated --profile calibration/cpu-demo --json \
     --policies policies/ltd-cpu-demo,policies/resps-cpu-demo,policies/resps-maxent-cpu-demo,policies/radar-cpu-demo \
@@ -110,7 +110,7 @@ fresh policy policies/radar-cpu-demo-T1 calibration/cpu-demo-T1 || { step "RADAR
 fresh policy policies/ltd-cpu-demo-T1 calibration/cpu-demo-T1 || { step "LTD T = 1"
   simspec train --simulated --profile calibration/cpu-demo-T1 --algo ltd --preset fast --out policies/ltd-cpu-demo-T1 \
       --json --force; }
-for name in radar ltd; do simspec plot training --policy "policies/$name-cpu-demo-T1"; done
+for name in radar ltd; do simspec plot training --policy "policies/$name-cpu-demo-T1" --force; done
 simspec validate --simulated --profile calibration/cpu-demo-T1 --temperature 1 --json \
     --policies policies/ltd-cpu-demo,policies/ltd-cpu-demo-T1,policies/radar-cpu-demo,policies/radar-cpu-demo-T1 \
     | tee real/bench/validate-sim-cpu-demo-T1.txt

@@ -15,7 +15,7 @@ simspec train --simulated --profile calibration/cpu-demo --algo resps --threads 
 simspec train --simulated --profile calibration/cpu-demo --algo resps --variant maxent --threads 1 --json ${FORCE:-}
 simspec train --simulated --profile calibration/cpu-demo --algo radar --threads 1 --json ${FORCE:-}
 for name in ltd resps resps-maxent radar; do
-  simspec plot training --policy "policies/$name-cpu-demo"
+  simspec plot training --policy "policies/$name-cpu-demo" --force
 done
 simspec validate --simulated --profile calibration/cpu-demo --json \
     --policies policies/ltd-cpu-demo,policies/resps-cpu-demo,policies/resps-maxent-cpu-demo,policies/radar-cpu-demo \

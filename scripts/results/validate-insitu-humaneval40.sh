@@ -12,4 +12,4 @@ simspec recalibrate --profile calibration/cpu-demo --out calibration/cpu-demo-in
 simspec validate --real --profile calibration/cpu-demo-insitu \
     --policies policies/ltd-cpu-demo,policies/radar-cpu-demo,policies/resps-cpu-demo,policies/resps-maxent-cpu-demo \
     --n-prompts 40 --max-new-tokens 48 --out real/validate-cpu-demo-insitu-humaneval40 --json ${FORCE:-}
-simspec plot validation --report real/validate-cpu-demo-insitu-humaneval40
+simspec plot validation --report real/validate-cpu-demo-insitu-humaneval40 --force

@@ -9,5 +9,5 @@ export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else
 simspec validate --simulated --profile calibration/cpu-demo --json | tee real/bench/validate-sim-cpu-demo.txt
 simspec validate --simulated --profile calibration/h100-demo-analytic --json \
     | tee real/bench/validate-sim-h100-demo-analytic.txt
-simspec plot surface --profile calibration/cpu-demo
-simspec plot surface --profile calibration/h100-demo-analytic
+simspec plot surface --profile calibration/cpu-demo --force
+simspec plot surface --profile calibration/h100-demo-analytic --force
