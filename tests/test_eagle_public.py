@@ -138,7 +138,7 @@ def test_d2t_maps_draft_ids_to_target_ids(target, prompt_ids, eagle3_dir):
 
 
 def _features(target, prompt, layers):
-    from simspec.engine.speculative import TargetCache
+    from simspec.engine.target_cache import TargetCache
 
     cache = TargetCache(target, layers)
     with torch.inference_mode():
@@ -304,7 +304,8 @@ def as_server_loads(tensors: dict, server: str) -> dict:
 def test_trained_head_has_the_layout_servers_load(server, target, tmp_path):
     from safetensors.torch import load_file
 
-    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target, save_eagle3
+    from simspec.engine.eagle_checkpoint import save_eagle3
+    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
 
     head = Eagle3Head(eagle3_for_target(target, 1024))
     used = torch.arange(1024) * 48  # target ids of the draft vocabulary
@@ -428,7 +429,7 @@ def test_init_grows_the_draft_vocabulary_keeping_what_the_head_learned(target, p
     the grown head saves and loads in the public layout."""
     from simspec.distill.eagle3_trainer import Eagle3Trainer
     from simspec.distill.trainer import Eagle3TrainConfig
-    from simspec.engine.eagle_public import read_public_head
+    from simspec.engine.eagle_checkpoint import read_public_head
     from simspec.engine.modeling import base_and_head
 
     trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
@@ -463,7 +464,7 @@ def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, 
     training step then moves the new columns, and the head saves and loads at its new width."""
     from simspec.distill.eagle3_trainer import Eagle3Trainer
     from simspec.distill.trainer import Eagle3TrainConfig
-    from simspec.engine.eagle_public import read_public_head
+    from simspec.engine.eagle_checkpoint import read_public_head
 
     trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
     cfg = Eagle3TrainConfig(**{**cfg.__dict__, "init": str(tmp_path / "head")})

@@ -14,7 +14,8 @@ import torch
 torch.set_num_threads(2)
 from simspec.engine.models import load_model
 from simspec.engine.load import load_drafter
-from simspec.engine.speculative import SpeculativeEngine, TargetCache
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.lossless import compare
 from simspec.policies import StaticPolicy

@@ -17,7 +17,8 @@ from simspec.data import load_prompts, render_chat
 from simspec.engine.load import load_drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import load_model
-from simspec.engine.speculative import SpeculativeEngine, TargetCache
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.engine.target_cache import TargetCache
 
 torch.set_num_threads(2)
 target = load_model("smollm2-135m-instruct", dtype="bf16")

@@ -37,7 +37,7 @@ def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_ne
     """Top-1 / top-10 agreement of the drafter's first draft step with the target's greedy token,
     teacher-forced along the target's own greedy continuation of each prompt (through the
     engine's drafter interface, exactly as a cycle drafts its root's children)."""
-    from simspec.engine.speculative import TargetCache
+    from simspec.engine.target_cache import TargetCache
 
     drafter, device = engine.drafter, engine.device
     hits1 = hits10 = n = 0

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from simspec import __version__
 from simspec.distill.corpus import Corpus
 from simspec.distill.trainer import DraftTrainer, Eagle3TrainConfig, reduced_vocabulary
-from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target, save_eagle3
+from simspec.engine.eagle_checkpoint import save_eagle3
+from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -24,7 +25,7 @@ def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_voc
                  intermediate: int | None = None) -> Eagle3Head:
     """The EAGLE-3 head a run continues from (float32), checked against the run: same target,
     same fused layers, a draft vocabulary no smaller than the head's (a larger one grows it)."""
-    from simspec.engine.eagle_public import read_public_head
+    from simspec.engine.eagle_checkpoint import read_public_head
 
     where = f"--init {directory}"
     try:

@@ -141,7 +141,7 @@ class KVCache:
 
 class FeatureHead(nn.Module):
     """What ``EagleDrafter`` drives: a one-layer head over target features (simspec's own,
-    or a public EAGLE-3 / EAGLE-1/2 checkpoint, ``eagle_public.py``)."""
+    or a public EAGLE-3 / EAGLE-1/2 checkpoint, ``eagle_public.py``, ``eagle_checkpoint.py``)."""
 
     kv_heads: int
     head_dim: int

@@ -75,7 +75,7 @@ def _simspec_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
 
 
 def _is_public_eagle(path: Path, config: dict) -> bool:
-    from simspec.engine.eagle_public import is_public_eagle
+    from simspec.engine.eagle_checkpoint import is_public_eagle
 
     return is_public_eagle(path, config)
 
@@ -83,7 +83,7 @@ def _is_public_eagle(path: Path, config: dict) -> bool:
 @register_drafter_format("eagle-public", help="an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout "
                          "SGLang and vLLM load)", match_folder=_is_public_eagle)
 def _public_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
-    from simspec.engine.eagle_public import load_public_eagle
+    from simspec.engine.eagle_checkpoint import load_public_eagle
 
     return load_public_eagle(source.path, source.config, target, source.ref)
 

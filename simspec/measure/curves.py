@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from simspec.engine.drafter import Drafter
-from simspec.engine.speculative import TargetCache
+from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.measure.profiler import _context_ids, batched_target_latency, draft_latency, target_latency, \

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from simspec.engine.drafter import Drafter
-from simspec.engine.speculative import TargetCache, clock
+from simspec.engine.speculative import clock
+from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 

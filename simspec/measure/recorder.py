@@ -25,7 +25,8 @@ from simspec.policies import StaticPolicy
 from simspec.engine.greedy import greedy_continuations
 from simspec.engine.drafter import Drafter
 from simspec.engine.sampling import GREEDY, Sampling, distribution, draw
-from simspec.engine.speculative import SpeculativeEngine, TargetCache, draft_tree
+from simspec.engine.speculative import SpeculativeEngine, draft_tree
+from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.tree import DraftTree
