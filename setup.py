@@ -5,8 +5,8 @@ copy of the artifacts that inference needs, under ``simspec/_shipped/`` with the
 layout (``calibration/…``, ``policies/…``, ``real/drafters/…``); ``simspec.shipped`` finds them
 there. Only what the loaders read is copied: profiles, traces, the policies' exported
 networks and metadata (plus ``training.csv`` for ``simspec plot training``), and the shipped
-drafters' (``eagle``, ``lm``) weights, configs, vocabularies and model cards; no earlier
-training stages kept for the results (``real/drafters/eagle-stage1`` …), SB3/torch training checkpoints,
+drafters' (``eagle``, ``lm``) weights, configs, vocabularies and model cards; no other drafter
+folder under ``real/drafters/`` (a research head trained there), SB3/torch training checkpoints,
 TensorBoard logs or training histories. An editable install copies nothing: there
 ``simspec.shipped`` finds the checkout's own folders.
 """
@@ -28,7 +28,7 @@ SHIPPED = (
     "policies/*/policy.npz",
     "policies/*/training.csv",
     *(f"real/drafters/{name}/{files}" for name in ("eagle", "lm")  # simspec.shipped.SHIPPED_DRAFTERS;
-      for files in ("*.json", "*.safetensors", "*.jinja", "README.md")),  # research heads stay in the checkout
+      for files in ("*.json", "*.safetensors", "*.jinja", "README.md")),  # no other head is packed
 )
 NOT_SHIPPED = {"history.json"}  # a drafter's training curves: nothing reads them at inference
 # A training run's work folder (OUT.partial/: its self-distilled text, checkpoints) is no artifact.

@@ -7,7 +7,8 @@ engine, splits the two.
 
   .venv/bin/python scripts/results/bf16-divergence.py [PROMPT_ID D W V DRAFT]
 
-Defaults: HumanEval/55 with D 5 W 4 V 6 and eagle-stage1 (real/bench/bf16-divergence-he55.txt);
+Defaults: HumanEval/55 with D 5 W 4 V 6 and eagle-stage1 (real/bench/bf16-divergence-he55.txt; that head is not in
+the tree: DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh retrains it);
 HumanEval/48 5 4 6 eagle: real/bench/bf16-divergence-he48.txt."""
 import sys
 import torch

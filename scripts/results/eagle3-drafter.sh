@@ -10,14 +10,22 @@
 #            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~100 min, teacher
 #            pass 20 min on the Xeon / 36 min on the EPYC-Z4, training 66 / 65 min; while it runs, the text is kept in
 #            real/drafters/eagle-stage3.partial/ so that a stopped run resumes on any machine).
-# DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh measures stage 1 instead of the shipped head.
+# Stages 1 and 2 are not in the tree (their hashes: docs/results.md#research-checkpoints-not-in-the-tree): each is
+# trained only when a later stage is missing or DRAFTER names it.
+# DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh retrains and measures stage 1 instead of the
+# shipped head (likewise DRAFTER=real/drafters/eagle-next).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
 DRAFTER="${DRAFTER:-eagle}"
-[ -d real/drafters/eagle-stage1 ] || simspec train-draft --kind eagle3 --dtype bf16 --epochs 4 --labels hard \
+named() { [ "$DRAFTER" = "$1" ] || [ "$DRAFTER" = "real/drafters/$1" ]; }
+need_next=0; { [ -d real/drafters/eagle ] && ! named eagle-next; } || need_next=1
+[ -d real/drafters/eagle-next ] && need_next=0
+need_stage1=0; { [ $need_next = 1 ] || named eagle-stage1; } && need_stage1=1
+[ -d real/drafters/eagle-stage1 ] && need_stage1=0
+[ $need_stage1 = 0 ] || simspec train-draft --kind eagle3 --dtype bf16 --epochs 4 --labels hard \
     --no-cut-at-eos --out real/drafters/eagle-stage1 --json
-[ -d real/drafters/eagle-next ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-stage1 \
+[ $need_next = 0 ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-stage1 \
     --tokens 1000000 --data self:0.7,selfcode:0.12,sharegpt:0.09,code:0.09 --epochs 2 --lr 5e-4 \
     --out real/drafters/eagle-next --json
 [ -d real/drafters/eagle ] || simspec train-draft --kind eagle3 --dtype bf16 --init real/drafters/eagle-next \

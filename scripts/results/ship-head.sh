@@ -5,10 +5,12 @@
 # draft-selection study, the shipped policies, the simulator's tables of them, the lossless grid
 # and the drafter card. Outputs are recorded under their shipped names (docs/results.md cites them).
 #
-#   NEW=real/drafters/eagle-stage3 bash scripts/results/ship-head.sh
+#   NEW=real/drafters/NEW-HEAD bash scripts/results/ship-head.sh     (the shipped head, stage 3, becomes $OLD)
 #
 # Step 0 renames (git mv) real/drafters/eagle to $OLD (the head the earlier runs under real/ were
-# measured with; their reports keep its fingerprint) and $NEW to real/drafters/eagle.
+# measured with; their reports keep its fingerprint) and $NEW to real/drafters/eagle. No verb loads
+# $OLD: record its hash in docs/results.md (research checkpoints not in the tree), then git rm its
+# weights, moving its card, measured.json, simspec.json and history.json to real/bench/research-heads/.
 # Resumable: a step is skipped when its output already describes today's `eagle` (traces carry
 # the drafter's fingerprint, profiles their traces' hash, policies their profile's inputs hash),
 # so rerunning the script after a stop goes on where it stopped. Steps marked (timed) measure
@@ -20,8 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"   # .venv/bin/simspec when there is one, else simspec on PATH
-NEW=${NEW:-real/drafters/eagle-stage3}
-OLD=${OLD:-real/drafters/eagle-stage1}
+NEW=${NEW:?name the folder of the new head: NEW=real/drafters/...}
+OLD=${OLD:-real/drafters/eagle-stage3}
 
 if [[ -d $NEW ]]; then
   [[ -e $OLD ]] && { echo "ship-head: $OLD exists; name the old head's new folder with OLD=..." >&2; exit 2; }

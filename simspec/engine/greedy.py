@@ -30,7 +30,7 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
     """Batched greedy generation, returning prompt + continuation for every prompt.
 
     Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
-    on this CPU ``model.generate`` ran ~10x slower for the same batches.) Sequences keep
+    ``model.generate`` ran far slower for the same batches.) Sequences keep
     generating past EOS; the caller truncates to its sequence length anyway. ``done``: outputs
     already generated (a batch whose prompts all have one is skipped; batches are fixed by the
     prompts, so the rest come out as in one run); ``on_batch`` sees the outputs after each batch."""

@@ -13,9 +13,9 @@ def base_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Mod
 def head_logits(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """``head(hidden)`` for ``hidden`` of shape [n, d], computed as ``(W @ hidden.T).T``.
 
-    Same dot products, but on this CPU's MKL the [vocab, d] x [d, n] orientation avoids a
-    small-M GEMM path that costs ~2-3x at n = 2..6 (measured: 22 ms -> 4.5 ms at n = 2 for the
-    49,152 x 576 head). Plain greedy decoding uses this function too, so both sides of the
+    Same dot products, but with MKL on a CPU the [vocab, d] x [d, n] orientation avoids a slow
+    small-M GEMM path at n = 2..6 (measured: docs/results.md#latency-of-the-target-and-the-drafts).
+    Plain greedy decoding uses this function too, so both sides of the
     lossless comparison compute logits the same way."""
     weight, bias = getattr(head, "weight", None), getattr(head, "bias", None)
     if not isinstance(head, torch.nn.Linear) or weight is None:

@@ -123,8 +123,8 @@ def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):
 
 
 def _load_gguf(source: ModelSource, dtype: torch.dtype):
-    """Dequantising a GGUF file and building its tokenizer takes ~20 s here; a saved
-    safetensors copy loads in well under a second, so convert once and reuse it."""
+    """Dequantising a GGUF file and building its tokenizer is slow (README: first load); a saved
+    safetensors copy loads far faster, so convert once and reuse it."""
     copy_dir = _converted_copy(source)
     if (copy_dir / "config.json").is_file():
         try:

@@ -244,7 +244,7 @@ class SpeculativeEngine:
         the generator every draw comes from."""
         # Learned policies multiply small numpy matrices between the models' forwards. A
         # multi-threaded BLAS leaves its threads spinning after such a call, on the cores
-        # torch needs next: measured here, the following target forward ran 60-90 % slower.
+        # torch needs next, and the following target forward runs slower (docs/validation.md).
         with threadpool_limits(limits=1, user_api="blas"):
             return self._generate(prompt_ids, policy, max_new_tokens, *self._generator(seed))
 

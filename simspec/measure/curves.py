@@ -24,8 +24,8 @@ from simspec.sim.profile import sample_record
 @dataclass(frozen=True)
 class CurveGrid:
     """Operating points to measure. Every V up to 16, where tree policies spend most cycles and
-    a CPU's curve is not smooth (on the EPYC V = 7 verifies slower than V = 8: neighbours do
-    not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
+    a CPU's curve need not be smooth (a size can verify slower than the next one up:
+    neighbours do not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
     16-32); three contexts so that L is interpolated, not guessed."""
 
     verify_sizes: tuple[int, ...] = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160,

@@ -3,10 +3,10 @@ cycle timings.
 
 ``calibrate`` times each operation alone, in a tight loop. Inside the decoding loop the same
 forward passes run right after other work (the drafter's forwards, the host building the tree),
-and on a CPU they cost more: on this project's 2-core machine live / profile came out at 1.10 for
-a greedy step and 1.17-1.22 for verification and drafting, in every real validation. Speedups are
-ratios, so a shift shared by every operation cancels; a shift that differs between operations (or
-between tree sizes) biases every prediction.
+and can cost more, by a factor that differs between operations and between tree sizes
+(measured: docs/calibration.md#in-situ-recalibration). Speedups are ratios, so a shift shared
+by every operation cancels; a shift that differs between operations (or between tree sizes)
+biases every prediction.
 
 This runs plain greedy decoding and a ladder of static trees on the profile's *train* prompts
 (never the held-out ones a validation scores), interleaved, holds every cycle against the
@@ -14,11 +14,11 @@ profile's curves (``DriftMeter``), and scales each curve's points by the live ra
 and bookkeeping the ratio measured at each ladder size, interpolated in log V (``log_interp``;
 the ladder holds every V up to 12, where tree policies spend most cycles); for the greedy step
 the ratio at each of its curve's grid contexts (``context_ratios``); one ratio for drafting and
-the prefill. Per size, because the live curve's shape along V is not calibrate's: on the EPYC
-the live / profile ratio was 1.09 at V = 4, 1.30 at 6, 1.51 at 7, 1.33 at 8, repeated within
-1-3 % from pass to pass (``scripts/results/verify-by-size.py``); one line through sparse sizes
-priced the methods' V = 5-9 cycles 5-9 % off. Per context for the greedy step, for the same
-reason along L (``refit_samples``, ``context_ratios``).
+the prefill. Per size, because the live curve's shape along V need not be calibrate's: its
+live / profile ratio can step between neighbouring sizes, repeatably from pass to pass
+(``scripts/results/verify-by-size.py``), which one line through sparse sizes would misprice.
+Per context for the greedy step, for the same reason along L (``refit_samples``,
+``context_ratios``).
 ``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
 on train prompts of the scored set, right before the runs it predicts.
 """
@@ -124,10 +124,10 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
     and each curve's scale: one number, or, for the curves resolved per verified size (verify,
     bookkeeping) or per context (the plain step), the measured ratio at each size or context.
 
-    Per context for the plain step, because the live curve's shape along L is not calibrate's:
-    ``calibration/cpu-demo``'s has a bump (58 ms at 128 tokens, 66 at 192, 60 at 256) the live
-    engine lacks, and one ratio measured on train prompts priced held-out prompts at other
-    contexts 1-4 % off, which moves every speedup alike.
+    Per context for the plain step, because the live curve's shape along L need not be
+    calibrate's (a bump in the profile's curve the live engine lacks): one ratio measured on
+    train prompts would price held-out prompts at other contexts off, which moves every speedup
+    alike (docs/calibration.md#in-situ-recalibration).
 
     A ratio was measured against the profile's *model*, and where that model is a fit (affine:
     chosen when the calibration was noisy) it differs from the raw samples. So the records of a
@@ -172,10 +172,9 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
 def _between_grid_points(samples: list[dict], drift) -> list[dict]:
     """Records at the sizes the refit measured but the profile's grid lacks (its value there,
     interpolated), one per measured context, for each curve resolved per size. Scaling only the
-    grid's records would price such a size by its neighbours' ratios: on the EPYC the live
-    engine verifies V = 7 at 1.5x the profile and V = 6 and 8 at 1.3x, and a profile calibrated
-    without V = 7 would lose exactly the step the refit measured. ``drift`` priced its runs with
-    the profile's own cost model: its curves give those values."""
+    grid's records would price such a size by its neighbours' ratios, and a profile calibrated
+    without, say, V = 7 would lose exactly the step the refit measured there. ``drift`` priced
+    its runs with the profile's own cost model: its curves give those values."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     base = drift.cost
@@ -286,20 +285,19 @@ class CoTimedRefit:
     """The in-situ refit spread over a validation's scored runs: after each scored prompt, plain
     decoding and ``trees(step)`` (below) on the next train prompt, timed
     against the base profile. A refit run before the scored runs is minutes older than they are,
-    and on this project's CPUs the machine drifted 3-15 % in those minutes; this one's latencies
-    are measured over the same minutes as the runs it predicts, from train prompts only.
+    and a shared machine drifts in those minutes; this one's latencies are measured over the
+    same minutes as the runs it predicts, from train prompts only.
 
     Its ladder is ``LADDER`` plus the scored methods' own operating points: each scored run's most
     frequent (depth, V), taken from the runs ``step`` is shown (their shapes only, never their
     times). A method's V off the ladder is otherwise priced between two ladder sizes, and the
-    live curve has steps there: EAGLE-3's V = 60 verifies in the time of V = 64 on the EPYC, not
-    the interpolated 4 % less (``scripts/results/verify-by-method.py``).
+    live curve can step between them (``scripts/results/verify-by-method.py``).
 
     Every step times each of those operating points once and the next ``trees_per_step`` trees of
     ``LADDER`` in rotation: a point a method spends its cycles at is then measured on as many
-    prompts as the method itself. Rotated with the rest, each was timed on 8 of 48 prompts, and one
-    tree's time on a prompt spreads by 15-20 % on this VM: on HumanEval the ladder priced V = 60
-    at 1.46x the profile where EAGLE-3's own cycles ran at 1.30x, and predicted it 7 % slow."""
+    prompts as the method itself; rotated with the rest, it would be timed on a fraction of them,
+    and one tree's time spreads from prompt to prompt (measured:
+    docs/results.md#measured-humaneval-six-passes-the-same-code)."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                  trees_per_step: int = 2) -> None:

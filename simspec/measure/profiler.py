@@ -51,9 +51,9 @@ def time_interleaved(runs: dict, device: torch.device, repeats: int, warmup: int
                      advance: Callable[..., None] = lambda n=1: None) -> dict:
     """Seconds per call of each of ``runs`` (operating point -> callable), ``repeats`` times each,
     in rounds: every point once per round. A shared machine's slow minutes then fall on every
-    point alike, not on whichever block of points they hit: timed block by block (one context
-    after the other), the EPYC's calibration priced verification at V = 32 16 % cheaper at
-    context 256 than at 64. ``advance(n)`` is told each round's share of the points."""
+    point alike, not on whichever block of points they hit (timed block by block, one context
+    after the other, a curve can gain a slope no forward pass has: docs/calibration.md).
+    ``advance(n)`` is told each round's share of the points."""
     for run in runs.values():
         for _ in range(warmup):
             run()

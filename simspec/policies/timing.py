@@ -17,13 +17,13 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
     keep_drafting after every draft step but the last, choose_size, observe; synthetic scores
     of the real shapes (decision code does not depend on their values). The simulator charges
     these per cycle. Each cycle starts with cold caches, as it does in the engine after the
-    models' forwards: LTD's decisions took 144 us warm in a tight loop, ~0.5 ms cold, and
-    1.0 ms per cycle inside the engine (validate --real, cpu-demo)."""
+    models' forwards (warm-cache timings underrate them; inside the engine they cost more still:
+    docs/validation.md#decision-time)."""
     rng = np.random.default_rng(seed)
     levels = [np.sort(-rng.exponential(2.0, width if i == 0 else width * width)).astype(np.float32)
               for i in range(depth - 1)]
     nodes = np.concatenate([[0.0], *levels]).astype(np.float32)
-    scratch = np.zeros(8 << 20, dtype=np.float32)  # 32 MB, more than this CPU's last-level cache share
+    scratch = np.zeros(8 << 20, dtype=np.float32)  # 32 MB: meant to exceed a core's last-level cache share
     out = {}
     for name, policy in policies.items():
         policy.reset()

@@ -55,9 +55,9 @@ class TrainRequest:
                          "fast), else fp32.")
 
     def resolved_precision(self) -> str:
-        """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (it halves their
-        update time), fp32 for Re-SpS's small ones (nothing to gain) and everywhere else; RADAR's
-        LSTM always trains in fp32."""
+        """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (faster updates:
+        docs/results.md#ltds-paper-schedule-fp32-and-bf16), fp32 for Re-SpS's small ones (nothing
+        to gain) and everywhere else; RADAR's LSTM always trains in fp32."""
         from simspec.train.ppo import native_bf16
 
         if self.algo == "radar":
