@@ -123,8 +123,8 @@ def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) 
     of static trees (V = 2..128) on the live engine, on train prompts, and scale each curve to the
     engine's own cycle timings (per verified size for verify and bookkeeping, per context for
     the plain step). Calibration's tight loops miss what a forward costs inside the decoding
-    loop; this profile predicts the real engine. Takes ~5 minutes on a 2-core CPU at the
-    defaults. Writes a new profile that names the one it refits."""
+    loop; this profile predicts the real engine. Takes minutes on a CPU at the defaults (times:
+    docs/results.md). Writes a new profile that names the one it refits."""
     from simspec.measure.insitu import recalibrate as run
 
     checked = request.check()
@@ -212,7 +212,7 @@ def sweep(request, as_json: Json = False) -> None:
 @command(app, "demo", "simspec.demo:DemoRequest")
 def demo(request, as_json: Annotated[bool, typer.Option(
         "--json", help="End stdout with one JSON line of the summary.")] = False) -> None:
-    """The whole loop on the shipped defaults, in about 10 minutes on a 2-core CPU: a small
+    """The whole loop on the shipped defaults, in minutes on a laptop CPU: a small
     calibration of this machine (quick latency grid; the shipped HumanEval draft-tree traces,
     which do not depend on the hardware), `fast` training of LTD and RADAR against it, a short
     real validation (the learned policies, EAGLE-3's default tree, the grid best and

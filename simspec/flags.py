@@ -170,7 +170,7 @@ _named: tuple[str, ...] | None = None  # the verb path being parsed; None: every
 def naming(args: list[str]):
     """While typer parses ``args``, only the verb they name reads its request: every start
     builds every verb, and importing each request's module (numpy, gymnasium) for a verb not run
-    would slow every command by a second on a loaded 2-core machine."""
+    would slow every command down."""
     global _named
     words: list[str] = []  # the verb's path (``plot surface``): the words before its first option
     for arg in args:

@@ -66,7 +66,7 @@ class ValidateRequest:
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
                             "train-split prompts of --prompts, in this process right before the scored runs, and "
-                            "predict with that refit (saved in RUN/profile/). Adds ~4 minutes on a 2-core CPU.",
+                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` takes (minutes).",
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
     allow_other_device: bool = flags.allow_other_device()
