@@ -72,6 +72,14 @@ def _converted_target(request):
 
 
 @pytest.fixture(autouse=True)
+def _torch_threads():
+    # Every test starts with this worker's share of the cores, whatever the one before set
+    # (the CLI's verbs set every core; the training tests, one thread).
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(THREADS)
+
+
+@pytest.fixture(autouse=True)
 def _numpy_only(request):
     numpy_only = Path(str(request.node.fspath)).name in NUMPY_ONLY
     before = {name for name in HEAVY if name in sys.modules}
