@@ -1,7 +1,8 @@
 """Shared fixtures (the real demo target, loaded once per test session) and the checks that keep
 the markers honest:
 
-- a test that uses the model fixtures must be marked ``model`` (checked at collection);
+- a test that uses the model fixtures must be marked ``model`` (checked at collection; in an
+  xdist worker, where a collection error shows only as a lost worker, when the test starts);
 - a test that runs the CLI through ``helpers.simspec`` must be marked ``e2e`` (checked when it runs);
 - the simulator's test modules (``NUMPY_ONLY``) must not import torch, transformers or
   stable-baselines3 while they run (checked around every test; their module-level imports are
@@ -23,6 +24,8 @@ import helpers
 MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
+UNMARKED = "tests that load the demo target must be marked `model`: "
+UNMARKED_IDS: set[str] = set()
 NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
               "test_layering.py", "test_sampled_replay.py")
 HEAVY = ("torch", "transformers", "stable_baselines3")
@@ -44,12 +47,17 @@ def pytest_collection_modifyitems(config, items):
     unmarked = [item.nodeid for item in items
                 if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("model") is None]
-    if unmarked:
-        raise pytest.UsageError("tests that load the demo target must be marked `model`: " + ", ".join(unmarked))
+    if unmarked and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(UNMARKED + ", ".join(unmarked))
+    # In an xdist worker a UsageError reaches the user only as "no active workers": fail each
+    # such test when it starts instead, with the same words.
+    UNMARKED_IDS.update(unmarked)
 
 
 def pytest_runtest_setup(item):
     helpers.RUNNING["marks"] = {mark.name for mark in item.iter_markers()}  # before any fixture runs
+    if item.nodeid in UNMARKED_IDS:
+        pytest.fail(UNMARKED + item.nodeid, pytrace=False)
 
 
 @pytest.fixture(autouse=True)
