@@ -1,7 +1,8 @@
 """Shared fixtures (the real demo target, loaded once per test session) and the checks that keep
 the markers honest:
 
-- a test that uses the model fixtures must be marked ``model`` (checked at collection);
+- a test that uses the model fixtures must be marked ``model`` (checked at collection; in an
+  xdist worker, where a collection error shows only as a lost worker, when the test starts);
 - a test that runs the CLI through ``helpers.simspec`` must be marked ``e2e`` (checked when it runs);
 - the simulator's test modules (``NUMPY_ONLY``) must not import torch, transformers or
   stable-baselines3 while they run (checked around every test; their module-level imports are
@@ -11,9 +12,9 @@ The fast lane is ``pytest -m "not model"``."""
 
 from __future__ import annotations
 
-import shutil
+import fcntl
+import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,57 +22,69 @@ import pytest
 import helpers
 
 MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
+TARGET = "smollm2-135m-instruct"
+CONVERTED: list[str] = []
+UNMARKED = "tests that load the demo target must be marked `model`: "
+UNMARKED_IDS: set[str] = set()
 NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
               "test_layering.py", "test_sampled_replay.py")
 HEAVY = ("torch", "transformers", "stable_baselines3")
 
+# The suite runs in xdist workers (addopts: -n 2): each gets its share of the cores for torch,
+# set before torch is imported. Two threads per worker on two cores would oversubscribe, and
+# torch's OpenMP threads then spin at every barrier: the tiny models' thousands of small ops
+# ran several times slower.
+THREADS = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(THREADS)
+helpers.THREADS = THREADS
+
 
 def pytest_collection_modifyitems(config, items):
-    # The bad-input table runs in the background from collection on (pytest_collection_finish):
-    # check its results last, once the in-process tests have run beside it.
-    items.sort(key=lambda item: item.nodeid.startswith("tests/test_bad_input.py"))
+    # The simulator's modules first: in a fresh process (each xdist worker is one) nothing has
+    # imported torch yet, so _numpy_only below can see one of them import it.
+    items.sort(key=lambda item: Path(str(item.fspath)).name not in NUMPY_ONLY)
     unmarked = [item.nodeid for item in items
                 if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("model") is None]
-    if unmarked:
-        raise pytest.UsageError("tests that load the demo target must be marked `model`: " + ", ".join(unmarked))
-
-
-RADAR_RUN = "tests/test_train.py::test_train_command_end_to_end"
-EARLY_FOLDERS: list[Path] = []
-
-
-def pytest_collection_finish(session):
-    # The fast lane's slowest work runs in subprocesses: a policy training (~20 s, one core) and
-    # the bad-input table (~130 short CLI runs). Start both now, so that they run beside the
-    # in-process tests instead of after them.
-    if session.config.option.collectonly:
-        return
-    if any(item.nodeid == RADAR_RUN for item in session.items):
-        folder = Path(tempfile.mkdtemp(prefix="simspec-early-"))
-        EARLY_FOLDERS.append(folder)
-        helpers.start_early("radar", [*helpers.RADAR_ARGS, "--out", str(folder / "radar")], folder / "radar")
-    # Likewise the bad-input table's subprocesses (tests/test_bad_input.py collects them).
-    table = [item for item in session.items if getattr(item, "originalname", "") == "test_bad_input"]
-    if table:
-        table[0].module.start_table({item.callspec.params["r"].id for item in table})
-
-
-def pytest_sessionfinish(session):
-    for proc, out in helpers.EARLY.values():  # a run whose test never came (-x, Ctrl-C): stop it
-        proc.kill()
-        proc.wait()
-    for item in session.items:  # likewise a bad-input table never collected
-        if getattr(item, "originalname", "") == "test_bad_input":
-            for table in item.module.TABLE:
-                table.close()
-            break
-    for folder in EARLY_FOLDERS:  # only this session's: another pytest session may be running beside it
-        shutil.rmtree(folder, ignore_errors=True)
+    if unmarked and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(UNMARKED + ", ".join(unmarked))
+    # In an xdist worker a UsageError reaches the user only as "no active workers": fail each
+    # such test when it starts instead, with the same words.
+    UNMARKED_IDS.update(unmarked)
 
 
 def pytest_runtest_setup(item):
     helpers.RUNNING["marks"] = {mark.name for mark in item.iter_markers()}  # before any fixture runs
+    if item.nodeid in UNMARKED_IDS:
+        pytest.fail(UNMARKED + item.nodeid, pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _converted_target(request):
+    """On a fresh machine the demo target is converted once (~20 s) and cached (see
+    simspec.engine.models). Two xdist workers, or a worker and a CLI subprocess, would each
+    convert it and swap the cached folder under the other's reader: the first test marked
+    `model` in each worker makes sure, under a lock, that the cached copy exists."""
+    if request.node.get_closest_marker("model") is not None and not CONVERTED:
+        from simspec.cache import cache_dir
+        from simspec.engine.models import _converted_copy, load_model, resolve_model
+
+        lock = cache_dir() / "models" / ".simspec-tests.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+            if not (_converted_copy(resolve_model(TARGET)) / "config.json").is_file():
+                load_model(TARGET)
+        CONVERTED.append(TARGET)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    # Every test starts with this worker's share of the cores, whatever the one before set
+    # (the CLI's verbs set every core; the training tests, one thread).
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(THREADS)
 
 
 @pytest.fixture(autouse=True)
@@ -90,8 +103,8 @@ def target():
 
     from simspec.engine.models import load_model
 
-    torch.set_num_threads(2)
-    return load_model("smollm2-135m-instruct")
+    torch.set_num_threads(THREADS)
+    return load_model(TARGET)
 
 
 @pytest.fixture(scope="session")

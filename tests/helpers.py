@@ -1,5 +1,5 @@
 """Helpers shared by the test modules: synthetic traces and cost models, random numpy policies,
-and `simspec` as a user runs it (a subprocess).
+and `simspec` as a user runs it (a subprocess), or in this process for bad input.
 
 numpy only, like the simulator: importing this module must not import torch, transformers or
 stable-baselines3 (tests/test_layering.py checks it). Anything that needs torch belongs in a
@@ -7,10 +7,17 @@ conftest.py fixture."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -187,39 +194,69 @@ def random_radar(width: int, depth_max: int, seed: int = 0) -> RadarPolicy:
 # The marks of the test now running, set by conftest.py: `simspec()` refuses to run in a test
 # that is not marked `e2e`, so that the marker keeps meaning what it says.
 RUNNING: dict[str, set[str]] = {"marks": set()}
+THREADS = 2  # set by conftest.py: the cores over the xdist workers
 
 
 def simspec(*args: str, cwd: Path | str | None = ROOT, timeout: float = 900,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``simspec ARGS`` in a subprocess, from the repository root by default (so that
-    ``calibration/cpu-demo`` names the shipped profile), two BLAS/torch threads at most."""
+    ``calibration/cpu-demo`` names the shipped profile), with this worker's share of the cores
+    as BLAS/OpenMP threads (verbs that take --threads still default to every core)."""
     if "e2e" not in RUNNING["marks"]:
         raise AssertionError("a test that runs the simspec CLI in a subprocess must be marked e2e")
-    full_env = {**os.environ, "OMP_NUM_THREADS": "2", **(env or {})}  # the machine has 2 cores
+    full_env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), **(env or {})}
     return subprocess.run([sys.executable, "-m", "simspec.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=full_env)
+
+
+@contextmanager
+def isolated(cwd: Path, tmp: Path | None = None):
+    """What a command may change in the process that runs it, set for one run and restored
+    after it: the working directory (``cwd``), the temporary directory (``tmp``: $TMPDIR and
+    tempfile's cached choice), the environment, the logging setup (emptied, so that the CLI's
+    logging.basicConfig writes its warnings to this stderr, as in a process of its own),
+    warning filters, the SIGINT handler and torch's thread count."""
+    env, before, tempdir = dict(os.environ), os.getcwd(), tempfile.tempdir
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    sigint = signal.getsignal(signal.SIGINT)
+    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    root.handlers[:] = []
+    if tmp is not None:
+        os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
+    os.chdir(cwd)
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        os.chdir(before)
+        tempfile.tempdir = tempdir
+        os.environ.clear()
+        os.environ.update(env)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        signal.signal(signal.SIGINT, sigint)
+        if threads is not None or "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads or THREADS)
+
+
+def cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
+    """``simspec ARGS`` in this process, through the console script's entry point
+    (``simspec.cli.main``), from ``cwd``: its exit status and what it printed (sys.stdout and
+    sys.stderr; rich's consoles look them up at every write). For bad input, which fails in
+    well under a second where a subprocess would spend one importing."""
+    from simspec.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with isolated(Path(cwd)), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["simspec", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def last_json(result: subprocess.CompletedProcess) -> dict:
     """The ``--json`` summary: the last line of stdout."""
     return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-# --- long CLI runs started at collection time, so that they overlap the rest of the session -------
-EARLY: dict[str, tuple[subprocess.Popen, Path]] = {}
-RADAR_ARGS = ["train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset", "fast",
-              "--threads", "1", "--json"]
-
-
-def start_early(key: str, args: list[str], out: Path) -> None:
-    """Starts ``simspec ARGS`` now, in the background (its --out is ``out``); ``finish_early``
-    collects it. Used for the fast lane's one slow end-to-end training run."""
-    env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    EARLY[key] = (subprocess.Popen([sys.executable, "-m", "simspec.cli", *map(str, args)], cwd=ROOT, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), out)
-
-
-def finish_early(key: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, Path]:
-    proc, out = EARLY.pop(key)
-    stdout, stderr = proc.communicate(timeout=timeout)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out

@@ -5,7 +5,7 @@ them. numpy only, but for the measured batched forward (model)."""
 from __future__ import annotations
 
 import pytest
-from helpers import last_json, simspec, synthetic_profile, tagged_traces
+from helpers import cli, last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import LLAMA31_8B, device_spec, forward_seconds
@@ -70,9 +70,8 @@ def test_tune_verifies_no_more_at_batch_8_than_at_batch_1(profile_dir):
     assert missing.returncode == 2 and "no curves at batch size 4" in missing.stderr
 
 
-@pytest.mark.e2e
 def test_batch_sizes_must_include_1():
-    result = simspec("calibrate", "--gpu", "h100", "--batch-sizes", "2,4", "--traces-from",
+    result = cli("calibrate", "--gpu", "h100", "--batch-sizes", "2,4", "--traces-from",
                      "calibration/traces-humaneval-eagle", "--out", "/tmp/simspec-never-written")
     assert result.returncode == 2 and "--batch-sizes takes batch sizes in 1..256 and includes 1" in result.stderr
 

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import last_json, simspec
+from helpers import cli, last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
@@ -104,15 +104,14 @@ def test_profile_round_trip_and_bad_files(tmp_path):
         load_profile(tmp_path / "nowhere")
 
 
-@pytest.mark.e2e
 def test_calibrate_bad_input_is_one_line(tmp_path):
-    result = simspec("calibrate", "--gpu", "tpu")
+    result = cli("calibrate", "--gpu", "tpu")
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "unknown --gpu 'tpu'" in result.stderr
     (tmp_path / "taken").mkdir()
-    result = simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "taken"))
+    result = cli("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "taken"))
     assert result.returncode == 2 and "exists" in result.stderr and "--force" in result.stderr
-    result = simspec("calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "x"))
+    result = cli("calibrate", "--gpu", "cpu", "--target", "arch:llama-3.1-8b", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "without weights" in result.stderr
     assert not (tmp_path / "x").exists()
 

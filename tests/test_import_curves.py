@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import last_json, simspec, tagged_traces
+from helpers import cli, last_json, simspec, tagged_traces
 
 from simspec.sim.profile import load_profile
 from simspec.sim.trace_files import save_traces
@@ -81,7 +81,7 @@ def test_bad_curves_are_one_line_and_write_nothing(tmp_path, traces_dir, change,
 
 def test_import_needs_traces_or_none(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(curves()))
-    result = simspec("calibrate", "--import-curves", str(tmp_path / "c.json"), "--out", str(tmp_path / "p"))
+    result = cli("calibrate", "--import-curves", str(tmp_path / "c.json"), "--out", str(tmp_path / "p"))
     assert result.returncode == 2 and "--import-curves needs the trees the curves will price" in result.stderr
 
 

@@ -8,7 +8,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import last_json, simspec
+from helpers import cli, last_json, simspec
 
 from simspec.engine.greedy import length_batches
 from simspec.measure.shards import shard_prompts
@@ -50,7 +50,7 @@ def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path
 
 
 def test_ray_needs_a_recording(tmp_path):
-    result = simspec("calibrate", "--gpu", "h100", "--traces-from", "calibration/traces-humaneval-eagle", "--quick",
+    result = cli("calibrate", "--gpu", "h100", "--traces-from", "calibration/traces-humaneval-eagle", "--quick",
                      "--out", str(tmp_path / "p"), "--ray", "local")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [

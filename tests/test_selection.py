@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import DEPTH_MAX, cost_model, last_json, simspec, synthetic_profile, synthetic_samples
+from helpers import DEPTH_MAX, cli, cost_model, last_json, simspec, synthetic_profile, synthetic_samples
 
 from simspec.errors import SimspecError
 from simspec.sim.costmodel import CostModel, Point
@@ -155,7 +155,6 @@ def test_select_baseline_reports_selection_beside_fixed_and_hindsight(profiles):
     assert "select(seed003)" in result.stdout
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("extra, message", [
     ((), "the 'select' baseline (seed 003's draft selection) and --drafters go together"),
     (("--drafters", "{A}"), "must name profiles of other drafters"),
@@ -165,7 +164,7 @@ def test_select_baseline_reports_selection_beside_fixed_and_hindsight(profiles):
 def test_select_bad_input_is_one_line(profiles, extra, message):
     args = [a.format(**profiles) for a in extra]
     baselines = [] if "--baselines" in args else ["--baselines", "grid,select"]
-    result = simspec("validate", "--simulated", "--profile", profiles["A"], *baselines, *args)
+    result = cli("validate", "--simulated", "--profile", profiles["A"], *baselines, *args)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr

@@ -51,14 +51,3 @@ def test_the_table_is_mean_and_sd_over_seeds():
              "eagle3_speedup": 0.7} for s, v in ((1, 1.2), (2, 1.4))]
     (row,) = table(rows)
     assert row["speedup_mean"] == pytest.approx(1.3) and row["speedup_sd"] == pytest.approx(np.std([1.2, 1.4], ddof=1))
-
-
-def test_sweep_bad_input_is_one_line(profile_dir, tmp_path):
-    for args, message in [(("--algo", "ltd,nope"), "unknown --algo 'nope'"),
-                          (("--algo", "ltd", "--seeds", "1,x"), "--seeds takes comma-separated integers"),
-                          (("--algo", "ltd", "--seeds", "1,1"), "--seeds names a value twice")]:
-        result = simspec("sweep", "--profile", profile_dir, *args, "--out", str(tmp_path / "s"))
-        assert result.returncode == 2
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], result.stderr
-        assert not (tmp_path / "s").exists()

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import EARLY, RADAR_ARGS, cost_model, finish_early, last_json, random_traces, simspec
+from helpers import cost_model, last_json, random_traces, simspec
 
 from simspec.train.log import TrainingLog
 from simspec.train.ltd import LTDSchedule, train_ltd
@@ -266,12 +266,9 @@ def test_ppo_beats_a_uniform_random_policy_on_a_small_replay_env():
 
 @pytest.mark.e2e
 def test_train_command_end_to_end(tmp_path):
-    # Started by conftest at collection time (the same command), so that it overlaps other tests.
-    if "radar" in EARLY:
-        done, out = finish_early("radar")
-    else:
-        out = tmp_path / "radar"
-        done = simspec(*RADAR_ARGS, "--out", out)
+    out = tmp_path / "radar"
+    done = simspec("train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset", "fast",
+                   "--threads", "1", "--out", out, "--json")
     assert done.returncode == 0, done.stderr
     summary = last_json(done)
     assert set(summary) == {"policy", "algo", "train_seconds", "env_steps", "heldout_speedup", "grid_best_speedup",
@@ -298,29 +295,3 @@ def test_train_command_end_to_end(tmp_path):
     assert figure.returncode == 0 and (tmp_path / "fig" / "training-radar.png").exists()
     assert scored.returncode == 0, scored.stderr
     assert [r["method"] for r in last_json(scored)["rows"]] == ["eagle3", "radar"]
-
-
-@pytest.mark.e2e
-def test_train_bad_input_is_one_line(tmp_path):
-    """The conflicts between train's own options (tests/test_bad_input.py holds the rest of the
-    bad-input table: unknown --algo / --reward / --precision, a taken --out, broken profiles)."""
-    cases = [
-        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--variant", "maxent"),
-         "--variant applies to --algo resps only"),
-        (("--profile", "calibration/cpu-demo", "--algo", "radar", "--precision", "bf16"),
-         "--precision bf16 applies to the PPO algorithms"),
-        (("--profile", tmp_path / "none", "--algo", "radar", "--out", tmp_path / "x"), "no profile"),
-        (("--profile", "calibration/cpu-demo", "--algo", "radar", "--ablate", "size", "--out", tmp_path / "x"),
-         "--ablate applies to --algo ltd"),
-        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--ablate", "width", "--out", tmp_path / "x"),
-         "not 'width'"),
-        (("--profile", "calibration/cpu-demo", "--algo", "resps", "--hold", "0", "--out", tmp_path / "x"),
-         "--hold applies to --algo resps"),
-        (("--profile", "calibration/cpu-demo", "--algo", "ltd", "--train-hold", "5", "--out", tmp_path / "x"),
-         "--train-hold applies to --algo resps"),
-    ]
-    with ThreadPoolExecutor(2) as pool:  # independent failures: two at a time
-        results = list(pool.map(lambda case: simspec("train", "--simulated", *case[0]), cases))
-    for (args, message), bad in zip(cases, results):
-        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert not (tmp_path / "x").exists()

@@ -62,11 +62,3 @@ def test_tune_on_the_shipped_profile_prints_sglang_flags():
     assert f"--speculative-num-steps {s['depth'] - 1}" in s["flags"]
     assert f"--speculative-num-draft-tokens {s['size']}" in s["flags"]
     assert s["speedup"] > 1 and s["width"] == 10
-
-
-@pytest.mark.e2e
-def test_tune_bad_engine_is_one_line(profile_dir):
-    result = simspec("tune", "--profile", profile_dir, "--engine", "tgi")
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "unknown --engine 'tgi'" in lines[0]

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import ROOT, simspec
+from helpers import ROOT, cli, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import LADDER
@@ -151,7 +151,6 @@ def test_drift_meter_and_rescaled_cost():
     assert np.allclose(rescaled.draft(sizes, 300), cost.draft(sizes, 300))
 
 
-@pytest.mark.e2e
 def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -167,15 +166,15 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
         (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
     ]
     for args, message in cases:
-        result = simspec("validate", "--real", *args, "--out", str(out))
+        result = cli("validate", "--real", *args, "--out", str(out))
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert not out.exists()
-    taken = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--out", str(exists))
+    taken = cli("validate", "--real", "--profile", "calibration/cpu-demo", "--out", str(exists))
     assert taken.returncode == 2 and "exists" in taken.stderr
-    both = simspec("validate", "--real", "--simulated", "--profile", "calibration/cpu-demo")
+    both = cli("validate", "--real", "--simulated", "--profile", "calibration/cpu-demo")
     assert both.returncode == 2 and "choose one of" in both.stderr
-    missing = simspec("plot", "validation", "--report", str(tmp_path / "none"))
+    missing = cli("plot", "validation", "--report", str(tmp_path / "none"))
     assert missing.returncode == 2 and "no validation report" in missing.stderr
 
 

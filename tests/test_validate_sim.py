@@ -54,17 +54,6 @@ def test_seed_methods_report_rows_on_the_shipped_profile(tmp_path):
         assert ("measured now on this machine" in result.stderr) == warned, result.stderr
 
 
-def test_validate_bad_input_is_one_line(profile_dir):
-    for args, expected in [(("--baselines", "eagle3,nope"), "unknown baseline 'nope'"),
-                           (("--split", "test"), "--split must be"),
-                           (("--real",), "choose one of --simulated"),
-                           # Synthetic traces store prompt lengths only: the token-cache rule cannot run.
-                           (("--baselines", "fsm,cachefsm-token"), "cachefsm-token reads the prompts' tokens")]:
-        result = simspec("validate", "--simulated", "--profile", str(profile_dir), *args)
-        assert result.returncode == 2 and expected in result.stderr, result.stderr
-        assert result.stderr.strip().count("\n") == 0
-
-
 def test_surface_plot_and_replay_benchmark(profile_dir, tmp_path):
     result = simspec("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
