@@ -9,8 +9,8 @@ from __future__ import annotations
 import codecs
 import functools
 import gzip
-import itertools
 import importlib.util
+import itertools
 import json
 import logging
 import os

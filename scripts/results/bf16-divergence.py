@@ -11,16 +11,19 @@ Defaults: HumanEval/55 with D 5 W 4 V 6 and eagle-stage1 (real/bench/bf16-diverg
 the tree: DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh retrains it);
 HumanEval/48 5 4 6 eagle: real/bench/bf16-divergence-he48.txt."""
 import sys
+
 import torch
+
 torch.set_num_threads(2)
-from simspec.engine.models import load_model
+from simspec.data import load_prompts, render_chat
 from simspec.engine.load import load_drafter
+from simspec.engine.lossless import compare
+from simspec.engine.modeling import head_logits
+from simspec.engine.models import load_model
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.target_cache import TargetCache
-from simspec.engine.modeling import head_logits
-from simspec.engine.lossless import compare
 from simspec.policies import StaticPolicy
-from simspec.data import load_prompts, render_chat
+
 pid, d_, w_, v_, draft = (sys.argv[1:] + ["HumanEval/55", "5", "4", "6", "real/drafters/eagle-stage1"][len(sys.argv) - 1:])[:5]
 p = [x for x in load_prompts("humaneval", split="heldout") if x.id == "humaneval/" + pid][0]
 for dt in ("fp32", "bf16"):

@@ -20,20 +20,20 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from simspec import __version__
-from simspec.errors import SimspecError
 from simspec.distill.corpus import Corpus
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
 
 
 @dataclass(frozen=True)

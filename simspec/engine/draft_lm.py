@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from simspec.errors import SimspecError
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
 
 DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
 PROVENANCE_FILE = "simspec.json"

@@ -20,14 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from simspec import __version__
-from simspec import flags
+from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
@@ -167,8 +166,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
-    from simspec.report.plots import plot_validation
     from simspec.report.markdown import render_markdown
+    from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.profile import build_profile, save_profile

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
 
 
@@ -141,7 +140,7 @@ class CostModel:
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
 
-    def at_batch(self, batch: int) -> "CostModel":
+    def at_batch(self, batch: int) -> CostModel:
         """The cost model of one sequence in a batch of ``batch`` that share every cycle's draft and
         verify time (continuous batching: each sequence pays the batch's cycle): verify, draft and
         plain steps from the curves measured at that batch size, bookkeeping ``batch`` times batch

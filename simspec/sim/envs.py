@@ -28,8 +28,15 @@ import gymnasium as gym
 import numpy as np
 
 from simspec.policies.base import tree_capacities
-from simspec.policies.features import (CONTEXT_SCALE, RESPS_FEATURES, depth_features, radar_features,
-                                       resps_features, size_feature_dim, size_features)
+from simspec.policies.features import (
+    CONTEXT_SCALE,
+    RESPS_FEATURES,
+    depth_features,
+    radar_features,
+    resps_features,
+    size_feature_dim,
+    size_features,
+)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.mdp import BatchedMDP
 from simspec.sim.replay import positions_limit

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import SimspecError, read_json, require, require_records, require_schema
-from simspec.sim.costmodel import CostModel, Point
-from simspec.stats import robust_median
 from simspec.shipped import locate
+from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.trace_files import load_traces
 from simspec.sim.traces import TraceSet
+from simspec.stats import robust_median
 
 PROFILE_SCHEMA = "simspec-profile"
 PROFILE_VERSION = 1
