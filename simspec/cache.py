@@ -54,5 +54,6 @@ def check_out(out: Path | str, force: bool = False, flag: str = "--out") -> Path
     try:  # os.access says yes to root on read-only and pseudo file systems: try it
         os.rmdir(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".check"))
     except OSError:
-        raise SimspecError(f"cannot write {out}: no new folder can be made in {parent}; choose another {flag}") from None
+        raise SimspecError(f"cannot write {out}: no new folder can be made in {parent}; "
+                           f"choose another {flag}") from None
     return out

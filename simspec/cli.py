@@ -23,7 +23,8 @@ from simspec.report.console import run_with_progress as _run
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, validate on real models.",
+    help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, "
+    "validate on real models.",
 )
 plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")
 app.add_typer(plot_app, name="plot")
@@ -42,7 +43,8 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what simspec does."),
 ) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")

@@ -130,7 +130,8 @@ class DraftTrainer:
         run_started, seconds_before = time.perf_counter(), self.seconds
         while self.step < self.total_steps:
             epoch, offset = divmod(self.step, self.steps_per_epoch)
-            order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
+            generator = torch.Generator().manual_seed(self.cfg.seed + epoch)
+            order = torch.randperm(len(self.corpus.tokens), generator=generator)
             idx = order[offset * self.cfg.batch:(offset + 1) * self.cfg.batch]
             for group in self.optimizer.param_groups:
                 group["lr"] = _lr_at(self.step, self.total_steps, self.cfg)

@@ -236,7 +236,8 @@ class EagleDrafter(Drafter):
         # A node's parent is its deepest visible fed slot (slots are fed level by level), or the root.
         fed_visible = visible[:, :n_fed]
         slot_index = torch.arange(1, n_fed + 1, device=self.device)
-        parents = (fed_visible * slot_index).amax(dim=1) if n_fed else torch.zeros(n, dtype=torch.long, device=self.device)
+        parents = ((fed_visible * slot_index).amax(dim=1) if n_fed
+                   else torch.zeros(n, dtype=torch.long, device=self.device))
         features = torch.cat(self._node_features)[parents]
         positions = torch.full((1, n), self._root_position + depth, device=self.device)
         mask = torch.zeros((1, 1, n, self._committed + n_fed + n), dtype=self._dtype, device=self.device)

@@ -392,7 +392,8 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
     runtime = runtime_label(curves)
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
     meta = {
-        "simspec_version": __version__, "kind": "imported", "gpu": None, "device": f"{curves['device']}, imported curves of {runtime}",
+        "simspec_version": __version__, "kind": "imported", "gpu": None,
+        "device": f"{curves['device']}, imported curves of {runtime}",
         "device_model": curves["device"], "runtime": runtime, "engine": curves["engine"],
         "curves_file": str(r.import_curves), "target": curves.get("target", r.target),
         "draft": curves.get("draft", r.draft), "dtype": curves.get("dtype", "unknown"), "seed": r.seed,

@@ -174,7 +174,8 @@ class BatchGrid:
     repeats: int = 5
 
     def count(self, batches) -> int:
-        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * len([b for b in batches if b > 1])
+        batched = len([b for b in batches if b > 1])
+        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * batched
 
 
 def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]

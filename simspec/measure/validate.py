@@ -65,7 +65,8 @@ class ValidateRequest:
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
                             "train-split prompts of --prompts, in this process right before the scored runs, and "
-                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` takes (minutes).",
+                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` "
+                            "takes (minutes).",
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
     allow_other_device: bool = flags.allow_other_device()
@@ -253,9 +254,9 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
         "decision_seconds_charged": charge,
     }
-    meta["inputs_hash"] = hashlib.sha256(json.dumps(
-        {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
-                              "traces_hash", "simspec_version", "temperature", "top_p", "seed")}, sort_keys=True).encode()).hexdigest()[:16]
+    hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
+                                   "traces_hash", "simspec_version", "temperature", "top_p", "seed")}
+    meta["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
     report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
     report["residuals"] = residual_breakdown(drift.runs, charge)
     co_profile = None

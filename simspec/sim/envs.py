@@ -1,8 +1,9 @@
 """Gymnasium environments for the seeds' MDPs, on recorded traces and a cost model.
 
 Every environment is written once as a *batched core* that steps ``n`` independent copies
-with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``. ``SimEnv`` exposes one copy as a
-``gymnasium.Env`` (it passes ``check_env``); ``simspec.train.vecenv.SimVecEnv`` exposes all of
+with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``.
+``SimEnv`` exposes one copy as a ``gymnasium.Env`` (it passes ``check_env``);
+``simspec.train.vecenv.SimVecEnv`` exposes all of
 them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
 stable-baselines3 imports torch, and this module must not).
 
