@@ -12,7 +12,8 @@ reports = [json.loads(p.read_text()) for p in chunks]
 # chunks carry their drafter's fingerprint (bench-engine's JSON since schema 1): never merge two drafters' runs
 fingerprints = {r.get("draft_fingerprint") for r in reports} - {None}
 if len(fingerprints) > 1:
-    sys.exit(f"summarise-grid: {sys.argv[1]} mixes chunks of {len(fingerprints)} drafters; rerun it into an empty folder")
+    sys.exit(f"summarise-grid: {sys.argv[1]} mixes chunks of {len(fingerprints)} drafters; "
+             "rerun it into an empty folder")
 prompts = [pid for r in reports for pid in r["prompt_ids"]]
 configs = {}
 for report in reports:

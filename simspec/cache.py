@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 def cache_dir() -> Path:
@@ -54,5 +54,6 @@ def check_out(out: Path | str, force: bool = False, flag: str = "--out") -> Path
     try:  # os.access says yes to root on read-only and pseudo file systems: try it
         os.rmdir(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".check"))
     except OSError:
-        raise SimspecError(f"cannot write {out}: no new folder can be made in {parent}; choose another {flag}") from None
+        raise SimspecError(f"cannot write {out}: no new folder can be made in {parent}; "
+                           f"choose another {flag}") from None
     return out

@@ -8,7 +8,7 @@ and an interrupt to ``simspec: interrupted`` (exit 130)."""
 
 import logging
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,19 +16,22 @@ from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import command
 from simspec.report import console as show
-from simspec.report.console import err, json_line as _json, out, run_with_progress as _run
+from simspec.report.console import err, out
+from simspec.report.console import json_line as _json
+from simspec.report.console import run_with_progress as _run
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, validate on real models.",
+    help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, "
+    "validate on real models.",
 )
 plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")
 app.add_typer(plot_app, name="plot")
 
 # --- the verbs' own options (not the work's: those are the requests' fields) -----------------
-Threads = Annotated[Optional[int], typer.Option(help="torch CPU threads (default: all cores).")]
-ProfileThreads = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
+Threads = Annotated[int | None, typer.Option(help="torch CPU threads (default: all cores).")]
+ProfileThreads = Annotated[int | None, typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
 Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
 
 
@@ -40,7 +43,8 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what simspec does."),
 ) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
@@ -52,7 +56,8 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
     """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check
     (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
-    from simspec.measure.bench import bench_engine as run, capped_note
+    from simspec.measure.bench import bench_engine as run
+    from simspec.measure.bench import capped_note
 
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
@@ -176,7 +181,7 @@ def train(
     request,
     simulated: Annotated[bool, typer.Option("--simulated", help="Train against the profile's replay (the only "
                                             "mode).")] = False,
-    threads: Annotated[Optional[int], typer.Option(help="Torch threads (default: every core).")] = None,
+    threads: Annotated[int | None, typer.Option(help="Torch threads (default: every core).")] = None,
     as_json: Json = False,
 ) -> None:
     """Train a tree policy in the simulator, in minutes on a CPU. Learns on the profile's
@@ -347,7 +352,7 @@ def _usage(exc) -> None:
     _fail(f"{message} (see simspec {' '.join([*reversed(names), '--help'])})")
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2; an
     interrupt, ``simspec: interrupted`` and exit status 130."""
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import codecs
 import functools
 import gzip
-import itertools
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -120,7 +120,8 @@ def _mixed_prompts(spec: str, **filters: Any) -> list[Prompt]:
     that the first N of a mix hold every set in equal shares."""
     parts = [part.strip() for part in spec.split("+")]
     if len(parts) < 2 or not all(parts) or len(set(parts)) < len(parts):
-        raise DataError(f"bad prompt mix {spec!r}: name two or more different sets joined by '+', e.g. humaneval+sharegpt")
+        raise DataError(f"bad prompt mix {spec!r}: name two or more different sets joined by '+', "
+                        "e.g. humaneval+sharegpt")
     n = filters.pop("n")
     sets = [load_prompts(part, **filters) for part in parts]
     mixed = [p for row in itertools.zip_longest(*sets) for p in row if p is not None]

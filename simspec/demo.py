@@ -35,9 +35,8 @@ class DemoRequest:
     def check(self) -> Path:
         """The flags, the output folder and the shipped traces; returns the traces folder."""
         from simspec.cache import check_out
-        from simspec.shipped import locate, missing_hint
-
         from simspec.policies.algorithms import LEARNED, algo_names
+        from simspec.shipped import locate, missing_hint
 
         if not self.algos or any(a not in LEARNED for a in self.algos):
             *most, last = algo_names()

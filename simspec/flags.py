@@ -15,7 +15,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from simspec.errors import SimspecError
 
@@ -127,10 +127,10 @@ def _flag_name(f: dataclasses.Field) -> str:
 
 
 def _cli_type(hint: Any) -> Any:
-    """``X | None`` as typer reads it (``Optional[X]``)."""
+    """``X | None`` (or ``Optional[X]``) as typer reads it: one type or None."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return Optional[args[0]] if len(args) == 1 else hint
+        return args[0] | None if len(args) == 1 else hint
     return hint
 
 
@@ -145,10 +145,10 @@ def parameters(request: type) -> list[inspect.Parameter]:
         kind, help = _cli_type(hints[f.name]), m.get("help", "")
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if m.get("parse"):  # the flag takes text; its default is the field's, written out
-            kind = Optional[str] if default is None else str
+            kind = str | None if default is None else str
             default = default if default in (None, dataclasses.MISSING) else ",".join(map(str, default))
-        option = typer.Option(*([m["flag"]] if m.get("flag") else []), help=help() if callable(help) else help, min=m.get("min"),
-                              max=m.get("max"))
+        option = typer.Option(*([m["flag"]] if m.get("flag") else []), help=help() if callable(help) else help,
+                              min=m.get("min"), max=m.get("max"))
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[kind, option],
                                         default=inspect.Parameter.empty if default is dataclasses.MISSING else default))
     return params

@@ -80,7 +80,8 @@ def build_pair(arch: str, device: str, dtype: torch.dtype, seed: int) -> tuple[L
 
 def curve_names(arch: str) -> dict:
     """The target and draft a curves file names (their shapes, not their weights, were timed)."""
-    target, draft = ARCHS[arch].get("names", (f"arch:{arch}", f"eagle3 (draft vocabulary {ARCHS[arch]['draft_vocab']})"))
+    default = (f"arch:{arch}", f"eagle3 (draft vocabulary {ARCHS[arch]['draft_vocab']})")
+    target, draft = ARCHS[arch].get("names", default)
     return {"target": target, "draft": draft}
 
 

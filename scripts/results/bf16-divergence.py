@@ -11,17 +11,21 @@ Defaults: HumanEval/55 with D 5 W 4 V 6 and eagle-stage1 (real/bench/bf16-diverg
 the tree: DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh retrains it);
 HumanEval/48 5 4 6 eagle: real/bench/bf16-divergence-he48.txt."""
 import sys
+
 import torch
+
 torch.set_num_threads(2)
-from simspec.engine.models import load_model
-from simspec.engine.load import load_drafter
-from simspec.engine.speculative import SpeculativeEngine
-from simspec.engine.target_cache import TargetCache
-from simspec.engine.modeling import head_logits
-from simspec.engine.lossless import compare
-from simspec.policies import StaticPolicy
-from simspec.data import load_prompts, render_chat
-pid, d_, w_, v_, draft = (sys.argv[1:] + ["HumanEval/55", "5", "4", "6", "real/drafters/eagle-stage1"][len(sys.argv) - 1:])[:5]
+from simspec.data import load_prompts, render_chat  # noqa: E402 (threads set first)
+from simspec.engine.load import load_drafter  # noqa: E402 (threads set first)
+from simspec.engine.lossless import compare  # noqa: E402 (threads set first)
+from simspec.engine.modeling import head_logits  # noqa: E402 (threads set first)
+from simspec.engine.models import load_model  # noqa: E402 (threads set first)
+from simspec.engine.speculative import SpeculativeEngine  # noqa: E402 (threads set first)
+from simspec.engine.target_cache import TargetCache  # noqa: E402 (threads set first)
+from simspec.policies import StaticPolicy  # noqa: E402 (threads set first)
+
+defaults = ["HumanEval/55", "5", "4", "6", "real/drafters/eagle-stage1"]
+pid, d_, w_, v_, draft = (sys.argv[1:] + defaults[len(sys.argv) - 1:])[:5]
 p = [x for x in load_prompts("humaneval", split="heldout") if x.id == "humaneval/" + pid][0]
 for dt in ("fp32", "bf16"):
     t = load_model("smollm2-135m-instruct", dtype=dt)
@@ -36,7 +40,9 @@ for dt in ("fp32", "bf16"):
         sizes = [c.accepted + 1 for c in out.cycles]
         spec = out.tokens
         with torch.inference_mode():
-            cache = TargetCache(t); h = cache.forward(torch.tensor(ids)); cache.length = len(ids)
+            cache = TargetCache(t)
+            h = cache.forward(torch.tensor(ids))
+            cache.length = len(ids)
             def top2(logits):  # argmax and the gap between the two largest logits, per row
                 two = logits.float().topk(2, dim=-1).values
                 return logits.argmax(-1).tolist(), (two[:, 0] - two[:, 1]).tolist()
@@ -44,10 +50,13 @@ for dt in ("fp32", "bf16"):
             at = 0
             for size in sizes:  # the speculative output, fed in the cycles' chunks (root + accepted)
                 chunk = spec[at:at + size]
-                if not chunk: break
-                hh = cache.forward(torch.tensor(chunk)); cache.length += len(chunk)
+                if not chunk:
+                    break
+                hh = cache.forward(torch.tensor(chunk))
+                cache.length += len(chunk)
                 a, g = top2(head_logits(cache.head, hh))
-                argmax += a; gaps += g
+                argmax += a
+                gaps += g
                 at += size
         n = min(len(argmax), len(spec))
         mism = [i for i in range(n) if argmax[i] != spec[i]]

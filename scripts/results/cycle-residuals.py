@@ -64,16 +64,18 @@ step_context = t["step_context"]
 in_bin = [(step_context > lo) & (step_context <= hi) for lo, hi in zip(context_edges, context_edges[1:])]
 for p, name in enumerate(phases):
     cells = [(step_phase == p) & b for b in in_bin]
-    print(f"{name:<10}" + "".join(f"{f'{step_live[k].sum() / step_ref[k].sum():.3f} ({k.sum()})' if k.sum() >= 20 else '—':>14}"
-                                  for k in cells))
+    print(f"{name:<10}" + "".join(
+        f"{f'{step_live[k].sum() / step_ref[k].sum():.3f} ({k.sum()})' if k.sum() >= 20 else '—':>14}" for k in cells))
 if {"co-timed", "scored"} <= set(phases):  # the scored plain steps priced by the co-timed ratio, one or per context
     co_, sc_ = step_phase == phases.index("co-timed"), step_phase == phases.index("scored")
     one = step_live[co_].sum() / step_ref[co_].sum()
     mids = (context_edges[:-1] + context_edges[1:]) / 2
-    ratios = np.array([step_live[k].sum() / step_ref[k].sum() if (k := co_ & b).sum() >= 20 else np.nan for b in in_bin])
+    ratios = np.array([step_live[k].sum() / step_ref[k].sum() if (k := co_ & b).sum() >= 20 else np.nan
+                       for b in in_bin])
     by_context = np.interp(step_context[sc_], mids[~np.isnan(ratios)], ratios[~np.isnan(ratios)])
     live_scored = step_live[sc_].sum()
-    print(f"scored plain steps priced by the co-timed ratio: one ratio {one * step_ref[sc_].sum() / live_scored - 1:+.1%}, "
+    print("scored plain steps priced by the co-timed ratio: one ratio "
+          f"{one * step_ref[sc_].sum() / live_scored - 1:+.1%}, "
           f"per context (above, linear between bins) {(by_context * step_ref[sc_]).sum() / live_scored - 1:+.1%}")
 
 print("\nverify, live / base profile by verified size (cycles) — one column per phase:")
@@ -212,8 +214,8 @@ if "co-timed" in phases:
                 live_draft[at].sum() / base_draft[at].sum())
 
     def by_run(num, den, at, runs) -> float:  # the median over runs of each run's own ratio
-        return float(np.median([num[k].sum() / den[k].sum() for r in np.unique(runs[at]) if (k := at & (runs == r)).any()
-                                and den[k].sum() > 0]))
+        return float(np.median([num[k].sum() / den[k].sum() for r in np.unique(runs[at])
+                                if (k := at & (runs == r)).any() and den[k].sum() > 0]))
 
     def per_size_by_run(at) -> Callable:
         ladder = np.unique(size[at])
@@ -335,7 +337,8 @@ if "co-timed" in phases:
                 per_pass.append(step_live[g].sum() / measured[(phase == scored) & (method == k) & in_pass].sum())
             se.append(np.std(per_pass, ddof=1) / np.sqrt(passes) / np.mean(per_pass))
         draws = np.abs(np.random.default_rng(0).normal(size=(20_000, len(se))) * np.array(se))
-        print(f"  {'exact model vs the noise':<32} {'':>20} {f'{draws.mean():.1%} / {draws.max(axis=1).mean():.1%}':>16}")
+        noise = f"{draws.mean():.1%} / {draws.max(axis=1).mean():.1%}"
+        print(f"  {'exact model vs the noise':<32} {'':>20} {noise:>16}")
     print("\nper method under the co-timed refit, signed error (median over prompts / over the set):")
     for name, a, b in zip(charge, *signed["co-timed"]):
         print(f"  {name:<28} {a:+7.1%} {b:+7.1%}")

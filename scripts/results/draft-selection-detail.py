@@ -13,7 +13,8 @@ import numpy as np
 from simspec.sim.profile import load_profile
 from simspec.sim.selection import Drafter, align, chain_speedup, compare, cost_ratio, single_token_accuracy
 
-names = {"eagle": "calibration/cpu-mix-eagle", "lm": "calibration/cpu-mix-lm", "target-layers:6": "calibration/cpu-mix-tl6"}
+names = {"eagle": "calibration/cpu-mix-eagle", "lm": "calibration/cpu-mix-lm",
+         "target-layers:6": "calibration/cpu-mix-tl6"}
 profiles = {n: load_profile(p) for n, p in names.items()}
 main = profiles["eagle"].traces()
 drafters = [Drafter(n, names[n], main if n == "eagle" else align(main, p.traces(), names[n]), p.cost)
@@ -30,11 +31,13 @@ for i, d in enumerate(drafters):
     row = {"cost_ratio": c, "tree": found.trees[i], "chosen": int(np.sum(found.chosen == i))}
     for dom in ("humaneval", "sharegpt"):
         at = domain == dom
-        row[dom] = {"alpha": float(alpha[at].mean()), "eq4_speedup": float(chain_speedup(alpha[at], np.full(at.sum(), c)).mean()),
+        row[dom] = {"alpha": float(alpha[at].mean()),
+                    "eq4_speedup": float(chain_speedup(alpha[at], np.full(at.sum(), c)).mean()),
                     "replay_speedup_mean": float(found.results[i].speedup[at].mean()),
                     "hindsight_best": int(np.sum(found.hindsight[at] == i))}
     out["drafters"][d.name] = row
-for label, choice in (("fixed", np.full(len(held), found.fixed)), ("select", found.chosen), ("hindsight", found.hindsight)):
+for label, choice in (("fixed", np.full(len(held), found.fixed)), ("select", found.chosen),
+                      ("hindsight", found.hindsight)):
     s = found.pick(choice).speedup
     out[label] = {"mean": float(s.mean()), "median": float(np.median(s)),
                   "by_domain": {dom: float(s[domain == dom].mean()) for dom in ("humaneval", "sharegpt")}}

@@ -73,7 +73,7 @@ for p in (cotimed, scored):
     mine = [x for x in rows if x[0] == p]
     print(f"\n{phases[p]} phase: {len(mine)} plain runs, mean {np.mean([x[1] for x in mine]):.3f}")
     groups = defaultdict(list)
-    for _, ratio, before, size, crossed in mine:
+    for _, ratio, _before, size, crossed in mine:
         label = ("first of its step, after the other phase" if crossed else
                  "after a tree of V >= 32" if size >= 32 else "after a tree of V < 32")
         groups[label].append(ratio)

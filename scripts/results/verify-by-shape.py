@@ -28,6 +28,6 @@ for rep in range(passes):
             policy.name = f"static(D={tree[0]},V={tree[2]})"
             verify[tree] += [c.verify_s for c in engine.generate(prompt, policy, 48, 0).cycles]
 print(f"{profile.directory}, {len(ids)} train prompts, {passes} passes, 48 new tokens: live verify per tree")
-for (d, w, v), times in verify.items():
+for (d, _w, v), times in verify.items():
     print(f"V {v:>3} depth {d}: {len(times):>4} cycles, median {np.median(times) * 1e3:6.1f} ms, "
           f"mean {np.mean(times) * 1e3:6.1f} ms")

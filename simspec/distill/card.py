@@ -10,12 +10,12 @@ import torch
 
 from simspec.data import load_prompts, render_chat
 from simspec.distill.card_request import CardRequest
-from simspec.errors import SimspecError
-from simspec.policies import StaticPolicy
 from simspec.engine.drafter import Drafter
-from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.models import LoadedModel
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.errors import SimspecError
 from simspec.measure.profiler import draft_latency, target_latency
+from simspec.policies import StaticPolicy
 
 
 def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], depth: int, width: int,

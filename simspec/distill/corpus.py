@@ -29,19 +29,19 @@ import math
 import random
 import shutil
 import sysconfig
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from simspec import __version__
 from simspec.cache import cache_dir
 from simspec.data import load_prompts, render_chat, split_of
-from simspec.errors import SimspecError
-from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.greedy import resumable_continuations
+from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
+from simspec.errors import SimspecError
 
 log = logging.getLogger("simspec")
 SOURCES = ("sharegpt", "code", "self", "selfcode")

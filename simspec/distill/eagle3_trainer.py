@@ -125,7 +125,9 @@ class Eagle3Trainer(DraftTrainer):
             head.d2t.requires_grad_(False)
             return head
         shape = eagle3_for_target(self.target, len(self.vocab_ids), tuple(self.corpus.meta["aux_layers"]))
-        head = Eagle3Head(shape if self.cfg.intermediate is None else replace(shape, intermediate=self.cfg.intermediate))
+        if self.cfg.intermediate is not None:
+            shape = replace(shape, intermediate=self.cfg.intermediate)
+        head = Eagle3Head(shape)
         with torch.no_grad():  # start as the target's own read-out of a feature: its norm and head rows
             head.lm_head.weight.copy_(self.target_head.weight[self.vocab_ids].float())
             if self.target_norm is not None:

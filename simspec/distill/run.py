@@ -64,7 +64,7 @@ class TrainDraftRequest:
     out: str | None = flags.out("Output directory (default real/drafters/KIND)")
     force: bool = flags.force()
 
-    def corpus_specs(self) -> tuple["CorpusSpec", "CorpusSpec"]:
+    def corpus_specs(self) -> tuple[CorpusSpec, CorpusSpec]:
         """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""
         from simspec.distill.corpus import CorpusSpec
 

@@ -20,20 +20,20 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from simspec import __version__
-from simspec.errors import SimspecError
 from simspec.distill.corpus import Corpus
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ class DraftTrainer:
         run_started, seconds_before = time.perf_counter(), self.seconds
         while self.step < self.total_steps:
             epoch, offset = divmod(self.step, self.steps_per_epoch)
-            order = torch.randperm(len(self.corpus.tokens), generator=torch.Generator().manual_seed(self.cfg.seed + epoch))
+            generator = torch.Generator().manual_seed(self.cfg.seed + epoch)
+            order = torch.randperm(len(self.corpus.tokens), generator=generator)
             idx = order[offset * self.cfg.batch:(offset + 1) * self.cfg.batch]
             for group in self.optimizer.param_groups:
                 group["lr"] = _lr_at(self.step, self.total_steps, self.cfg)

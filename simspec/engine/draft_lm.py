@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from simspec.errors import SimspecError
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
 
 DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
 PROVENANCE_FILE = "simspec.json"
@@ -84,7 +84,8 @@ def load_draft_vocab(directory: Path, name: str, vocab_size: int) -> torch.Tenso
     try:
         ids = load_file(str(path))["vocab_ids"]
     except (OSError, SafetensorError, KeyError, ValueError) as exc:
-        raise SimspecError(f"drafter {name!r}: {path} is corrupt ({exc.__class__.__name__}); retrain or delete it") from None
+        raise SimspecError(f"drafter {name!r}: {path} is corrupt ({exc.__class__.__name__}); "
+                           "retrain or delete it") from None
     if ids.ndim != 1 or len(ids) == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
         raise SimspecError(f"drafter {name!r}: {path} holds ids outside the target's vocabulary of {vocab_size}")
     return ids

@@ -24,9 +24,9 @@ from abc import ABC, abstractmethod
 import numpy as np
 import torch
 
-from simspec.errors import SimspecError
 from simspec.engine.modeling import additive_mask, base_and_head, head_logits
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
 
 
 class Drafter(ABC):

@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.engine.drafter import Drafter
 from simspec.engine.formats import SIMSPEC_EAGLE
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError, read_json, require, require_schema
 
 FORMAT = SIMSPEC_EAGLE
 FORMAT_VERSION = 1
@@ -49,7 +49,7 @@ class EagleConfig:
         return self.hidden // self.heads
 
     @classmethod
-    def for_target(cls, target: LoadedModel, draft_vocab: int) -> "EagleConfig":
+    def for_target(cls, target: LoadedModel, draft_vocab: int) -> EagleConfig:
         c = target.model.config
         rope = getattr(c, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
@@ -99,7 +99,7 @@ class DecoderLayer(nn.Module):
         return angles.cos()[..., None, :, :], angles.sin()[..., None, :, :]  # [B, 1, T, hd]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
-                cache: "KVCache | None" = None) -> torch.Tensor:
+                cache: KVCache | None = None) -> torch.Tensor:
         """x [B, T, H], positions [B, T]; ``mask`` additive [B|1, 1, T, S] or None for causal."""
         cfg, hd = self.cfg, self.cfg.head_dim
         b, t, _ = x.shape
@@ -172,7 +172,7 @@ class EagleHead(FeatureHead):
         """Predicted next features [B, T, H] from target features and next-token embeddings."""
         return self.layer(self.mix(torch.cat([features, embeddings], dim=-1)), positions, mask, cache)
 
-    def bind(self, head_rows: torch.Tensor) -> "EagleHead":
+    def bind(self, head_rows: torch.Tensor) -> EagleHead:
         self.register_buffer("head_rows", head_rows.contiguous(), persistent=False)
         return self
 
@@ -236,7 +236,8 @@ class EagleDrafter(Drafter):
         # A node's parent is its deepest visible fed slot (slots are fed level by level), or the root.
         fed_visible = visible[:, :n_fed]
         slot_index = torch.arange(1, n_fed + 1, device=self.device)
-        parents = (fed_visible * slot_index).amax(dim=1) if n_fed else torch.zeros(n, dtype=torch.long, device=self.device)
+        parents = ((fed_visible * slot_index).amax(dim=1) if n_fed
+                   else torch.zeros(n, dtype=torch.long, device=self.device))
         features = torch.cat(self._node_features)[parents]
         positions = torch.full((1, n), self._root_position + depth, device=self.device)
         mask = torch.zeros((1, 1, n, self._committed + n_fed + n), dtype=self._dtype, device=self.device)

@@ -29,7 +29,6 @@ from simspec.engine.modeling import aux_layer_ids, head_logits
 from simspec.engine.models import LoadedModel
 
 
-
 @dataclass(frozen=True)
 class PublicConfig:
     kind: str  # "eagle3" | "eagle1"
@@ -193,7 +192,7 @@ class Eagle1Head(FeatureHead):
     def forward(self, features, embeddings, positions, mask=None, cache=None):
         return self.layers[0](self.fc(torch.cat([embeddings, features], dim=-1)), positions, mask, cache)
 
-    def bind(self, lm_head: nn.Module) -> "Eagle1Head":
+    def bind(self, lm_head: nn.Module) -> Eagle1Head:
         self._target_head = [lm_head]  # a list: not a submodule, never saved
         return self
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -52,7 +52,8 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache).last_hidden_state
+        hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions,
+                      past_key_values=cache).last_hidden_state
         token = head_logits(head, hidden[:, -1]).argmax(-1)
         generated = [token]
         for _ in range(new_tokens - 1):

@@ -6,9 +6,9 @@ sharing the target's tokenizer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 
 from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter

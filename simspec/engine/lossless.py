@@ -46,7 +46,7 @@ class Divergence:
         return self.top2_gap < NEAR_TIE or self.top2_gap <= self.tolerance and self.tolerance > NEAR_TIE
 
     @classmethod
-    def from_dict(cls, record: dict) -> "Divergence":
+    def from_dict(cls, record: dict) -> Divergence:
         """From a report's or a ``--json`` line's record (extra keys such as the prompt ignored)."""
         return cls(record["position"], record["speculative_token"], record["greedy_token"], record["top2_gap"],
                    record.get("tolerance", NEAR_TIE))

@@ -20,8 +20,8 @@ of rows, and float32 renormalisation after several rejections drifts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 import torch

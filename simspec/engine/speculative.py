@@ -19,21 +19,21 @@ temperature > 0 the output's distribution equals ``sample()``'s (plain sampling)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from simspec.errors import SimspecError
-from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
 from simspec.engine.drafter import Drafter
-from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
+from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.target_cache import TargetCache
 from simspec.engine.tree import DraftTree
+from simspec.errors import SimspecError
+from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
 
 
 def clock(device: torch.device) -> float:

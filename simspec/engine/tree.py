@@ -72,7 +72,7 @@ class DraftTree:
         self._fed.append(self.frontier)
         return self.tokens[self.frontier], self.levels - 1, visible
 
-    def verification(self, size: int) -> "Verification":
+    def verification(self, size: int) -> Verification:
         """The ``size`` best nodes, flattened in depth order with their tree mask."""
         rows = select_nodes(self.scores[: self.n], min(size, self.n))
         return Verification(

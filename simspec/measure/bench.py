@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -85,7 +85,7 @@ class CalibrateRequest:
             return Path(f"calibration/traces-{Path(self.prompts).stem}-{Path(self.draft).name}{suffix}")
         return Path(f"calibration/{self.gpu.lower()}-{Path(self.draft).name}{suffix}")
 
-    def check(self) -> "Plan":
+    def check(self) -> Plan:
         """Every flag, the output folder, reused traces and the prompts, before any model loads."""
         from simspec.cache import check_out
         from simspec.data import load_prompts
@@ -124,7 +124,7 @@ class CalibrateRequest:
             require_ray()
         return Plan(gpu, kind, source, chosen)
 
-    def _check_import(self, check_out) -> "Plan":
+    def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
         from simspec.sim.imported import load_curves
 
@@ -205,8 +205,8 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     import torch
 
     from simspec.data import render_chat
-    from simspec.fingerprint import drafter_fingerprint
     from simspec.engine.speculative import SpeculativeEngine
+    from simspec.fingerprint import drafter_fingerprint
     from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
     from simspec.sim.traces import assemble
 
@@ -269,8 +269,17 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
 
     from simspec.cache import atomic_directory
     from simspec.machine import device_model, machine
-    from simspec.measure.curves import BatchGrid, CurveGrid, analytic_batched, analytic_curves, bookkeeping_latency, \
-        device_name, drafter_architecture, measure_batched, measure_curves
+    from simspec.measure.curves import (
+        BatchGrid,
+        CurveGrid,
+        analytic_batched,
+        analytic_curves,
+        bookkeeping_latency,
+        device_name,
+        drafter_architecture,
+        measure_batched,
+        measure_curves,
+    )
     from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
     from simspec.sim.profile import write_profile
     from simspec.sim.trace_files import save_traces
@@ -383,7 +392,8 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
     runtime = runtime_label(curves)
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
     meta = {
-        "simspec_version": __version__, "kind": "imported", "gpu": None, "device": f"{curves['device']}, imported curves of {runtime}",
+        "simspec_version": __version__, "kind": "imported", "gpu": None,
+        "device": f"{curves['device']}, imported curves of {runtime}",
         "device_model": curves["device"], "runtime": runtime, "engine": curves["engine"],
         "curves_file": str(r.import_curves), "target": curves.get("target", r.target),
         "draft": curves.get("draft", r.draft), "dtype": curves.get("dtype", "unknown"), "seed": r.seed,

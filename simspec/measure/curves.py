@@ -3,20 +3,26 @@ absent GPU) and record draft-tree traces, into one profile folder."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 
 from simspec.engine.drafter import Drafter
-from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
-from simspec.measure.profiler import _context_ids, batched_target_latency, draft_latency, target_latency, \
-    time_interleaved, time_repeated
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
+from simspec.engine.target_cache import TargetCache
 from simspec.engine.tree import DraftTree
+from simspec.measure.profiler import (
+    _context_ids,
+    batched_target_latency,
+    draft_latency,
+    target_latency,
+    time_interleaved,
+    time_repeated,
+)
 from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
 from simspec.sim.profile import sample_record
 
@@ -40,7 +46,7 @@ class CurveGrid:
     repeats: int = 7
 
     @classmethod
-    def quick(cls) -> "CurveGrid":
+    def quick(cls) -> CurveGrid:
         """A small grid for tests and the demo: same shape, fewer points."""
         return cls(verify_sizes=(1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64), draft_nodes=(1, 2, 4, 6, 8, 10),
                    contexts=(64, 320), greedy_contexts=(64, 192, 320), prefill_lengths=(32, 128, 256),
@@ -168,7 +174,8 @@ class BatchGrid:
     repeats: int = 5
 
     def count(self, batches) -> int:
-        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * len([b for b in batches if b > 1])
+        batched = len([b for b in batches if b > 1])
+        return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * batched
 
 
 def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]

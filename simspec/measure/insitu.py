@@ -161,7 +161,8 @@ def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
         kind, scale = record["kind"], scale_at[record["kind"]](record["n"], record["context"])
         projected = kind in projected_kinds and record.get("batch", 1) == 1
         # The model's value over the record's median: 1 where the model interpolates the samples.
-        to_model = float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected else 1.0
+        to_model = (float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected
+                    else 1.0)
         factor = scale * to_model
         out.append({**record, "samples": [x * factor for x in record["samples"]], "median": record["median"] * factor,
                     "q25": record["q25"] * factor, "q75": record["q75"] * factor, "in_situ_scale": scale,

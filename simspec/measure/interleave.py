@@ -14,8 +14,9 @@ recorded for them, and ``simspec.report.validation`` puts the two side by side.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -239,11 +240,11 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     import torch
 
     from simspec.data import render_chat
-    from simspec.errors import SimspecError
     from simspec.engine.load import load_pair
-    from simspec.fingerprint import check_fingerprint
     from simspec.engine.sampling import GREEDY
     from simspec.engine.speculative import SpeculativeEngine
+    from simspec.errors import SimspecError
+    from simspec.fingerprint import check_fingerprint
 
     device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -302,7 +303,7 @@ def run_methods(
     max_new_tokens: int,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,
-    drift: "DriftMeter | None" = None,
+    drift: DriftMeter | None = None,
     between: Callable[[list[Generation]], None] | None = None,
 ) -> list[MethodRuns]:
     """Every method and plain decoding on every prompt, interleaved; each output is checked

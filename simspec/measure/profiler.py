@@ -7,17 +7,17 @@ occasional slow outliers that a mean would smear over everything.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from simspec.engine.drafter import Drafter
-from simspec.engine.speculative import clock
-from simspec.engine.target_cache import TargetCache
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
+from simspec.engine.speculative import clock
+from simspec.engine.target_cache import TargetCache
 
 
 @dataclass(frozen=True)

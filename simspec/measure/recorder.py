@@ -15,24 +15,23 @@ with, whose root row also gives the distribution the next continuation token is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 
-from simspec.policies import StaticPolicy
-from simspec.engine.greedy import greedy_continuations
 from simspec.engine.drafter import Drafter
+from simspec.engine.greedy import greedy_continuations
+from simspec.engine.modeling import head_logits
+from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.sampling import GREEDY, Sampling, distribution, draw
 from simspec.engine.speculative import SpeculativeEngine, draft_tree
 from simspec.engine.target_cache import TargetCache
-from simspec.engine.modeling import head_logits
-from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.tree import DraftTree
+from simspec.policies import StaticPolicy
 from simspec.sim.stochastic import stored_nodes
 from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, pad_node_rows
-
 
 CONTINUATION_BATCH = 16  # prompts per batched greedy generation (shards keep these groups whole)
 

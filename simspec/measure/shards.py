@@ -61,9 +61,8 @@ def _record_shard(target: str, draft: str, dtype: str, spec, threads: int, promp
 def record_sharded(target: str, draft: str, dtype: str, spec, prompts: list[list[int]], address: str, workers: int,
                    threads: int, tick: Callable[..., None]) -> list:
     """Every prompt's trace, recorded by Ray tasks, in the prompts' order."""
-    from simspec.measure.recorder import CONTINUATION_BATCH
-
     from simspec.cluster import connect
+    from simspec.measure.recorder import CONTINUATION_BATCH
 
     ray, gpus = connect(address, workers, threads)
     task = ray.remote(_record_shard).options(num_cpus=threads, num_gpus=1 if gpus else 0, max_retries=MAX_RETRIES,

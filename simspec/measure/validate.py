@@ -20,14 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from simspec import __version__
-from simspec import flags
+from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
@@ -66,7 +65,8 @@ class ValidateRequest:
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
                             "train-split prompts of --prompts, in this process right before the scored runs, and "
-                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` takes (minutes).",
+                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` "
+                            "takes (minutes).",
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
     allow_other_device: bool = flags.allow_other_device()
@@ -167,8 +167,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
-    from simspec.report.plots import plot_validation
     from simspec.report.markdown import render_markdown
+    from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.profile import build_profile, save_profile
@@ -254,9 +254,9 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
         "decision_seconds_charged": charge,
     }
-    meta["inputs_hash"] = hashlib.sha256(json.dumps(
-        {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
-                              "traces_hash", "simspec_version", "temperature", "top_p", "seed")}, sort_keys=True).encode()).hexdigest()[:16]
+    hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
+                                   "traces_hash", "simspec_version", "temperature", "top_p", "seed")}
+    meta["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
     report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
     report["residuals"] = residual_breakdown(drift.runs, charge)
     co_profile = None

@@ -27,8 +27,9 @@ Conventions (LTD's counting, used everywhere in simspec):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -139,10 +140,10 @@ class Policy(ABC):
     # policy (its own measured time, from its policy.json).
     family: str = "static"
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027 (optional hook)
         """A new sequence starts; forget per-sequence state."""
 
-    def see_context(self, tokens: list[int]) -> None:
+    def see_context(self, tokens: list[int]) -> None:  # noqa: B027 (optional hook)
         """The tokens committed before the first cycle (the prompt, then the prefill's token)."""
 
     @abstractmethod
@@ -157,7 +158,7 @@ class Policy(ABC):
         """Default: the plan's size (the engine caps it at the tree's node count)."""
         return plan.size
 
-    def observe(self, outcome: CycleOutcome) -> None:
+    def observe(self, outcome: CycleOutcome) -> None:  # noqa: B027 (optional hook)
         """Feedback after verification; default: ignore."""
 
 

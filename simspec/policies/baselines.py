@@ -230,7 +230,8 @@ class PaperQLearning(DepthBudget):
 
     def reset_batch(self, n):
         best = float(np.max(np.arange(2, self.max_depth + 1) / self.cycle_steps))
-        self.q = np.full((n, self.max_depth - 1, 3, 3), best / (1 - self.discount))  # [row, depth - 2, last outcome, move + 1]
+        # [row, depth - 2, last outcome, move + 1]
+        self.q = np.full((n, self.max_depth - 1, 3, 3), best / (1 - self.discount))
         self.depth = np.full(n, self.start_depth, dtype=np.int64)
         self.outcome = np.ones(n, dtype=np.int64)
         self.move = np.ones(n, dtype=np.int64)

@@ -44,7 +44,8 @@ class MLP:
         count = sum(1 for k in arrays if k.startswith(prefix + ".") and k.endswith(".weight"))
         if count == 0:
             raise KeyError(prefix)
-        return cls(tuple((arrays[f"{prefix}.{i}.weight"].astype(np.float32), arrays[f"{prefix}.{i}.bias"].astype(np.float32))
+        return cls(tuple((arrays[f"{prefix}.{i}.weight"].astype(np.float32),
+                          arrays[f"{prefix}.{i}.bias"].astype(np.float32))
                          for i in range(count)))
 
 

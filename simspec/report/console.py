@@ -143,7 +143,8 @@ def drafter_card(s: dict) -> None:
 def calibrate(s: dict) -> None:
     if "traces" in s:  # --traces-only
         out.print(f"traces written to {s['traces']}: {s['prompts']} prompts, {s['positions']} positions, "
-                  f"{s['megabytes']:.1f} MB, recorded in {s['record_seconds']:.0f} s" + _replay_verdict(s["replay_check"]))
+                  f"{s['megabytes']:.1f} MB, recorded in {s['record_seconds']:.0f} s"
+                  + _replay_verdict(s["replay_check"]))
         return
     out.print(f"profile written to {s['profile']} ({s['kind']}, {s['device']}): cost model held-out relative error "
               f"median {s['fit_error_median']:.1%}, p90 {s['fit_error_p90']:.1%}"
@@ -208,12 +209,13 @@ def validate_real(report: dict, run_dir) -> None:
     drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report["drift"]["ratios"].items())
     rank_of = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     for i, f in enumerate(fidelity_rows(report)):
-        noise = "" if f["noise_mean"] is None else (f" (an exact simulator vs this run's noise: {f['noise_mean']:.1%} / "
-                                                    f"{f['noise_max']:.1%})")
+        noise = "" if f["noise_mean"] is None else (
+            f" (an exact simulator vs this run's noise: {f['noise_mean']:.1%} / {f['noise_max']:.1%})")
         out.print(f"{'simulator' if i == 0 else '         '}: {f['prediction']}, {f['statistic']}: mean |error| "
                   f"{f['mean']:.1%}, max {f['max']:.1%}, Spearman {rank_of(f['spearman'])}{noise}")
     out.print(f"drift-corrected (median over prompts): mean {corrected['mean_abs_rel_error']:.1%}, max "
-              f"{corrected['max_abs_rel_error']:.1%}, Spearman {rank_of(corrected['rank_agreement'])}; drift (live / profile): {drift}")
+              f"{corrected['max_abs_rel_error']:.1%}, Spearman {rank_of(corrected['rank_agreement'])}; "
+              f"drift (live / profile): {drift}")
     if report["drift"]["advice"]:
         warn(report["drift"]["advice"])
     divergences(report["rows"], lambda r: r["method"])

@@ -92,9 +92,11 @@ def render_markdown(report: dict) -> str:
         "",
         how,
         "",
-        f"| method | real | {'95 % CI' if sampled else 'IQR'} | sim | sim error | sim, drift-corrected | error | τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
+        f"| method | real | {'95 % CI' if sampled else 'IQR'} | sim | sim error | sim, drift-corrected | error | "
+        "τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
         "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| :---: |",
     ]
     for r in sorted(m["rows"], key=lambda r: -r["speedup_real"]):
         s = r["time_shares"]
@@ -103,7 +105,8 @@ def render_markdown(report: dict) -> str:
             f"{r['speedup_sim']:.3f} | {r['rel_error']:+.1%} | {r['speedup_sim_drift_corrected']:.3f} | "
             f"{r['rel_error_drift_corrected']:+.1%} | {r['tau']:.2f} / {r['tau_sim']:.2f} | "
             f"{r['draft_calls']:.1f} | {r['decision_seconds_per_cycle'] * 1e6:.0f} "
-            f"({m['decision_seconds_charged'].get(r['method'], 0.0) * 1e6:.0f}) | {s['draft']:.0%} / {s['verify']:.0%} / {s['policy']:.1%} / "
+            f"({m['decision_seconds_charged'].get(r['method'], 0.0) * 1e6:.0f}) | "
+            f"{s['draft']:.0%} / {s['verify']:.0%} / {s['policy']:.1%} / "
             f"{s['bookkeeping']:.1%} | {_pct(r.get('gain_vs_eagle3'))} | {_p(r.get('p_vs_eagle3'))} | "
             f"{_pct(r.get('gain_vs_grid'))} | {_p(r.get('p_vs_grid'))} | "
             f"{lossless_label(r, no='**NO**')} |")
@@ -171,7 +174,8 @@ def render_markdown(report: dict) -> str:
     lines += [""]
     if sampled:
         failed = [r["method"] for r in m["rows"] if not r["lossless"]]
-        lines.append(f"**Lossless (statistical):** τ simulated vs real, mean |error| {m['mean_abs_tau_rel_error']:.1%}. "
+        lines.append("**Lossless (statistical):** τ simulated vs real, mean |error| "
+                     f"{m['mean_abs_tau_rel_error']:.1%}. "
                      + ("The outputs' PIT is not rejected as Uniform(0, 1) for any method." if not failed else
                         f"The outputs' PIT is rejected as Uniform(0, 1) for **{', '.join(failed)}**: a sampler that "
                         "does not follow the target's distribution (or a 1-in-1,000 false alarm per method)."))

@@ -229,8 +229,8 @@ def plot_sim_vs_real(report: dict, out_dir: Path, *, force: bool = False) -> Pat
     real = np.array([r["speedup_real"] for r in rows])
     sim = np.array([r["speedup_sim"] for r in rows])
     # Bars: the IQR over prompts (greedy), or the 95 % CI of the mean over seeds (T > 0)
-    low_high = [r["speedup_real_ci95"] if r.get("statistic") == "mean" else (r["speedup_real_q25"], r["speedup_real_q75"])
-                for r in rows]
+    low_high = [r["speedup_real_ci95"] if r.get("statistic") == "mean"
+                else (r["speedup_real_q25"], r["speedup_real_q75"]) for r in rows]
     iqr = np.array([[r["speedup_real"] - lo, hi - r["speedup_real"]] for r, (lo, hi) in zip(rows, low_high)]).T
     lo, hi = min(real.min(), sim.min()) * 0.95, max(real.max(), sim.max()) * 1.05
     ax.fill_between([lo, hi], [lo * 0.97, hi * 0.97], [lo * 1.03, hi * 1.03], color="grey", alpha=0.15,
@@ -239,7 +239,8 @@ def plot_sim_vs_real(report: dict, out_dir: Path, *, force: bool = False) -> Pat
     ax.errorbar(real, sim, xerr=np.maximum(iqr, 0), fmt="o", ms=5, capsize=2, lw=0.6)
     for r, x, y in zip(rows, real, sim):
         ax.annotate(r["method"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel=("real speedup over plain sampling (mean; bars: 95 % CI)" if report.get("temperature") else
+    ax.set(xlim=(lo, hi), ylim=(lo, hi),
+           xlabel=("real speedup over plain sampling (mean; bars: 95 % CI)" if report.get("temperature") else
                    "real speedup over greedy (median; bars: IQR over prompts)"),
            ylabel=("simulated expected speedup (mean, same prompts and seeds)" if report.get("temperature") else
                    "simulated speedup (median, same prompts)"))

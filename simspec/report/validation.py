@@ -156,13 +156,14 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         "over_the_set": error_summary(rows, "_set"),
         **({"measurement_noise": noise} if noise else {}),
         "drift_corrected": {
-            "mean_abs_rel_error": float(np.mean(corrected_errors)), "max_abs_rel_error": float(np.max(corrected_errors)),
+            "mean_abs_rel_error": float(np.mean(corrected_errors)),
+            "max_abs_rel_error": float(np.max(corrected_errors)),
             "rank_agreement": _finite(_spearman([r["speedup_sim_drift_corrected"] for r in rows],
                                                 [r["speedup_real"] for r in rows]))},
         "drift": {"ratios": ratios, "drifted": drifted, "tolerance": 0.10,
                   "advice": (f"live latencies differ from the profile's by more than 10 % ({', '.join(drifted)}): "
-                             "refit the profile in situ (`simspec recalibrate --profile PROFILE`) right before the runs it "
-                             "predicts, and validate with the refitted one") if drifted
+                             "refit the profile in situ (`simspec recalibrate --profile PROFILE`) right before "
+                             "the runs it predicts, and validate with the refitted one") if drifted
                   else None},
     }
 

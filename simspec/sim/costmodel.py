@@ -1,9 +1,9 @@
 """Cycle cost model: latency curves fitted to measurements (numpy only).
 
 A curve maps (n, L) to seconds: n is the number of tokens the operation processes (V verified
-tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; prompt tokens for ``prefill``, at context 0; V for
-``bookkeeping``) and L
-the context length (the tree depth D for ``bookkeeping``, whose cost does not grow with L). Two fits are tried and the one with the lower
+tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; prompt tokens for ``prefill``,
+at context 0; V for ``bookkeeping``) and L the context length (the tree depth D for
+``bookkeeping``, whose cost does not grow with L). Two fits are tried and the one with the lower
 held-out error is kept, so the choice is justified by data, not taste:
 
 - ``interp``: piecewise-linear in n through the measured medians at each measured L, linear
@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 
 KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
 
@@ -141,7 +140,7 @@ class CostModel:
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
 
-    def at_batch(self, batch: int) -> "CostModel":
+    def at_batch(self, batch: int) -> CostModel:
         """The cost model of one sequence in a batch of ``batch`` that share every cycle's draft and
         verify time (continuous batching: each sequence pays the batch's cycle): verify, draft and
         plain steps from the curves measured at that batch size, bookkeeping ``batch`` times batch
@@ -206,8 +205,8 @@ class CostModel:
             c_max = int(context.max())
             draft = self.table("draft", int(max(committed.max(), width.max())), c_max)
             verify = self.table("verify", int(size.max()), c_max)
-            drafting = np.where(depth >= 2, draft[committed, context] + np.maximum(depth - 2, 0) * draft[width, context],
-                                0.0)
+            drafting = np.where(depth >= 2,
+                                draft[committed, context] + np.maximum(depth - 2, 0) * draft[width, context], 0.0)
             book = self.table("bookkeeping", int(size.max()), int(depth.max()))
             return drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
         depth, width, size, context, committed = (x.astype(float) for x in (depth, width, size, context, committed))

@@ -1,8 +1,9 @@
 """Gymnasium environments for the seeds' MDPs, on recorded traces and a cost model.
 
 Every environment is written once as a *batched core* that steps ``n`` independent copies
-with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``. ``SimEnv`` exposes one copy as a
-``gymnasium.Env`` (it passes ``check_env``); ``simspec.train.vecenv.SimVecEnv`` exposes all of
+with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``.
+``SimEnv`` exposes one copy as a ``gymnasium.Env`` (it passes ``check_env``);
+``simspec.train.vecenv.SimVecEnv`` exposes all of
 them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
 stable-baselines3 imports torch, and this module must not).
 
@@ -28,8 +29,15 @@ import gymnasium as gym
 import numpy as np
 
 from simspec.policies.base import tree_capacities
-from simspec.policies.features import (CONTEXT_SCALE, RESPS_FEATURES, depth_features, radar_features,
-                                       resps_features, size_feature_dim, size_features)
+from simspec.policies.features import (
+    CONTEXT_SCALE,
+    RESPS_FEATURES,
+    depth_features,
+    radar_features,
+    resps_features,
+    size_feature_dim,
+    size_features,
+)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.mdp import BatchedMDP
 from simspec.sim.replay import positions_limit

@@ -11,8 +11,14 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, StaticPolicy, tree_capacities
-from simspec.policies.registry import (BASELINE_REGISTRY, PROMPT_LEVEL, RuleContext, baseline, baseline_names,
-                                       unknown_baseline)
+from simspec.policies.registry import (
+    BASELINE_REGISTRY,
+    PROMPT_LEVEL,
+    RuleContext,
+    baseline,
+    baseline_names,
+    unknown_baseline,
+)
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import ReplayResult, replay

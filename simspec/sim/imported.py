@@ -92,12 +92,14 @@ def load_curves(path: str | Path) -> tuple[dict, list[dict]]:
             blob = json.loads(text)
         except ValueError as exc:
             raise _bad(file, f"not JSON ({exc.__class__.__name__})") from None
-    if not isinstance(blob, dict) or blob.get("schema") != CURVES_SCHEMA or blob.get("schema_version") != CURVES_VERSION:
+    if (not isinstance(blob, dict) or blob.get("schema") != CURVES_SCHEMA
+            or blob.get("schema_version") != CURVES_VERSION):
         raise _bad(file, f"not a {CURVES_SCHEMA} v{CURVES_VERSION} file")
     device, engine = blob.get("device"), blob.get("engine")
     if not isinstance(device, str) or not device.strip():
         raise _bad(file, "field 'device' (the GPU or CPU the curves were measured on) is missing")
-    if not isinstance(engine, dict) or not all(isinstance(engine.get(k), str) and engine[k] for k in ("name", "version")):
+    if not isinstance(engine, dict) or not all(isinstance(engine.get(k), str) and engine[k]
+                                               for k in ("name", "version")):
         raise _bad(file, "field 'engine' needs a 'name' and a 'version' (the engine that was timed)")
     raw = blob.get("samples")
     if not isinstance(raw, list) or not raw:
@@ -118,7 +120,8 @@ def load_curves(path: str | Path) -> tuple[dict, list[dict]]:
     missing = [k for k in ("verify", "draft") if k not in {s["kind"] for s in samples}]
     if missing:
         raise _bad(file, f"no {' or '.join(missing)} samples, which the cost model needs")
-    meta = {"device": device.strip(), "engine": {k: v for k, v in engine.items() if k in ("name", "version", "settings")},
+    meta = {"device": device.strip(),
+            "engine": {k: v for k, v in engine.items() if k in ("name", "version", "settings")},
             **{k: blob[k] for k in ("dtype", "target", "draft") if isinstance(blob.get(k), str)}}
     return meta, samples
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import SimspecError, read_json, require, require_records, require_schema
-from simspec.sim.costmodel import CostModel, Point
-from simspec.stats import robust_median
 from simspec.shipped import locate
+from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.trace_files import load_traces
 from simspec.sim.traces import TraceSet
+from simspec.stats import robust_median
 
 PROFILE_SCHEMA = "simspec-profile"
 PROFILE_VERSION = 1
@@ -196,18 +196,18 @@ def load_profile(path: str | Path) -> Profile:
     if blob["kind"] not in ("measured", "analytic", "imported"):
         raise SimspecError(f"{file}: field 'kind' must be measured, analytic or imported (found {blob['kind']!r}): "
                            f"{fix}")
-    for field in ("device", "inputs_hash"):
-        require(blob, field, str, file, fix)
-    for field in ("target", "draft", "gpu"):
-        require(blob, field, str, file, fix, optional=True)
+    for key in ("device", "inputs_hash"):
+        require(blob, key, str, file, fix)
+    for key in ("target", "draft", "gpu"):
+        require(blob, key, str, file, fix, optional=True)
     require(blob, "policy_seconds", dict, file, fix, optional=True)
     require(blob, "temperature", (int, float), file, fix, optional=True)
     ref = require(blob, "traces", dict, file, fix, what="an object naming the profile's traces, or null", optional=True)
     if ref is not None:
         require(ref, "path", str, file, fix, name="traces.path")
         require(ref, "content_hash", str, file, fix, name="traces.content_hash")
-        for field in ("width", "depth_max"):
-            require(ref, field, int, file, fix, name=f"traces.{field}", optional=True)
+        for key in ("width", "depth_max"):
+            require(ref, key, int, file, fix, name=f"traces.{key}", optional=True)
         require(ref, "prompts", str, file, fix, name="traces.prompts", optional=True)
     samples = require_records(blob, "samples", SAMPLE_KEYS, file, fix, what="a list of latency samples, objects with "
                               "kind, n, context and median")
@@ -238,13 +238,14 @@ def load_live_profile(path: str | Path, purpose: str) -> Profile:
         raise SimspecError(f"profile {path} is an ANALYTIC model of {gpu}: {purpose} runs the "
                            "live engine, which cannot check a model of another device. Use a profile measured here")
     if not profile.meta.get("traces"):
-        raise SimspecError(f"profile {path} has no traces, which {purpose} needs: record traces with `simspec calibrate`")
+        raise SimspecError(f"profile {path} has no traces, which {purpose} needs: "
+                           "record traces with `simspec calibrate`")
     # What the live engine is built from: the models, and the trees the traces were drafted with.
     file, fix = profile.directory / "profile.json", recreate_advice(profile.directory)
-    for field in ("target", "draft"):
-        require(profile.meta, field, str, file, fix)
+    for key in ("target", "draft"):
+        require(profile.meta, key, str, file, fix)
     ref = profile.meta["traces"]
-    for field in ("width", "depth_max"):
-        require(ref, field, int, file, fix, name=f"traces.{field}")
+    for key in ("width", "depth_max"):
+        require(ref, key, int, file, fix, name=f"traces.{key}")
     require(ref, "prompts", str, file, fix, name="traces.prompts")
     return profile

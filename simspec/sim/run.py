@@ -99,7 +99,7 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     if len(set(names)) < len(names):
         raise SimspecError(f"--drafters must name profiles of other drafters than the main profile's and each "
                            f"other's (drafters: {', '.join(names)})")
-    for other, path in zip(others, paths):
+    for other, _path in zip(others, paths):
         other.require_temperature(loaded.temperature)
     drafters = [Drafter(names[0], str(loaded.directory), traces, loaded.cost)] + [
         Drafter(name, path, align(traces, o.traces(), path), o.cost) for name, o, path in zip(names[1:], others, paths)]
@@ -119,7 +119,8 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     block = {"features": list(PROMPT_FEATURES), "fixed": names[found.fixed],
              "decision_seconds_per_prompt": found.decision_seconds,
              "drafters": [{"name": d.name, "profile": d.profile, "tree": tree, "alpha_mae": float(err),
-                           "chosen": int(np.sum(found.chosen == i)), "best_in_hindsight": int(np.sum(found.hindsight == i))}
+                           "chosen": int(np.sum(found.chosen == i)),
+                           "best_in_hindsight": int(np.sum(found.hindsight == i))}
                           for i, (d, tree, err) in enumerate(zip(drafters, found.trees, found.alpha_error))]}
     return made, block
 

@@ -97,7 +97,7 @@ class DraftSelector:
     ratios: np.ndarray
 
     @classmethod
-    def fit(cls, features: np.ndarray, alpha: np.ndarray, ratios: np.ndarray) -> "DraftSelector":
+    def fit(cls, features: np.ndarray, alpha: np.ndarray, ratios: np.ndarray) -> DraftSelector:
         """``features`` ``[prompts, k]`` and ``alpha`` ``[prompts, drafters]`` of the reference prompts."""
         if len(features) < features.shape[1]:
             raise SimspecError(f"draft selection fits {features.shape[1]} coefficients per drafter and needs at least "

@@ -205,7 +205,7 @@ class TraceSet:
             digest.update(array.tobytes())
         return digest.hexdigest()[:16]
 
-    def subset(self, prompts: np.ndarray) -> "TraceSet":
+    def subset(self, prompts: np.ndarray) -> TraceSet:
         """The traces of the given prompt indices (in that order)."""
         pos = np.concatenate([np.arange(self.prompt_offsets[i], self.prompt_offsets[i + 1]) for i in prompts])
         tok = np.concatenate([np.arange(self.token_offsets[i], self.token_offsets[i + 1]) for i in prompts])

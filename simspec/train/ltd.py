@@ -25,10 +25,10 @@ import numpy as np
 from simspec.policies.base import drafted_depths
 from simspec.policies.learned import MLP, LTDPolicy
 from simspec.sim.envs import ltd_sizes
-from simspec.train.vecenv import SimVecEnv
 from simspec.train.log import TrainingLog
 from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
 from simspec.train.setting import Setting
+from simspec.train.vecenv import SimVecEnv
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,8 @@ class SimPPO(PPO):
 def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None, precision: str = "fp32") -> SimPPO:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    return SimPPO(BF16Policy if precision == "bf16" else "MlpPolicy", env, learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
+    return SimPPO(BF16Policy if precision == "bf16" else "MlpPolicy", env,
+                  learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
                   n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
                   gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
                   policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)},

@@ -79,7 +79,8 @@ def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float
     accepted = radar_dataset(traces, s.grid_size, t_max)
     t0, tf, tp = radar_cost(traces, s.cost, s.grid_size, policy_seconds)
     t = np.arange(1, t_max + 1)
-    reward = cycle_reward(s.reward, accepted, (t0 + tf * t + tp * (t + 1))[None, :], greedy_token_seconds(traces, s.cost))
+    reward = cycle_reward(s.reward, accepted, (t0 + tf * t + tp * (t + 1))[None, :],
+                          greedy_token_seconds(traces, s.cost))
     return reward - config.alpha * (t - 1)[None, :]
 
 

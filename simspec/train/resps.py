@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from simspec.policies.learned import ReSpSPolicy
 from simspec.sim.envs import resps_actions
-from simspec.train.vecenv import SimVecEnv
 from simspec.train.log import TrainingLog
 from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
 from simspec.train.setting import VARIANTS, Setting
+from simspec.train.vecenv import SimVecEnv
 
 TRAIN_HOLD, INFERENCE_HOLD = 10, 30
 

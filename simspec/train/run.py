@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt

@@ -62,5 +62,6 @@ def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 
     chosen = np.arange(train.n_prompts) % every == every - 1
     best = grid_best(train, profile.cost, max_new_tokens)
     depth, size = (int(x[0]) for x in best.plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1)))
-    return Setting(profile, profile.cost, train, train.subset(np.flatnonzero(~chosen)), train.subset(np.flatnonzero(chosen)),
-                   heldout, depth, size, reward, seed, max_new_tokens, precision=precision)
+    return Setting(profile, profile.cost, train, train.subset(np.flatnonzero(~chosen)),
+                   train.subset(np.flatnonzero(chosen)), heldout, depth, size, reward, seed, max_new_tokens,
+                   precision=precision)

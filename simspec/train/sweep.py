@@ -139,8 +139,8 @@ def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status
         for result in results:
             trial = result.config["trial"]
             if result.error is not None or result.checkpoint is None:
-                raise SimspecError(f"trial {trial.name} failed on Ray after {MAX_FAILURES} retries "
-                                   f"({str(result.error).strip().splitlines()[-1][:160] if result.error else 'no policy'})"
+                why = str(result.error).strip().splitlines()[-1][:160] if result.error else "no policy"
+                raise SimspecError(f"trial {trial.name} failed on Ray after {MAX_FAILURES} retries ({why})"
                                    "; nothing was written: run again, or without --ray")
             result.checkpoint.to_directory(str(folder))
             summaries[trial.name] = {"policy": str(folder / trial.name), "algo": trial.algo,

@@ -3,8 +3,16 @@ tree's depth at the traces' width and verifies the grid best's size."""
 
 from __future__ import annotations
 
-from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, PaperQLearning, QLearning, \
-    TokenCacheFSM
+from simspec.policies.baselines import (
+    DDD,
+    FSM,
+    SVIP,
+    AnalyticWindow,
+    GammaTune,
+    PaperQLearning,
+    QLearning,
+    TokenCacheFSM,
+)
 from simspec.policies.registry import RuleContext, register_baseline
 
 
