@@ -17,9 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 import helpers
+import pytest
 
 MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
 TARGET = "smollm2-135m-instruct"

@@ -77,7 +77,7 @@ def random_traces(seed: int, n_prompts: int = 7):
     return assemble(traces, [50] * n_prompts, {"depth_max": DEPTH_MAX, "width": 2, "prompt_ids": list("abcdefg")})
 
 
-def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8) -> "TraceSet":
+def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8) -> TraceSet:
     """Traces as recorded at T > 0 (see ``simspec.sim.traces``): per position a tree grown the
     engine's way from random draft log-probs, its ``stored_nodes``, and a random target
     probability for each stored node given its parent (a Dirichlet share of the parent's mass,
@@ -116,7 +116,7 @@ def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8
                                                "nodes": nodes, "prompt_ids": [f"p{i}" for i in range(n_prompts)]})
 
 
-def tagged_traces(seed: int, n_prompts: int = 7, traces: "TraceSet | None" = None) -> "TraceSet":
+def tagged_traces(seed: int, n_prompts: int = 7, traces: TraceSet | None = None) -> TraceSet:
     """``random_traces`` (or ``traces``) with what a profile checks: target ``t``, draft ``d``,
     prompt ids and alternating train / held-out splits (train first)."""
     traces = traces if traces is not None else random_traces(seed, n_prompts)
@@ -137,7 +137,7 @@ def synthetic_samples(draft_scale: float = 1.0) -> list[dict]:
             + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
 
 
-def synthetic_profile(root: Path, traces: "TraceSet", name: str = "profile", samples: list[dict] | None = None,
+def synthetic_profile(root: Path, traces: TraceSet, name: str = "profile", samples: list[dict] | None = None,
                       **meta) -> str:
     """A measured profile on disk (``root/name``, its traces in ``root/traces-name``)."""
     from simspec.sim.profile import write_profile

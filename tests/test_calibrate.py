@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from helpers import cli, last_json, simspec
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
 from simspec.sim.costmodel import CostModel, Point, fit_curve
-from simspec.stats import robust_median
 from simspec.sim.profile import load_profile, sample_record, write_profile
+from simspec.stats import robust_median
 
 CONTEXTS = (64, 256, 512)
 

@@ -6,8 +6,8 @@ import pytest
 from helpers import last_json, simspec
 
 from simspec.cli import main
-from simspec.errors import SimspecError
 from simspec.engine.models import resolve_model
+from simspec.errors import SimspecError
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

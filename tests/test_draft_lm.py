@@ -7,16 +7,16 @@ import json
 import pytest
 import torch
 
-from simspec.errors import SimspecError
-from simspec.policies import StaticPolicy
 from simspec.distill.corpus import teacher_pass
+from simspec.distill.trainer import LMTrainConfig, LMTrainer
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.drafter import CausalLMDrafter
 from simspec.engine.load import load_drafter
-from simspec.shipped import shipped_drafter
-from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.lossless import compare
-from simspec.distill.trainer import LMTrainConfig, LMTrainer
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.errors import SimspecError
+from simspec.policies import StaticPolicy
+from simspec.shipped import shipped_drafter
 
 pytestmark = pytest.mark.model  # every test here runs the demo target
 

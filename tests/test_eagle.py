@@ -8,14 +8,14 @@ import json
 import pytest
 import torch
 
+from simspec.distill.trainer import reduced_vocabulary
+from simspec.engine.eagle import EagleConfig, EagleDrafter, EagleHead, load_eagle, save_eagle
+from simspec.engine.load import load_drafter
+from simspec.engine.lossless import compare
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
-from simspec.engine.load import load_drafter
 from simspec.shipped import shipped_drafter
-from simspec.engine.eagle import EagleConfig, EagleDrafter, EagleHead, load_eagle, save_eagle
-from simspec.engine.speculative import SpeculativeEngine
-from simspec.engine.lossless import compare
-from simspec.distill.trainer import reduced_vocabulary
 
 MAX_NEW = 16
 # fp16 storage moves this random head's draft log-probs by < 1e-3 (measured: 9e-4); scaling one

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simspec.engine.load import load_drafter
+from simspec.engine.lossless import compare
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.errors import SimspecError
 from simspec.policies import Policy, StaticPolicy, tree_capacity
-from simspec.engine.load import load_drafter
-from simspec.engine.speculative import SpeculativeEngine
-from simspec.engine.lossless import compare
 
 pytestmark = pytest.mark.model  # every test here runs the demo target
 

@@ -7,16 +7,24 @@ import numpy as np
 import pytest
 from helpers import random_ltd, random_radar, random_resps
 
-from simspec.policies import StaticPolicy
-from simspec.policies.baselines import (DDD, FSM, SVIP, AnalyticWindow, GammaTune, PaperQLearning, QLearning,
-                                        TokenCacheFSM)
-from simspec.policies.stopping import AcceptancePredictor, DiscoStop, SpecDecPP
 from simspec.engine.load import load_drafter
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.recorder import RecordSpec, TraceRecorder
-from simspec.sim.traces import assemble
+from simspec.policies import StaticPolicy
+from simspec.policies.baselines import (
+    DDD,
+    FSM,
+    SVIP,
+    AnalyticWindow,
+    GammaTune,
+    PaperQLearning,
+    QLearning,
+    TokenCacheFSM,
+)
+from simspec.policies.stopping import AcceptancePredictor, DiscoStop, SpecDecPP
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.replay import replay
+from simspec.sim.traces import assemble
 
 pytestmark = pytest.mark.model
 

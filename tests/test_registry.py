@@ -13,8 +13,16 @@ from helpers import last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.policies.baselines import DepthBudget
-from simspec.policies.registry import (BASELINE_REGISTRY, RuleContext, baseline, baseline_names, baselines_help,
-                                       default_baselines, register_baseline, timing_policies)
+from simspec.policies.registry import (
+    BASELINE_REGISTRY,
+    RuleContext,
+    baseline,
+    baseline_names,
+    baselines_help,
+    default_baselines,
+    register_baseline,
+    timing_policies,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = "calibration/cpu-demo"

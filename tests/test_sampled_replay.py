@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import DEPTH_MAX, FAIL, PASS, cost_model, g_test, random_traces, sampled_traces
+
 from simspec.engine.tree import DraftTree, select_nodes
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy

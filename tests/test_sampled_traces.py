@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import FAIL, PASS, g_test
+from helpers import TINY_PROMPT as PROMPT
 
-from helpers import FAIL, PASS, TINY_PROMPT as PROMPT, g_test
 from simspec.engine.sampling import Sampling, distribution
 from simspec.measure.recorder import RecordSpec, TraceRecorder
 from simspec.sim.traces import assemble

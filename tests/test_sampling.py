@@ -13,13 +13,13 @@ particular output."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
+from helpers import FAIL, PASS, TINY_VOCAB, g_test
+from helpers import TINY_PROMPT as PROMPT
 from scipy import stats
 
-from helpers import FAIL, PASS, TINY_PROMPT as PROMPT, TINY_VOCAB, g_test
 from simspec.engine.sampling import ChainVerifier, Sampling, TreeVerifier, distribution, draw, pit_values
 
 # -- broken verifiers: each drops one step of the algorithm ----------------------------------
@@ -295,8 +295,14 @@ def random_tree(rng, n: int, vocab: int = 40):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_simulated_acceptance_law_equals_the_engines_tree_walk(seed):
-    from simspec.sim.stochastic import (accepted_distribution, at_least, expected_accepted, reach_probabilities,
-                                        sample_accepted, verified_mask)
+    from simspec.sim.stochastic import (
+        accepted_distribution,
+        at_least,
+        expected_accepted,
+        reach_probabilities,
+        sample_accepted,
+        verified_mask,
+    )
 
     rng = np.random.default_rng(seed)
     parents, depths, probs, tokens, rows = random_tree(rng, 14)

@@ -10,8 +10,15 @@ from helpers import DEPTH_MAX, cli, cost_model, last_json, simspec, synthetic_pr
 
 from simspec.errors import SimspecError
 from simspec.sim.costmodel import CostModel, Point
-from simspec.sim.selection import (Drafter, DraftSelector, align, chain_speedup, compare, prompt_features,
-                                   single_token_accuracy)
+from simspec.sim.selection import (
+    Drafter,
+    DraftSelector,
+    align,
+    chain_speedup,
+    compare,
+    prompt_features,
+    single_token_accuracy,
+)
 from simspec.sim.traces import NO_NODE, PromptTrace, assemble
 
 N_PROMPTS, POSITIONS = 24, 40

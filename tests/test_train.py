@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from helpers import cost_model, last_json, random_traces, simspec
 
+from simspec.sim.envs import MDPS
 from simspec.train.log import TrainingLog
 from simspec.train.ltd import LTDSchedule, train_ltd
 from simspec.train.ppo import PPOConfig
 from simspec.train.radar import RadarConfig, train_radar
 from simspec.train.resps import train_resps
-from simspec.sim.envs import MDPS
 from simspec.train.setting import Setting
 
 
@@ -137,8 +137,8 @@ def test_ppo_learns_with_sb3_adam_and_restores_global_state():
     from stable_baselines3.common.callbacks import BaseCallback
     from threadpoolctl import threadpool_info
 
-    from simspec.train.vecenv import SimVecEnv
     from simspec.train.ppo import make_ppo
+    from simspec.train.vecenv import SimVecEnv
 
     s = tiny_setting(0)
     model = make_ppo(SimVecEnv("ltd-depth", s.fit, s.cost, 4, size=4), _tiny_ppo(0.9), 0, None)
@@ -163,8 +163,8 @@ def test_bf16_policy_multiplies_hidden_layers_in_bf16_and_keeps_the_rest_fp32():
     fp32, and the rollout's log-probability equal to the update's (PPO's ratio starts at 1)."""
     import torch
 
-    from simspec.train.vecenv import SimVecEnv
     from simspec.train.ppo import BF16Extractor, export_actor, make_ppo
+    from simspec.train.vecenv import SimVecEnv
 
     s = tiny_setting(0)
     env = SimVecEnv("ltd-size", s.fit, s.cost, 4, sizes=np.arange(1, 13))

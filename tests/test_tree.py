@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from simspec.engine.tree import DraftTree, select_nodes
 from simspec.errors import SimspecError
 from simspec.policies import DraftPlan, tree_capacity
-from simspec.engine.tree import DraftTree, select_nodes
 
 
 def grow_random_tree(depth: int, width: int, seed: int = 0, vocab: int = 50) -> DraftTree:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
-
 pytestmark = pytest.mark.e2e  # the verbs as a user runs them, in a subprocess
 
 
