@@ -17,13 +17,20 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 
+def default_threads() -> int:
+    """``$OMP_NUM_THREADS`` when it is a positive integer (a process sharing the machine, a test
+    worker), else every core."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count() or 1
+
+
 def run_with_progress(work, threads: int | None = None):
     """``work(bar, status)`` under progress bars on stderr, with torch's threads set first.
     ``bar(description, total)`` adds a bar and returns ``advance(n=1, description=None)``;
     ``status(text)`` is a context manager shown during steps without a count."""
     import torch
 
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    torch.set_num_threads(threads or default_threads())
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False,
                         disable=not err.is_terminal)  # a log file gets no frames, only the results
