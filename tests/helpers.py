@@ -110,7 +110,8 @@ def sampled_traces(seed: int, n_prompts: int = 5, width: int = 2, nodes: int = 8
             rows.append((tree.depths[kept], parent, prob, tree.tokens[kept]))
         traces.append(PromptTrace(rng.integers(0, 50, n + 1), 40 + np.arange(n, dtype=np.int32),
                                   np.full((n, levels, levels), NO_NODE, np.int16),
-                                  np.zeros((n, levels, width ** 2), np.float16), np.zeros((n, levels, width), np.float16),
+                                  np.zeros((n, levels, width ** 2), np.float16),
+                                  np.zeros((n, levels, width), np.float16),
                                   False, **pad_node_rows(rows)))
     return assemble(traces, [40] * n_prompts, {"depth_max": DEPTH_MAX, "width": width, "temperature": 1.0,
                                                "nodes": nodes, "prompt_ids": [f"p{i}" for i in range(n_prompts)]})
@@ -164,7 +165,8 @@ def cost_model() -> CostModel:
 
 def random_mlp(sizes: list[int], seed: int) -> MLP:
     rng = np.random.default_rng(seed)
-    return MLP(tuple((rng.normal(0, 1.5 / np.sqrt(a), (a, b)).astype(np.float32), rng.normal(0, 0.3, b).astype(np.float32))
+    return MLP(tuple((rng.normal(0, 1.5 / np.sqrt(a), (a, b)).astype(np.float32),
+                      rng.normal(0, 0.3, b).astype(np.float32))
                      for a, b in zip(sizes[:-1], sizes[1:])))
 
 

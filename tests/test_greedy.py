@@ -45,7 +45,8 @@ def test_killed_generation_resumes_to_the_same_text_from_its_checkpoint(tiny, pr
     partial.write_text(json.dumps(blob))
     resumed = resumable_continuations(tiny, prompts, NEW, BATCH, partial)
     assert resumed[int(marked)] == prompts[int(marked)] + [0] * NEW
-    assert [s for i, s in enumerate(resumed) if i != int(marked)] == [s for i, s in enumerate(whole) if i != int(marked)]
+    assert ([s for i, s in enumerate(resumed) if i != int(marked)]
+            == [s for i, s in enumerate(whole) if i != int(marked)])
     # ... but only for the same work: another length starts over.
     longer = resumable_continuations(tiny, prompts, NEW + 1, BATCH, partial)
     assert longer == greedy_continuations(tiny, prompts, NEW + 1, BATCH)

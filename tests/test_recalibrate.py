@@ -55,7 +55,8 @@ def test_refit_scales_verify_per_size_and_the_rest_by_one_ratio(noisy, verify_fi
         assert np.allclose(refit.verify(size, contexts), expected * cost.verify(size, contexts), rtol=1e-9), size
     assert np.allclose(refit.greedy(contexts), greedy_slower * cost.greedy(contexts))
     assert np.allclose(refit.draft(np.array([1, 10]), 300), draft_slower * cost.draft(np.array([1, 10]), 300))
-    assert np.allclose(refit.bookkeeping(np.array([4, 60]), 4), bookkeeping_slower * cost.bookkeeping(np.array([4, 60]), 4))
+    assert np.allclose(refit.bookkeeping(np.array([4, 60]), 4),
+                       bookkeeping_slower * cost.bookkeeping(np.array([4, 60]), 4))
     assert np.allclose(refit.prefill(200), cost.prefill(200))  # the greedy run's prefill took what the curve says
     assert scales["verify"] == {4: 1.3, 64: 1.1}
     assert scales["greedy"] == pytest.approx(1.2)
@@ -118,7 +119,8 @@ def test_plain_step_scales_fit_a_curve_of_another_shape_and_hold_unreached_conte
         inside = (keys >= low) & (keys < high)
         assert np.abs(fitted[inside] / expected - 1).max() < 0.03, (low, high)
     assert scales[0] == pytest.approx(overall, rel=1e-3) and scales[-1] == pytest.approx(overall, rel=1e-3)
-    assert context_ratios(grid, cost.greedy(grid), keys[:1], live[:1] * 5, model[:1] * 5, np.array([5.0]), overall) is None
+    assert context_ratios(grid, cost.greedy(grid), keys[:1], live[:1] * 5, model[:1] * 5, np.array([5.0]),
+                          overall) is None
 
 
 def test_refit_follows_the_measured_ratio_at_every_ladder_size():
@@ -144,7 +146,8 @@ def test_co_timed_ladder_adds_each_scored_methods_own_operating_point():
     co = CoTimedRefit(None, load_profile(ROOT / "calibration" / "cpu-demo"), [("train-0", [1, 2, 3])], 8)
 
     def run(*shapes):
-        return Generation([0], 10, 0.0, 1.0, [CycleRecord(d, 10, v, 1, d - 1, 0.01, 0.1, 0.0, 0.001) for d, v in shapes])
+        return Generation([0], 10, 0.0, 1.0,
+                          [CycleRecord(d, 10, v, 1, d - 1, 0.01, 0.1, 0.0, 0.001) for d, v in shapes])
 
     co.target([run((8, 60), (8, 60), (7, 50)), run((4, 8)), run((3, 8), (3, 8), (2, 8)), Generation([0], 10, 0.0, 1.0)])
     assert co.points[len(LADDER):] == [(8, 60), (3, 8)] and (4, 8) in LADDER

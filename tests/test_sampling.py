@@ -68,7 +68,7 @@ def first_two_tree(verifier: TreeVerifier, p0, p1, rng) -> tuple[int, int]:
     then plain sampling for whatever the cycle did not emit."""
     top = np.argsort(-p0)[:3]  # the drafter's ranks: the likeliest first, as a head would draft
     tokens, parents = [0], []
-    for i, x in enumerate(top):
+    for x in top:
         tokens.append(int(x))
         parents.append(0)
     for i, x in enumerate(top):

@@ -46,7 +46,8 @@ def drafter_traces(hit_rate, seed: int, ids=None, target: str = "t"):
         for p in np.flatnonzero(rng.random(POSITIONS) < hit_rate(i)):
             for j in range(1, LEVELS + 1):
                 ranks[p, j - 1, j - 1:] = j - 1
-        traces.append(PromptTrace(np.zeros(POSITIONS + 1, np.int64), len(prompt(i)) + np.arange(POSITIONS, dtype=np.int32),
+        traces.append(PromptTrace(np.zeros(POSITIONS + 1, np.int64),
+                                  len(prompt(i)) + np.arange(POSITIONS, dtype=np.int32),
                                   ranks, np.zeros((POSITIONS, LEVELS, 4), np.float16),
                                   np.zeros((POSITIONS, LEVELS, 2), np.float16), False))
     ids = ids or [f"p{i}" for i in range(N_PROMPTS)]
@@ -96,7 +97,8 @@ def test_features_and_accuracy_read_the_prompts_and_the_first_draft(drafters):
 
 
 def test_selection_picks_the_drafter_that_is_right_for_each_prompt(drafters):
-    train, heldout = np.arange(N_PROMPTS)[np.arange(N_PROMPTS) % 4 < 2], np.arange(N_PROMPTS)[np.arange(N_PROMPTS) % 4 >= 2]
+    order = np.arange(N_PROMPTS)
+    train, heldout = order[order % 4 < 2], order[order % 4 >= 2]
     found = compare(drafters, train, heldout, None)
     expected = np.where(heldout % 2 == 0, 0, 1)  # A on repetitive prompts, B on the others
     assert np.array_equal(found.chosen, expected)

@@ -81,7 +81,8 @@ def test_the_wheel_ships_what_the_loaders_read_and_no_training_leftovers(monkeyp
     needed = {p.relative_to(ROOT).as_posix() for pattern in (
         "calibration/*/profile.json", "calibration/*/traces.*", "policies/*/policy.*", "policies/*/training.csv",
         *(f"real/drafters/{name}/{files}" for name in SHIPPED_DRAFTERS for files in (
-            "config.json", "*.safetensors", "tokenizer*.json", "simspec.json", "README.md"))) for p in ROOT.glob(pattern)}
+            "config.json", "*.safetensors", "tokenizer*.json", "simspec.json", "README.md")))
+        for p in ROOT.glob(pattern)}
     assert {"calibration/cpu-demo/profile.json", "calibration/traces-humaneval-eagle/traces.npz",
             "policies/ltd-cpu-demo/policy.npz", "real/drafters/eagle/model.safetensors"} <= needed
     assert needed <= shipped, f"not shipped: {sorted(needed - shipped)}"

@@ -117,7 +117,8 @@ def test_sampled_report_takes_means_over_seeds_pairs_by_seed_and_judges_the_pit(
     assert g["gain_vs_eagle3"] == pytest.approx(0.3) and g["p_vs_eagle3"] < 1e-3
     assert e["lossless"] and e["pit_p"] > 1e-3 and not g["lossless"] and g["pit_p"] < 1e-6
     assert "yes (PIT p" in lossless_label(e) and "NO (PIT p" in lossless_label(g)
-    assert "95 % CI" in render_markdown(report | {"temperature": 1.0, "top_p": 1.0, "seed": 0, "profile": {"name": "p", "path": "p"},
+    assert "95 % CI" in render_markdown(report | {"temperature": 1.0, "top_p": 1.0, "seed": 0,
+                                                    "profile": {"name": "p", "path": "p"},
                                                     "prompts": "p", "split": "heldout", "max_new_tokens": 8,
                                                     "repeats": passes, "target": "t", "draft": "d", "device": "cpu",
                                                     "simspec_version": "x", "created": "now",
@@ -251,7 +252,8 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     # Refitted on the train split of the scored set, never on a scored prompt.
     assert situ["prompts"] == "humaneval" and situ["split"] == "train" and len(situ["prompt_ids"]) == 1
     assert not set(situ["prompt_ids"]) & set(report["prompt_ids"])
-    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"] and report["profile"]["hash"] == refit.meta["inputs_hash"]
+    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"]
+    assert report["profile"]["hash"] == refit.meta["inputs_hash"]
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from RUN/profile
     for record, before in zip(refit.samples, base.samples):
         assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
