@@ -30,7 +30,8 @@ plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles an
 app.add_typer(plot_app, name="plot")
 
 # --- the verbs' own options (not the work's: those are the requests' fields) -----------------
-Threads = Annotated[int | None, typer.Option(help="torch CPU threads (default: $OMP_NUM_THREADS if set, else all cores).")]
+Threads = Annotated[int | None, typer.Option(
+    help="torch CPU threads (default: $OMP_NUM_THREADS if set, else all cores).")]
 ProfileThreads = Annotated[int | None, typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
 Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
 
@@ -181,7 +182,8 @@ def train(
     request,
     simulated: Annotated[bool, typer.Option("--simulated", help="Train against the profile's replay (the only "
                                             "mode).")] = False,
-    threads: Annotated[int | None, typer.Option(help="Torch threads (default: $OMP_NUM_THREADS if set, else all cores).")] = None,
+    threads: Annotated[int | None, typer.Option(
+        help="Torch threads (default: $OMP_NUM_THREADS if set, else all cores).")] = None,
     as_json: Json = False,
 ) -> None:
     """Train a tree policy in the simulator, in minutes on a CPU. Learns on the profile's
