@@ -202,8 +202,9 @@ def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():
 def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     out = tmp_path / "insitu"
     # The shipped profile is another machine's (the device check has tests of its own): refit it anyway.
+    # One torch thread (the profile's two would fight the other test worker for its core).
     result = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
-                      "--out", str(out), "--allow-other-device", "--json")
+                      "--out", str(out), "--allow-other-device", "--threads", "1", "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result)
     refit, base = load_profile(out), load_profile(ROOT / "calibration" / "cpu-demo")
@@ -214,7 +215,8 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from here
     for record, before in zip(refit.samples, base.samples):
         assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
-    assert all(0.3 < r["in_situ_scale"] < 3 for r in refit.samples if r["kind"] != "bookkeeping")
+    # Sane, not tight: the other test worker may slow small ops several-fold; a unit slip would be 1000x.
+    assert all(0.1 < r["in_situ_scale"] < 10 for r in refit.samples if r["kind"] != "bookkeeping")
     taken = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--out", str(out))
     assert taken.returncode == 2 and "exists" in taken.stderr
     analytic = simspec("recalibrate", "--profile", "calibration/h100-demo-analytic", "--out", str(tmp_path / "x"))

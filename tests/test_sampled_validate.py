@@ -43,7 +43,7 @@ def test_validate_real_at_t1_pairs_seeds_and_predicts_each_seeds_continuation(tm
     out = tmp_path / "run"
     result = simspec("validate", "--real", "--profile", T1, "--temperature", "1", "--seed", "5",
                      "--n-prompts", "2", "--max-new-tokens", "6", "--repeats", "2", "--baselines", "grid,eagle3",
-                     "--allow-other-device", "--out", str(out), "--json")
+                     "--allow-other-device", "--threads", "1", "--out", str(out), "--json")  # a core per worker
     assert result.returncode == 0, result.stderr[-3000:]
     line = last_json(result)
     assert line["temperature"] == 1.0

@@ -243,7 +243,7 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     out = tmp_path / "run"
     result = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--recalibrate",
                       "--recalibrate-prompts", "1", "--n-prompts", "1", "--max-new-tokens", "6", "--baselines", "grid",
-                      "--allow-other-device", "--out", str(out), "--json")
+                      "--allow-other-device", "--threads", "1", "--out", str(out), "--json")  # a core per worker
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["profile"]["refit"] == "this run" and report["profile"]["path"] == "calibration/cpu-demo"
