@@ -207,3 +207,24 @@ def test_the_layering_checks_catch_a_torch_import_in_replay(tmp_path):
     assert any(p.startswith("policies must not import sim: simspec.policies.baselines -> simspec.sim.replay")
                for p in problems), problems
     assert any(p.startswith("package cycle policies <-> sim") for p in problems), problems
+
+
+MODULE_LINES, CLI_LINES = 400, 450  # one job per module; the CLI only parses and renders
+
+
+def oversized_modules(package: Path) -> list[str]:
+    """Modules of ``package`` longer than the house's bound (the CLI has its own)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > (CLI_LINES if path.name == "cli.py" else MODULE_LINES):
+            found.append(f"{path.relative_to(package.parent)}: {lines} lines")
+    return found
+
+
+def test_no_module_outgrows_its_bound(tmp_path):
+    assert not oversized_modules(ROOT / "simspec")
+    # ... and the check can fail: a module one line past the bound is named.
+    (tmp_path / "simspec").mkdir()
+    (tmp_path / "simspec" / "big.py").write_text("x = 1\n" * (MODULE_LINES + 1))
+    assert oversized_modules(tmp_path / "simspec") == [f"simspec/big.py: {MODULE_LINES + 1} lines"]
