@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import ROOT, cli, simspec
+from helpers import ROOT, cli, last_json, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import LADDER
@@ -184,9 +184,13 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     """calibrate (quick) -> train RADAR (fast) -> validate --real -> figures -> summary."""
     out = tmp_path / "demo"
-    result = simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out))
+    result = simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out),
+                     "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
+    line = last_json(result)  # the run's summary, its validation as `validate --json` gives it
+    assert line["root"] == str(out) and line["report"]["run"] == f"{out}/validate"
+    assert {r["method"] for r in line["report"]["rows"]} >= {"radar"} and "actions" not in line["report"]["rows"][0]
     report = json.loads((out / "validate" / "report.json").read_text())
     assert report["schema"] == "simspec-validation" and report["n_prompts"] == 2 and report["inputs_hash"]
     assert report["profile"]["name"] == "profile" and report["policies"][0]["algo"] == "radar"
