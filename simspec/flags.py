@@ -108,10 +108,7 @@ def ints(text: str, flag: str) -> tuple[int, ...]:
 
 def sizes(text: str, flag: str) -> tuple[int, ...]:
     """Comma-separated integers >= 1, at least one (a grid's depths, widths, sizes)."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise SimspecError(f"{flag} takes comma-separated integers, got {text!r}") from None
+    values = ints(text, flag)
     if not values:
         raise SimspecError(f"{flag} is empty")
     bad = [v for v in values if v < 1]

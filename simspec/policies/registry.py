@@ -86,7 +86,7 @@ def default_baselines() -> tuple[str, ...]:
 
 
 def baseline(name: str) -> BaselineSpec:
-    return BASELINE_REGISTRY.get(name, lambda n: unknown_baseline(n))
+    return BASELINE_REGISTRY.get(name, unknown_baseline)
 
 
 def unknown_baseline(name: str, prompt_level: bool = True) -> str:

@@ -25,9 +25,6 @@ from simspec.sim.replay import ReplayResult, replay
 from simspec.sim.traces import TraceSet
 
 SPLITS = ("heldout", "train", "all")
-# The built-in baselines (the registry's names when this module loaded; ask ``baseline_names()``
-# for those registered since).
-BASELINES = baseline_names()
 GRID_DEPTHS = tuple(range(1, 13))
 GRID_SIZES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 60, 80, 96, 128, 160, 200, 240)
 
