@@ -134,7 +134,7 @@ def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) 
     from simspec.measure.insitu import recalibrate as run
 
     checked = request.check()
-    s = _run(lambda bar, status: run(request, bar, status, checked), threads or checked[0].meta.get("threads"))
+    s = _run(lambda bar, status: run(request, bar, status, checked), threads or checked[0].meta.threads)
     show.recalibrate(s)
     _json(as_json, s)
 
@@ -167,7 +167,7 @@ def validate(
 
         checked = request.check()
         report, run_dir = _run(lambda bar, status: validate_real(request, bar, status, checked),
-                               threads or checked[0].meta.get("threads"))
+                               threads or checked[0].meta.threads)
         show.validate_real(report, run_dir)
         return _json(as_json, summary_line(report, str(run_dir)))
     from simspec.sim.run import validate_simulated

@@ -87,7 +87,7 @@ def run_demo(request: DemoRequest, invoke: Callable[[list[str]], None],
 
 def summary(request: DemoRequest, seconds: float) -> dict:
     """What the steps wrote: the calibration, each policy's training and the real validation."""
-    from simspec.policies.artifact import read_policy_meta
+    from simspec.policies.artifact import HeldOut, read_policy_meta
     from simspec.report.validation import read_report
     from simspec.sim.profile import load_profile
 
@@ -96,10 +96,10 @@ def summary(request: DemoRequest, seconds: float) -> dict:
     policies = []
     for path in request.policies():
         _, meta = read_policy_meta(path)
-        held = meta.get("heldout") or {}
-        policies.append({"algo": meta["algo"], "train_seconds": meta.get("train_seconds", float("nan")),
-                         "speedup": held.get("speedup", float("nan")),
-                         "grid_best_speedup": held.get("grid_best_speedup", float("nan"))})
-    return {"root": str(root), "device": profile.meta["device"], "curves_seconds": profile.meta["seconds"]["curves"],
-            "fit_error_median": profile.meta["fit_error"]["median"], "policies": policies,
+        held, nan = meta.heldout or HeldOut(), float("nan")
+        policies.append({"algo": meta.algo, "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
+                         "speedup": nan if held.speedup is None else held.speedup,
+                         "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
+    return {"root": str(root), "device": profile.meta.device, "curves_seconds": profile.meta.seconds["curves"],
+            "fit_error_median": profile.meta.fit_error.median, "policies": policies,
             "report": read_report(root / "validate"), "seconds": seconds}

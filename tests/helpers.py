@@ -122,7 +122,7 @@ def tagged_traces(seed: int, n_prompts: int = 7, traces: TraceSet | None = None)
     prompt ids and alternating train / held-out splits (train first)."""
     traces = traces if traces is not None else random_traces(seed, n_prompts)
     n = traces.n_prompts
-    traces.meta.update(target="t", draft="d", prompt_ids=[f"p{i}" for i in range(n)],
+    traces.meta = traces.meta.with_(target="t", draft="d", prompt_ids=[f"p{i}" for i in range(n)],
                        splits=["train" if i % 2 == 0 else "heldout" for i in range(n)])
     return traces
 
@@ -145,8 +145,8 @@ def synthetic_profile(root: Path, traces: TraceSet, name: str = "profile", sampl
     from simspec.sim.trace_files import save_traces
 
     content = save_traces(root / f"traces-{name}", traces)
-    write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": traces.meta["target"],
-                                "draft": traces.meta["draft"], **meta,
+    write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": traces.meta.target,
+                                "draft": traces.meta.draft, **meta,
                                 "traces": {"path": f"../traces-{name}", "content_hash": content,
                                            "width": traces.width}}, samples or synthetic_samples())
     return str(root / name)

@@ -87,7 +87,7 @@ def test_profile_round_trip_and_bad_files(tmp_path):
     profile = write_profile(tmp_path / "p", {"kind": "measured", "device": "cpu", "target": "t", "draft": "d",
                                              "traces": None}, _samples())
     back = load_profile(tmp_path / "p")
-    assert back.meta["inputs_hash"] == profile.meta["inputs_hash"]
+    assert back.meta.inputs_hash == profile.meta.inputs_hash
     assert back.cost.verify(8, 64) == pytest.approx(0.06 + 8e-3 + 64e-5, rel=1e-6)
     with pytest.raises(SimspecError, match="latency curves only"):
         back.traces()
@@ -190,9 +190,9 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
         assert check["cycles"] > 0 and check["matches"] == check["cycles"], check
     profile = load_profile(out)
     traces = profile.traces()
-    assert traces.positions == summary["positions"] and traces.meta["draft"] == "eagle"
+    assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
     # Decision times the simulator and training charge, RADAR's T_policy included.
-    assert profile.meta["policy_seconds"]["static"] > 0 and profile.meta["policy_seconds"]["radar_call"] > 0
+    assert profile.meta.policy_seconds["static"] > 0 and profile.meta.policy_seconds["radar_call"] > 0
     # The same traces under an analytic A100 curve set: a profile names both. Beside it, traces
     # recorded on their own (they need no quiet machine), then named by a profile.
     with ThreadPoolExecutor(2) as pool:
@@ -210,7 +210,7 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     result = simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
                       "--quick", "--out", str(tmp_path / "h100-lm"))
     assert result.returncode == 0, result.stderr
-    assert load_profile(tmp_path / "h100-lm").traces().meta["draft"] == "lm"
+    assert load_profile(tmp_path / "h100-lm").traces().meta.draft == "lm"
     result = simspec("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
                       str(tmp_path / "mismatch"))
     assert result.returncode == 2 and "holds traces of smollm2-135m-instruct + lm" in result.stderr

@@ -49,10 +49,10 @@ def test_json_and_csv_curves_give_the_same_imported_profile(tmp_path, traces_dir
         assert result.returncode == 0, result.stderr
         assert last_json(result)["kind"] == "imported"
     a, b = load_profile(tmp_path / "pj"), load_profile(tmp_path / "pc")
-    assert a.samples == b.samples and a.meta["runtime"] == "sglang 0.5.3 (cuda graphs)"
-    assert a.kind == "imported" and "IMPORTED" in a.label and a.meta["device_model"] == "NVIDIA H100 80GB HBM3"
+    assert a.samples == b.samples and a.meta.runtime == "sglang 0.5.3 (cuda graphs)"
+    assert a.kind == "imported" and "IMPORTED" in a.label and a.meta.device_model == "NVIDIA H100 80GB HBM3"
     assert float(a.cost.verify(16, 256)) == pytest.approx(0.006 + 2e-5 * 16 + 2e-7 * 256, rel=0.02)
-    assert a.traces().meta["content_hash"] == json.loads((traces_dir / "traces.json").read_text())["content_hash"]
+    assert a.traces().meta.content_hash == json.loads((traces_dir / "traces.json").read_text())["content_hash"]
     # tune answers with the imported curves and says whose they are
     tuned = simspec("tune", "--profile", str(tmp_path / "pj"), "--engine", "sglang", "--json")
     assert tuned.returncode == 0, tuned.stderr

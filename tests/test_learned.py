@@ -117,7 +117,7 @@ def test_artifact_round_trip_and_bad_files(tmp_path):
     traces, cost = random_traces(1), cost_model()
     a, b = replay(traces, cost, policy), replay(traces, cost, loaded)
     assert np.array_equal(a.cycles, b.cycles) and np.array_equal(a.draft_calls, b.draft_calls)
-    assert meta["schema"] == "simspec-policy" and "simspec_version" in meta
+    assert meta.to_json()["schema"] == "simspec-policy" and "simspec_version" in meta.to_json()
 
     with pytest.warns(ProfileMismatch, match="trained on profile prof"):
         load_policy(path, profile_hash="other")

@@ -208,9 +208,9 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result)
     refit, base = load_profile(out), load_profile(ROOT / "calibration" / "cpu-demo")
-    situ = refit.meta["in_situ"]
-    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"] and situ["split"] == "train"
-    assert summary["inputs_hash"] == refit.meta["inputs_hash"] != base.meta["inputs_hash"]
+    situ = refit.meta.in_situ
+    assert situ["base"]["inputs_hash"] == base.meta.inputs_hash and situ["split"] == "train"
+    assert summary["inputs_hash"] == refit.meta.inputs_hash != base.meta.inputs_hash
     assert situ["cycles"] > 0 and set(situ["live_over_profile"]) >= {"greedy step", "verify", "draft"}
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from here
     for record, before in zip(refit.samples, base.samples):

@@ -69,7 +69,7 @@ def test_calibrate_records_sampled_traces_that_replay(tmp_path):
                      "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     traces = load_traces(out)
-    assert traces.sampled and traces.meta["seed"] == 3 and traces.nodes == 6 and traces.positions == 4
+    assert traces.sampled and traces.meta.seed == 3 and traces.nodes == 6 and traces.positions == 4
     # at most 6 nodes per depth bound, the root first with probability slot 0, every other in (0, 1]
     real = traces.node_depth < 4
     assert real[:, 0].all() and (traces.node_prob[real][1:] > 0).any()

@@ -89,7 +89,7 @@ def test_token_cache_fsm_goes_deep_on_repetition_and_shallow_on_new_text():
 def test_traces_without_prompt_tokens_refuse_token_cache_rules():
     traces = cache_traces([1, 2, 3], [4, 5, 6])
     lengths_only = assemble([PromptTrace(traces.tokens, traces.context_length, traces.path_rank, traces.level_scores,
-                                         traces.best_child_logprobs, False)], [3], dict(traces.meta))
+                                         traces.best_child_logprobs, False)], [3], traces.meta.to_json())
     assert not lengths_only.has_prompt_tokens
     with pytest.raises(Exception, match="no prompt tokens"):
         replay(lengths_only, cost_model(), TokenCacheFSM(width=2, max_depth=DEPTH_MAX, size=8))

@@ -125,7 +125,7 @@ def test_align_follows_prompt_ids_and_refuses_what_does_not_match(drafters):
     main = drafters[0].traces
     shuffled = drafter_traces(RATES["B"], 1, ids=[f"p{i}" for i in reversed(range(N_PROMPTS))])
     aligned = align(main, shuffled, "B")
-    assert aligned.meta["prompt_ids"] == main.meta["prompt_ids"]
+    assert aligned.meta.prompt_ids == main.meta.prompt_ids
     assert np.array_equal(aligned.continuation(0), shuffled.continuation(N_PROMPTS - 1))
     with pytest.raises(SimspecError, match="no traces of 1 prompt"):
         align(main, drafter_traces(RATES["B"], 1, ids=[f"p{i}" for i in range(N_PROMPTS - 1)] + ["other"]), "B")
@@ -136,7 +136,7 @@ def test_align_follows_prompt_ids_and_refuses_what_does_not_match(drafters):
 # --- the select baseline of validate --simulated, as a user runs it -----------------------------
 
 def _profile(root, name: str, traces, draft_scale: float = 1.0):
-    traces.meta["draft"] = name
+    traces.meta = traces.meta.with_(draft=name)
     return synthetic_profile(root, traces, name, samples=synthetic_samples(draft_scale))
 
 

@@ -40,7 +40,7 @@ def test_shipped_defaults_load_from_another_directory(elsewhere):
     assert profile.directory == ROOT / "calibration" / "cpu-demo"
     assert profile.traces_dir == (ROOT / "calibration" / "traces-humaneval-eagle").resolve()
     directory, meta = read_policy_meta("policies/ltd-cpu-demo")
-    assert directory == ROOT / "policies" / "ltd-cpu-demo" and meta["algo"] == "ltd"
+    assert directory == ROOT / "policies" / "ltd-cpu-demo" and meta.algo == "ltd"
 
 
 def test_a_path_that_exists_here_wins_over_the_shipped_one(elsewhere):

@@ -27,11 +27,11 @@ def test_round_trip_and_hash(tmp_path):
     traces = _tiny_traceset()
     content = save_traces(tmp_path, traces)
     back = load_traces(tmp_path)
-    assert back.content_hash() == content == back.meta["content_hash"]
+    assert back.content_hash() == content == back.meta.content_hash
     assert back.positions == 8 and back.n_prompts == 2
     np.testing.assert_array_equal(back.path_rank, traces.path_rank)
     sub = back.subset(np.array([1]))
-    assert sub.positions == 5 and sub.meta["prompt_ids"] == ["b"]
+    assert sub.positions == 5 and sub.meta.prompt_ids == ["b"]
 
 
 def test_altered_or_foreign_traces_are_refused(tmp_path):

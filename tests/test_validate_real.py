@@ -222,21 +222,22 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
     from simspec.measure.insitu import check_device
 
     profile = load_profile(ROOT / "calibration" / "cpu-demo")
-    profile.meta["device_model"] = device_model("cpu")
+    profile.meta = profile.meta.with_(device_model=device_model("cpu"))
     assert check_device(profile, False, refit=False) is None
-    profile.meta["device_model"] = "Imaginary CPU 9000"
+    profile.meta = profile.meta.with_(device_model="Imaginary CPU 9000")
     with pytest.raises(SimspecError, match="measured on Imaginary CPU 9000, and this is.*predictions would be off"):
         check_device(profile, False, refit=False)
     with pytest.raises(SimspecError, match="a refit would start from its curve shapes"):
         check_device(profile, False, refit=True)
     assert "Imaginary CPU 9000" in check_device(profile, True, refit=False)
-    del profile.meta["device_model"]  # a profile from before the field: cannot tell, says so
+    profile.meta = profile.meta.with_(device_model=None)  # a profile from before the field: cannot tell, says so
     assert "does not record the device" in check_device(profile, False, refit=False)
     here = device_model("cpu")
     if " (family " in here:  # a profile naming the brand only, from before the family/model numbers: a warning
-        profile.meta["device_model"] = here.split(" (family ")[0]
+        profile.meta = profile.meta.with_(device_model=here.split(" (family ")[0])
         assert "records only the CPU name" in check_device(profile, False, refit=False)
-        profile.meta["device_model"] = here.split(" (family ")[0] + " (family 1, model 2)"  # another generation
+        other_generation = here.split(" (family ")[0] + " (family 1, model 2)"
+        profile.meta = profile.meta.with_(device_model=other_generation)
         with pytest.raises(SimspecError, match="was measured on"):
             check_device(profile, False, refit=False)
 
@@ -252,12 +253,12 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     report = json.loads((out / "report.json").read_text())
     assert report["profile"]["refit"] == "this run" and report["profile"]["path"] == "calibration/cpu-demo"
     refit, base = load_profile(out / "profile"), load_profile(ROOT / "calibration" / "cpu-demo")
-    situ = refit.meta["in_situ"]
+    situ = refit.meta.in_situ
     # Refitted on the train split of the scored set, never on a scored prompt.
     assert situ["prompts"] == "humaneval" and situ["split"] == "train" and len(situ["prompt_ids"]) == 1
     assert not set(situ["prompt_ids"]) & set(report["prompt_ids"])
-    assert situ["base"]["inputs_hash"] == base.meta["inputs_hash"]
-    assert report["profile"]["hash"] == refit.meta["inputs_hash"]
+    assert situ["base"]["inputs_hash"] == base.meta.inputs_hash
+    assert report["profile"]["hash"] == refit.meta.inputs_hash
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from RUN/profile
     for record, before in zip(refit.samples, base.samples):
         assert record["median"] == pytest.approx(before["median"] * record["in_situ_scale"])
@@ -269,7 +270,7 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
     assert co["refit"]["prompt_ids"] == situ["prompt_ids"] and co["refit"]["cycles"] > 0
     assert [r["method"] for r in co["rows"]] == [r["method"] for r in report["rows"]]
     cotimed = load_profile(out / "profile-cotimed")
-    assert cotimed.meta["in_situ"]["co_timed"] and cotimed.traces().content_hash() == base.traces().content_hash()
+    assert cotimed.meta.in_situ["co_timed"] and cotimed.traces().content_hash() == base.traces().content_hash()
     assert co["mean_abs_rel_error"] == pytest.approx(np.mean([abs(r["rel_error"]) for r in co["rows"]]))
     assert "Co-timed refit" in (out / "report.md").read_text()
     # Over the set too, and that is the headline: the co-timed refit's throughput-ratio error first.

@@ -312,8 +312,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         meta["runtime"] = runtime
     if r.traces_only:
         with atomic_directory(out_dir, replace=r.force) as tmp:
-            traces.meta["replay_check"] = meta["replay_check"]
-            traces.meta["machine"] = meta["machine"]
+            traces.meta = traces.meta.with_(replay_check=meta["replay_check"], machine=meta["machine"])
             save_traces(tmp, traces)
         return {"traces": str(out_dir), "prompts": traces.n_prompts, "positions": traces.positions,
                 "megabytes": sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6, "record_seconds": record_s,
@@ -339,10 +338,11 @@ def _source_reference(source: tuple[Path, dict], out_dir: Path) -> dict:
 
 def _profile_summary(out_dir: Path, profile) -> dict:
     """The ``--json`` line of a written profile."""
-    meta, fit, traces = profile.meta, profile.meta["fit_error"], profile.meta["traces"] or {}
-    return {"profile": str(out_dir), "device": meta["device"], "kind": meta["kind"],
-            "fit_error_median": fit["median"], "fit_error_p90": fit["p90"], "prompts": traces.get("n_prompts", 0),
-            "positions": traces.get("positions", 0), "seconds": meta["seconds"], "replay_check": meta["replay_check"]}
+    meta, fit, traces = profile.meta, profile.meta.fit_error, profile.meta.traces
+    return {"profile": str(out_dir), "device": meta.device, "kind": meta.kind,
+            "fit_error_median": fit.median, "fit_error_p90": fit.p90,
+            "prompts": (traces and traces.n_prompts) or 0, "positions": (traces and traces.positions) or 0,
+            "seconds": meta.seconds, "replay_check": meta.extra("replay_check")}
 
 
 def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Path) -> dict:

@@ -70,7 +70,7 @@ class RecalibrateRequest:
 
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "recalibration")
-        prompts = profile.meta["traces"]["prompts"]
+        prompts = profile.meta.traces.prompts
         chosen = load_prompts(prompts, split="train", n=self.n_prompts)
         if not chosen:
             raise SimspecError(f"no train prompts in {prompts}: recalibrate a profile whose traces have a train split")
@@ -202,10 +202,10 @@ def check_device(profile: Profile, allow_other: bool, refit: bool) -> str | None
     instead. A profile that predates the ``device_model`` field cannot be checked: a warning too."""
     from simspec.machine import device_model
 
-    device = "cpu" if str(profile.meta.get("device", "cpu")).startswith("cpu") else "cuda"
+    device = "cpu" if profile.meta.device.startswith("cpu") else "cuda"
     if device == "cuda":
         import torch  # noqa: F401  (device_model reads the GPU's name through torch)
-    here, there = device_model(device), profile.meta.get("device_model")
+    here, there = device_model(device), profile.meta.device_model
     if there is None:
         return (f"profile {profile.directory} does not record the device it was measured on; it may describe "
                 f"another machine than this {here}")
@@ -265,7 +265,7 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
     from simspec.measure.interleave import run_real
 
     started = time.perf_counter()
-    ladder = ladder_trees(profile.meta["traces"]["width"])
+    ladder = ladder_trees(profile.meta.traces.width)
     tick = bar("in-situ runs (greedy + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
     runs, drift = run_real(engine, prompts, ladder, max_new_tokens, profile.cost, tick)
     diverged = [r.name for r in runs if r.divergences]
@@ -305,7 +305,7 @@ class CoTimedRefit:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
-        self.width, self.points, self.trees_per_step = base.meta["traces"]["width"], list(LADDER), trees_per_step
+        self.width, self.points, self.trees_per_step = base.meta.traces.width, list(LADDER), trees_per_step
         self.drift = DriftMeter(base.cost, self.width)
         self.steps, self.cycles, self.seconds = 0, 0, 0.0
 
@@ -362,14 +362,14 @@ def refitted_meta(profile: Profile, base_path: str, refit: InSitu, prompts: str,
     the traces' path as seen from ``out_dir``."""
     from simspec.machine import device_model, machine
 
-    meta = {k: v for k, v in profile.meta.items() if k not in ("schema", "schema_version", "fit", "fit_error",
+    meta = {k: v for k, v in profile.meta.to_json().items() if k not in ("schema", "schema_version", "fit", "fit_error",
                                                               "inputs_hash")}
     meta.update({
         "simspec_version": __version__, "created": refit.record["created"],
         "machine": machine(device), "device_model": device_model(device),
-        "traces": {**profile.meta["traces"], "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
+        "traces": {**profile.meta.traces.to_json(), "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
         "in_situ": {"base": {"name": profile.directory.name, "path": str(base_path),
-                             "inputs_hash": profile.meta["inputs_hash"], "created": profile.meta.get("created")},
+                             "inputs_hash": profile.meta.inputs_hash, "created": profile.meta.created},
                     "prompts": prompts, **refit.record},
     })
     return meta
@@ -389,11 +389,11 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
                               status)
     refit = refit_in_situ(engine, profile, [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)
     out_dir = request.out_dir()
-    meta = refitted_meta(profile, request.profile, refit, profile.meta["traces"]["prompts"], out_dir,
+    meta = refitted_meta(profile, request.profile, refit, profile.meta.traces.prompts, out_dir,
                          str(engine.target.device))
     with atomic_directory(out_dir, replace=request.force) as tmp:
         written = write_profile(tmp, meta, refit.samples)
     return {"profile": str(out_dir), "base": str(request.profile), "prompts": len(chosen),
             "cycles": refit.record["cycles"], "live_over_profile": refit.record["live_over_profile"],
-            "inputs_hash": written.meta["inputs_hash"], "seconds": refit.record["seconds"],
+            "inputs_hash": written.meta.inputs_hash, "seconds": refit.record["seconds"],
             "warnings": [warning] if warning else []}

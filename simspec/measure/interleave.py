@@ -246,13 +246,13 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     from simspec.errors import SimspecError
     from simspec.fingerprint import check_fingerprint
 
-    device = "cpu" if profile.meta["device"].startswith("cpu") else "cuda"
+    device = "cpu" if profile.meta.device.startswith("cpu") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
-        raise SimspecError(f"profile {profile.directory} was measured on {profile.meta['device']}, and torch sees "
+        raise SimspecError(f"profile {profile.directory} was measured on {profile.meta.device}, and torch sees "
                            "no CUDA device here: run on that device")
-    check_fingerprint(profile.traces().meta.get("draft_fingerprint"), profile.meta["draft"],
+    check_fingerprint(profile.traces().meta.draft_fingerprint, profile.meta.draft,
                       f"profile {profile.directory}'s traces")
-    target, drafter = load_pair(profile.meta["target"], profile.meta["draft"], device, status, profile.dtype)
+    target, drafter = load_pair(profile.meta.target, profile.meta.draft, device, status, profile.dtype)
     engine = SpeculativeEngine(target, drafter, sampling or GREEDY)
     ids = [render_chat(target.tokenizer, text) for text in texts]
     for one in ids:

@@ -248,7 +248,7 @@ def replay_check(engine: SpeculativeEngine, traces: TraceSet, prompts: list[list
                 if predicted == c.accepted:
                     matches += 1
                 elif first is None:
-                    first = {"prompt": traces.meta["prompt_ids"][i], "position": position,
+                    first = {"prompt": traces.meta.prompt_ids[i], "position": position,
                              "live": c.accepted, "trace": predicted}
                 position += c.accepted + 1
             advance()

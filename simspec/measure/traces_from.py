@@ -8,11 +8,6 @@ from pathlib import Path
 from simspec.errors import SimspecError
 
 
-def traces_dtype(meta: dict) -> str:
-    """The dtype traces were recorded in (traces from before ``--dtype`` existed: fp32)."""
-    return meta.get("dtype", "fp32")
-
-
 def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32", temperature: float = 0.0
                   ) -> tuple[Path, dict]:
     """(folder, reference) of existing traces: a traces folder, or the traces a profile names
@@ -24,21 +19,21 @@ def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32"
     folder = locate(path)
     if (folder / "profile.json").is_file():
         profile = load_profile(folder)
-        if not profile.meta.get("traces"):
+        if profile.meta.traces is None:
             raise SimspecError(f"--traces-from {path}: that profile has latency curves only, no traces")
         folder = profile.traces_dir
     traces = load_traces(folder)
     meta = traces.meta
-    if meta.get("target") != target or meta.get("draft") != draft:
-        raise SimspecError(f"--traces-from {path} holds traces of {meta.get('target')} + {meta.get('draft')}, "
+    if meta.target != target or meta.draft != draft:
+        raise SimspecError(f"--traces-from {path} holds traces of {meta.target} + {meta.draft}, "
                            f"not {target} + {draft}: pass the matching --target/--draft or record new traces")
-    if dtype is not None and traces_dtype(meta) != dtype:  # trees drafted in another dtype are other trees
-        raise SimspecError(f"--traces-from {path} holds traces recorded in {traces_dtype(meta)}, and this profile "
-                           f"measures {dtype}: pass --dtype {traces_dtype(meta)} or record new traces")
+    if dtype is not None and meta.dtype != dtype:  # trees drafted in another dtype are other trees
+        raise SimspecError(f"--traces-from {path} holds traces recorded in {meta.dtype}, and this profile "
+                           f"measures {dtype}: pass --dtype {meta.dtype} or record new traces")
     if traces.temperature != temperature:  # sampled and greedy trees replay by different rules
         raise SimspecError(f"--traces-from {path} holds traces recorded at temperature {traces.temperature:g}, not "
                            f"{temperature:g}: pass --temperature {traces.temperature:g} or record new traces")
-    ref = {"content_hash": meta["content_hash"], "positions": traces.positions, "n_prompts": traces.n_prompts,
-           "prompts": meta.get("prompts"), "depth_max": traces.depth_max, "width": traces.width,
-           "temperature": traces.temperature, "draft_fingerprint": meta.get("draft_fingerprint")}
+    ref = {"content_hash": meta.content_hash, "positions": traces.positions, "n_prompts": traces.n_prompts,
+           "prompts": meta.prompts, "depth_max": traces.depth_max, "width": traces.width,
+           "temperature": traces.temperature, "draft_fingerprint": meta.draft_fingerprint}
     return folder.resolve(), ref

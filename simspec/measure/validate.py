@@ -96,7 +96,7 @@ class ValidateRequest:
 
         if profile.temperature == 0:
             return Sampling()
-        return Sampling(profile.temperature, float(profile.traces().meta.get("top_p", 1.0)), self.seed)
+        return Sampling(profile.temperature, float(profile.traces().meta.top_p), self.seed)
 
     def out_dir(self) -> Path:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
@@ -122,11 +122,11 @@ class ValidateRequest:
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
-        width = profile.meta["traces"]["width"]
+        width = profile.meta.traces.width
         for path in self.policies:
             _, meta = read_policy_meta(path)
-            if meta["policy"]["width"] != width:
-                raise SimspecError(f"policy {path} drafts at width {meta['policy']['width']}, the profile's traces "
+            if meta.policy.width != width:
+                raise SimspecError(f"policy {path} drafts at width {meta.policy.width}, the profile's traces "
                                    f"at width {width}: use a policy trained on this profile")
         chosen = load_prompts(self.prompts, split=None if self.split == "all" else self.split, n=self.n_prompts)
         if not chosen:
@@ -179,8 +179,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
     started = time.perf_counter()
     base = profile
-    ref = profile.meta["traces"]
-    depth_max, width, tokens = ref["depth_max"], ref["width"], request.tokens()
+    ref = profile.meta.traces
+    depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
     refit_on = request.refit_prompts()
     room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
     sampling = request.sampling(profile)
@@ -207,7 +207,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens, sampling, nodes))
     recorded = recorder.record_all(ids * passes, bar)
     traces = assemble(recorded, ids * passes, {
-        "target": profile.meta["target"], "draft": profile.meta["draft"], "prompts": request.prompts,
+        "target": profile.meta.target, "draft": profile.meta.draft, "prompts": request.prompts,
         "prompt_ids": [p.id for p in chosen] * passes, "splits": [p.split for p in chosen] * passes,
         "max_new_tokens": tokens, "depth_max": depth_max, "width": width,
         **({} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -229,20 +229,19 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     policies = []
     for path in request.policies:
         directory, meta = read_policy_meta(path)
-        policies.append({"path": str(path), "name": meta.get("name"), "algo": meta["algo"],
-                         "preset": meta.get("preset"), "seed": meta.get("seed"),
-                         "npz_hash": _file_hash(directory / "policy.npz"),
-                         "decision_seconds": meta.get("decision_seconds")})
+        policies.append({"path": str(path), "name": meta.name, "algo": meta.algo, "preset": meta.preset,
+                         "seed": meta.seed, "npz_hash": _file_hash(directory / "policy.npz"),
+                         "decision_seconds": meta.decision_seconds})
     meta = {
         "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
-        "device": device_name(target), "target": profile.meta["target"], "draft": profile.meta["draft"],
+        "device": device_name(target), "target": profile.meta.target, "draft": profile.meta.draft,
         "profile": {"name": f"{base.directory.name}, refitted in this run" if refit_on else profile.directory.name,
-                    "path": str(request.profile), "hash": profile.meta["inputs_hash"],
-                    "device": profile.meta["device"], "device_model": profile.meta.get("device_model"),
-                    "threads": profile.meta.get("threads"), "created": profile.meta.get("created"),
-                    "in_situ": (profile.meta.get("in_situ") or {}).get("base"),  # None: calibrate's tight loops
+                    "path": str(request.profile), "hash": profile.meta.inputs_hash,
+                    "device": profile.meta.device, "device_model": profile.meta.device_model,
+                    "threads": profile.meta.threads, "created": profile.meta.created,
+                    "in_situ": (profile.meta.in_situ or {}).get("base"),  # None: calibrate's tight loops
                     # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
                     "refit": "this run" if refit_on else None,
                     "refit_live_over_profile": refit.record["live_over_profile"] if refit_on else None},

@@ -17,7 +17,9 @@ import tempfile
 import warnings
 import zipfile
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,19 +27,79 @@ from simspec import __version__
 from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.policies.algorithms import LEARNED, learned
 from simspec.policies.base import BatchPolicy
+from simspec.schema import Artifact, Record
 from simspec.shipped import locate
 
 POLICY_SCHEMA = "simspec-policy"
 POLICY_VERSION = 1
 
 
+@dataclass(frozen=True, kw_only=True)
+class PolicySpec(Record):
+    """``policy``: the inference configuration its algorithm builds the policy from (the tree
+    shape here; each algorithm's own fields, declared with ``register_learned``, in ``raw``)."""
+
+    width: int
+    depth_max: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainedOn(Record):
+    """``profile``: the profile the policy was trained on."""
+
+    name: str | None = None
+    path: str | None = None
+    inputs_hash: str | None = None
+    device: str | None = None
+    kind: str | None = None  # measured, analytic or imported
+
+
+@dataclass(frozen=True, kw_only=True)
+class Validation(Record):
+    """``validation``: the deployed policy's simulated speedup on validation prompts during training."""
+
+    best_speedup: float | None = None
+    grid_best_speedup: float | None = None
+    curve: list | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut(Record):
+    """``heldout``: the simulated scores on the held-out prompts at the end of training."""
+
+    speedup: float | None = None
+    grid_best_speedup: float | None = None
+    eagle3_speedup: float | None = None
+    oracle_share: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyMeta(Artifact):
+    """``policy.json``: what the policy is and what made it."""
+
+    SCHEMA: ClassVar[str] = POLICY_SCHEMA
+    VERSIONS: ClassVar[tuple[int, ...]] = (POLICY_VERSION,)
+    algo: str
+    policy: PolicySpec = field(metadata={"what": "an object (the policy's inference configuration)"})
+    name: str | None = None
+    preset: str | None = None
+    reward: str = "throughput"
+    seed: int | None = None
+    train_seconds: float | None = None
+    decision_seconds: float | None = None  # what the simulator charges per cycle
+    profile: TrainedOn | None = None
+    validation: Validation | None = None
+    heldout: HeldOut | None = None
+    traces_hash: str | None = None
+
+
 class ProfileMismatch(UserWarning):
     """A policy is used with another profile than the one it was trained on."""
 
 
-def build_policy(meta: dict, arrays: dict[str, np.ndarray]) -> BatchPolicy:
-    """The inference policy described by ``meta["policy"]`` with the networks in ``arrays``."""
-    return learned(meta["algo"]).build(meta["policy"], arrays, meta.get("name", meta["algo"]))
+def build_policy(meta: PolicyMeta, arrays: dict[str, np.ndarray]) -> BatchPolicy:
+    """The inference policy described by ``meta.policy`` with the networks in ``arrays``."""
+    return learned(meta.algo).build(meta.policy.to_json(), arrays, meta.name or meta.algo)
 
 
 def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], extra_files: dict[str, Path] | None = None,
@@ -48,8 +110,8 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
     if directory.exists() and not force:
         raise SimspecError(f"{directory} exists: choose another --out or pass --force")
     try:
-        build_policy(meta, arrays)  # refuse to write what could not be read back
-    except (KeyError, ValueError, TypeError) as exc:
+        build_policy(PolicyMeta.of(meta), arrays)  # refuse to write what could not be read back
+    except (KeyError, ValueError, TypeError, SimspecError) as exc:
         raise SimspecError(f"refusing to write policy {directory}: its networks are incomplete ({exc!r})") from None
     meta = {"schema": POLICY_SCHEMA, "schema_version": POLICY_VERSION, "simspec_version": __version__, **meta}
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -80,29 +142,25 @@ def retrain_advice(directory: Path, meta: dict | None = None) -> str:
             "--force`")
 
 
-def read_policy_meta(path: str | Path) -> tuple[Path, dict]:
+def read_policy_meta(path: str | Path) -> tuple[Path, PolicyMeta]:
     directory = locate(path)
     if directory.name in ("policy.json", "policy.npz"):
         directory = directory.parent
     file = directory / "policy.json"
-    meta = read_json(file, "policy file ", f"no policy at {directory} (missing policy.json): train one with "
+    blob = read_json(file, "policy file ", f"no policy at {directory} (missing policy.json): train one with "
                      f"`simspec train --simulated --profile PROFILE --algo ALGO --out {directory}`",
                      retrain_advice(directory))
-    fix = retrain_advice(directory, meta)
-    require_schema(meta, POLICY_SCHEMA, POLICY_VERSION, file, fix)
-    if meta.get("algo") not in LEARNED:
-        raise SimspecError(f"{file} names an unknown algorithm {meta.get('algo')!r}: {fix}")
-    spec = require(meta, "policy", dict, file, fix, what="an object (the policy's inference configuration)")
-    for field, kind in {"width": int, "depth_max": int, **learned(meta["algo"]).fields}.items():
-        require(spec, field, kind, file, fix, name=f"policy.{field}")
-    require(meta, "name", str, file, fix, optional=True)
-    for field in ("profile", "validation", "heldout"):
-        require(meta, field, dict, file, fix, optional=True)
-    require(meta, "decision_seconds", float, file, fix, optional=True)
+    fix = retrain_advice(directory, blob)
+    require_schema(blob, POLICY_SCHEMA, POLICY_VERSION, file, fix)
+    if blob.get("algo") not in LEARNED:
+        raise SimspecError(f"{file} names an unknown algorithm {blob.get('algo')!r}: {fix}")
+    meta = PolicyMeta.check(blob, file, fix)
+    for name, kind in learned(meta.algo).fields.items():  # the algorithm's own inference fields
+        require(meta.policy.raw, name, kind, file, fix, name=f"policy.{name}")
     return directory, meta
 
 
-def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[BatchPolicy, dict]:
+def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[BatchPolicy, PolicyMeta]:
     """The policy in ``path`` and its metadata; one clear error for a missing or corrupt file,
     and a ``ProfileMismatch`` warning when ``profile_hash`` is not the profile it was trained on."""
     directory, meta = read_policy_meta(path)
@@ -113,14 +171,14 @@ def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[Batc
         policy = build_policy(meta, arrays)
     except FileNotFoundError:
         raise SimspecError(f"policy {directory} has no policy.npz (its weights): "
-                           f"{retrain_advice(directory, meta)}") from None
+                           f"{retrain_advice(directory, meta.to_json())}") from None
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise SimspecError(f"policy weights {weights} are unreadable or incomplete "
-                           f"({exc.__class__.__name__}: {exc}): {retrain_advice(directory, meta)}") from None
-    trained_on = meta.get("profile", {}).get("inputs_hash")
-    if profile_hash is not None and trained_on != profile_hash:
-        warnings.warn(f"policy {directory.name} was trained on profile {meta.get('profile', {}).get('name')} "
-                      f"({trained_on}), not on this one ({profile_hash}): its choices were tuned for other "
+                           f"({exc.__class__.__name__}: {exc}): {retrain_advice(directory, meta.to_json())}") from None
+    trained_on = meta.profile or TrainedOn()
+    if profile_hash is not None and trained_on.inputs_hash != profile_hash:
+        warnings.warn(f"policy {directory.name} was trained on profile {trained_on.name} "
+                      f"({trained_on.inputs_hash}), not on this one ({profile_hash}): its choices were tuned for other "
                       "latencies; retrain it on this profile for a fair result", ProfileMismatch, stacklevel=2)
     policy.family = f"policy:{directory.name}"
     return policy, meta

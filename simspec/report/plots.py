@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.sim.profile import Profile
+from simspec.policies.artifact import PolicyMeta, TrainedOn
+from simspec.sim.profile import FitError, Profile
 
 
 def _pyplot():
@@ -108,7 +109,7 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None, *, fo
     path = curves_file(out_dir, profile.directory.name)
     refuse_existing([path], force)
     plt = _pyplot()
-    width = width or (profile.meta.get("traces") or {}).get("width") or 10
+    width = width or (profile.meta.traces and profile.meta.traces.width) or 10
     samples = [s for s in profile.samples if s.get("batch", 1) == 1]  # the batch-1 curves the model fits
     contexts = sorted({s["context"] for s in samples if s["kind"] == "verify"})
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -138,9 +139,8 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None, *, fo
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fit = profile.meta.get("fit_error", {})
-    fig.suptitle(f"{profile.label}\ncost-model held-out error: median {fit.get('median', float('nan')):.1%}, "
-                 f"p90 {fit.get('p90', float('nan')):.1%}", fontsize=9)
+    fit = profile.meta.fit_error or FitError(median=float("nan"), p90=float("nan"))
+    fig.suptitle(f"{profile.label}\ncost-model held-out error: median {fit.median:.1%}, p90 {fit.p90:.1%}", fontsize=9)
     return _save(plt, fig, path)
 
 
@@ -177,7 +177,7 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
     return _save(plt, fig, path)
 
 
-def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path, *, force: bool = False) -> Path:
+def plot_training(name: str, meta: PolicyMeta, rows: list[dict], out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 3 style, for one policy: the mean reward per environment step of each rollout
     (left) and the deployed policy's validation speedup (right) against environment steps,
     phase by phase, with the best static tree on the same validation prompts."""
@@ -197,20 +197,19 @@ def plot_training(name: str, meta: dict, rows: list[dict], out_dir: Path, *, for
         if checked:
             x, y = np.array(checked).T
             right.plot(x, y, "o-", color=colour, ms=3, lw=1, label=phase)
-    grid = (meta.get("validation") or {}).get("grid_best_speedup")
+    grid = meta.validation and meta.validation.grid_best_speedup
     if grid:
         right.axhline(grid, color="grey", ls="--", lw=1, label=f"best static tree ({grid:.3f})")
-    left.set(xlabel="environment steps", ylabel=f"mean reward per step ({meta.get('reward', 'throughput')})",
+    left.set(xlabel="environment steps", ylabel=f"mean reward per step ({meta.reward})",
              title="training reward")
     right.set(xlabel="environment steps", ylabel="validation speedup (simulated, mean)",
               title="deployed policy on validation prompts")
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    profile = meta.get("profile", {})
-    tag = " (ANALYTIC profile)" if profile.get("kind") == "analytic" else ""
-    fig.suptitle(f"{name}: {meta.get('algo')} ({meta.get('preset')}, seed {meta.get('seed')}) on "
-                 f"{profile.get('name')}{tag}", fontsize=10)
+    profile = meta.profile or TrainedOn()
+    tag = " (ANALYTIC profile)" if profile.kind == "analytic" else ""
+    fig.suptitle(f"{name}: {meta.algo} ({meta.preset}, seed {meta.seed}) on {profile.name}{tag}", fontsize=10)
     return _save(plt, fig, path)
 
 

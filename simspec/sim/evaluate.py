@@ -55,7 +55,7 @@ def split_traces(traces: TraceSet, split: str) -> TraceSet:
     """The traces of one prompt split (``all`` keeps everything)."""
     if split == "all":
         return traces
-    splits = np.array(traces.meta.get("splits") or [])
+    splits = np.array(traces.meta.splits or [])
     chosen = np.flatnonzero(splits == split)
     if len(chosen) == 0:
         raise SimspecError(f"the traces hold no {split!r} prompts: record more prompts or use --split all")
@@ -146,10 +146,10 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     return out
 
 
-def decision_charges(profile_meta: dict) -> dict[str, float]:
+def decision_charges(policy_seconds: dict[str, float] | None) -> dict[str, float]:
     """Seconds per cycle that each baseline family's decisions cost, as the profile measured
-    them (static trees, EAGLE-3's and the grid's included, pay the 'static' entry)."""
-    charged = dict(profile_meta.get("policy_seconds") or {})
+    them (``policy_seconds``; static trees, EAGLE-3's and the grid's included, pay the 'static' entry)."""
+    charged = dict(policy_seconds or {})
     return {**charged, **{s.name: charged.get(s.charged_as, 0.0) for s in BASELINE_REGISTRY.specs() if s.charged_as}}
 
 
@@ -162,14 +162,14 @@ def method_set(names: list[str], policy_paths: list[str], profile, train: TraceS
 
     from simspec.policies.artifact import ProfileMismatch, load_policy
 
-    charged = decision_charges(profile.meta)
+    charged = decision_charges(profile.meta.policy_seconds)
     learned, notes = [], []
     for path in policy_paths:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ProfileMismatch)
-            policy, meta = load_policy(path, profile.meta["inputs_hash"])
+            policy, meta = load_policy(path, profile.meta.inputs_hash)
         notes += [str(w.message) for w in caught]
-        charged[policy.family] = meta.get("decision_seconds", 0.0)
+        charged[policy.family] = meta.decision_seconds or 0.0
         learned.append(policy)
     methods = build_baselines(names, train, profile.cost, max_new_tokens) if names else []
     missing = {p.family: p for p in methods if p.family not in charged and p.family != "static"}

@@ -13,10 +13,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 
-from simspec.errors import SimspecError, read_json, require, require_records, require_schema
+from simspec.errors import SimspecError, read_json, require_records
+from simspec.schema import Artifact, Record
 from simspec.shipped import locate
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.trace_files import load_traces
@@ -58,47 +60,115 @@ def inputs_hash(meta: dict, samples: list[dict]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True, kw_only=True)
+class TracesRef(Record):
+    """Which traces a profile pairs with: a folder relative to it and their content hash, plus
+    the tree shape and prompts they were drafted with (what the live engine is rebuilt from)."""
+
+    path: str
+    content_hash: str
+    width: int | None = None
+    depth_max: int | None = None
+    prompts: str | None = None
+    positions: int | None = None
+    n_prompts: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitError(Record):
+    """The cost model's held-out relative error over the measured points."""
+
+    median: float
+    p90: float
+    points: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileMeta(Artifact):
+    """``profile.json`` less its samples: what the profile is and what made it."""
+
+    SCHEMA: ClassVar[str] = PROFILE_SCHEMA
+    VERSIONS: ClassVar[tuple[int, ...]] = (PROFILE_VERSION,)
+    kind: Literal["measured", "analytic", "imported"]
+    device: str
+    inputs_hash: str
+    target: str | None = None
+    draft: str | None = None
+    gpu: str | None = None
+    device_model: str | None = None  # the CPU or GPU model name; None in profiles from before it
+    runtime: str | None = None
+    dtype: str = "fp32"
+    temperature: float = 0.0  # of its traces (0: greedy)
+    threads: int | None = None
+    seed: int | None = None
+    created: str | None = None
+    simspec_version: str | None = None
+    policy_seconds: dict | None = None  # decision latency per policy family, seconds
+    seconds: dict | None = None  # wall time of calibrate's phases
+    fit_error: FitError | None = None
+    in_situ: dict | None = None  # an in-situ refit: its base profile, split, ratios
+    traces: TracesRef | None = field(default=None, metadata={"what": "an object naming the profile's traces, or null"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveTracesRef(TracesRef):
+    # ``field()``: a bare annotation would inherit the parent's default (None) as its own
+    width: int = field()
+    depth_max: int = field()
+    prompts: str = field()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveProfileMeta(ProfileMeta):
+    """What the live engine is rebuilt from, required: the models, and the trees and prompts
+    the traces were drafted with."""
+
+    target: str = field()
+    draft: str = field()
+    traces: LiveTracesRef = field()
+
+
 @dataclass
 class Profile:
     directory: Path
-    meta: dict
+    meta: ProfileMeta
     samples: list[dict]
     cost: CostModel
     _traces: TraceSet | None = field(default=None, repr=False, compare=False)  # loaded once, on first use
 
     @property
     def kind(self) -> str:
-        return self.meta["kind"]
+        return self.meta.kind
 
     @property
     def label(self) -> str:
         """How reports and plot titles name it; analytic profiles say so every time."""
         tag = {"analytic": " (ANALYTIC roofline model, not measured)",
-               "imported": f" (IMPORTED curves: {self.meta.get('runtime')})"}.get(self.kind, "")
-        return f"{self.directory.name}: {self.meta['device']}{tag}"
+               "imported": f" (IMPORTED curves: {self.meta.runtime})"}.get(self.kind, "")
+        return f"{self.directory.name}: {self.meta.device}{tag}"
 
     @property
     def runtime(self) -> str:
         """What prices its cycles: simspec's engine (measured), the roofline's runtime assumption
         (analytic; profiles made before it was stored take it from the same device table), or the
         engine that imported curves were measured in."""
-        if self.meta.get("runtime"):
-            return self.meta["runtime"]
+        if self.meta.runtime:
+            return self.meta.runtime
         if self.kind == "analytic":
             from simspec.sim.analytic import DEVICES, DeviceSpec
 
-            return DEVICES.get(str(self.meta.get("gpu")), DeviceSpec("?", 1, 1)).runtime()
+            return DEVICES.get(str(self.meta.gpu), DeviceSpec("?", 1, 1)).runtime()
         return "simspec's engine (Hugging Face, eager)"
 
     @property
     def dtype(self) -> str:
         """fp32, bf16 or fp16 (profiles from before ``--dtype`` wrote torch's name)."""
-        return dtype_label(self.meta.get("dtype", "fp32"))
+        return dtype_label(self.meta.dtype)
 
     @property
     def temperature(self) -> float:
         """The sampling temperature its traces were recorded at (0: greedy; older profiles: 0)."""
-        return float(self.meta.get("temperature") or 0.0)
+        return float(self.meta.temperature)
 
     def require_temperature(self, temperature: float | None) -> None:
         """A requested ``--temperature`` must be the one the traces were recorded at (None: any)."""
@@ -109,8 +179,8 @@ class Profile:
 
     @property
     def traces_dir(self) -> Path | None:
-        ref = self.meta.get("traces")
-        return None if not ref else (self.directory / ref["path"]).resolve()
+        ref = self.meta.traces
+        return None if ref is None else (self.directory / ref.path).resolve()
 
     def traces(self) -> TraceSet:
         """The profile's traces, checked against it (loaded once per profile object: a request's
@@ -120,26 +190,26 @@ class Profile:
         return self._traces
 
     def _load_traces(self) -> TraceSet:
-        ref = self.meta.get("traces")
-        if not ref:
+        ref = self.meta.traces
+        if ref is None:
             raise SimspecError(f"profile {self.directory} has latency curves only, no traces: "
                                "record traces with `simspec calibrate` for these models")
         traces = load_traces(self.traces_dir)
-        if traces.meta.get("content_hash") != ref["content_hash"]:
-            raise SimspecError(f"profile {self.directory} was made with traces {ref['content_hash']} but "
-                               f"{self.traces_dir} holds {traces.meta.get('content_hash')}: restore those traces, or "
+        if traces.meta.content_hash != ref.content_hash:
+            raise SimspecError(f"profile {self.directory} was made with traces {ref.content_hash} but "
+                               f"{self.traces_dir} holds {traces.meta.content_hash}: restore those traces, or "
                                f"re-create the profile with `simspec calibrate --traces-from {self.traces_dir} "
                                f"--out {self.directory} --force`")
         for role in ("target", "draft"):
-            if traces.meta.get(role) != self.meta.get(role):
-                raise SimspecError(f"traces in {self.traces_dir} belong to {role} {traces.meta.get(role)!r}, "
-                                   f"but profile {self.directory} is for {self.meta.get(role)!r}")
+            if getattr(traces.meta, role) != getattr(self.meta, role):
+                raise SimspecError(f"traces in {self.traces_dir} belong to {role} {getattr(traces.meta, role)!r}, "
+                                   f"but profile {self.directory} is for {getattr(self.meta, role)!r}")
         if traces.temperature != self.temperature:
             raise SimspecError(f"traces in {self.traces_dir} were recorded at temperature {traces.temperature:g}, but "
                                f"profile {self.directory} is for temperature {self.temperature:g}: sampled and greedy "
                                f"traces replay by different rules; re-create the profile with `simspec calibrate "
                                f"--traces-from {self.traces_dir} --temperature {traces.temperature:g}`")
-        recorded = dtype_label(traces.meta.get("dtype", "fp32"))
+        recorded = dtype_label(traces.meta.dtype)
         if self.kind == "measured" and recorded != self.dtype:
             raise SimspecError(f"traces in {self.traces_dir} were recorded in {recorded}, but profile {self.directory} "
                                f"measured {self.dtype}: trees and latencies must share a dtype; re-create the "
@@ -159,13 +229,14 @@ def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     meta = {"schema": PROFILE_SCHEMA, "schema_version": PROFILE_VERSION, **meta,
             "fit": cost.report, "fit_error": cost.fit_error()}
     meta["inputs_hash"] = inputs_hash(meta, samples)
-    return Profile(directory, meta, samples, cost)
+    return Profile(directory, ProfileMeta.of(meta), samples, cost)
 
 
 def save_profile(profile: Profile, directory: Path) -> None:
     """Writes a built profile's ``profile.json`` into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "profile.json").write_text(json.dumps({**profile.meta, "samples": profile.samples}, indent=1))
+    blob = {**profile.meta.to_json(), "samples": profile.samples}
+    (directory / "profile.json").write_text(json.dumps(blob, indent=1))
 
 
 def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
@@ -191,27 +262,9 @@ def load_profile(path: str | Path) -> Profile:
     fix = recreate_advice(directory)
     blob = read_json(file, "profile ", f"no profile at {directory} (missing profile.json): run "
                      f"`simspec calibrate --out {directory}`", fix)
-    require_schema(blob, PROFILE_SCHEMA, PROFILE_VERSION, file, fix)
-    require(blob, "kind", str, file, fix)
-    if blob["kind"] not in ("measured", "analytic", "imported"):
-        raise SimspecError(f"{file}: field 'kind' must be measured, analytic or imported (found {blob['kind']!r}): "
-                           f"{fix}")
-    for key in ("device", "inputs_hash"):
-        require(blob, key, str, file, fix)
-    for key in ("target", "draft", "gpu"):
-        require(blob, key, str, file, fix, optional=True)
-    require(blob, "policy_seconds", dict, file, fix, optional=True)
-    require(blob, "temperature", (int, float), file, fix, optional=True)
-    ref = require(blob, "traces", dict, file, fix, what="an object naming the profile's traces, or null", optional=True)
-    if ref is not None:
-        require(ref, "path", str, file, fix, name="traces.path")
-        require(ref, "content_hash", str, file, fix, name="traces.content_hash")
-        for key in ("width", "depth_max"):
-            require(ref, key, int, file, fix, name=f"traces.{key}", optional=True)
-        require(ref, "prompts", str, file, fix, name="traces.prompts", optional=True)
+    meta = ProfileMeta.check(blob, file, fix, leave=("samples",))
     samples = require_records(blob, "samples", SAMPLE_KEYS, file, fix, what="a list of latency samples, objects with "
                               "kind, n, context and median")
-    blob.pop("samples")
     present = {s["kind"] for s in samples}
     missing = [k for k in ("verify", "draft") if k not in present]
     if missing:
@@ -222,7 +275,7 @@ def load_profile(path: str | Path) -> Profile:
     except (TypeError, KeyError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         raise SimspecError(f"{file}: field 'samples' holds latencies no cost model fits ({exc.__class__.__name__}): "
                            f"{fix}") from None
-    return Profile(directory, blob, samples, cost)
+    return Profile(directory, meta, samples, cost)
 
 
 def load_live_profile(path: str | Path, purpose: str) -> Profile:
@@ -230,22 +283,17 @@ def load_live_profile(path: str | Path, purpose: str) -> Profile:
     (``purpose`` says which, in the errors)."""
     profile = load_profile(path)
     if profile.kind == "imported":
-        raise SimspecError(f"profile {path} prices cycles with curves measured in {profile.meta.get('runtime')}: "
+        raise SimspecError(f"profile {path} prices cycles with curves measured in {profile.meta.runtime}: "
                            f"{purpose} runs simspec's own engine, whose curves these are not. Use a profile measured "
                            "here")
     if profile.kind == "analytic":
-        gpu = str(profile.meta.get("gpu") or "another device").upper()
+        gpu = str(profile.meta.gpu or "another device").upper()
         raise SimspecError(f"profile {path} is an ANALYTIC model of {gpu}: {purpose} runs the "
                            "live engine, which cannot check a model of another device. Use a profile measured here")
-    if not profile.meta.get("traces"):
+    if profile.meta.traces is None:
         raise SimspecError(f"profile {path} has no traces, which {purpose} needs: "
                            "record traces with `simspec calibrate`")
     # What the live engine is built from: the models, and the trees the traces were drafted with.
     file, fix = profile.directory / "profile.json", recreate_advice(profile.directory)
-    for key in ("target", "draft"):
-        require(profile.meta, key, str, file, fix)
-    ref = profile.meta["traces"]
-    for key in ("width", "depth_max"):
-        require(ref, key, int, file, fix, name=f"traces.{key}")
-    require(ref, "prompts", str, file, fix, name="traces.prompts")
+    profile.meta = LiveProfileMeta.parse(profile.meta.to_json(), file, fix)
     return profile

@@ -70,11 +70,11 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
             selected, selection = _select(loaded, traces, others, list(r.drafters), split, r.max_new_tokens)
         rows += selected
     summary = {
-        "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta["device"],
+        "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta.device,
         "runtime": loaded.runtime,
         "temperature": traces.temperature,
         "prompts": scored.n_prompts, "max_new_tokens": r.max_new_tokens,
-        "traces_hash": traces.meta["content_hash"], "profile_hash": loaded.meta["inputs_hash"],
+        "traces_hash": traces.meta.content_hash, "profile_hash": loaded.meta.inputs_hash,
         "rows": [{"method": x.name, "speedup": x.speedup_median, "tau": x.tau,
                   "oracle_share": x.to_dict()["share_of_oracle"], "draft_calls": x.draft_calls, **x.to_dict()}
                  for x in rows],
@@ -95,7 +95,7 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     from simspec.sim.evaluate import report
     from simspec.sim.selection import PROMPT_FEATURES, Drafter, align, compare
 
-    names = [loaded.meta.get("draft", "main")] + [o.meta.get("draft", p) for o, p in zip(others, paths)]
+    names = [loaded.meta.draft or "main"] + [o.meta.draft or p for o, p in zip(others, paths)]
     if len(set(names)) < len(names):
         raise SimspecError(f"--drafters must name profiles of other drafters than the main profile's and each "
                            f"other's (drafters: {', '.join(names)})")
@@ -103,7 +103,7 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
         other.require_temperature(loaded.temperature)
     drafters = [Drafter(names[0], str(loaded.directory), traces, loaded.cost)] + [
         Drafter(name, path, align(traces, o.traces(), path), o.cost) for name, o, path in zip(names[1:], others, paths)]
-    splits = np.array(traces.meta.get("splits") or [])
+    splits = np.array(traces.meta.splits or [])
     train = np.flatnonzero(splits == "train")
     scored = np.arange(traces.n_prompts) if split == "all" else np.flatnonzero(splits == split)
     found = compare(drafters, train, scored, max_new_tokens)

@@ -117,13 +117,13 @@ def align(primary: TraceSet, other: TraceSet, name: str) -> TraceSet:
     """``other``'s traces of ``primary``'s prompts, in ``primary``'s order; one error line when it
     lacks some, or belongs to another target or temperature."""
     for key, what in (("target", "target"), ("temperature", "temperature")):
-        if primary.meta.get(key, 0) != other.meta.get(key, 0):
-            raise SimspecError(f"drafter profile {name} has traces for {what} {other.meta.get(key)!r}, but the "
-                               f"main profile's are for {primary.meta.get(key)!r}: selection compares drafters of "
+        if getattr(primary.meta, key) != getattr(other.meta, key):
+            raise SimspecError(f"drafter profile {name} has traces for {what} {getattr(other.meta, key)!r}, but the "
+                               f"main profile's are for {getattr(primary.meta, key)!r}: selection compares drafters of "
                                f"one target at one temperature")
-    ids = list(other.meta.get("prompt_ids") or [])
+    ids = list(other.meta.prompt_ids or [])
     where = {p: i for i, p in enumerate(ids)}
-    wanted = list(primary.meta.get("prompt_ids") or [])
+    wanted = list(primary.meta.prompt_ids or [])
     missing = [p for p in wanted if p not in where]
     if not wanted or missing:
         raise SimspecError(f"drafter profile {name} has no traces of {len(missing) or 'the'} prompt(s) of the main "

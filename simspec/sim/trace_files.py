@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import zipfile
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from simspec.errors import SimspecError, read_json, require, require_schema
+from simspec.errors import SimspecError, read_json
 from simspec.shipped import locate
-from simspec.sim.traces import ARRAYS, DERIVED_ARRAYS, NODE_ARRAYS, TraceSet
+from simspec.sim.traces import ARRAYS, DERIVED_ARRAYS, NODE_ARRAYS, TRACE_SCHEMA, TRACE_VERSION, TraceMeta, TraceSet
 
-TRACE_SCHEMA = "simspec-traces"
-TRACE_VERSION = 2  # 2 added the temperature and the node arrays; version 1 (greedy) still loads
-READABLE_VERSIONS = (1, 2)
+
+@dataclass(frozen=True, kw_only=True)
+class StoredTraceMeta(TraceMeta):
+    """A saved trace folder's meta, which carries the arrays' content hash."""
+
+    content_hash: str = field()  # a bare annotation would inherit TraceMeta's default
 
 
 def save_traces(directory: Path, traces: TraceSet) -> str:
@@ -26,10 +30,10 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
     content = traces.content_hash()
     np.savez_compressed(directory / "traces.npz",
                         **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS + DERIVED_ARRAYS})
-    meta = {**traces.meta, "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
+    meta = {**traces.meta.to_json(), "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
             "positions": traces.positions, "n_prompts": traces.n_prompts}
     (directory / "traces.json").write_text(json.dumps(meta, indent=1))
-    traces.meta = meta
+    traces.meta = TraceMeta.of(meta)
     return content
 
 
@@ -51,7 +55,7 @@ ARRAY_SHAPES = {"prompt_offsets": ("i", 1), "tokens": ("i", 1), "token_offsets":
                 "node_prob": ("f", 2), "node_token": ("i", 2)}
 
 
-def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fix: str) -> None:
+def _check_arrays(arrays: dict[str, np.ndarray], meta: TraceMeta, data_file: Path, fix: str) -> None:
     """The arrays fit together (kinds, dimensions, lengths), so that replay cannot index out
     of them: one error naming the array at fault otherwise."""
     def bad(name: str, why: str) -> SimspecError:
@@ -65,7 +69,7 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fi
     positions = len(arrays["context_length"])
     n = len(arrays["prompt_lengths"])
     levels = arrays["path_rank"].shape[1]
-    width = meta["width"]
+    width = meta.width
     expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
                 "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}
     k = arrays["node_depth"].shape[1]
@@ -73,7 +77,7 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fi
     for name, shape in expected.items():
         if arrays[name].shape != shape:
             raise bad(name, f"has shape {arrays[name].shape}, not {shape}")
-    if meta.get("temperature", 0) > 0:
+    if meta.temperature > 0:
         if k == 0:
             raise bad("node_prob", "is empty, but traces recorded at temperature > 0 need the node probabilities")
         parent, prob = arrays["node_parent"], arrays["node_prob"]
@@ -84,7 +88,7 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, data_file: Path, fi
         if offsets[0] != 0 or offsets[-1] != end or np.any(np.diff(offsets) < 0):
             raise bad(name, f"must rise from 0 to {end}")
     for key in ("splits", "prompt_ids"):
-        if key in meta and (not isinstance(meta[key], list) or len(meta[key]) != n):
+        if getattr(meta, key) is not None and len(getattr(meta, key)) != n:
             raise SimspecError(f"{data_file.with_suffix('.json')}: field '{key}' must be a list of {n} entries, one "
                                f"per prompt: {fix}")
 
@@ -94,19 +98,13 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
     one clear error, naming the file and what to do, for anything unusable."""
     directory = locate(directory)
     meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
-    meta = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
+    blob = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
                      f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))
-    fix = record_again(directory, meta)
-    version = meta.get("schema_version")
-    require_schema(meta, TRACE_SCHEMA, version if version in READABLE_VERSIONS else TRACE_VERSION, meta_file, fix)
-    require(meta, "content_hash", str, meta_file, fix)
-    require(meta, "width", int, meta_file, fix)
-    require(meta, "temperature", (int, float), meta_file, fix, optional=True)
-    if meta.get("temperature", 0) < 0 or (meta.get("temperature", 0) > 0 and not isinstance(meta.get("nodes"), int)):
+    fix = record_again(directory, blob)
+    meta = StoredTraceMeta.check(blob, meta_file, fix)
+    if meta.temperature < 0 or (meta.temperature > 0 and meta.nodes is None):
         raise SimspecError(f"{meta_file}: fields 'temperature' (>= 0) and 'nodes' (an integer, at T > 0) "
                            f"do not describe sampled traces: {fix}")
-    for field in ("target", "draft", "prompts"):
-        require(meta, field, str, meta_file, fix, optional=True)
     try:
         with open(data_file, "rb") as handle:  # closed even when the archive is bad
             blob = np.load(handle)
@@ -128,7 +126,7 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
         raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}"
                            f"{': ' + detail if detail else ''}): {fix}") from None
     if any(arrays[name] is None for name in NODE_ARRAYS):
-        if meta.get("temperature", 0) > 0:
+        if meta.temperature > 0:
             raise SimspecError(f"traces {data_file} are missing or corrupt (no node arrays at temperature > 0): {fix}")
         positions = len(arrays["context_length"])
         arrays.update(node_depth=np.zeros((positions, 0), np.int8), node_parent=np.zeros((positions, 0), np.int16),
@@ -139,6 +137,6 @@ def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
         raise SimspecError(f"traces {data_file}: array 'prompt_tokens' must hold the prompts' "
                            f"{int(arrays['prompt_lengths'].sum())} token ids: {fix}")
     traces = TraceSet(**arrays, meta=meta, prompt_tokens=prompt_tokens)
-    if verify_hash and traces.content_hash() != meta.get("content_hash"):
+    if verify_hash and traces.content_hash() != meta.content_hash:
         raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; {fix}")
     return traces

@@ -25,9 +25,9 @@ Plus ``context_length[p]`` (prompt + accepted tokens before the root), per-promp
 ``prompt_tokens`` (the prompts' token ids, concatenated; empty in traces recorded before they
 were stored), which token-cache rules read (``cache_hits``).
 
-At temperature T > 0 (``meta["temperature"]``, 0 or absent: greedy) acceptance is random and
+At temperature T > 0 (``meta.temperature``, 0 or absent: greedy) acceptance is random and
 the continuation is a seeded sample from the target. There is no greedy path (``path_rank``
-is all ``NO_NODE``); instead every position stores the nodes any (D, V <= ``meta["nodes"]``)
+is all ``NO_NODE``); instead every position stores the nodes any (D, V <= ``meta.nodes``)
 cycle can verify, the union over D of the best ``nodes`` nodes of depth < D, in the engine's
 order (root first, so parents precede children), padded to a common count K:
 
@@ -46,10 +46,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from simspec.errors import SimspecError
+from simspec.schema import Artifact
 
 NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
@@ -62,6 +64,35 @@ NODE_ARRAYS = ("node_depth", "node_parent", "node_prob", "node_token")
 DERIVED_ARRAYS = ("prompt_tokens",)
 
 
+TRACE_SCHEMA = "simspec-traces"
+TRACE_VERSION = 2  # 2 added the temperature and the node arrays; version 1 (greedy) still loads
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceMeta(Artifact):
+    """``traces.json``: what the arrays are traces of (models, prompts, tree shape, sampling)
+    and what recorded them. Recorders fill it in memory; ``content_hash`` arrives on saving."""
+
+    SCHEMA: ClassVar[str] = TRACE_SCHEMA
+    VERSIONS: ClassVar[tuple[int, ...]] = (1, TRACE_VERSION)
+    width: int
+    depth_max: int | None = None
+    content_hash: str | None = None
+    target: str | None = None
+    draft: str | None = None
+    prompts: str | None = None  # the prompt set's name
+    dataset: str | None = None
+    prompt_ids: list | None = None  # one per prompt
+    splits: list | None = None  # "train" or "heldout", one per prompt
+    temperature: float = 0.0
+    top_p: float = 1.0
+    nodes: int | None = None  # the most nodes a cycle may verify (T > 0)
+    dtype: str = "fp32"
+    draft_fingerprint: str | None = None
+    seed: int | None = None
+    threads: int | None = None
+
+
 @dataclass
 class TraceSet:
     prompt_offsets: np.ndarray  # [n_prompts + 1] into the position axis
@@ -72,7 +103,7 @@ class TraceSet:
     path_rank: np.ndarray  # [positions, depth_max - 1, depth_max - 1] int16
     level_scores: np.ndarray  # [positions, depth_max - 1, width**2] float16
     best_child_logprobs: np.ndarray  # [positions, depth_max - 1, width] float16
-    meta: dict = field(default_factory=dict)
+    meta: TraceMeta  # a dict is read into one
     node_depth: np.ndarray | None = None  # [positions, K] int8 (T > 0 only; K = 0 when greedy)
     node_parent: np.ndarray | None = None  # [positions, K] int16
     node_prob: np.ndarray | None = None  # [positions, K] float32
@@ -82,6 +113,8 @@ class TraceSet:
     _seen: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.meta, dict):
+            self.meta = TraceMeta.of(self.meta)
         n = len(self.context_length)
         for name, dtype in (("node_depth", np.int8), ("node_parent", np.int16), ("node_prob", np.float32),
                             ("node_token", np.int32)):
@@ -92,7 +125,7 @@ class TraceSet:
 
     @property
     def temperature(self) -> float:
-        return float(self.meta.get("temperature", 0.0))
+        return float(self.meta.temperature)
 
     @property
     def sampled(self) -> bool:
@@ -102,7 +135,7 @@ class TraceSet:
     @property
     def nodes(self) -> int:
         """The most nodes a cycle may verify on these traces (root included); greedy: unbounded."""
-        return int(self.meta["nodes"]) if self.sampled else 1 << 30
+        return int(self.meta.nodes) if self.sampled else 1 << 30
 
     def tails(self) -> np.ndarray:
         """P(accepted >= d) for every position, tree depth D = 2..depth_max and size V =
@@ -180,7 +213,7 @@ class TraceSet:
 
     @property
     def width(self) -> int:
-        return int(self.meta["width"])
+        return int(self.meta.width)
 
     @property
     def n_prompts(self) -> int:
@@ -216,10 +249,8 @@ class TraceSet:
             starts = np.concatenate([[0], np.cumsum(self.prompt_lengths)])
             prompt_tokens = np.concatenate([self.prompt_tokens[starts[i]:starts[i + 1]] for i in prompts]
                                            + [np.zeros(0, np.int32)])
-        meta = dict(self.meta)
-        for key in ("prompt_ids", "splits"):
-            if key in meta:
-                meta[key] = [meta[key][i] for i in prompts]
+        meta = self.meta.with_(**{key: [getattr(self.meta, key)[i] for i in prompts]
+                                  for key in ("prompt_ids", "splits") if getattr(self.meta, key) is not None})
         return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
                         self.context_length[pos], self.path_rank[pos], self.level_scores[pos],

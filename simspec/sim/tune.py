@@ -136,7 +136,7 @@ def run(request: TuneRequest) -> Tuned:
     profile = load_profile(r.profile)
     cost = profile.cost.at_batch(r.batch_size)
     traces = profile.traces()
-    splits = np.array(traces.meta.get("splits") or [])
+    splits = np.array(traces.meta.splits or [])
     train_idx, held_idx = np.flatnonzero(splits == "train"), np.flatnonzero(splits == "heldout")
     notes = []
     if len(train_idx) == 0 or len(held_idx) == 0:
@@ -164,7 +164,7 @@ def run(request: TuneRequest) -> Tuned:
 
     held_best, held_runner = scored(best), scored(runner)
     tree, second = Tree(best[0], width, best[1]), Tree(runner[0], width, runner[1])
-    draft = r.draft_path or str(profile.meta.get("draft") or "DRAFT")
+    draft = r.draft_path or str(profile.meta.draft or "DRAFT")
     if best[0] == 1:
         notes.append("plain decoding (D = 1) is fastest on this profile: serve without speculative decoding")
     if profile.kind == "analytic":
@@ -174,7 +174,7 @@ def run(request: TuneRequest) -> Tuned:
     bands = band_bests(traces, cost, ranked[:min(len(ranked), 24)], width)
     differing = [b for b in bands if (b["depth"], b["size"]) != best]
     summary = {
-        "profile": r.profile, "kind": profile.kind, "device": profile.meta.get("device"), "engine": r.engine,
+        "profile": r.profile, "kind": profile.kind, "device": profile.meta.device, "engine": r.engine,
         "runtime": profile.runtime,
         "temperature": profile.temperature, "batch_size": r.batch_size,
         "batch_sizes": profile.cost.batch_sizes,
@@ -189,7 +189,7 @@ def run(request: TuneRequest) -> Tuned:
         "settings": tree.settings(r.engine, draft), "flags": tree.flags(r.engine, draft),
         "bands": bands, "bands_differ": bool(differing),
         "prompts": {"train": int(len(train_idx)), "heldout": int(len(held_idx))},
-        "candidates": len(surface), "traces_hash": traces.meta["content_hash"],
-        "profile_hash": profile.meta["inputs_hash"],
+        "candidates": len(surface), "traces_hash": traces.meta.content_hash,
+        "profile_hash": profile.meta.inputs_hash,
     }
     return Tuned(summary, notes)

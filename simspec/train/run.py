@@ -142,7 +142,7 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         grid_validation = setting.validation_speedup(grid)
         policy.family = f"policy:{out.name}"
         baselines = [*build_baselines(["eagle3"], setting.train, setting.cost, setting.max_new_tokens), grid]
-        static_seconds = (profile.meta.get("policy_seconds") or {}).get("static", 0.0)
+        static_seconds = (profile.meta.policy_seconds or {}).get("static", 0.0)
         rows, oracle_row, _ = evaluate(setting.heldout, setting.cost, [policy, *baselines], setting.max_new_tokens,
                                        {policy.family: decision, "eagle3": static_seconds, "grid": static_seconds})
         learned, eagle3, grid_row = rows
@@ -156,9 +156,9 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
             "steps_per_second": env_steps / train_seconds,
             "machine": machine(),
             "profile": {"name": profile.directory.name, "path": str(profile.directory),
-                        "inputs_hash": profile.meta["inputs_hash"], "device": profile.meta["device"],
+                        "inputs_hash": profile.meta.inputs_hash, "device": profile.meta.device,
                         "kind": profile.kind},
-            "traces_hash": setting.train.meta.get("content_hash"), "dataset": setting.train.meta.get("dataset"),
+            "traces_hash": setting.train.meta.content_hash, "dataset": setting.train.meta.dataset,
             "temperature": profile.temperature,
             "prompts": {"fit": setting.fit.n_prompts, "validation": setting.validation.n_prompts,
                         "heldout": setting.heldout.n_prompts},

@@ -127,7 +127,7 @@ def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
     config = RADAR_PRESETS[request.preset]
     # T_policy of RADAR's T_gen: from the profile when calibrate measured it (so that one seed
     # gives one policy); else the untrained network's decision time, measured now.
-    per_call = (setting.profile.meta.get("policy_seconds") or {}).get(RADAR_TIMING_KEY)
+    per_call = (setting.profile.meta.policy_seconds or {}).get(RADAR_TIMING_KEY)
     source = "profile"
     if per_call is None:
         per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \

@@ -1,0 +1,168 @@
+"""Typed artifacts: each JSON artifact's fields are a frozen dataclass, read and checked by one
+checker from its annotations.
+
+A ``Record`` subclass declares the fields simspec reads, with their JSON types:
+
+    @dataclass(frozen=True)
+    class TracesRef(Record):
+        path: str
+        content_hash: str
+        width: int | None = None          # optional: null or absent reads as the default
+
+``TracesRef.parse(blob, file, fix)`` checks every field (``str``, ``int``, ``float`` (an int is
+one too, NaN is not), ``bool``, ``dict``, ``list``, ``Literal`` choices, a nested ``Record``, or
+``list[Record]``) and raises one ``SimspecError`` line naming the file, the field (dotted when
+nested), what it must be, what was found, and what to do: the wording ``errors.require`` uses.
+A field's ``metadata={"what": ...}`` says what it must be in the user's words.
+
+The record keeps the object it was read from (``raw``): writing it back, or hashing it, gives
+the same bytes, and fields this version does not name (written by a later simspec, or
+informational) travel along untouched. ``with_(**changes)`` makes a changed copy of both.
+
+Frozen dataclasses and this checker, rather than pydantic or msgspec: the artifacts are small,
+their errors must read as simspec's one-line messages, and the simulator must import with
+numpy alone."""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import cache
+from typing import Any, ClassVar, Literal, Union
+
+from simspec.errors import _NAMES, SimspecError, _is, describe, read_json, require_schema
+
+
+@dataclass(frozen=True)
+class Record:
+    """Base of every typed artifact record (see the module's docstring)."""
+
+    raw: dict = field(default_factory=dict, repr=False, compare=False, kw_only=True)
+
+    @classmethod
+    def parse(cls, blob: Any, file, fix: str, prefix: str = ""):
+        """The record in ``blob``, checked field by field; one ``SimspecError`` line otherwise."""
+        if not isinstance(blob, dict):
+            raise SimspecError(f"{file}: {f'field {prefix[:-1]!r}' if prefix else 'it'} must be an object "
+                               f"(found {describe(blob)}): {fix}")
+        values = {}
+        for name, (kind, optional, what, default) in _fields(cls).items():
+            values[name] = _read(blob, name, kind, optional, what, default, file, fix, prefix)
+        return cls(**values, raw=blob)
+
+    @classmethod
+    def of(cls, blob: dict):
+        """A record from an object simspec itself built (a bug, not the user's, if it is wrong)."""
+        return cls.parse(blob, f"<{cls.__name__}>", "this is a bug in simspec")
+
+    def to_json(self) -> dict:
+        """The object it was read from (a copy): what writing it back writes."""
+        return dict(self.raw)
+
+    def with_(self, **changes):
+        """A copy with ``changes`` to named (or unnamed) fields, in the record and its object."""
+        return type(self).of({**self.raw, **{k: _jsonable(v) for k, v in changes.items()}})
+
+    def extra(self, name: str, default=None):
+        """A field this record does not declare (informational ones such as ``machine``)."""
+        if name in _fields(type(self)):
+            raise AttributeError(f"{type(self).__name__}.{name} is declared: read the attribute")
+        return self.raw.get(name, default)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact(Record):
+    """A record stored as a file with a schema name and version (``SCHEMA``, ``VERSIONS``)."""
+
+    SCHEMA: ClassVar[str] = ""
+    VERSIONS: ClassVar[tuple[int, ...]] = (1,)
+
+    @classmethod
+    def read(cls, file, what: str, missing: str, fix):
+        """The artifact in JSON ``file``: it must exist (else ``missing``), be an object, carry
+        this schema and a readable version, and pass the field checks. ``fix`` is the advice, or
+        a function of the object read (advice that names what the file itself says)."""
+        blob = read_json(file, what, missing, fix if isinstance(fix, str) else fix(None))
+        return cls.check(blob, file, fix if isinstance(fix, str) else fix(blob))
+
+    @classmethod
+    def check(cls, blob: dict, file, fix: str, leave: tuple[str, ...] = ()):
+        """The artifact in an object read from ``file``: its schema and version, then its fields.
+        Keys in ``leave`` (bulk data such as a profile's samples) stay out of the record."""
+        version = blob.get("schema_version")
+        require_schema(blob, cls.SCHEMA, version if version in cls.VERSIONS else cls.VERSIONS[-1], file, fix)
+        return cls.parse({k: v for k, v in blob.items() if k not in leave}, file, fix)
+
+
+def _jsonable(value):
+    return value.to_json() if isinstance(value, Record) else value
+
+
+_NONE = type(None)
+
+
+@cache
+def _fields(cls) -> dict[str, tuple]:
+    """name -> (kind, optional, what, default) for each checked field of ``cls``."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in fields(cls):
+        if f.name == "raw":
+            continue
+        kind, optional = hints[f.name], False
+        if typing.get_origin(kind) in (Union, types.UnionType):
+            args = [a for a in typing.get_args(kind) if a is not _NONE]
+            optional = len(args) < len(typing.get_args(kind))
+            kind = args[0] if len(args) == 1 else tuple(args)
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        out[f.name] = (kind, optional or default is not MISSING, f.metadata.get("what"), default)
+    return out
+
+
+_ABSENT = object()
+
+
+def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix: str, prefix: str):
+    value = blob.get(name, _ABSENT)
+    dotted = prefix + name
+    if value is _ABSENT or value is None:
+        if optional:
+            return None if default is MISSING else default
+        _fail(file, dotted, what or _want(kind), value, fix)
+    origin = typing.get_origin(kind)
+    if origin is Literal:
+        if value not in typing.get_args(kind):
+            _fail(file, dotted, what or _choices(typing.get_args(kind)), value, fix, found=repr(value))
+        return value
+    if isinstance(kind, type) and is_dataclass(kind) and issubclass(kind, Record):
+        if not isinstance(value, dict):
+            _fail(file, dotted, what or "an object", value, fix)
+        return kind.parse(value, file, fix, prefix=f"{dotted}.")
+    if origin is list:
+        (item,) = typing.get_args(kind) or (Any,)
+        if not isinstance(value, list):
+            _fail(file, dotted, what or "a list", value, fix)
+        if isinstance(item, type) and issubclass(item, Record):
+            return [item.parse(v, file, fix, prefix=f"{dotted}[{i}].") for i, v in enumerate(value)]
+        return value
+    base = origin or kind
+    if not _is(value, base):
+        _fail(file, dotted, what or _want(base), value, fix)
+    return value
+
+
+def _want(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(_NAMES.get(typing.get_origin(k) or k, getattr(k, "__name__", str(k))) for k in kinds)
+
+
+def _choices(options) -> str:
+    options = [str(o) for o in options]
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+
+
+def _fail(file, name: str, want: str, value, fix: str, found: str | None = None):
+    seen = "it is missing" if value is _ABSENT else f"found {found or describe(value)}"
+    raise SimspecError(f"{file}: field '{name}' must be {want} ({seen}): {fix}")
