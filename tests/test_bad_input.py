@@ -604,7 +604,8 @@ row("plot validation", "report rows null",
     "field 'rows'")
 row("plot validation", "report row without speedup",
     lambda d, a: ["plot", "validation", "--report",
-                  report_with(d / "run", lambda b: delitem(b["rows"][1], "speedup_real"))], "field 'rows'")
+                  report_with(d / "run", lambda b: delitem(b["rows"][1], "speedup_real"))],
+    "field 'rows[1].speedup_real'")
 row("plot validation", "unknown --method",
     lambda d, a: ["plot", "validation", "--report", report_with(d / "run"), "--method", "medusa", "--out", out(d)],
     "--method")

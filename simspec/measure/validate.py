@@ -30,6 +30,7 @@ from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
+from simspec.report.validation import ValidationReport
 from simspec.sim.evaluate import check_names, check_split, parse_names
 from simspec.sim.profile import Profile, load_live_profile
 
@@ -155,7 +156,7 @@ def _file_hash(path: Path) -> str | None:
 
 
 def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object],
-                  checked: tuple[Profile, list] | None = None) -> tuple[dict, Path]:
+                  checked: tuple[Profile, list] | None = None) -> tuple[ValidationReport, Path]:
     """Run the whole validation; returns the report and the folder it was written to.
     ``status(text)`` is a context manager shown during steps without a progress count;
     ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
@@ -269,16 +270,19 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     phases = {"scored": drift.runs}
     if refit_on:
         phases = {"refit": refit.timings, **({"co-timed": refit_co.timings} if co_profile else {}), **phases}
+    # What is stored is what is rendered: the JSON, read back through the reader's record.
+    stored = json.loads(json.dumps(report, default=_json_default))
+    typed = ValidationReport.check(stored, out_dir / "report.json", "this is a bug in simspec")
     with atomic_directory(out_dir, replace=request.force) as tmp:
         np.savez_compressed(tmp / "cycles.npz", **cycle_table(phases))
         if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
             save_profile(profile, tmp / "profile")  # the one built above, not fitted again
         if co_profile is not None:
             save_profile(co_profile, tmp / "profile-cotimed")
-        (tmp / "report.json").write_text(json.dumps(report, indent=1, default=_json_default))
-        (tmp / "report.md").write_text(render_markdown(report))
-        plot_validation(report, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
-    return report, out_dir
+        (tmp / "report.json").write_text(json.dumps(stored, indent=1))
+        (tmp / "report.md").write_text(render_markdown(typed))
+        plot_validation(typed, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
+    return typed, out_dir
 
 
 def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) -> dict:

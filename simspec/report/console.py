@@ -7,10 +7,14 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from simspec.report.validation import ValidationReport
 
 # Wide enough for the tables when stdout is a file or a pipe (rich would assume 80 columns).
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -82,13 +86,13 @@ def table(title: str, columns, rows, left: str = "method") -> None:
     out.print(grid)
 
 
-def divergences(rows: list[dict], name) -> None:
-    """One line per output that differs from greedy decoding (``name(row)`` says whose)."""
+def divergences(found: list[tuple[str, list[dict]]]) -> None:
+    """One line per output that differs from greedy decoding, from (whose, their divergences) pairs."""
     from simspec.engine.lossless import Divergence
 
-    for row in rows:
-        for d in row["divergences"]:
-            err.print(f"[yellow]{name(row)} on {d['prompt']}: {Divergence.from_dict(d).describe()}[/]", highlight=False)
+    for name, ds in found:
+        for d in ds:
+            err.print(f"[yellow]{name} on {d['prompt']}: {Divergence.from_dict(d).describe()}[/]", highlight=False)
 
 
 def _replay_verdict(checks: list[dict]) -> str:
@@ -114,9 +118,10 @@ def bench_engine(s: dict) -> None:
           [(str(r["depth"]), str(r["width"]), str(r["size"]), f"{r['speedup']:.3f}{' *' if is_best(r) else ''}",
             f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", "/".join(f"{m:.2f}" for m in r["repeat_medians"]),
             f"{r['tau']:.2f}", f"{r['time_shares']['draft']:.0%}", f"{r['time_shares']['verify']:.0%}",
-            f"{r['time_shares']['bookkeeping']:.1%}", lossless_label(r)) for r in rows], left="")
+            f"{r['time_shares']['bookkeeping']:.1%}", lossless_label(r["exact_match"], r["lossless"], r.get("pit_p")))
+           for r in rows], left="")
     out.print(f"best: D={best['depth']} W={best['width']} V={best['size']} speedup {best['speedup']:.3f}x (* above)")
-    divergences(rows, lambda r: f"D={r['depth']} W={r['width']} V={r['size']}")
+    divergences([(f"D={r['depth']} W={r['width']} V={r['size']}", r["divergences"]) for r in rows])
 
 
 def latency(s: dict, contexts) -> None:
@@ -191,43 +196,43 @@ def validate_simulated(result) -> None:
                   f"{s['selection']['fixed']}; the oracle and its shares are the main profile's drafter's")
 
 
-def validate_real(report: dict, run_dir) -> None:
+def validate_real(report: ValidationReport, run_dir) -> None:
     from simspec.report.markdown import predicted_by, spread
-    from simspec.report.validation import fidelity_rows, lossless_label
+    from simspec.report.validation import fidelity_rows
 
-    for text in report["warnings"]:
+    for text in report.warnings:
         warn(text)
-    corrected = report["drift_corrected"]
+    corrected = report.drift_corrected
     pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
     pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
-    sampled = bool(report.get("temperature"))
-    mode = (f", T = {report['temperature']:g}, {report['repeats']} seeds per prompt" if sampled else "")
-    table(f"validate --real: {report['profile']['name']} ({report['device']}); {report['n_prompts']} "
-          f"{report['prompts']} ({report['split']}) prompts, {report['max_new_tokens']} new tokens{mode}",
+    sampled = bool(report.temperature)
+    mode = (f", T = {report.temperature:g}, {report.repeats} seeds per prompt" if sampled else "")
+    table(f"validate --real: {report.profile.name} ({report.device}); {report.n_prompts} "
+          f"{report.prompts} ({report.split}) prompts, {report.max_new_tokens} new tokens{mode}",
           ("method", "real (mean)" if sampled else "real (median)", "95% CI" if sampled else "IQR", "sim",
            "sim error", "sim drift-corr.", "tau real/sim", "draft calls",
            "vs EAGLE-3", "p", "vs grid", "p", "lossless"),
-          [(r["method"], f"{r['speedup_real']:.3f}", spread(r).replace("–", "-"),
-            f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
-            f"{r['speedup_sim_drift_corrected']:.3f} ({r['rel_error_drift_corrected']:+.1%})",
-            f"{r['tau']:.2f}/{r['tau_sim']:.2f}", f"{r['draft_calls']:.1f}", pct(r.get("gain_vs_eagle3")),
-            pv(r.get("p_vs_eagle3")), pct(r.get("gain_vs_grid")), pv(r.get("p_vs_grid")), lossless_label(r))
-           for r in sorted(report["rows"], key=lambda r: -r["speedup_real"])])
-    drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report["drift"]["ratios"].items())
+          [(r.method, f"{r.speedup_real:.3f}", spread(r).replace("–", "-"),
+            f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}",
+            f"{r.speedup_sim_drift_corrected:.3f} ({r.rel_error_drift_corrected:+.1%})",
+            f"{r.tau:.2f}/{r.tau_sim:.2f}", f"{r.draft_calls:.1f}", pct(r.gain_vs_eagle3),
+            pv(r.p_vs_eagle3), pct(r.gain_vs_grid), pv(r.p_vs_grid), r.verdict())
+           for r in sorted(report.rows, key=lambda r: -r.speedup_real)])
+    drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report.drift.ratios.items())
     rank_of = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     for i, f in enumerate(fidelity_rows(report)):
         noise = "" if f["noise_mean"] is None else (
             f" (an exact simulator vs this run's noise: {f['noise_mean']:.1%} / {f['noise_max']:.1%})")
         out.print(f"{'simulator' if i == 0 else '         '}: {f['prediction']}, {f['statistic']}: mean |error| "
                   f"{f['mean']:.1%}, max {f['max']:.1%}, Spearman {rank_of(f['spearman'])}{noise}")
-    out.print(f"drift-corrected (median over prompts): mean {corrected['mean_abs_rel_error']:.1%}, max "
-              f"{corrected['max_abs_rel_error']:.1%}, Spearman {rank_of(corrected['rank_agreement'])}; "
+    out.print(f"drift-corrected (median over prompts): mean {corrected.mean_abs_rel_error:.1%}, max "
+              f"{corrected.max_abs_rel_error:.1%}, Spearman {rank_of(corrected.rank_agreement)}; "
               f"drift (live / profile): {drift}")
-    if report["drift"]["advice"]:
-        warn(report["drift"]["advice"])
-    divergences(report["rows"], lambda r: r["method"])
-    out.print(predicted_by(report["profile"]))
-    out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report['seconds']:.0f} s")
+    if report.drift.advice:
+        warn(report.drift.advice)
+    divergences([(r.method, r.divergences) for r in report.rows])
+    out.print(predicted_by(report.profile))
+    out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report.seconds:.0f} s")
 
 
 def train(s: dict, request) -> None:
@@ -248,7 +253,6 @@ def demo_step(i: int, n: int, step: list[str]) -> None:
 
 
 def demo(s: dict) -> None:
-    from simspec.report.validation import lossless_label
 
     report = s["report"]
     err.rule("demo summary", align="left")
@@ -257,12 +261,12 @@ def demo(s: dict) -> None:
     for p in s["policies"]:
         out.print(f"trained {p['algo']} (fast) in {p['train_seconds']:.0f} s: simulated held-out speedup "
                   f"{p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
-    table(f"real validation: {report['n_prompts']} held-out HumanEval prompts, {report['max_new_tokens']} new tokens",
+    table(f"real validation: {report.n_prompts} held-out HumanEval prompts, {report.max_new_tokens} new tokens",
           ("method", "real speedup", "simulated", "error", "lossless"),
-          [(r["method"], f"{r['speedup_real']:.3f}", f"{r['speedup_sim']:.3f}", f"{r['rel_error']:+.1%}",
-            lossless_label(r)) for r in sorted(report["rows"], key=lambda r: -r["speedup_real"])])
-    if report["drift"]["advice"]:
-        out.print(f"note: {report['drift']['advice']}")
+          [(r.method, f"{r.speedup_real:.3f}", f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}",
+            r.verdict()) for r in sorted(report.rows, key=lambda r: -r.speedup_real)])
+    if report.drift.advice:
+        out.print(f"note: {report.drift.advice}")
     out.print(f"demo finished in {s['seconds'] / 60:.1f} min; everything is in {s['root']}/ (profile/, policies/, "
               "validate/ with report.md and figures, figures/)")
 

@@ -75,7 +75,7 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
     path = Path(report)
     loaded = read_report(path)
     folder = Path(out) if out else (path if path.is_dir() else path.parent)
-    names = [r["method"] for r in loaded["rows"]]
+    names = [r.method for r in loaded.rows]
     if method and method not in names:  # before drawing anything: a refused request writes nothing
         raise SimspecError(f"--method {method!r} is not in that report: choose one of {', '.join(names)}")
     refuse_existing(validation_files(loaded, folder, method or None), force)

@@ -1,17 +1,17 @@
 """``report.md`` of a ``validate --real`` run: the table a paper would print, then fidelity,
-drift, residual and lossless notes, rendered from the report dict (``report/validation.py``)."""
+drift, residual and lossless notes, rendered from the report (``report/validation.py``'s ``ValidationReport``)."""
 
 from __future__ import annotations
 
-from simspec.report.validation import fidelity_rows, lossless_label
+from simspec.report.validation import ReportProfile, ReportRow, ValidationReport, fidelity_rows
 
 
-def spread(row: dict) -> str:
+def spread(row: ReportRow) -> str:
     """A row's spread: the 95 % CI of the mean at T > 0, the IQR of per-prompt speedups when greedy."""
-    if row.get("statistic") == "mean":
-        low, high = row["speedup_real_ci95"]
+    if row.statistic == "mean":
+        low, high = row.speedup_real_ci95
         return f"{low:.2f}–{high:.2f}"
-    return f"{row['speedup_real_q25']:.2f}–{row['speedup_real_q75']:.2f}"
+    return f"{row.speedup_real_q25:.2f}–{row.speedup_real_q75:.2f}"
 
 
 def _p(value) -> str:
@@ -49,25 +49,25 @@ def render_residuals(residuals: dict) -> list[str]:
     return lines
 
 
-def predicted_by(profile: dict) -> str:
+def predicted_by(profile: ReportProfile) -> str:
     """One sentence: which profile predicted, and when its latencies were measured."""
-    when = f", measured {profile['created']}" if profile.get("created") else ""
-    if profile.get("refit") == "this run":
-        return (f"Predicted with {profile['path']} refitted in situ in this run, right before the scored runs, on "
+    when = f", measured {profile.created}" if profile.created else ""
+    if profile.refit == "this run":
+        return (f"Predicted with {profile.path} refitted in situ in this run, right before the scored runs, on "
                 f"train prompts of the same set (`--recalibrate`; saved in profile/{when}).")
-    if profile.get("in_situ"):
-        return (f"Predicted with {profile['path']}: {profile['in_situ']['name']} refitted in situ "
+    if profile.in_situ:
+        return (f"Predicted with {profile.path}: {profile.in_situ['name']} refitted in situ "
                 f"(`simspec recalibrate`){when}.")
-    return f"Predicted with {profile['path']}: calibrate's latency curves{when}."
+    return f"Predicted with {profile.path}: calibrate's latency curves{when}."
 
 
-def render_markdown(report: dict) -> str:
+def render_markdown(report: ValidationReport) -> str:
     """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
     m = report
-    sampled = bool(m.get("temperature"))
+    sampled = bool(m.temperature)
     if sampled:
-        how = (f"Temperature {m['temperature']:g} (top-p {m['top_p']:g}): every pass samples each prompt with its "
-               f"own seed (pass k, prompt i: {m['seed']} + k · prompts + i), the same for plain sampling and every "
+        how = (f"Temperature {m.temperature:g} (top-p {m.top_p:g}): every pass samples each prompt with its "
+               f"own seed (pass k, prompt i: {m.seed} + k · prompts + i), the same for plain sampling and every "
                "method. Speedup = plain sampling's time per token / the method's, on the same prompt and seed, "
                "measured back to back (order rotated per prompt); mean over prompts and seeds [95 % CI over "
                "prompts]. *sim*: the simulator's expected speedup on the same prompts, one sampled continuation "
@@ -83,12 +83,12 @@ def render_markdown(report: dict) -> str:
                "*drift-corrected*: the same with each latency curve rescaled by its live / profile ratio in this "
                "run. p: two-sided Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.")
     lines = [
-        f"# validate --real: {m['profile']['name']}",
+        f"# validate --real: {m.profile.name}",
         "",
-        f"{m['n_prompts']} {m['prompts']} ({m['split']}) prompts, {m['max_new_tokens']} new tokens, "
-        f"{m['repeats']} pass(es); target {m['target']}, draft {m['draft']}; device {m['device']}; "
-        f"simspec {m['simspec_version']}, {m['created']}."
-        + " " + predicted_by(m["profile"]),
+        f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
+        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; "
+        f"simspec {m.simspec_version}, {m.created}."
+        + " " + predicted_by(m.profile),
         "",
         how,
         "",
@@ -98,24 +98,24 @@ def render_markdown(report: dict) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| :---: |",
     ]
-    for r in sorted(m["rows"], key=lambda r: -r["speedup_real"]):
-        s = r["time_shares"]
+    for r in sorted(m.rows, key=lambda r: -r.speedup_real):
+        s = r.time_shares
         lines.append(
-            f"| {r['method']} | {r['speedup_real']:.3f} | {spread(r)} | "
-            f"{r['speedup_sim']:.3f} | {r['rel_error']:+.1%} | {r['speedup_sim_drift_corrected']:.3f} | "
-            f"{r['rel_error_drift_corrected']:+.1%} | {r['tau']:.2f} / {r['tau_sim']:.2f} | "
-            f"{r['draft_calls']:.1f} | {r['decision_seconds_per_cycle'] * 1e6:.0f} "
-            f"({m['decision_seconds_charged'].get(r['method'], 0.0) * 1e6:.0f}) | "
+            f"| {r.method} | {r.speedup_real:.3f} | {spread(r)} | "
+            f"{r.speedup_sim:.3f} | {r.rel_error:+.1%} | {r.speedup_sim_drift_corrected:.3f} | "
+            f"{r.rel_error_drift_corrected:+.1%} | {r.tau:.2f} / {r.tau_sim:.2f} | "
+            f"{r.draft_calls:.1f} | {r.decision_seconds_per_cycle * 1e6:.0f} "
+            f"({m.decision_seconds_charged.get(r.method, 0.0) * 1e6:.0f}) | "
             f"{s['draft']:.0%} / {s['verify']:.0%} / {s['policy']:.1%} / "
-            f"{s['bookkeeping']:.1%} | {_pct(r.get('gain_vs_eagle3'))} | {_p(r.get('p_vs_eagle3'))} | "
-            f"{_pct(r.get('gain_vs_grid'))} | {_p(r.get('p_vs_grid'))} | "
-            f"{lossless_label(r, no='**NO**')} |")
+            f"{s['bookkeeping']:.1%} | {_pct(r.gain_vs_eagle3)} | {_p(r.p_vs_eagle3)} | "
+            f"{_pct(r.gain_vs_grid)} | {_p(r.p_vs_grid)} | "
+            f"{r.verdict(no='**NO**')} |")
     fidelity = fidelity_rows(m)
     head = fidelity[0]
     lines += [
         "",
         f"**Simulator fidelity** ({head['prediction']}, {head['statistic']}): mean |relative error| "
-        f"{head['mean']:.1%}, max {head['max']:.1%} over {len(m['rows'])} methods; rank agreement (Spearman) "
+        f"{head['mean']:.1%}, max {head['max']:.1%} over {len(m.rows)} methods; rank agreement (Spearman) "
         f"{_rank(head['spearman'])}. *Over the set*: plain decoding's time per token / the method's, each summed "
         "over every prompt and pass (the throughput ratio); *median over prompts*: the table above. Every "
         "prediction of this run, scored both ways (the last column: what an exact simulator would show against "
@@ -128,54 +128,54 @@ def render_markdown(report: dict) -> str:
           for f in fidelity),
         "",
         f"With the profile's curves rescaled by this run's drift (below), median over prompts: mean "
-        f"{m['drift_corrected']['mean_abs_rel_error']:.1%}, max {m['drift_corrected']['max_abs_rel_error']:.1%}, "
-        f"Spearman {_rank(m['drift_corrected']['rank_agreement'])}.",
+        f"{m.drift_corrected.mean_abs_rel_error:.1%}, max {m.drift_corrected.max_abs_rel_error:.1%}, "
+        f"Spearman {_rank(m.drift_corrected.rank_agreement)}.",
     ]
-    if "speedup_real_set" in m["rows"][0]:
-        co_rows = {r["method"]: r for r in (m.get("co_timed_refit") or {}).get("rows", [])}
+    if m.rows[0].speedup_real_set is not None:
+        co_rows = {r["method"]: r for r in (m.co_timed_refit.rows if m.co_timed_refit else [])}
         with_co = bool(co_rows) and "speedup_sim_set" in next(iter(co_rows.values()))
         lines += ["", "Over the set, per method:", "",
                   "| method | real | sim | error |" + (" sim (co-timed) | error |" if with_co else ""),
                   "| --- | ---: | ---: | ---: |" + (" ---: | ---: |" if with_co else "")]
-        for r in sorted(m["rows"], key=lambda r: -r["speedup_real_set"]):
-            c = co_rows.get(r["method"]) if with_co else None
-            lines.append(f"| {r['method']} | {r['speedup_real_set']:.3f} | {r['speedup_sim_set']:.3f} | "
-                         f"{r['rel_error_set']:+.1%} |"
+        for r in sorted(m.rows, key=lambda r: -r.speedup_real_set):
+            c = co_rows.get(r.method) if with_co else None
+            lines.append(f"| {r.method} | {r.speedup_real_set:.3f} | {r.speedup_sim_set:.3f} | "
+                         f"{r.rel_error_set:+.1%} |"
                          + (f" {c['speedup_sim_set']:.3f} | {c['rel_error_set']:+.1%} |" if c else ""))
-    noise = m.get("measurement_noise")
+    noise = m.measurement_noise
     if noise:
         lines += ["", f"**Measurement noise:** the real runs' own pass-to-pass standard error of a method's median "
                   f"speedup is {noise['se_median']:.1%} (median over methods; {min(noise['se'].values()):.1%}–"
                   f"{max(noise['se'].values()):.1%}); against runs this noisy an exact simulator would show mean "
                   f"|error| ≈ {noise['exact_model_mean_abs_rel_error']:.1%}, max ≈ "
                   f"{noise['exact_model_max_abs_rel_error']:.1%}."]
-    co = m.get("co_timed_refit")
+    co = m.co_timed_refit
     if co:
-        lines += ["", f"**Co-timed refit** (the ladder on train prompts, {co['refit']['steps']} steps, one after each "
+        lines += ["", f"**Co-timed refit** (the ladder on train prompts, {co.refit['steps']} steps, one after each "
                   f"scored prompt; its profile in `profile-cotimed/`): mean |relative error| "
-                  f"{co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}, Spearman "
-                  f"{_rank(co['rank_agreement'])}.", "",
+                  f"{co.mean_abs_rel_error:.1%}, max {co.max_abs_rel_error:.1%}, Spearman "
+                  f"{_rank(co.rank_agreement)}.", "",
                   "| method | real | sim (co-timed) | error |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
-                  for r in co["rows"]]
-    if m["rank_inversions"]:
+                  for r in co.rows]
+    if m.rank_inversions:
         lines.append("")
         lines.append("Pairs the simulator orders differently from the real runs:")
-        for inv in m["rank_inversions"]:
+        for inv in m.rank_inversions:
             lines.append(f"- {inv['a']} vs {inv['b']}: real {inv['real_difference']:+.3f}, sim "
                          f"{inv['sim_difference']:+.3f}; real paired p = {_p(inv['p_real'])}"
                          + (" (the real runs cannot tell them apart)" if (inv["p_real"] or 0) > 0.05 else ""))
-    drift = m["drift"]
+    drift = m.drift
     lines += ["", "**Drift** (live latency / profile's curve, summed over the run): "
-              + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift["ratios"].items()) + "."]
-    if drift["advice"]:
-        lines.append(f"**Warning:** {drift['advice']}.")
-    bad = [(r["method"], d) for r in m["rows"] for d in r["divergences"]]
+              + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift.ratios.items()) + "."]
+    if drift.advice:
+        lines.append(f"**Warning:** {drift.advice}.")
+    bad = [(r.method, d) for r in m.rows for d in r.divergences]
     lines += [""]
     if sampled:
-        failed = [r["method"] for r in m["rows"] if not r["lossless"]]
+        failed = [r.method for r in m.rows if not r.lossless]
         lines.append("**Lossless (statistical):** τ simulated vs real, mean |error| "
-                     f"{m['mean_abs_tau_rel_error']:.1%}. "
+                     f"{m.mean_abs_tau_rel_error:.1%}. "
                      + ("The outputs' PIT is not rejected as Uniform(0, 1) for any method." if not failed else
                         f"The outputs' PIT is rejected as Uniform(0, 1) for **{', '.join(failed)}**: a sampler that "
                         "does not follow the target's distribution (or a 1-in-1,000 false alarm per method)."))
@@ -185,9 +185,9 @@ def render_markdown(report: dict) -> str:
         lines.append("**Outputs that differ from greedy decoding** (top-2 logit gap of the target there):")
         lines += [f"- {name}, {d['prompt']}: token {d['position']}, gap {d['top2_gap']:.2e}"
                   f" ({'near-tie' if d['near_tie'] else 'BUG'})" for name, d in bad]
-    if m.get("near_tie_cut_traces"):
-        lines.append(f"\n{m['near_tie_cut_traces']} recorded trace(s) were cut short where batched and "
+    if m.near_tie_cut_traces:
+        lines.append(f"\n{m.near_tie_cut_traces} recorded trace(s) were cut short where batched and "
                      "unbatched arithmetic split a near-tie; their simulated runs are shorter.")
-    if m.get("residuals"):
-        lines += ["", *render_residuals(m["residuals"])]
+    if m.residuals:
+        lines += ["", *render_residuals(m.residuals)]
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.artifact import PolicyMeta, TrainedOn
+from simspec.report.validation import ValidationReport
 from simspec.sim.profile import FitError, Profile
 
 
@@ -45,7 +46,7 @@ def action_map_file(out_dir: Path, method: str) -> Path:
     return Path(out_dir) / f"action-map-{method.replace('/', '_')}.png"
 
 
-def validation_files(report: dict, out_dir: Path, method: str | None = None) -> list[Path]:
+def validation_files(report: ValidationReport, out_dir: Path, method: str | None = None) -> list[Path]:
     """What ``plot_validation`` writes, in order: the scatter, the time breakdown, the action
     map of each learned policy, then ``method``'s (if it is not one of them)."""
     out_dir = Path(out_dir)
@@ -53,9 +54,9 @@ def validation_files(report: dict, out_dir: Path, method: str | None = None) -> 
             *(action_map_file(out_dir, m) for m in _mapped_methods(report, method))]
 
 
-def _mapped_methods(report: dict, method: str | None) -> list[str]:
+def _mapped_methods(report: ValidationReport, method: str | None) -> list[str]:
     """The methods whose action maps a validation's figures hold: each learned policy, and ``method``."""
-    methods = [r["method"] for r in report["rows"] if r["family"].startswith("policy:")]
+    methods = [r.method for r in report.rows if r.family.startswith("policy:")]
     return methods + [method] if method is not None and method not in methods else methods
 
 
@@ -213,60 +214,60 @@ def plot_training(name: str, meta: PolicyMeta, rows: list[dict], out_dir: Path, 
     return _save(plt, fig, path)
 
 
-def _run_title(report: dict) -> str:
-    return (f"{report['profile']['name']} ({report['device']}): {report['n_prompts']} {report['prompts']} prompts, "
-            f"{report['max_new_tokens']} new tokens")
+def _run_title(report: ValidationReport) -> str:
+    return (f"{report.profile.name} ({report.device}): {report.n_prompts} {report.prompts} prompts, "
+            f"{report.max_new_tokens} new tokens")
 
 
-def plot_sim_vs_real(report: dict, out_dir: Path, *, force: bool = False) -> Path:
+def plot_sim_vs_real(report: ValidationReport, out_dir: Path, *, force: bool = False) -> Path:
     """Simulated against real median speedup per method, with the diagonal and IQR bars."""
     path = Path(out_dir) / "sim-vs-real.png"
     refuse_existing([path], force)
     plt = _pyplot()
-    rows = report["rows"]
+    rows = report.rows
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
-    real = np.array([r["speedup_real"] for r in rows])
-    sim = np.array([r["speedup_sim"] for r in rows])
+    real = np.array([r.speedup_real for r in rows])
+    sim = np.array([r.speedup_sim for r in rows])
     # Bars: the IQR over prompts (greedy), or the 95 % CI of the mean over seeds (T > 0)
-    low_high = [r["speedup_real_ci95"] if r.get("statistic") == "mean"
-                else (r["speedup_real_q25"], r["speedup_real_q75"]) for r in rows]
-    iqr = np.array([[r["speedup_real"] - lo, hi - r["speedup_real"]] for r, (lo, hi) in zip(rows, low_high)]).T
+    low_high = [r.speedup_real_ci95 if r.statistic == "mean"
+                else (r.speedup_real_q25, r.speedup_real_q75) for r in rows]
+    iqr = np.array([[r.speedup_real - lo, hi - r.speedup_real] for r, (lo, hi) in zip(rows, low_high)]).T
     lo, hi = min(real.min(), sim.min()) * 0.95, max(real.max(), sim.max()) * 1.05
     ax.fill_between([lo, hi], [lo * 0.97, hi * 0.97], [lo * 1.03, hi * 1.03], color="grey", alpha=0.15,
                     label="±3 %")
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="sim = real")
     ax.errorbar(real, sim, xerr=np.maximum(iqr, 0), fmt="o", ms=5, capsize=2, lw=0.6)
     for r, x, y in zip(rows, real, sim):
-        ax.annotate(r["method"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(r.method, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax.set(xlim=(lo, hi), ylim=(lo, hi),
-           xlabel=("real speedup over plain sampling (mean; bars: 95 % CI)" if report.get("temperature") else
+           xlabel=("real speedup over plain sampling (mean; bars: 95 % CI)" if report.temperature else
                    "real speedup over greedy (median; bars: IQR over prompts)"),
-           ylabel=("simulated expected speedup (mean, same prompts and seeds)" if report.get("temperature") else
+           ylabel=("simulated expected speedup (mean, same prompts and seeds)" if report.temperature else
                    "simulated speedup (median, same prompts)"))
-    rank = report["rank_agreement"]
-    ax.set_title(f"{_run_title(report)}\nmean |error| {report['mean_abs_rel_error']:.1%}, max "
-                 f"{report['max_abs_rel_error']:.1%}, Spearman {'n/a' if rank is None else f'{rank:.2f}'}",
+    rank = report.rank_agreement
+    ax.set_title(f"{_run_title(report)}\nmean |error| {report.mean_abs_rel_error:.1%}, max "
+                 f"{report.max_abs_rel_error:.1%}, Spearman {'n/a' if rank is None else f'{rank:.2f}'}",
                  fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     return _save(plt, fig, path)
 
 
-def plot_time_breakdown(report: dict, out_dir: Path, *, force: bool = False) -> Path:
+def plot_time_breakdown(report: ValidationReport, out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 2 (right): where each method's time goes, as shares of its total."""
     path = Path(out_dir) / "time-breakdown.png"
     refuse_existing([path], force)
     plt = _pyplot()
-    rows = sorted(report["rows"], key=lambda r: -r["speedup_real"])
+    rows = sorted(report.rows, key=lambda r: -r.speedup_real)
     parts = ("prefill", "draft", "verify", "policy", "bookkeeping")
     colours = plt.cm.Set2(np.arange(len(parts)))
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.8))
     left = np.zeros(len(rows))
     for colour, part in zip(colours, parts):
-        share = np.array([r["time_shares"].get(part, 0.0) for r in rows])
+        share = np.array([r.time_shares.get(part, 0.0) for r in rows])
         ax.barh(np.arange(len(rows)), share, left=left, color=colour, label=part)
         left += share
-    ax.set_yticks(np.arange(len(rows)), [f"{r['method']} ({r['speedup_real']:.2f}x)" for r in rows], fontsize=7)
+    ax.set_yticks(np.arange(len(rows)), [f"{r.method} ({r.speedup_real:.2f}x)" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set(xlabel="share of the method's wall time (mean over prompts)", xlim=(0, 1))
     ax.legend(fontsize=7, ncol=len(parts), loc="lower center", bbox_to_anchor=(0.5, 1.0))
@@ -274,16 +275,16 @@ def plot_time_breakdown(report: dict, out_dir: Path, *, force: bool = False) -> 
     return _save(plt, fig, path)
 
 
-def plot_action_map(report: dict, method: str, out_dir: Path, *, force: bool = False) -> Path:
+def plot_action_map(report: ValidationReport, method: str, out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 6: how often a method drafted depth D and verified V tokens, one panel per
     accepted length (what the target then took)."""
-    row = next((r for r in report["rows"] if r["method"] == method), None)
+    row = next((r for r in report.rows if r.method == method), None)
     if row is None:
         raise KeyError(method)
     path = action_map_file(out_dir, method)
     refuse_existing([path], force)
     plt = _pyplot()
-    actions = np.array(row["actions"], dtype=int).reshape(-1, 3)
+    actions = np.array(row.actions, dtype=int).reshape(-1, 3)
     depths = np.arange(1, max(int(actions[:, 0].max()), 2) + 1)
     sizes = np.unique(actions[:, 1])
     groups = [(0, 0, "0"), (1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 10 ** 6, "≥4")]
@@ -309,7 +310,8 @@ def plot_action_map(report: dict, method: str, out_dir: Path, *, force: bool = F
     return _save(plt, fig, path, tight=False)
 
 
-def plot_validation(report: dict, out_dir: Path, method: str | None = None, *, force: bool = False) -> list[Path]:
+def plot_validation(report: ValidationReport, out_dir: Path, method: str | None = None, *,
+                    force: bool = False) -> list[Path]:
     """Every figure of a ``validate --real`` report (``validation_files``): the scatter, the time
     breakdown, the action map of each learned policy and of ``method``. All or none: every one
     is refused up front if any exists (without ``force``), and all are drawn into a staging

@@ -6,23 +6,146 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from simspec.errors import SimspecError
+from simspec.schema import Artifact, Record
 
 REPORT_SCHEMA = "simspec-validation"
 REPORT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportProfile(Record):
+    """``profile``: the profile that predicted the runs."""
+
+    name: str
+    path: str | None = None
+    hash: str | None = None
+    device: str | None = None
+    device_model: str | None = None
+    threads: int | None = None
+    created: str | None = None
+    in_situ: dict | None = None  # the base profile, when this one is an in-situ refit
+    refit: str | None = None  # "this run": refitted by --recalibrate right before the runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fidelity(Record):
+    """How far the simulated speedups are from the real ones, over the methods."""
+
+    mean_abs_rel_error: float
+    max_abs_rel_error: float
+    rank_agreement: float | None = field(default=None, metadata={"what": "a number or null"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoTimedRefit(Fidelity):
+    """``co_timed_refit``: the runs re-predicted by a refit timed between them (rows: method,
+    speedup_real, speedup_sim, rel_error and their over-the-set twins)."""
+
+    refit: dict
+    rows: list
+    over_the_set: Fidelity | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Drift(Record):
+    """``drift``: live latency over the profile's curve per operation, and advice when it is large."""
+
+    ratios: dict
+    advice: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportRow(Record):
+    """One method's row: real and simulated speedups, their error, acceptance, time shares, the
+    paired tests against the references, losslessness, and every (depth, size, accepted) action."""
+
+    method: str
+    family: str
+    speedup_real: float
+    speedup_real_q25: float
+    speedup_real_q75: float
+    speedup_sim: float
+    rel_error: float
+    time_shares: dict  # draft, verify, policy, bookkeeping: shares of the method's live time
+    actions: list
+    statistic: str | None = None  # "mean" at T > 0 (with speedup_real_ci95), else the median
+    speedup_real_ci95: list | None = None
+    speedup_sim_drift_corrected: float | None = None
+    rel_error_drift_corrected: float | None = None
+    speedup_real_set: float | None = None
+    speedup_sim_set: float | None = None
+    rel_error_set: float | None = None
+    tau: float | None = None
+    tau_sim: float | None = None
+    tau_real: float | None = None
+    draft_calls: float | None = None
+    decision_seconds_per_cycle: float | None = None
+    gain_vs_eagle3: float | None = None
+    p_vs_eagle3: float | None = None
+    gain_vs_grid: float | None = None
+    p_vs_grid: float | None = None
+    exact_match: bool | None = None
+    lossless: bool | None = None
+    pit_p: float | None = None  # T > 0: the PIT's KS p-value
+    divergences: list = field(default_factory=list)
+
+    def verdict(self, no: str = "NO") -> str:
+        """Its lossless verdict (``lossless_label``)."""
+        return lossless_label(self.exact_match, self.lossless, self.pit_p, no)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidationReport(Artifact):
+    """``report.json`` of a ``validate --real`` run."""
+
+    SCHEMA: ClassVar[str] = REPORT_SCHEMA
+    VERSIONS: ClassVar[tuple[int, ...]] = (REPORT_VERSION,)
+    profile: ReportProfile
+    device: str
+    prompts: str
+    n_prompts: int
+    max_new_tokens: int
+    mean_abs_rel_error: float
+    max_abs_rel_error: float
+    rank_agreement: float | None = field(default=None, metadata={"what": "a number or null"})
+    rows: list[ReportRow] = field(metadata={"what": "a list of method rows"})
+    split: str | None = None
+    repeats: int = 1
+    target: str | None = None
+    draft: str | None = None
+    simspec_version: str | None = None
+    created: str | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    seconds: float | None = None
+    drift: Drift | None = None
+    drift_corrected: Fidelity | None = None
+    over_the_set: Fidelity | None = None
+    co_timed_refit: CoTimedRefit | None = None
+    measurement_noise: dict | None = None
+    mean_abs_tau_rel_error: float | None = None
+    rank_inversions: list = field(default_factory=list)
+    decision_seconds_charged: dict = field(default_factory=dict)
+    residuals: dict | None = None
+    near_tie_cut_traces: int | None = None
+    warnings: list = field(default_factory=list)
 # Methods the paired tests compare against, by family.
 REFERENCES = ("eagle3", "grid")
 
 
-def lossless_label(row: dict, no: str = "NO") -> str:
-    """A row's lossless verdict: yes (equal to greedy), near-tie (split only at float-order
-    ties) or NO (a bug); at T > 0 yes / NO by the KS test of the outputs' PIT, with its p."""
-    if row.get("pit_p") is not None:  # T > 0: a statistical verdict
-        return f"{'yes' if row['lossless'] else no} (PIT p {row['pit_p']:.2g})"
-    return "yes" if row["exact_match"] else ("near-tie" if row["lossless"] else no)
+def lossless_label(exact_match: bool | None, lossless: bool | None, pit_p: float | None, no: str = "NO") -> str:
+    """A method's lossless verdict: yes (equal to greedy), near-tie (split only at float-order
+    ties) or NO (a bug); at T > 0 (``pit_p`` given) yes / NO by the KS test of the outputs' PIT."""
+    if pit_p is not None:  # T > 0: a statistical verdict
+        return f"{'yes' if lossless else no} (PIT p {pit_p:.2g})"
+    return "yes" if exact_match else ("near-tie" if lossless else no)
 
 
 def paired_p(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -203,35 +326,18 @@ def measurement_noise(rows: list[dict], draws: int = 20_000, seed: int = 0) -> d
     return out
 
 
-# What every row of a report must hold for the figures and the tables (name -> type).
-ROW_FIELDS = {"method": str, "family": str, "speedup_real": float, "speedup_real_q25": float,
-              "speedup_real_q75": float, "speedup_sim": float, "rel_error": float, "time_shares": dict,
-              "actions": list}
-
-
-def read_report(path) -> dict:
+def read_report(path) -> ValidationReport:
     """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
     from pathlib import Path
-
-    from simspec.errors import read_json, require, require_records, require_schema
 
     path = Path(path)
     file = path / "report.json" if path.is_dir() else path
     fix = f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
-    report = read_json(file, "", f"no validation report at {file}: run `simspec validate --real`", fix)
-    require_schema(report, REPORT_SCHEMA, REPORT_VERSION, file, fix)
-    profile = require(report, "profile", dict, file, fix)
-    require(profile, "name", str, file, fix, name="profile.name")
-    for field, kind in (("device", str), ("prompts", str), ("n_prompts", int), ("max_new_tokens", int),
-                        ("mean_abs_rel_error", float), ("max_abs_rel_error", float)):
-        require(report, field, kind, file, fix)
-    require(report, "rank_agreement", float, file, fix, what="a number or null", optional=True)
-    require_records(report, "rows", ROW_FIELDS, file, fix, what="a list of method rows, objects with "
-                    + ", ".join(ROW_FIELDS))
-    if not report["rows"]:
+    report = ValidationReport.read(file, "", f"no validation report at {file}: run `simspec validate --real`", fix)
+    if not report.rows:
         raise SimspecError(f"{file}: field 'rows' is empty (a report has a row per method): {fix}")
-    for i, row in enumerate(report["rows"]):
-        actions = row["actions"]
+    for i, row in enumerate(report.rows):
+        actions = row.actions
         if not actions or not all(isinstance(a, list) and len(a) == 3 and all(type(x) is int and x >= 0 for x in a)
                                   for a in actions):
             raise SimspecError(f"{file}: field 'rows[{i}].actions' must be a non-empty list of [depth, size, "
@@ -239,20 +345,20 @@ def read_report(path) -> dict:
     return report
 
 
-def summary_line(report: dict, run_path: str) -> dict:
+def summary_line(report: ValidationReport, run_path: str) -> dict:
     """The ``--json`` line."""
     keep = ("method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "speedup_real_set",
             "speedup_sim_set", "rel_error_set", "tau", "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3")
-    return {"run": run_path, "temperature": report.get("temperature", 0.0),
-            "rows": [{k: r.get(k) for k in keep} for r in report["rows"]],
-            "mean_abs_rel_error": report["mean_abs_rel_error"], "rank_agreement": report["rank_agreement"],
+    co = report.co_timed_refit
+    return {"run": run_path, "temperature": report.temperature,
+            "rows": [{k: getattr(r, k) for k in keep} for r in report.rows],
+            "mean_abs_rel_error": report.mean_abs_rel_error, "rank_agreement": report.rank_agreement,
             "fidelity": fidelity_rows(report),
-            **({"co_timed_refit": {k: report["co_timed_refit"][k] for k in
-                                   ("mean_abs_rel_error", "max_abs_rel_error", "rank_agreement")}}
-               if report.get("co_timed_refit") else {})}
+            **({"co_timed_refit": {"mean_abs_rel_error": co.mean_abs_rel_error, "max_abs_rel_error":
+                                   co.max_abs_rel_error, "rank_agreement": co.rank_agreement}} if co else {})}
 
 
-def fidelity_rows(report: dict) -> list[dict]:
+def fidelity_rows(report: ValidationReport) -> list[dict]:
     """Every prediction a report holds, scored by both statistics: the profile that predicted
     (with ``--recalibrate``: refitted right before the runs) and, when there is one, the refit
     co-timed with the runs; each on the median over prompts and on the whole set. The first row
@@ -260,20 +366,20 @@ def fidelity_rows(report: dict) -> list[dict]:
     measured over the same minutes as the runs it predicts, and the set's throughput ratio does
     not jump between fast and slow prompts as a median over eight does), otherwise the
     profile over the set. Reports written before the set statistic have only the median rows."""
-    noise = report.get("measurement_noise") or {}
-    up = "upfront refit" if (report.get("profile") or {}).get("refit") == "this run" else "profile"
+    noise = report.measurement_noise or {}
+    up = "upfront refit" if report.profile.refit == "this run" else "profile"
     rows = []
 
-    def add(prediction: str, statistic: str, block: dict | None, floor: dict | None) -> None:
+    def add(prediction: str, statistic: str, block: Fidelity | ValidationReport | None, floor: dict | None) -> None:
         if block:
-            rows.append({"prediction": prediction, "statistic": statistic, "mean": block["mean_abs_rel_error"],
-                         "max": block["max_abs_rel_error"], "spearman": block.get("rank_agreement"),
+            rows.append({"prediction": prediction, "statistic": statistic, "mean": block.mean_abs_rel_error,
+                         "max": block.max_abs_rel_error, "spearman": block.rank_agreement,
                          "noise_mean": (floor or {}).get("exact_model_mean_abs_rel_error"),
                          "noise_max": (floor or {}).get("exact_model_max_abs_rel_error")})
 
-    co = report.get("co_timed_refit")
-    add("co-timed refit", "over the set", (co or {}).get("over_the_set"), noise.get("over_the_set"))
-    add(up, "over the set", report.get("over_the_set"), noise.get("over_the_set"))
+    co = report.co_timed_refit
+    add("co-timed refit", "over the set", co and co.over_the_set, noise.get("over_the_set"))
+    add(up, "over the set", report.over_the_set, noise.get("over_the_set"))
     add("co-timed refit", "median over prompts", co, noise)
     add(up, "median over prompts", report, noise)
     return rows
