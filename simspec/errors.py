@@ -1,9 +1,10 @@
-"""User-facing errors, and the one way simspec reads its JSON artifacts into them.
+"""User-facing errors, and the JSON checks artifact readers share.
 
-Every artifact reader goes through ``read_json`` (the file is JSON and holds an object),
-``require_schema`` (it is the schema and version this simspec writes) and ``require`` /
-``require_records`` (each field it uses has the type it needs), so a wrong-shaped file is
-reported by its path and the field at fault, with what to do, and never as a Python error."""
+Artifacts are typed records (``simspec.schema``) read through ``read_json`` (the file is JSON and
+holds an object) and ``require_schema`` (it is the schema and version this simspec writes);
+``require`` / ``require_records`` check the few fields a record cannot declare (a policy
+algorithm's own inference fields, a profile's bulk samples). A wrong-shaped file is reported by
+its path and the field at fault, with what to do, and never as a Python error."""
 
 from __future__ import annotations
 

@@ -134,11 +134,11 @@ def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix:
     origin = typing.get_origin(kind)
     if origin is Literal:
         if value not in typing.get_args(kind):
-            _fail(file, dotted, what or _choices(typing.get_args(kind)), value, fix, found=repr(value))
+            _fail(file, dotted, what or _want(kind), value, fix, found=repr(value))
         return value
     if isinstance(kind, type) and is_dataclass(kind) and issubclass(kind, Record):
         if not isinstance(value, dict):
-            _fail(file, dotted, what or "an object", value, fix)
+            _fail(file, dotted, what or _want(kind), value, fix)
         return kind.parse(value, file, fix, prefix=f"{dotted}.")
     if origin is list:
         (item,) = typing.get_args(kind) or (Any,)
@@ -154,6 +154,11 @@ def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix:
 
 
 def _want(kind) -> str:
+    """What a value of ``kind`` is, in the user's words ("an integer", "a or b", "an object")."""
+    if typing.get_origin(kind) is Literal:
+        return _choices(typing.get_args(kind))
+    if isinstance(kind, type) and issubclass(kind, Record):
+        return "an object"
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(_NAMES.get(typing.get_origin(k) or k, getattr(k, "__name__", str(k))) for k in kinds)
 
