@@ -148,6 +148,13 @@ def eagle3_head(folder: Path, config_changes: dict, tensors: dict) -> str:
     return str(folder)
 
 
+def carded_head(folder: Path, card: dict) -> str:
+    """A folder with the shipped EAGLE-3 head's config.json (no weights) and ``card`` as its simspec.json."""
+    write_json(folder / "config.json", (ROOT / "real" / "drafters" / "eagle" / "config.json").read_text())
+    write_json(folder / "simspec.json", card)
+    return str(folder)
+
+
 def setitem(blob: dict, key: str, value) -> None:
     blob[key] = value
 
@@ -298,6 +305,9 @@ row("train-draft", "--init's vocabulary larger than --draft-vocab",
 row("train-draft", "--init's MLP wider than --intermediate-size",
     lambda d, a: ["train-draft", "--init", str(ROOT / "real" / "drafters" / "eagle"), "--intermediate-size", "1024",
                   "--out", out(d)], "pass 1536 or more")
+row("train-draft", "--init head's simspec.json field of the wrong type",
+    lambda d, a: ["train-draft", "--init", carded_head(d / "head", {"heldout_agreement": 0.5}), "--out", out(d)],
+    "simspec.json: field 'heldout_agreement' must be an object (found the number 0.5)")
 row("train-draft", "--intermediate-size for a draft LM",
     lambda d, a: ["train-draft", "--kind", "lm", "--intermediate-size", "2048", "--out", out(d)], "--kind eagle3")
 row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)],
@@ -311,7 +321,12 @@ row("drafter-card", "unknown draft", lambda d, a: ["drafter-card", "--draft", st
     "unknown drafter", model=True)
 row("drafter-card", "drafter config.json not an object",
     lambda d, a: ["drafter-card", "--draft", str(write_json(d / "drafter" / "config.json", "[1]").parent)],
-    "config.json is unreadable", model=True)
+    "config.json is unreadable")
+row("drafter-card", "simspec.json field of the wrong type",
+    lambda d, a: ["drafter-card", "--draft", str(write_json(d / "drafter" / "simspec.json", {
+        **json.loads((ROOT / "real" / "drafters" / "lm" / "simspec.json").read_text()), "steps": "many"}).parent)],
+    "simspec.json: field 'steps' must be an integer (found the string 'many'): restore it, or train the drafter "
+    "again with `simspec train-draft --kind lm")
 row("bench-engine", "EAGLE-3 head without d2t (draft vocabulary < vocabulary)",
     lambda d, a: ["bench-engine", "--draft", eagle3_head(d / "head", {}, {"fc.weight": (576, 1728)})], "'d2t'",
     model=True)

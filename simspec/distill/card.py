@@ -10,10 +10,10 @@ import torch
 
 from simspec.data import load_prompts, render_chat
 from simspec.distill.card_request import CardRequest
+from simspec.distill.provenance import DrafterProvenance, read_provenance
 from simspec.engine.drafter import Drafter
 from simspec.engine.models import LoadedModel
 from simspec.engine.speculative import SpeculativeEngine
-from simspec.errors import SimspecError
 from simspec.measure.profiler import draft_latency, target_latency
 from simspec.policies import StaticPolicy
 
@@ -88,22 +88,22 @@ def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_
     }
 
 
-def write_card(directory: Path, title: str, description: str, config: dict, measured: dict) -> None:
-    """README.md beside the weights: provenance from ``config.json`` plus the measurements."""
-    n_params = config.get("parameters")
-    agreement = config.get("heldout_agreement", {})
+def write_card(directory: Path, title: str, description: str, provenance: DrafterProvenance, measured: dict) -> None:
+    """README.md beside the weights: the drafter's provenance plus the measurements."""
+    p, agreement = provenance, provenance.heldout_agreement
+    top1, top10, positions = ((agreement.top1, agreement.top10, agreement.positions) if agreement is not None
+                              else (float("nan"), float("nan"), 0))
     lines = [
         f"# {title}", "", description, "",
         "## Provenance", "",
-        f"- target: `{config.get('target')}`; simspec {config.get('simspec_version')}",
-        f"- trainable parameters: {n_params:,}" if n_params else "- trainable parameters: see config.json",
-        f"- training data: {json.dumps(config.get('data', {}).get('sources', {}))} "
+        f"- target: `{p.target}`; simspec {p.simspec_version}",
+        f"- trainable parameters: {p.parameters:,}" if p.parameters else "- trainable parameters: see config.json",
+        f"- training data: {json.dumps(p.sources if p.sources is not None else {})} "
         f"(ShareGPT *train* split, Python stdlib source, the target's own greedy continuations of train prompts)",
-        f"- training: {json.dumps(config.get('train_config', {}))}, {config.get('steps')} steps",
-        f"- wall time: data {config.get('data_seconds', 0):.0f} s, training {config.get('train_seconds', 0):.0f} s "
-        f"on {config.get('machine')}",
-        f"- draft vocabulary: {config.get('config', {}).get('draft_vocab')} tokens covering "
-        f"{config.get('draft_vocab_coverage', 0):.1%} of the target's greedy tokens in the training data",
+        f"- training: {json.dumps(p.train_config if p.train_config is not None else {})}, {p.steps} steps",
+        f"- wall time: data {p.data_seconds or 0:.0f} s, training {p.train_seconds or 0:.0f} s on {p.machine}",
+        f"- draft vocabulary: {p.draft_vocab} tokens covering "
+        f"{p.draft_vocab_coverage or 0:.1%} of the target's greedy tokens in the training data",
         "",
         "## Measured", "",
         f"Held-out agreement with the target's greedy token on its own greedy text (teacher-forced, depth 1), "
@@ -111,8 +111,8 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
         f"source ({measured['dtype']}): " + "; ".join(
             f"{src} top-1 {a['top1']:.3f}, top-10 {a['top10']:.3f} ({a['positions']} positions)"
             for src, a in measured["heldout_agreement"].items()) + ".",
-        f"On the training run's held-out corpus: top-1 {agreement.get('top1', float('nan')):.3f}, top-10 "
-        f"{agreement.get('top10', float('nan')):.3f} over {agreement.get('positions', 0)} positions.", "",
+        f"On the training run's held-out corpus: top-1 {top1:.3f}, top-10 {top10:.3f} over {positions} positions.",
+        "",
         "Draft step latency at context 256 (median ms; top-W and host copy included), and one target forward of "
         f"1 token: {measured['target_forward_1_token_ms_at_L256']:.1f} ms.", "",
         "| W | " + " | ".join(measured["draft_step_ms_vs_width_at_L256"]) + " |",
@@ -125,7 +125,7 @@ def write_card(directory: Path, title: str, description: str, config: dict, meas
         for name, run in runs.items():
             reach = ", ".join(f"k={k}: {v:.2f}" for k, v in run["reach"].items())
             lines.append(f"- {src}, {name}: tau {run['tau']:.2f} over {run['cycles']} cycles; {reach}")
-    scripts = ("`scripts/results/eagle3-drafter.sh`" if config.get("kind") == "eagle3" else
+    scripts = ("`scripts/results/eagle3-drafter.sh`" if p.kind == "eagle3" else
                "`scripts/results/train-drafters.sh` and `scripts/results/drafter-cards.sh`")
     lines += ["", f"Reproduce: {scripts} (simspec's docs/drafters.md explains the recipe).", ""]
     (directory / "README.md").write_text("\n".join(lines))
@@ -169,34 +169,31 @@ def make_card(request: CardRequest, status) -> dict:
     from simspec.engine.load import load_pair
     from simspec.shipped import shipped_drafter
 
-    loaded, drafter = load_pair(request.target, request.draft, status=status, dtype=request.dtype)
     directory = shipped_drafter(request.draft) or Path(request.draft)
-    provenance = directory / "simspec.json"  # a draft LM keeps its provenance beside the HF config
-    source = provenance if provenance.is_file() else directory / "config.json"
-    try:
-        config = json.loads(source.read_text())
-    except (OSError, ValueError) as exc:
-        raise SimspecError(f"{source} is unreadable ({exc.__class__.__name__}): retrain the drafter") from None
-    if not isinstance(config, dict):
-        raise SimspecError(f"{source} is unreadable (not a JSON object): retrain the drafter")
+    # A bad card is refused before the models load; a reference that names no folder is load_pair's to refuse.
+    provenance = read_provenance(directory) if directory.is_dir() else None
+    loaded, drafter = load_pair(request.target, request.draft, status=status, dtype=request.dtype)
+    if provenance is None:  # the target itself, say: no folder to write the card into
+        provenance = read_provenance(directory)
+    shape = provenance.config.to_json() if provenance.config is not None else {}
     if hasattr(drafter, "head"):
-        config["parameters"] = count_parameters(drafter.head)
+        parameters = count_parameters(drafter.head)
         description = {"Eagle3Head": EAGLE3_DESCRIPTION, "Eagle1Head": EAGLE1_DESCRIPTION}.get(
             type(drafter.head).__name__, EAGLE_DESCRIPTION)
         if drafter.draft_vocab is not None:
-            config.setdefault("config", {})["draft_vocab"] = len(drafter.draft_vocab)
+            shape["draft_vocab"] = len(drafter.draft_vocab)
     else:
-        config["parameters"] = count_parameters(drafter.model)
-        config.setdefault("config", {})["draft_vocab"] = (None if drafter.draft_vocab is None
-                                                          else len(drafter.draft_vocab))
+        parameters = count_parameters(drafter.model)
+        shape["draft_vocab"] = None if drafter.draft_vocab is None else len(drafter.draft_vocab)
         description = _lm_description(drafter.model.config)
+    provenance = provenance.with_(parameters=parameters, config=shape)
     with status("measuring latency and acceptance"):
         measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens)
     measured["dtype"] = request.dtype
     # A second card (another dtype, another machine) goes to --out so the shipped one stays as it is.
     card_dir = Path(request.out) if request.out is not None else directory
     card_dir.mkdir(parents=True, exist_ok=True)
-    write_card(card_dir, f"simspec drafter `{directory.name}` for {config.get('target')}", description, config,
+    write_card(card_dir, f"simspec drafter `{directory.name}` for {provenance.target}", description, provenance,
                measured)
     overall = measured["heldout_agreement"]["all"]
     return {"card": str(card_dir / "README.md"), "drafter": str(directory), "dtype": request.dtype,

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from simspec import __version__
 from simspec.distill.corpus import Corpus
+from simspec.distill.provenance import EAGLE3_FORMAT, FORMAT_VERSION, checked
 from simspec.distill.trainer import DraftTrainer, Eagle3TrainConfig, reduced_vocabulary
 from simspec.engine.eagle_checkpoint import save_eagle3
 from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
@@ -216,9 +217,9 @@ class Eagle3Trainer(DraftTrainer):
                 "top1_by_step": {str(k): h / max(1, t) for k, (h, t) in sorted(deeper.items())}}
 
     def save(self, directory: Path, meta: dict) -> None:
-        save_eagle3(directory, self.model, self.target, {
-            "format": "simspec-drafter-card", "format_version": 1, "kind": "eagle3", "target": self.target.name,
+        save_eagle3(directory, self.model, self.target, checked({
+            "format": EAGLE3_FORMAT, "format_version": FORMAT_VERSION, "kind": "eagle3", "target": self.target.name,
             "train_config": asdict(self.cfg), "simspec_version": __version__,
             "draft_vocab_coverage": self.coverage(), "steps": self.step, **meta,
-        })
+        }))
         (directory / "history.json").write_text(json.dumps(self.history))

@@ -90,6 +90,7 @@ class TrainDraftRequest:
     def check(self) -> None:
         """The flags and the output folder, before the target loads."""
         from simspec.cache import check_out
+        from simspec.distill.provenance import read_provenance
         from simspec.engine.models import resolve_dtype
 
         if self.kind not in KINDS:
@@ -116,6 +117,7 @@ class TrainDraftRequest:
             if self.intermediate is not None and units > self.intermediate:
                 raise SimspecError(f"--init {self.init} has an MLP of {units} units, --intermediate-size is "
                                    f"{self.intermediate}: a continued head keeps its units; pass {units} or more")
+            read_provenance(Path(self.init))  # its card goes into the new one's: refused now, not after training
         if self.intermediate is not None and self.kind != "eagle3":
             raise SimspecError(f"--intermediate-size sets an EAGLE-3 head's MLP: use it with --kind eagle3, "
                                f"not {self.kind}")
@@ -128,14 +130,16 @@ def initial_provenance(directory: Path) -> dict:
     """What a continued head started from: the earlier run's card (its own ``init`` included)."""
     import hashlib
 
-    card_path = directory / "simspec.json"
-    card = json.loads(card_path.read_text()) if card_path.is_file() else {}
+    from simspec.distill.provenance import read_provenance
+
+    card = read_provenance(directory)  # empty for a head simspec did not train
     weights = directory / "model.safetensors"
+    earlier = {"train_config": card.train_config, "steps": card.steps,
+               "heldout_agreement": None if card.heldout_agreement is None else card.heldout_agreement.to_json(),
+               "train_seconds": card.train_seconds, "data_seconds": card.data_seconds, "init": card.init}
     return {"path": str(directory),
             "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
-            **{k: card[k] for k in ("train_config", "steps", "heldout_agreement", "train_seconds", "data_seconds",
-                                    "init") if k in card},
-            "data_sources": card.get("data", {}).get("sources")}
+            **{k: v for k, v in earlier.items() if v is not None}, "data_sources": card.sources}
 
 
 def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], object]) -> dict:

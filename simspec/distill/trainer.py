@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from simspec import __version__
 from simspec.distill.corpus import Corpus
+from simspec.distill.provenance import DRAFT_LM_FORMAT, FORMAT_VERSION, checked
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
 from simspec.engine.modeling import base_and_head
@@ -222,10 +223,10 @@ class EagleTrainer(DraftTrainer):
         return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
 
     def save(self, directory: Path, meta: dict) -> None:
-        save_eagle(directory, self.model, self.vocab_ids, {
+        save_eagle(directory, self.model, self.vocab_ids, checked({
             "target": self.target.name, "train_config": asdict(self.cfg), "simspec_version": __version__,
             "draft_vocab_coverage": self.coverage(), "steps": self.step, **meta,
-        })
+        }))
         (directory / "history.json").write_text(json.dumps(self.history))
 
 
@@ -269,10 +270,10 @@ class LMTrainer(DraftTrainer):
         return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
 
     def save(self, directory: Path, meta: dict) -> None:
-        save_draft_lm(directory, self.model, self.target.tokenizer, self.vocab_ids, {
-            "format": "simspec-draft-lm", "format_version": 1, "target": self.target.name,
+        save_draft_lm(directory, self.model, self.target.tokenizer, self.vocab_ids, checked({
+            "format": DRAFT_LM_FORMAT, "format_version": FORMAT_VERSION, "target": self.target.name,
             "train_config": asdict(self.cfg), "simspec_version": __version__,
             "config": {"draft_vocab": len(self.vocab_ids)}, "draft_vocab_coverage": self.coverage(),
             "steps": self.step, **meta,
-        })
+        }))
         (directory / "history.json").write_text(json.dumps(self.history))

@@ -16,11 +16,9 @@ from pathlib import Path
 
 import torch
 
+from simspec.engine.formats import DRAFT_VOCAB_FILE, PROVENANCE_FILE
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
-
-DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
-PROVENANCE_FILE = "simspec.json"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import torch
 
 from simspec.engine.eagle import EagleDrafter
 from simspec.engine.eagle_public import Eagle1Head, Eagle3Head, PublicConfig
+from simspec.engine.formats import PROVENANCE_FILE
 from simspec.engine.modeling import aux_layer_ids, base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -236,4 +237,4 @@ def save_eagle3(directory: Path, head: Eagle3Head, target: LoadedModel, card: di
                for k, v in head.state_dict().items()}
     save_file(tensors, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(eagle3_config(head, target), indent=2))
-    (directory / "simspec.json").write_text(json.dumps(card, indent=2))
+    (directory / PROVENANCE_FILE).write_text(json.dumps(card, indent=2))

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from simspec.engine.models import LoadedModel
 
 SIMSPEC_EAGLE = "simspec-eagle-drafter"  # config.json's "format" of a simspec EAGLE-style head
+PROVENANCE_FILE = "simspec.json"  # simspec's provenance beside an EAGLE-3 head or a draft LM
+DRAFT_VOCAB_FILE = "draft_vocab.safetensors"  # a draft LM's reduced output vocabulary
 
 
 @dataclass(frozen=True)
