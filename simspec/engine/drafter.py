@@ -92,9 +92,10 @@ class CausalLMDrafter(Drafter):
         self._pending: list[torch.Tensor] = []  # committed tokens not yet run through the model
 
     def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
-        from transformers import DynamicCache
+        from simspec.engine.kv_slots import SlotCache
 
-        self._cache = DynamicCache()
+        # the prompt, then per cycle at most a tree's worth of slots beyond the committed tokens
+        self._cache = SlotCache(self.model, len(prompt) + 1024)
         self._committed = 0
         self._pending = [prompt]
 

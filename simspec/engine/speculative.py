@@ -35,6 +35,10 @@ from simspec.engine.tree import DraftTree
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
 
+# KV slots allocated beyond the prompt and the new tokens: the largest tree a cycle verifies
+# (a larger one reallocates the cache once, correctly)
+TREE_SLOTS = 512
+
 
 def clock(device: torch.device) -> float:
     """Wall-clock seconds, after the device has finished its queued work."""
@@ -221,7 +225,7 @@ class SpeculativeEngine:
                seed: int | None) -> Generation:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
-        target = TargetCache(self.target)
+        target = TargetCache(self.target, capacity=len(prompt_ids) + max_new_tokens + 1)
         _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device), rng)
         prefill_s = clock(self.device) - start
         tokens = [token]
@@ -253,7 +257,8 @@ class SpeculativeEngine:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
         wants_hidden = self.drafter.uses_target_hidden
-        target = TargetCache(self.target, self.drafter.target_layers())
+        target = TargetCache(self.target, self.drafter.target_layers(),
+                             capacity=len(prompt_ids) + max_new_tokens + TREE_SLOTS)
         prompt = torch.tensor(prompt_ids, device=self.device)
         _, root = self._prefill(target, prompt, rng)
         features = target.features

@@ -1,12 +1,13 @@
-"""The target's side of a decoding cycle: its KV cache, and the forward that extends it
-causally (prefill, plain decoding) or as a tree (verification), keeping the features a drafter
-reads."""
+"""The target's side of a decoding cycle: its KV cache (static: ``kv_slots.SlotCache``), and the
+forward that extends it causally (prefill, plain decoding) or as a tree (verification), keeping
+the features a drafter reads."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from simspec.engine.kv_slots import SlotCache
 from simspec.engine.modeling import additive_mask, base_and_head
 from simspec.engine.models import LoadedModel
 
@@ -16,13 +17,13 @@ class TargetCache:
 
     ``feature_layers``: the decoder layers whose inputs a drafter fuses (EAGLE-3); each
     forward then also leaves them, concatenated, in ``features``. Without it ``features`` is
-    the last hidden state (after the final norm), what an EAGLE-1/2 head reads."""
+    the last hidden state (after the final norm), what an EAGLE-1/2 head reads. ``capacity``:
+    the positions to allocate (prompt, new tokens and the largest tree; more reallocates once)."""
 
-    def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None) -> None:
-        from transformers import DynamicCache
-
+    def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None,
+                 capacity: int = 1024) -> None:
         self.base, self.head = base_and_head(target.model)
-        self.cache = DynamicCache()
+        self.cache = SlotCache(target.model, capacity)
         self.length = 0  # committed tokens in the cache
         self.feature_layers = feature_layers
         self.features: torch.Tensor | None = None
@@ -52,15 +53,11 @@ class TargetCache:
         return out.last_hidden_state[0]
 
     def keep(self, rows: np.ndarray, n_new: int) -> None:
-        """Of the ``n_new`` tokens just run, keep ``rows`` (ascending) and drop the rest."""
-        if rows[-1] == len(rows) - 1:  # a prefix of the flattened tree: a crop is enough
+        """Of the ``n_new`` tokens just run, keep ``rows`` (ascending) and drop the rest: the
+        accepted path's keys and values move into the slots after the committed context."""
+        if rows[-1] == len(rows) - 1:  # a prefix of the flattened tree: already in place
             if n_new > len(rows):
                 self.cache.crop(len(rows) - n_new)
         else:
-            index = torch.as_tensor(self.length + rows, device=self.cache.layers[0].keys.device)
-            for layer in self.cache.layers:
-                layer.keys = torch.cat([layer.keys[..., : self.length, :], layer.keys.index_select(-2, index)], -2)
-                layer.values = torch.cat(
-                    [layer.values[..., : self.length, :], layer.values.index_select(-2, index)], -2
-                )
+            self.cache.keep(self.length, torch.as_tensor(rows, device=self.cache.layers[0].device))
         self.length += len(rows)
