@@ -62,6 +62,10 @@ LTD_PRESETS = {
     # Same networks and hyper-parameters, a tenth of the steps: minutes, not a quarter hour.
     "fast": LTDSchedule(SIZE_PPO.with_steps(10_000), DEPTH_PPO.with_steps(100_000), rounds=1,
                         round_size_steps=4_096, round_depth_steps=20_480, validations_per_phase=8),
+    # Same networks, every phase one or two rollouts of 256 steps and two epochs: seconds, for
+    # checking the wiring (phases, co-adaptation, checkpoints, export); learns little.
+    "smoke": LTDSchedule(SIZE_PPO.smoke(), DEPTH_PPO.smoke(), rounds=1, round_size_steps=256, round_depth_steps=256,
+                         validations_per_phase=1),
 }
 
 

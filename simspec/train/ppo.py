@@ -46,6 +46,10 @@ class PPOConfig:
     def with_steps(self, steps: int) -> PPOConfig:
         return PPOConfig(**{**self.__dict__, "steps": steps})
 
+    def smoke(self) -> PPOConfig:
+        """The ``smoke`` preset's phase: the same networks, two rollouts of 256 steps, two epochs."""
+        return PPOConfig(**{**self.__dict__, "steps": 512, "buffer": 256, "epochs": 2})
+
 
 def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callable[[float], float]:
     """SB3 schedule (argument: progress remaining, 1 -> 0): rises to ``peak`` over the first

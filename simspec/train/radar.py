@@ -39,7 +39,9 @@ class RadarConfig:
     validations: int = 20
 
 
-RADAR_PRESETS = {"paper": RadarConfig(), "fast": RadarConfig(updates=1000, validations=10)}
+RADAR_PRESETS = {"paper": RadarConfig(), "fast": RadarConfig(updates=1000, validations=10),
+                 # every part of a run (updates, validation, checkpoint, export) in about a second: learns little
+                 "smoke": RadarConfig(updates=50, validations=2)}
 
 
 class RadarNet(torch.nn.Module):

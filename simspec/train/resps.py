@@ -21,7 +21,8 @@ TRAIN_HOLD, INFERENCE_HOLD = 10, 30
 
 _RESPS = {"policy_layers": (128, 128), "value_layers": (128, 128), "gamma": 0.99, "buffer": 2048, "minibatch": 64,
           "epochs": 10, "learning_rate": 3e-4, "warmup": 0.0, "decay": False}
-RESPS_PRESETS = {"paper": PPOConfig(steps=100_000, **_RESPS), "fast": PPOConfig(steps=20_480, **_RESPS)}
+RESPS_PRESETS = {"paper": PPOConfig(steps=100_000, **_RESPS), "fast": PPOConfig(steps=20_480, **_RESPS),
+                 "smoke": PPOConfig(steps=2048, **_RESPS).smoke()}  # seconds: checks the wiring
 
 
 @dataclass

@@ -28,7 +28,7 @@ from simspec.train.log import TrainingLog
 from simspec.train.setting import PRECISIONS, VARIANTS, prepare
 from simspec.train.trainers import trainer
 
-PRESETS = ("paper", "fast")
+PRESETS = ("paper", "fast", "smoke")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +36,8 @@ class TrainRequest:
     profile: str = opt(help=flags.PROFILE)
     algo: str = opt(help=algos_help)
     preset: str = opt("paper", "paper: the seed's networks, hyper-parameters and step counts; fast: the same "
-                      "networks with about a tenth of the steps (minutes).")
+                      "networks with about a tenth of the steps (minutes); smoke: seconds, checks the wiring, learns "
+                      "little.")
     reward: str = opt("throughput", "throughput (tokens per second of each cycle, LTD's), acceptance (tokens per "
                       "cycle, the proxy) or time (seconds saved over greedy).")
     variant: str = opt("standard", "Re-SpS only: standard or maxent (entropy coefficient 0.1).")

@@ -51,7 +51,7 @@ class SweepRequest:
     seeds: tuple[int, ...] = opt((0,), "Comma-separated seeds, e.g. 1,2,3.", parse=flags.ints)
     rewards: tuple[str, ...] = opt(("throughput",), "Comma-separated rewards: throughput, acceptance, time.",
                                    flag="--reward", parse=flags.names)
-    preset: str = opt("fast", "Every trial's schedule: paper or fast.")
+    preset: str = opt("fast", "Every trial's schedule: paper, fast or smoke (see train --preset).")
     # "local" or a cluster address; None: one trial after another, here
     ray: str | None = opt(None, "Run the trials as Ray Tune trials: 'local' (a Ray instance on this machine) or a "
                           "cluster's ADDRESS. Without it they run one after another in this process. Needs pip "
