@@ -28,7 +28,7 @@ def _arrays(folder) -> dict:
 
 
 def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
-    args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--json"]
+    args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--preset", "smoke", "--json"]
     with ThreadPoolExecutor(2) as pool:  # side by side: every trial trains with one torch thread either way
         plain = pool.submit(simspec, *args, "--out", str(tmp_path / "plain"))
         ray = pool.submit(simspec, *args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
