@@ -1,15 +1,15 @@
-"""Training: same seed, same policy (for every algorithm, on tiny schedules), and the
-`simspec train` command end to end on the shipped profile, bad input included."""
+"""Training: same seed, same policy (for every algorithm, on tiny schedules), RADAR learning to
+beat the grid best on the shipped profile, and the `simspec train` command end to end there."""
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import cost_model, last_json, random_traces, simspec
+from helpers import ROOT, cli, cost_model, last_json, random_traces, simspec
 
+from simspec.policies.learned import RadarPolicy
 from simspec.sim.envs import MDPS
 from simspec.train.log import TrainingLog
 from simspec.train.ltd import LTDSchedule, train_ltd
@@ -86,6 +86,16 @@ def test_same_seed_same_policy(train):
     assert first.keys() == again.keys()
     assert all(np.array_equal(first[k], again[k]) for k in first)
     assert not all(np.array_equal(first[k], other[k]) for k in first)
+
+
+def test_every_algorithm_has_every_preset_and_smoke_is_the_shortest():
+    from simspec.train.run import PRESETS, TrainRequest, total_work
+    from simspec.train.trainers import TRAINERS
+
+    assert PRESETS == ("paper", "fast", "smoke")
+    for algo in TRAINERS.names():
+        work = [total_work(TrainRequest(profile="p", algo=algo, preset=preset)) for preset in PRESETS]
+        assert work[0] > work[1] > work[2] > 0, (algo, work)
 
 
 # The tags every algorithm writes to its policy's tb/ (the SB3 ones write more of their own).
@@ -266,32 +276,75 @@ def test_ppo_beats_a_uniform_random_policy_on_a_small_replay_env():
 
 @pytest.mark.e2e
 def test_train_command_end_to_end(tmp_path):
+    """`simspec train` as a user runs it, on the shipped profile, with the `smoke` preset (the
+    wiring, not the learning: test_radar_learns_to_beat_the_grid_best_on_held_out_prompts below
+    checks that): its summary, the policy folder, and the policy read back by `plot training`
+    and `validate --simulated` (in this process: the command's own process is the point here)."""
     out = tmp_path / "radar"
-    done = simspec("train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset", "fast",
-                   "--threads", "1", "--out", out, "--json")
+    done = simspec("train", "--simulated", "--profile", "calibration/cpu-demo", "--algo", "radar", "--preset",
+                   "smoke", "--threads", "1", "--out", out, "--json")
     assert done.returncode == 0, done.stderr
     summary = last_json(done)
     assert set(summary) == {"policy", "algo", "train_seconds", "env_steps", "heldout_speedup", "grid_best_speedup",
                             "eagle3_speedup", "oracle_share"}
-    # Training must beat the best static tree of the training split on the held-out prompts.
-    # Measured on cpu-demo (fast preset, seeds 0-2): 1.486-1.495 against the grid best's 1.432.
-    # An untrained RADAR network of the same shape scores 1.402 or 0.924 (torch seeds 0-5), and
-    # EAGLE-3's default tree 0.655: neither passes.
-    assert summary["heldout_speedup"] > summary["grid_best_speedup"] > summary["eagle3_speedup"], summary
+    assert summary["heldout_speedup"] > 0 and summary["grid_best_speedup"] > summary["eagle3_speedup"], summary
     meta = json.loads((out / "policy.json").read_text())
     assert meta["heldout"]["speedup"] == summary["heldout_speedup"]
     assert meta["profile"]["name"] == "cpu-demo" and meta["decision_seconds"] > 0 and meta["traces_hash"]
+    assert meta["preset"] == "smoke" and meta["schedule"]["updates"] == 50
     assert meta["precision"] == "fp32"  # RADAR's LSTM trains in fp32
     # cpu-demo stores RADAR's T_policy (calibrate measured it): one seed gives one policy.
     assert meta["schedule"]["policy_seconds_source"] == "profile"
     assert (out / "training.csv").exists() and (out / "radar_lstm.pt").exists()
     assert TB_TAGS <= set(tb_scalars(out / "tb" / "radar_1"))  # TensorBoard logs, like the PPO algorithms'
 
-    with ThreadPoolExecutor(2) as pool:  # both read the finished policy: side by side
-        figure = pool.submit(simspec, "plot", "training", "--policy", out, "--out", tmp_path / "fig")
-        scored = pool.submit(simspec, "validate", "--simulated", "--profile", "calibration/cpu-demo", "--baselines",
-                             "eagle3", "--policies", out, "--json")
-        figure, scored = figure.result(), scored.result()
-    assert figure.returncode == 0 and (tmp_path / "fig" / "training-radar.png").exists()
+    figure = cli("plot", "training", "--policy", out, "--out", tmp_path / "fig")
+    assert figure.returncode == 0 and (tmp_path / "fig" / "training-radar.png").exists(), figure.stderr
+    scored = cli("validate", "--simulated", "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                 out, "--json")
     assert scored.returncode == 0, scored.stderr
     assert [r["method"] for r in last_json(scored)["rows"]] == ["eagle3", "radar"]
+
+
+# RADAR's schedule for the learning test below: the paper's network, 400 updates of 256 episodes
+# at lr 3e-3, checkpoints validated at updates 200 and 400 (~3 s on one core; the fast preset
+# takes ~16 s). Measured on cpu-demo, held-out median speedup against the grid best's 1.5915:
+# seeds 0-23 all pass, by +0.005 to +0.040 (seed 0: 1.5997, +0.008; median margin +0.024). The
+# fast preset (1000 updates at lr 1e-4, 10 validations) gave 1.616, 1.571 and 1.617 for seeds
+# 0-2 through `simspec train` (seed 1 fails), and validating more often (400 updates, 4
+# validations) picked a checkpoint 0.026 below the grid best for seed 11: on 17 validation
+# prompts the best-validated checkpoint is a noisy choice when checkpoints differ by ~1 %.
+LEARNING_RADAR = RadarConfig(updates=400, batch=256, learning_rate=3e-3, validations=2)
+
+
+def test_radar_learns_to_beat_the_grid_best_on_held_out_prompts():
+    """What `simspec train --algo radar` reports as its held-out speedup, on the shipped
+    profile: the trained policy beats the best static tree of the training split on the
+    held-out prompts, each charged its decision time from the profile (RADAR: T_policy per
+    CONTINUE/STOP call, one call per draft call and one more, as training's T_gen charges it).
+    The same network untrained does not pass (1.411 against 1.592): the bar needs learning."""
+    import torch
+
+    from simspec.sim.evaluate import grid_policy
+    from simspec.sim.profile import load_profile
+    from simspec.sim.replay import replay
+    from simspec.train.radar import RADAR_TIMING_KEY, RadarNet
+    from simspec.train.setting import prepare
+
+    torch.set_num_threads(1)  # the thread count the margins above were measured at
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
+    s = prepare(profile, "throughput", seed=0)
+    per_call, static = (profile.meta.policy_seconds[k] for k in (RADAR_TIMING_KEY, "static"))
+
+    def heldout_speedup(policy, per_cycle=None) -> float:
+        if per_cycle is None:  # RADAR: per call, at the calls per cycle it makes there
+            first = replay(s.heldout, s.cost, policy, s.max_new_tokens)
+            per_cycle = per_call * (first.draft_calls.sum() / first.cycles.sum() + 1)
+        return float(np.median(replay(s.heldout, s.cost, policy, s.max_new_tokens, per_cycle).speedup))
+
+    grid = heldout_speedup(grid_policy(s.grid_depth, s.width, s.grid_size), static)
+    torch.manual_seed(s.seed)
+    untrained = RadarPolicy(s.width, s.depth_max, RadarNet(s.width + 1, LEARNING_RADAR.hidden).export(), s.grid_size)
+    assert heldout_speedup(untrained) < grid  # the bar below is not met before learning
+    trained = train_radar(s, LEARNING_RADAR, TrainingLog(), lambda n: None, per_call).policy
+    assert heldout_speedup(trained) > grid
