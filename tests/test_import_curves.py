@@ -5,14 +5,14 @@ No models are loaded."""
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
-from helpers import cli, last_json, simspec, tagged_traces
+from helpers import cli, isolated, last_json, simspec, tagged_traces
 
 from simspec.sim.profile import load_profile
 from simspec.sim.trace_files import save_traces
-
-pytestmark = pytest.mark.e2e
 
 POINTS = ([("verify", n, c, 0.006 + 2e-5 * n + 2e-7 * c) for c in (256, 2048) for n in (1, 4, 16, 64, 128)]
           + [("draft", n, c, 0.0006 + 1e-6 * n) for c in (256, 2048) for n in (1, 2, 4, 8)]
@@ -33,19 +33,46 @@ def curves(**change) -> dict:
     return {**blob, **change}
 
 
+def _import_args(tmp_path, traces_dir, file, name="p") -> list[str]:
+    return ["calibrate", "--import-curves", str(file), "--traces-from", str(traces_dir), "--target", "t", "--draft",
+            "d", "--out", str(tmp_path / name), "--json"]
+
+
 def _import(tmp_path, traces_dir, file, name="p"):
-    return simspec("calibrate", "--import-curves", str(file), "--traces-from", str(traces_dir), "--target", "t",
-                   "--draft", "d", "--out", str(tmp_path / name), "--json")
+    return simspec(*_import_args(tmp_path, traces_dir, file, name))
 
 
+def in_process(args: list[str], folder: Path, capfd) -> subprocess.CompletedProcess:
+    """``simspec.cli.main(ARGS)`` in this process, from ``folder`` with ``folder/.tmp`` as the
+    temporary directory: its exit status and what reached file descriptors 1 and 2 (as
+    tests/test_bad_input.py runs its rows; a subprocess would spend a second importing)."""
+    from simspec.cli import main
+
+    (folder / ".tmp").mkdir(exist_ok=True)
+    capfd.readouterr()
+    with isolated(folder, tmp=folder / ".tmp"), pytest.raises(SystemExit) as exit:
+        main(args)
+    captured = capfd.readouterr()
+    code = exit.value.code
+    return subprocess.CompletedProcess(["simspec", *args], code if isinstance(code, int) else 1, captured.out,
+                                       captured.err)
+
+
+def files_under(folder: Path) -> dict[str, tuple[int, int] | None]:
+    return {str(p.relative_to(folder)): None if p.is_dir() else (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.e2e
 def test_json_and_csv_curves_give_the_same_imported_profile(tmp_path, traces_dir):
     (tmp_path / "c.json").write_text(json.dumps(curves()))
     rows = [f"{k},{n},{c},{s!r}\n{k},{n},{c},{s * 1.01!r}" for k, n, c, s in POINTS]
     (tmp_path / "c.csv").write_text("# device: NVIDIA H100 80GB HBM3\n# engine: sglang\n# engine_version: 0.5.3\n"
                                     "# engine_settings: cuda graphs\n# dtype: bf16\nkind,n,context,seconds\n"
                                     + "\n".join(rows) + "\n")
-    for file, name in (("c.json", "pj"), ("c.csv", "pc")):
-        result = _import(tmp_path, traces_dir, tmp_path / file, name)
+    # the JSON file as a user imports it (a process of its own), the CSV one in this process
+    for result in (_import(tmp_path, traces_dir, tmp_path / "c.json", "pj"),
+                   cli(*_import_args(tmp_path, traces_dir, tmp_path / "c.csv", "pc"))):
         assert result.returncode == 0, result.stderr
         assert last_json(result)["kind"] == "imported"
     a, b = load_profile(tmp_path / "pj"), load_profile(tmp_path / "pc")
@@ -54,11 +81,11 @@ def test_json_and_csv_curves_give_the_same_imported_profile(tmp_path, traces_dir
     assert float(a.cost.verify(16, 256)) == pytest.approx(0.006 + 2e-5 * 16 + 2e-7 * 256, rel=0.02)
     assert a.traces().meta.content_hash == json.loads((traces_dir / "traces.json").read_text())["content_hash"]
     # tune answers with the imported curves and says whose they are
-    tuned = simspec("tune", "--profile", str(tmp_path / "pj"), "--engine", "sglang", "--json")
+    tuned = cli("tune", "--profile", str(tmp_path / "pj"), "--engine", "sglang", "--json")
     assert tuned.returncode == 0, tuned.stderr
     assert last_json(tuned)["runtime"] == "sglang 0.5.3 (cuda graphs)" and "IMPORTED curves" in tuned.stderr
     # the live engine cannot check another engine's curves
-    real = simspec("validate", "--real", "--profile", str(tmp_path / "pj"), "--n-prompts", "1")
+    real = cli("validate", "--real", "--profile", str(tmp_path / "pj"), "--n-prompts", "1")
     assert real.returncode == 2 and "whose curves these are not" in real.stderr
 
 
@@ -70,13 +97,16 @@ def test_json_and_csv_curves_give_the_same_imported_profile(tmp_path, traces_dir
     ({"samples": [{"kind": "verify", "n": 4, "context": 0, "seconds": [-1]}]}, "sample 0 must have"),
     ({"samples": [{"kind": "decode", "n": 4, "context": 0, "seconds": [1]}]}, "sample 0 must have"),
 ])
-def test_bad_curves_are_one_line_and_write_nothing(tmp_path, traces_dir, change, message):
+def test_bad_curves_are_one_line_and_write_nothing(tmp_path, traces_dir, change, message, capfd):
     (tmp_path / "c.json").write_text(json.dumps(curves(**change)))
-    result = _import(tmp_path, traces_dir, tmp_path / "c.json")
+    (tmp_path / ".tmp").mkdir()
+    before = files_under(tmp_path)
+    result = in_process(_import_args(tmp_path, traces_dir, tmp_path / "c.json"), tmp_path, capfd)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (tmp_path / "p").exists()
+    assert files_under(tmp_path) == before  # nothing new beside the curves, in --out or in $TMPDIR
 
 
 def test_import_needs_traces_or_none(tmp_path):
@@ -85,6 +115,7 @@ def test_import_needs_traces_or_none(tmp_path):
     assert result.returncode == 2 and "--import-curves needs the trees the curves will price" in result.stderr
 
 
+@pytest.mark.e2e
 def test_analytic_profiles_state_their_runtime():
     """Also the shipped ones, made before profiles stored it: the same device table priced them."""
     profile = load_profile("calibration/h100-demo-analytic")
