@@ -15,6 +15,9 @@ from simspec.engine.sampling import Sampling, distribution
 from simspec.measure.recorder import RecordSpec, TraceRecorder
 from simspec.sim.traces import assemble
 
+# the engine's per-call BLAS limit without its per-call library scan (conftest.py)
+pytestmark = pytest.mark.usefixtures("blas_limit_scanned_once")
+
 DEPTH_MAX, WIDTH, NODES = 4, 2, 6
 
 
@@ -57,8 +60,12 @@ def test_recorded_acceptance_law_is_the_live_engines(tiny, drafters):
                   if t.tokens[0] == root)
     engine = SpeculativeEngine(tiny, drafters["lm"], sampling)
     counts, n = {}, 0
-    for seed in range(600):  # the first cycle, wherever the engine's first token is the trace's root
-        run = engine.generate(PROMPT, StaticPolicy(DEPTH_MAX, WIDTH, NODES), DEPTH_MAX + 1, seed)
+    # The first cycle, wherever the engine's first token is the trace's root. Two new tokens (the
+    # prefill's, then at least one from the first cycle) run exactly that cycle: a cycle drafts
+    # and verifies its whole tree whatever the token budget left, so a longer generation only
+    # adds cycles after it (the same seeds give the same first cycles).
+    for seed in range(600):
+        run = engine.generate(PROMPT, StaticPolicy(DEPTH_MAX, WIDTH, NODES), 2, seed)
         if run.tokens[0] == root and run.cycles:
             counts[run.cycles[0].accepted] = counts.get(run.cycles[0].accepted, 0) + 1
             n += 1
