@@ -53,8 +53,14 @@ def _radar_arrays(seed):
     return train_radar(tiny_setting(seed), config, TrainingLog(), lambda n: None).policy.net.arrays("l")
 
 
+@pytest.fixture(scope="module")
+def whole_ltd_steps() -> int:
+    """The environment steps of LTD's whole schedule (no ablation), trained once for the module."""
+    return train_ltd(tiny_setting(0), TINY_LTD, TrainingLog(), lambda n: None).env_steps
+
+
 @pytest.mark.parametrize("ablate", ["size", "depth", "rounds"])
-def test_ltd_ablations_train_only_the_parts_they_keep(ablate):
+def test_ltd_ablations_train_only_the_parts_they_keep(ablate, whole_ltd_steps):
     """LTD Tab. 4 / 7: without the size policy only the depth network is trained (and deployed),
     without the depth policy only the size network, without rounds both but no co-adaptation:
     the environment steps are exactly those phases'."""
@@ -64,8 +70,7 @@ def test_ltd_ablations_train_only_the_parts_they_keep(ablate):
     assert (policy.size_net is None) == (ablate == "size") and (result.size_model is None) == (ablate == "size")
     assert (policy.depth_net is None) == (ablate == "depth") and (result.depth_model is None) == (ablate == "depth")
     assert result.env_steps == TINY_LTD.steps_for(ablate) < TINY_LTD.total_steps
-    whole = train_ltd(tiny_setting(0), TINY_LTD, TrainingLog(), lambda n: None)
-    assert whole.env_steps == TINY_LTD.total_steps
+    assert whole_ltd_steps == TINY_LTD.total_steps
 
 
 def test_resps_hold_sets_the_deployed_and_the_training_interval():
