@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import last_json, simspec
+from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.errors import SimspecError
 from simspec.policies.baselines import DepthBudget
@@ -63,6 +63,15 @@ def aimd():
     BASELINE_REGISTRY.remove("aimd")
 
 
+@pytest.fixture(scope="module")
+def small_profile(tmp_path_factory) -> str:
+    """A measured profile of 9 synthetic prompts (5 train, 4 held-out) that timed the static
+    trees' and fsm's decisions but, like the shipped one, not aimd's: the replay path in a
+    fraction of a second (the shipped profile's grid search alone takes 1.5 s)."""
+    return synthetic_profile(tmp_path_factory.mktemp("registry"), tagged_traces(4, n_prompts=9),
+                             policy_seconds={"static": 2e-5, "fsm": 2e-4})
+
+
 def test_the_builtins_keep_their_names_order_and_defaults():
     assert baseline_names() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                 "cachefsm-token", "qlearn", "qlearn-paper", "specdecpp", "disco")
@@ -95,7 +104,7 @@ def test_unknown_baseline_is_one_line():
         check_names(["select"], prompt_level=False)  # validate --real: no per-prompt methods
 
 
-def test_an_outside_baseline_runs_in_replay(aimd):
+def test_an_outside_baseline_runs_in_replay(aimd, small_profile):
     """``validate --simulated``'s own path: tuned on the train split over its grid, scored on
     held-out prompts, charged a decision time measured now (the profile predates it)."""
     import contextlib
@@ -103,7 +112,7 @@ def test_an_outside_baseline_runs_in_replay(aimd):
     from simspec.measure.validate import ValidateRequest
     from simspec.sim.run import validate_simulated
 
-    result = validate_simulated(ValidateRequest(profile=PROFILE, baselines=("fsm", aimd)).simulated(),
+    result = validate_simulated(ValidateRequest(profile=small_profile, baselines=("fsm", aimd)).simulated(),
                                 lambda _: contextlib.nullcontext())
     rows = {row["method"]: row for row in result.summary["rows"]}
     tuned = [name for name in rows if name.startswith("aimd(+")]
@@ -123,7 +132,7 @@ def test_the_validate_help_and_default_come_from_the_registry():
 
 
 @pytest.mark.e2e
-def test_the_cli_runs_a_baseline_named_in_simspec_plugins(tmp_path):
+def test_the_cli_runs_a_baseline_named_in_simspec_plugins(tmp_path, small_profile):
     """A loose module named in $SIMSPEC_PLUGINS is imported before the CLI builds its help: the
     baseline is in ``validate --help`` and ``validate --simulated --baselines`` runs it."""
     (tmp_path / "aimd_plugin.py").write_text("import test_registry\n\ntest_registry.register()\n")
@@ -131,7 +140,8 @@ def test_the_cli_runs_a_baseline_named_in_simspec_plugins(tmp_path):
     shown = simspec("validate", "--help", env=env)
     assert "aimd (additive increase, multiplicative decrease of the depth)" in " ".join(
         shown.stdout.replace("│", " ").split()), shown.stderr
-    run = simspec("validate", "--simulated", "--profile", PROFILE, "--baselines", "eagle3,aimd", "--json", env=env)
+    run = simspec("validate", "--simulated", "--profile", small_profile, "--baselines", "eagle3,aimd", "--json",
+                  env=env)
     assert run.returncode == 0, run.stderr
     assert [r["method"].split("(")[0] for r in last_json(run)["rows"]] == ["eagle3", "aimd"]
     missing = simspec("validate", "--help", env={**env, "SIMSPEC_PLUGINS": "no_such_plugin"})
