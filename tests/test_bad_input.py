@@ -789,12 +789,15 @@ def _assert_interrupted(code: int, stderr: str, workdir: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path):
+def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path, tmp_path_factory):
     (tmp_path / ".tmp").mkdir()
+    # A small synthetic profile (outside the watched folder): training starts within the
+    # process's imports, without the shipped profile's grid search (1.5 s) before it.
+    profile = synthetic_profile(tmp_path_factory.mktemp("sigint"), tagged_traces(3, n_prompts=14))
     # Training has started once its work folder exists in $TMPDIR (made right before the first update).
     started = lambda: any((tmp_path / ".tmp").glob(".simspec-train-*"))  # noqa: E731
-    code, stderr = interrupt([*TRAIN, "--profile", "calibration/cpu-demo", "--algo", "ltd",
-                              "--out", str(tmp_path / "x")], tmp_path, started, grace=0.5)
+    code, stderr = interrupt([*TRAIN, "--profile", profile, "--algo", "ltd", "--out", str(tmp_path / "x")],
+                             tmp_path, started, grace=0.5)
     _assert_interrupted(code, stderr, tmp_path)
 
 
