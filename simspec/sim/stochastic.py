@@ -100,18 +100,21 @@ def acceptance_tails(node_depth: np.ndarray, node_parent: np.ndarray, node_prob:
     reach = reach_probabilities(np.where(real, node_parent, 0).clip(0), np.where(real, node_prob, 0.0))
     reach[:, 0] = 1.0
     tails = np.zeros((positions, depth_max - 1, nodes, depth_max), dtype=np.float32)
-    sizes = np.arange(1, nodes + 1)
+    levels = np.arange(depth_max)
     for block in range(0, positions, 1024):  # bounded temporaries
         part = slice(block, min(block + 1024, positions))
         rows = np.arange(part.stop - part.start)[:, None]
-        # by_depth[p, k, d]: node k's reach when it sits at depth d, else 0
-        by_depth = np.where(depth[part, :, None] == np.arange(depth_max), reach[part, :, None], 0.0)
+        # by_depth[p, k, d]: node k's reach when it sits at depth d, else 0; running: summed over
+        # the first k + 1 nodes. A node at depth d is inside every cycle of D > d levels, so a
+        # D-level cycle's running sums are these, with the depths >= D zeroed.
+        by_depth = np.where(depth[part, :, None] == levels, reach[part, :, None], 0.0)
+        running = np.cumsum(by_depth, axis=1)  # [rows, K, depth_max]
         for d_levels in range(2, depth_max + 1):
             inside = real[part] & (depth[part] < d_levels)
-            running = np.cumsum(by_depth * inside[..., None], axis=1)  # [rows, K, depth_max]
-            count = np.cumsum(inside, axis=1)  # inside nodes among the first k + 1
             # the V-th inside node's column (past the last one: the last column, which holds them all)
-            column = np.minimum((count[:, :, None] < sizes[None, None, :]).sum(1), k - 1)  # [rows, nodes]
-            tails[part, d_levels - 2] = running[rows, column]
+            column = np.full((len(rows), nodes), k - 1)
+            first = np.argsort(~inside, axis=1, kind="stable")[:, :nodes]  # the inside nodes' columns, in order
+            column[:, :first.shape[1]] = np.where(np.arange(first.shape[1]) < inside.sum(1)[:, None], first, k - 1)
+            tails[part, d_levels - 2] = np.where(levels < d_levels, running[rows, column], 0.0)
     tails[..., 0] = 1.0
     return np.minimum(tails, 1.0)
