@@ -41,8 +41,12 @@ helpers.THREADS = THREADS
 
 def pytest_collection_modifyitems(config, items):
     # The simulator's modules first: in a fresh process (each xdist worker is one) nothing has
-    # imported torch yet, so _numpy_only below can see one of them import it.
-    items.sort(key=lambda item: Path(str(item.fspath)).name not in NUMPY_ONLY)
+    # imported torch yet, so _numpy_only below can see one of them import it. Then the tests
+    # marked `long`: xdist's worksteal hands each worker a contiguous half of this order and
+    # lets an idle one steal from the end of the other's queue, so a long test late in the order
+    # runs last while the other worker idles; started first, the short ones fill in after them.
+    items.sort(key=lambda item: (Path(str(item.fspath)).name not in NUMPY_ONLY,
+                                 item.get_closest_marker("long") is None))
     unmarked = [item.nodeid for item in items
                 if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
                 and item.get_closest_marker("model") is None]

@@ -17,6 +17,7 @@ from simspec.sim.trace_files import load_traces
 T1 = "calibration/cpu-demo-T1"
 
 
+@pytest.mark.long
 @pytest.mark.e2e
 def test_the_shipped_t1_profile_replays_at_t1_and_refuses_another_temperature():
     profile = load_profile(ROOT / T1)

@@ -232,7 +232,8 @@ def test_plain_sampling_matches_the_targets_first_two_tokens(tiny, drafters):
 # (A missing renormalisation between siblings only bends the second sibling's odds: the exact
 # tables above show it; 800 engine samples would not.)
 @pytest.mark.parametrize("case, broken, pit", [("lm tree T=0.7 top-p 0.9", BonusFromP(), False),
-                                               ("lm chain T=1", ResidualFromP(), True)],
+                                               pytest.param("lm chain T=1", ResidualFromP(), True,
+                                                            marks=pytest.mark.long)],
                          ids=["tree-bonus-from-p", "chain-residual-from-p"])
 def test_the_same_tests_reject_a_broken_verifier(case, broken, pit, tiny, drafters):
     from simspec.engine.speculative import SpeculativeEngine

@@ -27,6 +27,7 @@ def _arrays(folder) -> dict:
         return {k: blob[k] for k in blob.files}
 
 
+@pytest.mark.long
 def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
     args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--preset", "smoke", "--json"]
     # Side by side (every trial trains with one torch thread either way): the Ray sweep as a user

@@ -325,6 +325,7 @@ def test_train_command_end_to_end(tmp_path):
 LEARNING_RADAR = RadarConfig(updates=400, batch=256, learning_rate=3e-3, validations=2)
 
 
+@pytest.mark.long
 def test_radar_learns_to_beat_the_grid_best_on_held_out_prompts():
     """What `simspec train --algo radar` reports as its held-out speedup, on the shipped
     profile: the trained policy beats the best static tree of the training split on the

@@ -26,6 +26,7 @@ def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir)
     assert summary["cycles_per_s"] > 0
 
 
+@pytest.mark.long
 def test_seed_methods_report_rows_on_the_shipped_profile(tmp_path):
     """Seed 003's token-cache FSM and Q-learning agent and the two classifier stopping rules,
     by name, on the shipped traces (which store the prompts' tokens). The shipped profile timed
