@@ -206,6 +206,17 @@ CASES = {  # drafter, (D, W, V), sampling; the chain case runs the q-aware rule
     "lm tree T=0.7 top-p 0.9": ("lm", (3, 2, 5), Sampling(0.7, top_p=0.9)),
     "lm chain T=1": ("lm", (4, 1, 4), Sampling(1.0)),
 }
+# Engine runs per G-test of the first two tokens, per verifier rule; the broken-verifier test
+# below runs the same number, so that it shows the power of the test it breaks. The tree rule
+# with its bonus drawn from p is rejected at 600 runs far below FAIL: p <= 2.7e-8 over twelve
+# blocks of 600 seeds (seeds 0-599: 2.0e-11; at 500 runs one block gave 2.2e-5). A wrong chain
+# residual bends the law less: at 800 runs seeds 0-799 give 7.1e-12, but five other blocks of
+# 800 seeds gave 8e-9 to 5e-5 (one above FAIL), and 600 runs 1.6e-7 to 5.5e-3: it keeps 800.
+DRAWS = {"tree": 600, "chain": 800}
+
+
+def draws(case: str) -> int:
+    return DRAWS["chain" if CASES[case][1][1] == 1 else "tree"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -215,7 +226,7 @@ def test_speculative_sampling_matches_the_targets_first_two_tokens(case, tiny, d
 
     draft, shape, sampling = CASES[case]
     engine = SpeculativeEngine(tiny, drafters[draft], sampling)
-    p = first_two_p_value(engine, StaticPolicy(*shape), 800)
+    p = first_two_p_value(engine, StaticPolicy(*shape), draws(case))
     assert p > PASS, (case, p)
 
 
@@ -230,7 +241,7 @@ def test_plain_sampling_matches_the_targets_first_two_tokens(tiny, drafters):
 # so a wrong residual hardly shows): the draft LM's. The random EAGLE-3 head above is there to
 # exercise d2t and the tree walk over a reduced vocabulary, not to show power.
 # (A missing renormalisation between siblings only bends the second sibling's odds: the exact
-# tables above show it; 800 engine samples would not.)
+# tables above show it; 600 engine runs would not.)
 @pytest.mark.parametrize("case, broken, pit", [("lm tree T=0.7 top-p 0.9", BonusFromP(), False),
                                                pytest.param("lm chain T=1", ResidualFromP(), True,
                                                             marks=pytest.mark.long)],
@@ -242,7 +253,7 @@ def test_the_same_tests_reject_a_broken_verifier(case, broken, pit, tiny, drafte
     draft, shape, sampling = CASES[case]
     kind = "chain_verifier" if isinstance(broken, ChainVerifier) else "tree_verifier"
     engine = SpeculativeEngine(tiny, drafters[draft], sampling, **{kind: broken})
-    assert first_two_p_value(engine, StaticPolicy(*shape), 800) < FAIL
+    assert first_two_p_value(engine, StaticPolicy(*shape), draws(case)) < FAIL
     if pit:  # the PIT's power, on the same broken rule (over every token of 60 sequences)
         assert pit_p_value(engine, StaticPolicy(*shape), 60, 24) < FAIL
 
