@@ -240,6 +240,9 @@ def train(s: dict, request) -> None:
     if r.preset == "fast":
         out.print("preset fast: the paper's networks with about a tenth of its steps; train with --preset paper "
                   "for the reported results")
+    elif r.preset == "smoke":
+        out.print("preset smoke: seconds of training that check the wiring; the policy learns little. Train "
+                  "with --preset fast or paper for a policy worth validating")
     out.print(f"{s['policy']}: {r.algo} ({r.preset}, reward {r.reward}, seed {r.seed}, {r.resolved_precision()}) "
               f"trained in {s['train_seconds']:.0f} s, {s['env_steps']:,} environment steps "
               f"({s['env_steps'] / s['train_seconds']:,.0f}/s)")
