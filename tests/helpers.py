@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from simspec.policies.features import RESPS_FEATURES, size_feature_dim
 from simspec.policies.learned import MLP, LSTMNet, LTDPolicy, RadarPolicy, ReSpSPolicy
@@ -257,6 +258,21 @@ def cli(*args: str, cwd: Path | str = ROOT) -> subprocess.CompletedProcess:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return subprocess.CompletedProcess(["simspec", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+def cli_fd(args: list[str], folder: Path, capfd, tmp: Path | None = None) -> subprocess.CompletedProcess:
+    """``simspec.cli.main(ARGS)`` as the console script calls it, from ``folder`` with ``tmp`` as
+    the temporary directory: its exit status and what reached file descriptors 1 and 2 (pytest's
+    ``capfd``), for rows that check what a command wrote to stderr, and that it wrote nothing else."""
+    from simspec.cli import main
+
+    capfd.readouterr()  # nothing from before the row
+    with isolated(folder, tmp=tmp), pytest.raises(SystemExit) as exit:
+        main(args)
+    captured = capfd.readouterr()
+    code = exit.value.code
+    return subprocess.CompletedProcess(["simspec", *args], code if isinstance(code, int) else 1, captured.out,
+                                       captured.err)
 
 
 def last_json(result: subprocess.CompletedProcess) -> dict:

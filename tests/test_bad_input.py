@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import isolated, synthetic_profile, tagged_traces
+from helpers import cli_fd, synthetic_profile, tagged_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "calibration" / "traces-humaneval-eagle"
@@ -681,17 +681,7 @@ def test_the_table_covers_every_verb_of_the_cli():
 # --- running a row in this process --------------------------------------------------------------
 
 def run_in_process(args: list[str], folder: Path, capfd) -> subprocess.CompletedProcess:
-    """``simspec.cli.main(ARGS)`` as the console script calls it, with its exit status and
-    what it wrote to stderr (file descriptor 2 as well as sys.stderr)."""
-    from simspec.cli import main
-
-    capfd.readouterr()  # nothing from before the row
-    with isolated(folder, tmp=folder / ".tmp"), pytest.raises(SystemExit) as exit:
-        main(args)
-    captured = capfd.readouterr()
-    code = exit.value.code
-    return subprocess.CompletedProcess(["simspec", *args], code if isinstance(code, int) else 1, captured.out,
-                                       captured.err)
+    return cli_fd(args, folder, capfd, tmp=folder / ".tmp")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import cli, isolated, last_json, simspec, tagged_traces
+from helpers import cli, cli_fd, last_json, simspec, tagged_traces
 
 from simspec.sim.profile import load_profile
 from simspec.sim.trace_files import save_traces
@@ -46,16 +46,8 @@ def in_process(args: list[str], folder: Path, capfd) -> subprocess.CompletedProc
     """``simspec.cli.main(ARGS)`` in this process, from ``folder`` with ``folder/.tmp`` as the
     temporary directory: its exit status and what reached file descriptors 1 and 2 (as
     tests/test_bad_input.py runs its rows; a subprocess would spend a second importing)."""
-    from simspec.cli import main
-
     (folder / ".tmp").mkdir(exist_ok=True)
-    capfd.readouterr()
-    with isolated(folder, tmp=folder / ".tmp"), pytest.raises(SystemExit) as exit:
-        main(args)
-    captured = capfd.readouterr()
-    code = exit.value.code
-    return subprocess.CompletedProcess(["simspec", *args], code if isinstance(code, int) else 1, captured.out,
-                                       captured.err)
+    return cli_fd(args, folder, capfd, tmp=folder / ".tmp")
 
 
 def files_under(folder: Path) -> dict[str, tuple[int, int] | None]:
