@@ -75,6 +75,11 @@ def require_schema(blob: dict, schema: str, version: int, file, fix: str, key: s
         raise SimspecError(f"{file} is not a {schema} v{version} file (found {seen}): {fix}")
 
 
+def field_error(file, name: str, want: str, seen: str, fix: str) -> SimspecError:
+    """The one wording of a bad field: ``{file}: field '{name}' must be {want} ({seen}): {fix}``."""
+    return SimspecError(f"{file}: field '{name}' must be {want} ({seen}): {fix}")
+
+
 def require(blob: dict, field: str, kind, file, fix: str, what: str | None = None, optional: bool = False,
             name: str | None = None):
     """``blob[field]``, which must be of ``kind`` (a type or a tuple of types; null or absent
@@ -86,7 +91,7 @@ def require(blob: dict, field: str, kind, file, fix: str, what: str | None = Non
     if not _is(value, kind):
         kinds = kind if isinstance(kind, tuple) else (kind,)
         want = what or " or ".join(_NAMES.get(k, k.__name__) for k in kinds)
-        raise SimspecError(f"{file}: field '{name or field}' must be {want} ({_found(value)}): {fix}")
+        raise field_error(file, name or field, want, _found(value), fix)
     return value
 
 
@@ -108,5 +113,5 @@ def require_records(blob: dict, field: str, keys: dict, file, fix: str, what: st
             value = record.get(bad, _MISSING)
             problem = f"item {i} has no '{bad}'" if value is _MISSING else \
                 f"item {i} has '{bad}' {describe(value)}, not {_NAMES.get(keys[bad], 'that')}"
-        raise SimspecError(f"{file}: field '{field}' must be {what} ({problem}): {fix}")
+        raise field_error(file, field, what, problem, fix)
     return records

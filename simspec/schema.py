@@ -31,7 +31,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal, Union
 
-from simspec.errors import _NAMES, SimspecError, _is, describe, read_json, require_schema
+from simspec.errors import _NAMES, SimspecError, _is, describe, field_error, read_json, require_schema
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,10 @@ class Artifact(Record):
     VERSIONS: ClassVar[tuple[int, ...]] = (1,)
 
     @classmethod
-    def read(cls, file, what: str, missing: str, fix):
+    def read(cls, file, what: str, missing: str, fix: str):
         """The artifact in JSON ``file``: it must exist (else ``missing``), be an object, carry
-        this schema and a readable version, and pass the field checks. ``fix`` is the advice, or
-        a function of the object read (advice that names what the file itself says)."""
-        blob = read_json(file, what, missing, fix if isinstance(fix, str) else fix(None))
-        return cls.check(blob, file, fix if isinstance(fix, str) else fix(blob))
+        this schema and a readable version, and pass the field checks (else ``fix``)."""
+        return cls.check(read_json(file, what, missing, fix), file, fix)
 
     @classmethod
     def check(cls, blob: dict, file, fix: str, leave: tuple[str, ...] = ()):
@@ -104,7 +102,7 @@ _NONE = type(None)
 
 @cache
 def _fields(cls) -> dict[str, tuple]:
-    """name -> (kind, optional, what, default) for each checked field of ``cls``."""
+    """name -> (kind, optional, what, default factory or None) for each checked field of ``cls``."""
     hints = typing.get_type_hints(cls)
     out = {}
     for f in fields(cls):
@@ -115,9 +113,10 @@ def _fields(cls) -> dict[str, tuple]:
             args = [a for a in typing.get_args(kind) if a is not _NONE]
             optional = len(args) < len(typing.get_args(kind))
             kind = args[0] if len(args) == 1 else tuple(args)
-        default = f.default if f.default is not MISSING else (
-            f.default_factory() if f.default_factory is not MISSING else MISSING)
-        out[f.name] = (kind, optional or default is not MISSING, f.metadata.get("what"), default)
+        # a factory, called per record: a shared default list would be one list for every record
+        default = (lambda value=f.default: value) if f.default is not MISSING else (
+            f.default_factory if f.default_factory is not MISSING else None)
+        out[f.name] = (kind, optional or default is not None, f.metadata.get("what"), default)
     return out
 
 
@@ -129,7 +128,7 @@ def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix:
     dotted = prefix + name
     if value is _ABSENT or value is None:
         if optional:
-            return None if default is MISSING else default
+            return None if default is None else default()
         _fail(file, dotted, what or _want(kind), value, fix)
     origin = typing.get_origin(kind)
     if origin is Literal:
@@ -169,5 +168,5 @@ def _choices(options) -> str:
 
 
 def _fail(file, name: str, want: str, value, fix: str, found: str | None = None):
-    seen = "it is missing" if value is _ABSENT else f"found {found or describe(value)}"
-    raise SimspecError(f"{file}: field '{name}' must be {want} ({seen}): {fix}")
+    raise field_error(file, name, want, "it is missing" if value is _ABSENT else f"found {found or describe(value)}",
+                      fix)

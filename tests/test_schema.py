@@ -78,6 +78,8 @@ def test_the_record_keeps_its_object_and_changes_by_copy():
     assert changed.ratio == 2.5 and record.ratio == 1.0 and changed.to_json()["later"] == [1]
     with pytest.raises(AttributeError, match="declared"):
         record.extra("ratio")
+    other = Outer.check({"schema": "test-outer", "schema_version": 1, "kind": "b"}, "f", "x")
+    assert record.items == other.items == [] and record.items is not other.items  # a default list each
 
 
 @pytest.mark.parametrize("pattern, cls", [

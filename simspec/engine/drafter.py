@@ -92,10 +92,10 @@ class CausalLMDrafter(Drafter):
         self._pending: list[torch.Tensor] = []  # committed tokens not yet run through the model
 
     def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
-        from simspec.engine.kv_slots import SlotCache
+        from simspec.engine.kv_slots import TREE_SLOTS, SlotCache
 
-        # the prompt, then per cycle at most a tree's worth of slots beyond the committed tokens
-        self._cache = SlotCache(self.model, len(prompt) + 1024)
+        # the prompt and a tree's worth of slots; the committed tokens grow it (doubling)
+        self._cache = SlotCache(self.model, len(prompt) + TREE_SLOTS)
         self._committed = 0
         self._pending = [prompt]
 

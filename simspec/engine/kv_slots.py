@@ -13,6 +13,10 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+# Slots allocated beyond a sequence's known tokens: the largest tree a cycle verifies (a larger
+# one, or a sequence longer than its caller said, reallocates the cache once, correctly)
+TREE_SLOTS = 512
+
 
 class SlotLayer(DynamicLayer):
     """One decoder layer's cache: ``[batch, kv_heads, capacity, head_dim]`` buffers and a fill

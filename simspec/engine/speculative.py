@@ -27,6 +27,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from simspec.engine.drafter import Drafter
+from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
@@ -34,10 +35,6 @@ from simspec.engine.target_cache import TargetCache
 from simspec.engine.tree import DraftTree
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
-
-# KV slots allocated beyond the prompt and the new tokens: the largest tree a cycle verifies
-# (a larger one reallocates the cache once, correctly)
-TREE_SLOTS = 512
 
 
 def clock(device: torch.device) -> float:

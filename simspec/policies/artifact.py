@@ -154,7 +154,7 @@ def read_policy_meta(path: str | Path) -> tuple[Path, PolicyMeta]:
     require_schema(blob, POLICY_SCHEMA, POLICY_VERSION, file, fix)
     if blob.get("algo") not in LEARNED:
         raise SimspecError(f"{file} names an unknown algorithm {blob.get('algo')!r}: {fix}")
-    meta = PolicyMeta.check(blob, file, fix)
+    meta = PolicyMeta.parse(blob, file, fix)  # the schema was checked above, before the algorithm
     for name, kind in learned(meta.algo).fields.items():  # the algorithm's own inference fields
         require(meta.policy.raw, name, kind, file, fix, name=f"policy.{name}")
     return directory, meta
