@@ -65,18 +65,32 @@ def split_traces(traces: TraceSet, split: str) -> TraceSet:
 def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None,
                    depths=GRID_DEPTHS, sizes=GRID_SIZES) -> dict[tuple[int, int], ReplayResult]:
     """Every static (D, V) of the grid, replayed; a V past the tree's node count verifies the
-    whole tree, so such cells share one replay with the capped V."""
-    distinct: dict[tuple[int, int], ReplayResult] = {}
-    out = {}
-    for depth in depths:
-        if depth > traces.depth_max:
-            continue
-        for size in sizes:
-            key = (depth, int(min(size, tree_capacities(depth, traces.width))))
-            if key not in distinct:
-                distinct[key] = replay(traces, cost, StaticPolicy(depth, traces.width, key[1]), max_new_tokens)
-            out[(depth, size)] = distinct[key]
-    return out
+    whole tree, so such cells share one replay with the capped V. The distinct cells replay
+    together, as one batch of (cell, prompt) rows: one pass of the replay loop instead of one
+    per cell (each row's decoding depends on its own plan and trace alone)."""
+    keys = {(d, s): (d, int(min(s, tree_capacities(d, traces.width))))
+            for d in depths if d <= traces.depth_max for s in sizes}
+    cells = sorted(set(keys.values()))
+    if not cells:
+        return {}
+    n = traces.n_prompts
+    grid = _StaticGrid(np.repeat([c[0] for c in cells], n), np.repeat([c[1] for c in cells], n), traces.width)
+    every = replay(traces, cost, grid, max_new_tokens, prompts=np.tile(np.arange(n), len(cells)))
+    fields = ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")
+    split = {cell: ReplayResult(*(getattr(every, f)[i * n:(i + 1) * n] for f in fields))
+             for i, cell in enumerate(cells)}
+    return {key: split[cell] for key, cell in keys.items()}
+
+
+class _StaticGrid(BatchPolicy):
+    """Static trees, one per replay row: the grid's cells side by side."""
+
+    def __init__(self, depth: np.ndarray, size: np.ndarray, width: int) -> None:
+        self.depth, self.size, self.width, self.name = depth, size, width, "static grid"
+
+    def plan_batch(self, rows: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = rows % len(self.depth)  # at T > 0 replay tiles the rows once per draw
+        return self.depth[rows], self.size[rows]
 
 
 def _score(result: ReplayResult) -> float:
