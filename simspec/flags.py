@@ -70,6 +70,12 @@ def dtype() -> Any:
                "decoding in the same dtype; bf16 is native on AMX CPUs).")
 
 
+def batch_size() -> Any:
+    return opt(1, "Sequences decoded together (greedy): a queue of the prompts feeds B rows, each with its own "
+               "tree, one target forward verifying every row; a finished row takes the next prompt (continuous "
+               "batching). Speedups compare with plain decoding at the same batch size.", min=1)
+
+
 def top_p() -> Any:
     return opt(1.0, "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only).")
 

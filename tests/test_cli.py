@@ -86,6 +86,23 @@ def test_bench_engine_json_end_to_end():
 
 
 @pytest.mark.model
+def test_bench_engine_at_batch_2_reports_the_batch_and_its_throughput():
+    """Three prompts through two rows (the third refills a row): plain decoding's tokens/s over
+    the batch, and every config's, beside a speedup against plain decoding at batch 2."""
+    from helpers import cli
+
+    result = cli("bench-engine", "--n-prompts", "3", "--max-new-tokens", "8", "--depths", "1,3", "--widths", "2",
+                 "--sizes", "4", "--draft", "target-layers:2", "--batch-size", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    report = last_json(result)
+    assert report["batch_size"] == 2 and report["runtime"] == "eager" and report["plain_tokens_per_s"] > 0
+    for config in report["configs"]:
+        assert config["lossless"] is True and config["exact_match"] is True and config["tokens_per_s"] > 0
+        assert config["speedup"] == pytest.approx(config["tokens_per_s"] / report["plain_tokens_per_s"])  # one pass
+    assert "batch 2" in result.stdout and "over the batch of 2" in result.stdout
+
+
+@pytest.mark.model
 @pytest.mark.e2e
 def test_drafter_card_out_leaves_the_drafters_card_alone(tmp_path):
     """--out writes README.md + measured.json there; the drafter's own card stays byte for byte."""

@@ -84,6 +84,7 @@ class BenchRequest:
                              "integral transform under the target.")
     top_p: float = flags.top_p()
     seed: int = flags.seed()
+    batch_size: int = flags.batch_size()
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -97,7 +98,9 @@ class BenchRequest:
         from simspec.sim.evaluate import check_split
 
         resolve_dtype(self.dtype)
-        self.sampling()
+        if self.sampling().temperature > 0 and self.batch_size > 1:
+            raise SimspecError("--batch-size above 1 decodes greedily: use --temperature 0, or --batch-size 1 to "
+                               "sample")
         if self.device not in ("auto", "cpu", "cuda"):
             raise SimspecError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         configs = config_grid(self.depths, self.widths, self.sizes)
@@ -109,6 +112,12 @@ class BenchRequest:
         return configs, chosen
 
 
+def _tokens_per_s(times: list[list[tuple[float, int, float, int]]], side: int) -> float:
+    """Tokens per second over every pass and prompt: plain decoding's (``side`` 0) or the method's (2)."""
+    table = np.array(times, dtype=float).reshape(-1, 4)
+    return float(table[:, side + 1].sum() / table[:, side].sum())
+
+
 def config_summary(config: TreeConfig, runs: MethodRuns) -> dict:
     """One config's row of the ``--json`` line."""
     q25, median, q75 = np.percentile(runs.speedup, [25, 50, 75])
@@ -116,7 +125,7 @@ def config_summary(config: TreeConfig, runs: MethodRuns) -> dict:
         **asdict(config),
         "speedup": float(median), "speedup_q25": float(q25), "speedup_q75": float(q75),
         "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
-        "tau": float(np.mean(runs.taus)),
+        "tau": float(np.mean(runs.taus)), "tokens_per_s": _tokens_per_s(runs.times, 2),
         "lossless": runs.lossless,
         "exact_match": None if runs.sampled else not runs.divergences,  # T > 0: judged by the PIT
         "pit_p": runs.pit_p, "pit_tokens": len(runs.pit),
@@ -146,16 +155,24 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
-    policies = []
-    for config in configs:
-        policy = StaticPolicy(config.depth, config.width, config.size)
-        policy.name, policy.family = config.label, "static"
-        policies.append(policy)
     tick = bar("bench-engine", request.repeats * len(prompt_ids) * (len(configs) + 1))
-    runs = run_methods(engine, prompt_ids, policies, request.max_new_tokens, tick, request.repeats)
-    rows = [config_summary(c, r) for c, r in zip(configs, runs)]
-    keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau", "lossless",
-            "exact_match", "pit_p", "pit_tokens")
+    if request.batch_size > 1:
+        from simspec.engine.batch import BatchEngine
+        from simspec.measure.bench_batch import bench_batch
+
+        rows, plain_tokens_per_s = bench_batch(BatchEngine(loaded, drafter, request.batch_size), prompt_ids, configs,
+                                               request.max_new_tokens, request.repeats, tick)
+    else:
+        policies = []
+        for config in configs:
+            policy = StaticPolicy(config.depth, config.width, config.size)
+            policy.name, policy.family = config.label, "static"
+            policies.append(policy)
+        runs = run_methods(engine, prompt_ids, policies, request.max_new_tokens, tick, request.repeats)
+        rows = [config_summary(c, r) for c, r in zip(configs, runs)]
+        plain_tokens_per_s = _tokens_per_s(runs[0].times, 0)
+    keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau",
+            "tokens_per_s", "lossless", "exact_match", "pit_p", "pit_tokens")
     best = max(rows, key=lambda r: r["speedup"])
     # the prompts as the engine saw them (rendered token ids): a re-run on other prompts hashes differently
     prompts_hash = hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
@@ -165,6 +182,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         "dtype": request.dtype, "prompts": request.prompts, "split": request.split,
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
+        "batch_size": request.batch_size, "runtime": "eager", "plain_tokens_per_s": plain_tokens_per_s,
         "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
         **request.sampling().describe(),
         "threads": torch.get_num_threads(),

@@ -70,6 +70,7 @@ class CycleStart:
 
     cycle: int  # 0-based index of the cycle within this sequence
     context_length: int  # tokens the target has committed (prompt + generated)
+    batch_size: int = 1  # sequences the engine decodes together (each with its own tree)
 
 
 def _no_scores() -> np.ndarray:

@@ -112,15 +112,18 @@ def bench_engine(s: dict) -> None:
     best, rows = s["best"], s["configs"]
     is_best = lambda r: all(r[k] == best[k] for k in ("depth", "width", "size"))  # noqa: E731
     table(f"bench-engine: target {s['target']}, draft {s['draft']}, {s['n_prompts']} {s['prompts']} ({s['split']}) "
-          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}"
+          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}, batch {s['batch_size']}"
           + (f", T={s['temperature']:g} top-p {s['top_p']:g} seed {s['seed']}" if s.get("temperature") else ""),
-          ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "draft", "verify", "bookkeeping", "lossless"),
+          ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "tokens/s", "draft", "verify", "bookkeeping",
+           "lossless"),
           [(str(r["depth"]), str(r["width"]), str(r["size"]), f"{r['speedup']:.3f}{' *' if is_best(r) else ''}",
             f"{r['speedup_q25']:.2f}-{r['speedup_q75']:.2f}", "/".join(f"{m:.2f}" for m in r["repeat_medians"]),
-            f"{r['tau']:.2f}", f"{r['time_shares']['draft']:.0%}", f"{r['time_shares']['verify']:.0%}",
+            f"{r['tau']:.2f}", f"{r['tokens_per_s']:.1f}", f"{r['time_shares']['draft']:.0%}",
+            f"{r['time_shares']['verify']:.0%}",
             f"{r['time_shares']['bookkeeping']:.1%}", lossless_label(r["exact_match"], r["lossless"], r.get("pit_p")))
            for r in rows], left="")
-    out.print(f"best: D={best['depth']} W={best['width']} V={best['size']} speedup {best['speedup']:.3f}x (* above)")
+    out.print(f"best: D={best['depth']} W={best['width']} V={best['size']} speedup {best['speedup']:.3f}x (* above); "
+              f"plain decoding {s['plain_tokens_per_s']:.1f} tokens/s over the batch of {s['batch_size']}")
     divergences([(f"D={r['depth']} W={r['width']} V={r['size']}", r["divergences"]) for r in rows])
 
 

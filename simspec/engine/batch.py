@@ -1,0 +1,262 @@
+"""Batched decoding: ``B`` sequences decode together, plain or speculative, greedy.
+
+A queue of prompts feeds ``B`` rows. Each cycle every busy row gets its own tree from its own
+copy of the policy (which sees the batch size in ``CycleStart``); the drafter runs every row's
+draft step in one forward per level, and one target forward verifies all rows' trees, padded
+to the cycle's largest V with a mask per row. Acceptance and the caches' moves are per row.
+
+A finished sequence leaves its row, and the next prompt of the queue is prefilled into it
+(alone, at batch 1) before the next cycle: continuous batching, as serving engines do. Once the
+queue is empty a free row idles as padding, so every cycle costs a batch-``B`` forward.
+``simspec.sim.batch`` replays the same rules.
+
+Every sequence's output equals its own plain greedy decoding (the padded forwards only reorder
+floating-point sums, which ``simspec.engine.lossless`` reports with the top-2 logit gap)."""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from simspec.engine.batch_models import RowDrafter, TargetRows, batched
+from simspec.engine.drafter import Drafter
+from simspec.engine.kv_slots import TREE_SLOTS
+from simspec.engine.modeling import head_logits
+from simspec.engine.models import LoadedModel
+from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
+from simspec.engine.tree import DraftTree, Verification
+from simspec.errors import SimspecError
+from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
+
+
+@dataclass
+class BatchRun:
+    """Every prompt's generation (input order) and the batch's totals."""
+
+    generations: list[Generation]
+    batch_size: int
+    total_s: float  # wall time of the whole queue, prefills included
+    cycles: int  # batched target forwards after the prefills
+    idle_row_cycles: int = 0  # rows that rode along as padding, summed over cycles
+    prefill_s: float = 0.0  # the batch's seconds in each part, summed over the run
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+
+    def time_shares(self) -> dict[str, float]:
+        """Share of the run's time drafting, verifying, prefilling, and in the rest (policies,
+        trees, acceptance, cache moves): ``Generation.time_shares``' parts, for the batch."""
+        rest = self.total_s - self.prefill_s - self.draft_s - self.verify_s
+        parts = {"draft": self.draft_s, "verify": self.verify_s, "policy": 0.0, "bookkeeping": max(0.0, rest),
+                 "prefill": self.prefill_s}
+        return {k: v / self.total_s for k, v in parts.items()}
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(g.tokens) for g in self.generations)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.total_s
+
+
+@dataclass
+class _Row:
+    """The sequence a row decodes now."""
+
+    index: int  # in the prompt list
+    prompt: list[int]
+    started: float
+    prefill_s: float
+    root: int  # the last committed token, not yet run through the target
+    policy: Policy | None = None
+    tokens: list[int] = field(default_factory=list)
+    cycles: list[CycleRecord] = field(default_factory=list)
+
+
+class BatchEngine:
+    """Greedy decoding of a queue of prompts, ``batch_size`` at a time, plainly or speculatively
+    with ``drafter``."""
+
+    def __init__(self, target: LoadedModel, drafter: Drafter, batch_size: int) -> None:
+        if batch_size < 1:
+            raise SimspecError(f"--batch-size must be >= 1, got {batch_size}")
+        self.target, self.drafter, self.batch = target, drafter, batch_size
+        self.single = SpeculativeEngine(target, drafter)  # length checks, end-of-sequence tokens
+        self.device = target.device
+
+    # -- the queue ---------------------------------------------------------------------------
+    def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: Policy | None) -> BatchRun:
+        if not prompts:
+            raise SimspecError("no prompts to decode")
+        for p in prompts:
+            self.single.check_length(p, max_new_tokens)
+        capacity = max(len(p) for p in prompts) + max_new_tokens + TREE_SLOTS
+        speculative = policy is not None
+        drafter = batched(self.drafter, self.batch, capacity) if speculative else None
+        target = TargetRows(self.target, self.batch, capacity,
+                            drafter.target_layers() if speculative and drafter.uses_target_hidden else None)
+        queue = deque(enumerate(prompts))
+        rows: list[_Row | None] = [None] * self.batch
+        done: dict[int, Generation] = {}
+        start = clock(self.device)
+        cycles = idle = 0
+        seconds = {"prefill": 0.0, "draft": 0.0, "verify": 0.0}
+
+        def admit(b: int) -> None:
+            index, prompt = queue.popleft()
+            t = clock(self.device)
+            ids = torch.tensor(prompt, device=self.device)
+            hidden, features = target.prefill(b, ids)
+            root = int(head_logits(target.head, hidden[-1:]).argmax(-1))
+            row = _Row(index, prompt, t, 0.0, root, tokens=[root])
+            if speculative:
+                wants = drafter.uses_target_hidden
+                drafter.reset_row(b, ids, features if wants else None)
+                drafter.commit(b, torch.tensor([root], device=self.device), features[-1:] if wants else None)
+                row.policy = copy.deepcopy(policy)
+                row.policy.reset()
+                row.policy.see_context([*prompt, root])
+            row.prefill_s = clock(self.device) - t
+            seconds["prefill"] += row.prefill_s
+            rows[b] = row
+
+        def finished(row: _Row) -> bool:
+            return len(row.tokens) >= max_new_tokens or any(t in self.single.eos for t in row.tokens)
+
+        for b in range(min(self.batch, len(prompts))):
+            admit(b)
+        while any(r is not None for r in rows):
+            busy = [b for b, r in enumerate(rows) if r is not None]
+            if speculative:
+                draft_s, verify_s = self._cycle(target, drafter, rows, busy)
+            else:
+                draft_s, verify_s = 0.0, self._plain_step(target, rows, busy)
+            seconds["draft"] += draft_s
+            seconds["verify"] += verify_s
+            cycles += 1
+            idle += self.batch - len(busy)
+            for b in busy:
+                row = rows[b]
+                if finished(row):
+                    tokens = self.single._truncate(row.tokens, max_new_tokens)
+                    done[row.index] = Generation(tokens, len(row.prompt), row.prefill_s,
+                                                 clock(self.device) - row.started, row.cycles)
+                    rows[b] = None
+                    if queue:
+                        admit(b)
+        return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
+                        seconds["prefill"], seconds["draft"], seconds["verify"])
+
+    # -- plain decoding: one token per row per step --------------------------------------------
+    @torch.inference_mode()
+    def plain(self, prompts: list[list[int]], max_new_tokens: int) -> BatchRun:
+        """Plain greedy decoding of every prompt, ``batch_size`` sequences per forward."""
+        return self._run(prompts, max_new_tokens, None)
+
+    def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> float:
+        t = clock(self.device)
+        one = np.ones((1, 1), dtype=bool)
+        hidden, _ = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one) for b in busy})
+        nxt = head_logits(target.head, hidden[:, 0]).argmax(-1).cpu().numpy()
+        seconds = clock(self.device) - t
+        for b in busy:
+            target.keep(b, np.zeros(1, dtype=np.int64))
+            row = rows[b]
+            row.root = int(nxt[b])
+            row.tokens.append(row.root)
+            row.cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, seconds, 0.0, 0.0))
+        return seconds
+
+    # -- speculative decoding -------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, prompts: list[list[int]], policy: Policy, max_new_tokens: int) -> BatchRun:
+        """Speculative greedy decoding of every prompt, each row with its own copy of ``policy``."""
+        return self._run(prompts, max_new_tokens, policy)
+
+    def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]
+               ) -> tuple[float, float]:
+        """One cycle of every busy row; the seconds drafting and verifying."""
+        device = self.device
+        t_start = clock(device)
+        plans, trees, caps = {}, {}, {}
+        for b in busy:
+            row = rows[b]
+            plans[b] = row.policy.plan(CycleStart(cycle=len(row.cycles), context_length=int(target.lengths[b]),
+                                                  batch_size=self.batch))
+            caps[b] = max(1, min(plans[b].depth, self.single.max_positions - int(target.lengths[b])))
+            trees[b] = DraftTree(row.root, caps[b], plans[b].width)
+        draft_calls, draft_s = self._draft(drafter, rows, plans, trees, caps, target.lengths)
+
+        verifications: dict[int, Verification] = {}
+        for b in busy:
+            tree, plan = trees[b], plans[b]
+            size = rows[b].policy.choose_size(
+                BuiltTree(tree.levels, plan.width, int(target.lengths[b]), tree.n, lambda t=tree: t.scores[: t.n]),
+                plan)
+            verifications[b] = tree.verification(max(1, int(size)))
+        t = clock(device)
+        hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
+        target_next = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1)
+        target_next = target_next.view(hidden.shape[0], -1).cpu().numpy()
+        verify_s = clock(device) - t
+
+        drafter.end_cycle()
+        outcomes = {}
+        for b in busy:
+            v, row = verifications[b], rows[b]
+            accepted, bonus = v.accept(target_next[b, : len(v)])
+            target.keep(b, accepted)
+            new_tokens = v.tokens[accepted].tolist()[1:] + [bonus]
+            path = features[b, torch.as_tensor(accepted, device=device)] if drafter.uses_target_hidden else None
+            drafter.commit(b, torch.tensor(new_tokens, device=device), path)
+            row.policy.observe(CycleOutcome(plan=plans[b], depth=trees[b].levels, size=len(v),
+                                            accepted=len(accepted) - 1, tokens=tuple(new_tokens)))
+            row.tokens.extend(new_tokens)
+            row.root = new_tokens[-1]
+            outcomes[b] = (len(v), len(accepted) - 1)
+        total = clock(device) - t_start
+        for b in busy:  # the batch's times, on every row's record
+            rows[b].cycles.append(CycleRecord(
+                depth=trees[b].levels, width=plans[b].width, size=outcomes[b][0], accepted=outcomes[b][1],
+                draft_calls=draft_calls.get(b, 0), draft_s=draft_s, verify_s=verify_s, policy_s=0.0,
+                bookkeeping_s=max(0.0, total - draft_s - verify_s)))
+        return draft_s, verify_s
+
+    def _draft(self, drafter: RowDrafter, rows: list[_Row | None], plans: dict, trees: dict[int, DraftTree],
+               caps: dict[int, int], lengths: np.ndarray) -> tuple[dict[int, int], float]:
+        """Every row's tree, level by level, all rows still drafting in one forward per level.
+        Returns draft calls per row and the seconds drafting."""
+        device = self.device
+        drafting = [b for b in trees if caps[b] > 1]
+        calls = dict.fromkeys(trees, 0)
+        seconds, first = 0.0, True
+        while drafting:
+            t = clock(device)
+            if first:
+                logprobs = list(drafter.draft_root(drafting)[:, None])
+            else:
+                logprobs = drafter.draft_level(drafting, [trees[b].feed_frontier() for b in drafting])
+            children = [drafter.top_candidates(lp, trees[b].width) for b, lp in zip(drafting, logprobs)]
+            seconds += clock(device) - t
+            first = False
+            going = []
+            for b, (top_logprobs, top_tokens) in zip(drafting, children):
+                calls[b] += 1
+                tree = trees[b]
+                scores = tree.grow(top_logprobs, top_tokens)
+                if tree.levels >= caps[b]:
+                    continue
+                step = DraftStep(tree.levels, plans[b].width, int(lengths[b]), _const(scores))
+                if rows[b].policy.keep_drafting(step, plans[b]):
+                    going.append(b)
+            drafting = going
+        return calls, seconds
+
+
+def _const(scores: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: scores

@@ -1,0 +1,133 @@
+"""Static KV slots for a batch of sequences that each have their own length: ``[B, kv_heads,
+capacity, head_dim]`` buffers, one row per sequence. A forward over the batch writes row ``b``'s
+tokens at ``starts[b]`` onwards (one scatter for all rows), attention reads every row up to the
+batch's furthest write and a per-row mask hides what is not that row's; a forward over one row
+(a new sequence's prefill) writes into that row alone. The caller owns every row's length: the
+slots past it hold garbage that masks hide and later writes overwrite.
+
+Both the target (a Hugging Face decoder, through ``RowSlotCache``) and the EAGLE heads (their
+``cache.append``) use the same ``RowSlots``."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+
+class RowSlots:
+    """One attention layer's keys and values for ``batch`` sequences (allocated on first write,
+    with its heads, dtype and device)."""
+
+    def __init__(self, batch: int, capacity: int) -> None:
+        self.batch, self.capacity = batch, capacity
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+        self.starts = np.zeros(batch, dtype=np.int64)
+        self.row: int | None = None
+
+    def begin(self, starts: np.ndarray | int, row: int | None = None) -> None:
+        """The next write: every row at its ``starts[b]``, or row ``row`` alone at ``starts``."""
+        self.row = row
+        self.starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+
+    def _reserve(self, k: torch.Tensor, end: int) -> None:
+        if self.keys is None:
+            shape = (self.batch, k.shape[1], max(self.capacity, end), k.shape[3])
+            # zeroed, never empty: a row's attention also reads the slots past its length (masked),
+            # and a NaN left in uninitialised memory survives a zero attention weight
+            self.keys, self.values = k.new_zeros(shape), k.new_zeros(shape)
+        elif end > self.keys.shape[2]:  # a caller's underestimate: reallocate once, doubling
+            size = max(end, 2 * self.keys.shape[2])
+            for name in ("keys", "values"):
+                old = getattr(self, name)
+                new = old.new_zeros((*old.shape[:2], size, old.shape[3]))
+                new[:, :, : old.shape[2]] = old
+                setattr(self, name, new)
+        self.capacity = self.keys.shape[2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``k``/``v`` (``[B or 1, heads, T, head_dim]``) where ``begin`` said; the keys and
+        values attention reads: every slot up to the furthest write."""
+        t = k.shape[2]
+        end = int(self.starts.max()) + t
+        self._reserve(k, end)
+        if self.row is not None:
+            b, start = self.row, int(self.starts[0])
+            self.keys[b:b + 1, :, start:end] = k
+            self.values[b:b + 1, :, start:end] = v
+            return self.keys[b:b + 1, :, :end], self.values[b:b + 1, :, :end]
+        slots = torch.as_tensor(self.starts, device=k.device)[:, None] + torch.arange(t, device=k.device)
+        index = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
+        self.keys.scatter_(2, index, k)
+        self.values.scatter_(2, index, v)
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
+        """Row ``b``: of its slots from ``start`` on, keep ``rows`` (ascending offsets), moved to
+        ``start``, ``start + 1``, ... (index_select copies first, so no row is overwritten
+        before it is read)."""
+        if self.keys is None:
+            return
+        index = start + rows
+        self.keys[b, :, start:start + len(rows)] = self.keys[b].index_select(-2, index)
+        self.values[b, :, start:start + len(rows)] = self.values[b].index_select(-2, index)
+
+
+class RowSlotLayer(DynamicLayer):
+    """``RowSlots`` behind the Hugging Face cache-layer interface."""
+
+    def __init__(self, slots: RowSlots) -> None:
+        super().__init__()
+        self.slots = slots
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        self.is_initialized = True
+        self.keys, self.values = self.slots.append(key_states, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:  # positions and masks come from the caller, never from here
+        return 0
+
+
+class RowSlotCache(Cache):
+    """One ``RowSlots`` per decoder layer of ``model``."""
+
+    def __init__(self, model: torch.nn.Module, batch: int, capacity: int) -> None:
+        config = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") \
+            else model.config
+        self.slots = [RowSlots(batch, capacity) for _ in range(config.num_hidden_layers)]
+        super().__init__(layers=[RowSlotLayer(s) for s in self.slots])
+
+    def begin(self, starts: np.ndarray | int, row: int | None = None) -> None:
+        for s in self.slots:
+            s.begin(starts, row)
+
+    def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
+        for s in self.slots:
+            s.keep(b, start, rows)
+
+
+def rows_mask(n_keys: int, context: np.ndarray, visible: list[np.ndarray | None], starts: np.ndarray,
+              queries: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The additive ``[B, 1, queries, n_keys]`` mask of a padded batch forward. Row ``b``'s
+    ``len(visible[b])`` real queries see its first ``context[b]`` slots and, after them, the
+    slots ``visible[b]`` marks (``[n_b, m_b]``); its padding queries (written at ``starts[b] + i``)
+    see only themselves, so that no softmax row is empty."""
+    allowed = np.zeros((len(context), queries, n_keys), dtype=bool)
+    for b, vis in enumerate(visible):
+        n = 0 if vis is None else vis.shape[0]
+        if n:
+            allowed[b, :n, : context[b]] = True
+            allowed[b, :n, context[b]: context[b] + vis.shape[1]] = vis
+        pad = np.arange(n, queries)
+        allowed[b, pad, starts[b] + pad] = True
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~torch.from_numpy(allowed), torch.finfo(dtype).min)
+    return mask[:, None].to(device)
+
+
+def causal(n: int) -> np.ndarray:
+    """A block of ``n`` new tokens that each see themselves and those before them."""
+    return np.tril(np.ones((n, n), dtype=bool))

@@ -1,0 +1,119 @@
+"""Batched decoding (``simspec.engine.batch``): B sequences per forward, each with its own tree,
+continuous batching from a queue. Every sequence's output equals its own plain greedy
+decoding, and each cycle accepts what the single-sequence engine accepts (the batched drafter
+drafts the same trees), on a tiny real Llama with both drafter kinds, and on the demo target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import TINY_VOCAB
+
+from simspec.engine.batch import BatchEngine
+from simspec.engine.kv_rows import RowSlots
+from simspec.engine.speculative import SpeculativeEngine
+from simspec.errors import SimspecError
+from simspec.policies.base import StaticPolicy
+
+SHAPES = [(4, 2, 6), (3, 3, 7), (1, 1, 1), (5, 1, 4)]  # (D, W, V); depth 1 drafts nothing
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    rng = np.random.default_rng(0)  # seven prompts of 3-19 tokens: more than a batch, uneven lengths
+    return [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 20)))] for _ in range(6)]
+
+
+@pytest.fixture(scope="module")
+def close_lm(tiny):
+    """A draft LM of the tiny target's first 5 of 6 layers: it agrees often, so that accepted
+    paths are long and often leave the tree's prefix (their keys and values move)."""
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+
+    return CausalLMDrafter(truncated_target(tiny, 5), "lm5")
+
+
+def _accepted(generations) -> list[list[int]]:
+    return [[c.accepted for c in g.cycles] for g in generations]
+
+
+@pytest.mark.parametrize("kind, batch", [("lm5", 4), ("eagle3", 3)])
+def test_every_sequence_equals_its_plain_greedy_decoding_and_accepts_as_alone(tiny, drafters, close_lm, prompts,
+                                                                             kind, batch):
+    drafter = close_lm if kind == "lm5" else drafters["eagle3"]
+    single = SpeculativeEngine(tiny, drafter)
+    reference = [single.greedy(p, 24).tokens for p in prompts]
+    engine = BatchEngine(tiny, drafter, batch)
+    assert [g.tokens for g in engine.plain(prompts, 24).generations] == reference
+    moved = 0
+    for shape in SHAPES:
+        run = engine.generate(prompts, StaticPolicy(*shape), 24)
+        assert [g.tokens for g in run.generations] == reference, shape
+        alone = [single.generate(p, StaticPolicy(*shape), 24) for p in prompts]
+        assert _accepted(run.generations) == _accepted(alone), shape
+        moved += sum(c.accepted > 0 and shape[1] > 1 for g in alone for c in g.cycles)
+    if kind == "lm5":
+        assert moved > 10  # the test exercised accepted paths in wide trees
+
+
+def test_the_queue_refills_rows_and_idles_them_once_it_is_empty(tiny, drafters, prompts):
+    engine = BatchEngine(tiny, drafters["eagle3"], 4)
+    budgets = 16
+    run = engine.plain(prompts, budgets)
+    # plain decoding: one token per row per cycle; six sequences of 16 tokens in rows of 4:
+    # the first four run 15 cycles, the next two 15 more, two rows idle throughout those
+    assert run.cycles == 30 and run.idle_row_cycles == 30
+    assert [len(g.tokens) for g in run.generations] == [budgets] * len(prompts)
+    assert run.tokens_per_s > 0 and all(g.prefill_s > 0 for g in run.generations)
+
+
+def test_rows_write_at_their_own_lengths_and_keep_their_own_paths():
+    slots = RowSlots(batch=2, capacity=8)
+    k = torch.arange(2 * 3, dtype=torch.float32).reshape(2, 1, 3, 1)
+    slots.begin(np.array([0, 2]))
+    keys, _ = slots.append(k, k)
+    assert keys.shape == (2, 1, 5, 1)  # up to the furthest write
+    assert keys[0, 0, :, 0].tolist() == [0, 1, 2, 0, 0]  # unwritten slots are zero, never garbage
+    assert keys[1, 0, :, 0].tolist() == [0, 0, 3, 4, 5]
+    slots.keep(1, 2, torch.tensor([0, 2]))  # row 1 keeps its 1st and 3rd new token
+    assert slots.keys[1, 0, 2:4, 0].tolist() == [3, 5]
+    slots.begin(1, row=0)  # one row alone (a prefill)
+    keys, _ = slots.append(torch.full((1, 1, 2, 1), 9.0), torch.zeros(1, 1, 2, 1))
+    assert keys.shape == (1, 1, 3, 1) and slots.keys[0, 0, :4, 0].tolist() == [0, 9, 9, 0]
+    slots.begin(np.array([7, 0]))  # past the capacity: grows, keeping what it held
+    slots.append(torch.ones(2, 1, 3, 1), torch.ones(2, 1, 3, 1))
+    assert slots.capacity >= 10 and slots.keys[0, 0, 1, 0] == 9 and slots.keys[0, 0, 7:10, 0].tolist() == [1] * 3
+    assert slots.keys[1, 0, :4, 0].tolist() == [1, 1, 1, 5]
+
+
+def test_bad_batches_are_refused_in_one_line(tiny, drafters):
+    from simspec.engine.drafter import Drafter
+
+    with pytest.raises(SimspecError, match="--batch-size must be >= 1"):
+        BatchEngine(tiny, drafters["eagle3"], 0)
+    with pytest.raises(SimspecError, match="no prompts"):
+        BatchEngine(tiny, drafters["eagle3"], 2).plain([], 8)
+
+    class Odd(Drafter):
+        name = "odd"
+        reset = commit = draft_root = draft_level = end_cycle = None
+
+    with pytest.raises(SimspecError, match="cannot decode batches"):
+        BatchEngine(tiny, Odd(), 2).generate([[1, 2]], StaticPolicy(2, 1, 2), 4)
+
+
+@pytest.mark.model
+def test_the_demo_target_at_batch_4_with_its_shipped_eagle_head(target, prompt_ids):
+    """Four held-out chat and code prompts, 24 tokens each, in one batch of 4 (uneven lengths)."""
+    from simspec.engine.load import load_drafter
+
+    drafter = load_drafter("eagle", target)
+    prompts = [ids for _, ids in prompt_ids]
+    single = SpeculativeEngine(target, drafter)
+    policy = StaticPolicy(5, 4, 12)
+    alone = [single.generate(p, policy, 24) for p in prompts]
+    run = BatchEngine(target, drafter, 4).generate(prompts, policy, 24)
+    assert [g.tokens for g in run.generations] == [single.greedy(p, 24).tokens for p in prompts]
+    assert _accepted(run.generations) == _accepted(alone)
+    assert np.mean([g.tau for g in alone]) > 1.8  # the head drafts paths the target accepts
