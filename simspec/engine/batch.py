@@ -46,6 +46,7 @@ class BatchRun:
     prefill_s: float = 0.0  # the batch's seconds in each part, summed over the run
     draft_s: float = 0.0
     verify_s: float = 0.0
+    draft_forwards: int = 0  # the drafter's batched forwards (one per level of the cycle's deepest row)
 
     def time_shares(self) -> dict[str, float]:
         """Share of the run's time drafting, verifying, prefilling, and in the rest (policies,
@@ -106,6 +107,7 @@ class BatchEngine:
         start = clock(self.device)
         cycles = idle = 0
         seconds = {"prefill": 0.0, "draft": 0.0, "verify": 0.0}
+        self._forwards = 0
 
         def admit(b: int) -> None:
             index, prompt = queue.popleft()
@@ -150,7 +152,7 @@ class BatchEngine:
                     if queue:
                         admit(b)
         return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
-                        seconds["prefill"], seconds["draft"], seconds["verify"])
+                        seconds["prefill"], seconds["draft"], seconds["verify"], self._forwards)
 
     # -- plain decoding: one token per row per step --------------------------------------------
     @torch.inference_mode()
@@ -243,6 +245,7 @@ class BatchEngine:
                 logprobs = drafter.draft_level(drafting, [trees[b].feed_frontier() for b in drafting])
             children = [drafter.top_candidates(lp, trees[b].width) for b, lp in zip(drafting, logprobs)]
             seconds += clock(device) - t
+            self._forwards += 1
             first = False
             going = []
             for b, (top_logprobs, top_tokens) in zip(drafting, children):

@@ -104,29 +104,26 @@ def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence
 def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int], contexts: Sequence[int],
                            repeats: int, advance: Callable[[], None] = lambda: None) -> list[Latency]:
     """One target forward of ``batch`` sequences, each V tree tokens after its own L cached ones
-    (mask, head and argmax included): the verify step of a batch. V = 1 is a plain decoding
-    step of the batch."""
-    from transformers import DynamicCache
+    (per-row mask, head and argmax included), through the batched engine's own target
+    (``simspec.engine.batch_models.TargetRows``): the verify step of a batch. V = 1 is a plain
+    decoding step of the batch."""
+    from simspec.engine.batch_models import TargetRows
+    from simspec.engine.kv_rows import causal
 
-    from simspec.engine.modeling import additive_mask, base_and_head
-
-    base, head = base_and_head(target.model)
     device, vocab = target.device, target.model.config.vocab_size
     results = []
     for context in contexts:
-        cache = DynamicCache()
-        base(input_ids=_context_ids(context, vocab, device).repeat(batch, 1), past_key_values=cache, use_cache=True)
+        rows = TargetRows(target, batch, context + max(sizes))
+        ids = _context_ids(context, vocab, device)
+        for b in range(batch):
+            rows.prefill(b, ids)
         for size in sizes:
-            tokens = _context_ids(size, vocab, device).repeat(batch, 1)
-            positions = (context + torch.arange(size, device=device)).repeat(batch, 1)
-            visible = torch.tril(torch.ones((size, size), dtype=torch.bool, device=device))
-            mask = additive_mask(visible, context, base.dtype).expand(batch, -1, -1, -1)
+            tree = (_context_ids(size, vocab, device).cpu().numpy(), np.arange(size), causal(size))
+            trees = dict.fromkeys(range(batch), tree)
 
-            def run() -> None:
-                hidden = base(input_ids=tokens, position_ids=positions, attention_mask=mask, past_key_values=cache,
-                              use_cache=True).last_hidden_state
-                head_logits(head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1).cpu()
-                cache.crop(-size)
+            def run() -> None:  # the rows' lengths stay: every run writes the same slots again
+                hidden, _ = rows.forward(trees)
+                head_logits(rows.head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1).cpu()
 
             results.append(Latency("verify", size, context, time_repeated(run, device, repeats)))
             advance()

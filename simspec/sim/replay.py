@@ -68,6 +68,33 @@ def _overrides(policy: BatchPolicy, method: str) -> bool:
     return getattr(type(policy), method) is not getattr(BatchPolicy, method)
 
 
+def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarray, context: np.ndarray,
+           rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One cycle of ``rows`` (the policy's row ids) rooted at trace positions ``at``: the depth
+    drafted, the nodes verified and the drafts accepted, asked of ``policy`` as the engine asks
+    it, which then observes the outcome."""
+    levels = traces.depth_max - 1
+    planned, size = policy.plan_batch(rows, context)
+    planned = np.clip(planned, 1, traces.depth_max)
+    if _overrides(policy, "keep_drafting_batch"):
+        depth = drafted_depths(policy, rows, planned,
+                               lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
+    else:
+        depth = planned
+    if _overrides(policy, "choose_size_batch"):
+        scores = traces.level_scores[at].astype(np.float32)
+        scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
+        size = policy.choose_size_batch(rows, depth, scores, size)
+    # at most the whole tree; at T > 0 at most the nodes the traces hold probabilities for
+    size = np.clip(size, 1, np.minimum(tree_capacities(depth, traces.width), traces.nodes))
+    accepted = traces.accepted(at, depth, size, rng)
+    if policy.reads_cache:
+        policy.observe_batch(rows, depth, size, accepted, hits=traces.cache_hits(at, accepted))
+    else:
+        policy.observe_batch(rows, depth, size, accepted)
+    return depth, size, accepted
+
+
 SAMPLED_DRAWS = 8  # at T > 0, replays averaged per prompt unless a caller asks otherwise
 
 
@@ -87,16 +114,13 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
     if policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
-    width, levels = traces.width, traces.depth_max - 1
-    asks_depth, asks_size = _overrides(policy, "keep_drafting_batch"), _overrides(policy, "choose_size_batch")
+    width = traces.width
     prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
     all_limits = positions_limit(traces, max_new_tokens)
     limit = all_limits[prompts]
     start = traces.prompt_offsets[:-1][prompts]
     n = len(prompts)
     rng = np.random.default_rng(seed) if traces.sampled else None
-    # At T > 0 a cycle verifies at most the nodes the traces hold probabilities for.
-    cap = traces.nodes
     position = np.zeros(n, dtype=np.int64)  # root index within each prompt
     previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
     seconds = np.zeros(n)
@@ -107,23 +131,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         rows = np.flatnonzero(active)
         at = start[rows] + position[rows]
         context = traces.context_length[at]
-        planned, size = policy.plan_batch(rows, context)
-        planned = np.clip(planned, 1, traces.depth_max)
-        if asks_depth:
-            depth = drafted_depths(policy, rows, planned,
-                                   lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
-        else:
-            depth = planned
-        if asks_size:
-            scores = traces.level_scores[at].astype(np.float32)
-            scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
-            size = policy.choose_size_batch(rows, depth, scores, size)
-        size = np.clip(size, 1, np.minimum(tree_capacities(depth, width), cap))  # at most the whole tree
-        accepted = traces.accepted(at, depth, size, rng)
-        if policy.reads_cache:
-            policy.observe_batch(rows, depth, size, accepted, hits=traces.cache_hits(at, accepted))
-        else:
-            policy.observe_batch(rows, depth, size, accepted)
+        depth, size, accepted = decide(traces, policy, rows, at, context, rng)
         seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
         cycles[rows] += 1

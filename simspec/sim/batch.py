@@ -1,0 +1,124 @@
+"""Replay at batch size B: the traces' prompts as one queue through B rows, by the rules of the
+real batched engine (``simspec.engine.batch``), so that its cycles are the engine's cycles.
+
+- A row decodes one prompt; when it finishes, the next prompt of the queue is prefilled into it
+  (alone: batch 1's prefill, before the next cycle). Once the queue is empty a free row idles
+  as padding: every cycle is a batch-B forward.
+- A cycle drafts as deep as its deepest row (one draft forward per level for every row, the
+  first one feeding each row's committed tokens, padded to the most) and verifies every row's
+  tree in one forward padded to the largest V, whose attention reads the longest context. Its
+  time is the profile's cycle at batch B (``CostModel.at_batch``) at those maxima, plus each
+  busy row's policy decision (the engine asks the rows' policies one after another).
+- Plain decoding runs the same queue one token per row per cycle.
+
+Speedup at batch B is plain decoding's time for the whole queue over the method's: the same
+tokens, so the throughput ratio a server sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.policies.base import BatchPolicy
+from simspec.sim.costmodel import CostModel
+from simspec.sim.replay import decide, positions_limit
+from simspec.sim.traces import TraceSet
+
+
+@dataclass(frozen=True)
+class BatchReplay:
+    """One method's queue at batch B, and plain decoding's."""
+
+    seconds: float  # the whole queue, prefills included
+    plain_seconds: float
+    tokens: np.ndarray  # [prompts] tokens produced after the prefill's first one
+    cycles: int  # batch cycles
+    plain_cycles: int
+    idle_row_cycles: int  # rows that rode along as padding, summed over cycles
+    draft_calls: int
+
+    @property
+    def speedup(self) -> float:
+        return self.plain_seconds / self.seconds
+
+    batch: int = 1
+
+    @property
+    def tau(self) -> float:
+        """Tokens a busy row emitted per cycle, on average (the first token is the prefill's)."""
+        return float(self.tokens.sum() / max(1, self.cycles * self.batch - self.idle_row_cycles))
+
+
+def _queue(n: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step) -> tuple[float, int, int]:
+    """Run the queue: ``step(busy prompt ids)`` runs one cycle of them and returns its seconds and
+    how far each advanced. Returns (seconds, cycles, idle row-cycles)."""
+    position = np.zeros(n, dtype=np.int64)
+    rows = np.full(batch, -1)
+    waiting = iter(range(n))
+    seconds = 0.0
+    cycles = idle = 0
+
+    def admit(slot: int) -> float:
+        p = next(waiting, -1)
+        rows[slot] = p
+        return 0.0 if p < 0 else float(prefill[p])
+
+    for slot in range(batch):
+        seconds += admit(slot)
+    while (rows >= 0).any():
+        busy = rows[rows >= 0]
+        cycle_s, advanced = step(busy, position[busy])
+        seconds += cycle_s
+        position[busy] += advanced
+        cycles += 1
+        idle += batch - len(busy)
+        for slot in np.flatnonzero(rows >= 0):
+            if position[rows[slot]] >= limit[rows[slot]]:
+                seconds += admit(slot)
+    return seconds, cycles, idle
+
+
+def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int,
+                 max_new_tokens: int | None = None, decision_seconds: float = 0.0,
+                 prompts: np.ndarray | None = None) -> BatchReplay:
+    """Decode ``prompts`` (default: every trace prompt, in order) as one queue through ``batch``
+    rows with ``policy``, and plainly; ``cost`` is the profile's batch-1 model (its curves at
+    ``batch`` price the cycles)."""
+    if traces.sampled:
+        raise SimspecError("batches replay greedy traces: the batched engine decodes greedily (record traces at "
+                           "temperature 0, or replay at --batch-size 1)")
+    if policy.width != traces.width:
+        raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
+                           f"at width {traces.width}: record traces at that width or change the policy")
+    at_batch = cost.at_batch(batch)
+    prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
+    n = len(prompts)
+    limit = positions_limit(traces, max_new_tokens)[prompts]
+    start = traces.prompt_offsets[:-1][prompts]
+    prefill = cost.prefill(traces.prompt_lengths[prompts])
+    width = traces.width
+    previous = np.zeros(n, dtype=np.int64)
+    tokens = np.zeros(n, dtype=np.int64)
+    calls = [0]
+    policy.reset_batch(n)
+
+    def speculative(busy: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:
+        at = start[busy] + position
+        context = traces.context_length[at]
+        depth, size, accepted = decide(traces, policy, busy, at, context, None)
+        seconds = float(at_batch.cycle(int(depth.max()), width, int(size.max()), int(context.max()),
+                                       int(previous[busy].max()) + 1)) + decision_seconds * len(busy)
+        tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
+        previous[busy] = accepted
+        calls[0] += int(depth.max()) - 1
+        return seconds, accepted + 1
+
+    def plain(busy: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:
+        context = traces.context_length[start[busy] + position]
+        return float(at_batch.greedy(int(context.max()))), np.ones(len(busy), dtype=np.int64)
+
+    seconds, cycles, idle = _queue(n, batch, limit, prefill, speculative)
+    plain_seconds, plain_cycles, _ = _queue(n, batch, limit, prefill, plain)
+    return BatchReplay(seconds, plain_seconds, tokens, cycles, plain_cycles, idle, calls[0], batch)

@@ -1,0 +1,73 @@
+"""Replay at batch size B (``simspec.sim.batch``) models the batched engine's rules: on traces
+recorded from a tiny real Llama and its draft LM, the replayed queue runs the engine's cycles
+(count, idle rows, draft forwards, tokens per prompt) for a static and a depth-adaptive policy
+at several batch sizes; its time is the batch's curves at the cycle's maxima."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import TINY_VOCAB
+
+from simspec.policies.base import StaticPolicy
+from simspec.policies.baselines import DDD
+from simspec.sim.batch import replay_batch
+from simspec.sim.costmodel import CostModel, Point
+
+TOKENS = 20
+
+
+def _cost(batches=(1, 2, 3)) -> CostModel:
+    """Verify grows with V and B, drafting with W and B; plain steps cost a verify of one token."""
+    points = []
+    for b in batches:
+        for c in (8, 128):
+            points += [Point("verify", n, c, 0.05 * (1 + 0.2 * (b - 1)) + 1e-3 * n * b, b) for n in (1, 8, 64)]
+            points += [Point("draft", n, c, 0.004 * (1 + 0.1 * (b - 1)) + 1e-4 * n * b, b) for n in (1, 4, 16)]
+            points += [Point("greedy", 1, c, 0.05 * (1 + 0.2 * (b - 1)) + 1e-3 * b, b)]
+    return CostModel(points)
+
+
+@pytest.fixture(scope="module")
+def recorded(tiny):
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+    from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.sim.traces import assemble
+
+    drafter = CausalLMDrafter(truncated_target(tiny, 5), "lm5")
+    rng = np.random.default_rng(3)
+    prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 16)))] for _ in range(5)]
+    recorder = TraceRecorder(tiny, drafter, RecordSpec(depth_max=6, width=2, max_new_tokens=TOKENS))
+    continuations = recorder.continuations(prompts)
+    traces = assemble([recorder.record(p, c) for p, c in zip(prompts, continuations)], prompts,
+                      {"depth_max": 6, "width": 2, "prompt_ids": [f"p{i}" for i in range(5)]})
+    return drafter, prompts, traces
+
+
+POLICIES = {"static": lambda: StaticPolicy(4, 2, 6), "ddd": lambda: DDD(0.4, width=2, max_depth=6, size=8)}
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_the_replayed_queue_runs_the_engines_cycles(tiny, recorded, name, batch):
+    from simspec.engine.batch import BatchEngine
+
+    drafter, prompts, traces = recorded
+    run = BatchEngine(tiny, drafter, batch).generate(prompts, POLICIES[name](), TOKENS)
+    sim = replay_batch(traces, _cost(), POLICIES[name](), batch, TOKENS)
+    assert sim.cycles == run.cycles and sim.idle_row_cycles == run.idle_row_cycles
+    assert sim.tokens.tolist() == [len(g.tokens) - 1 for g in run.generations]
+    assert sim.draft_calls == run.draft_forwards
+    plain = BatchEngine(tiny, drafter, batch).plain(prompts, TOKENS)
+    assert sim.plain_cycles == plain.cycles
+
+
+def test_a_cycle_costs_the_batch_curves_at_its_largest_tree_and_longest_context(recorded):
+    _, _, traces = recorded
+    cost = _cost()
+    one = replay_batch(traces, cost, StaticPolicy(4, 2, 6), 1, TOKENS)
+    three = replay_batch(traces, cost, StaticPolicy(4, 2, 6), 3, TOKENS)
+    assert three.seconds < one.seconds and three.plain_seconds < one.plain_seconds  # fewer, dearer cycles
+    assert one.tokens.tolist() == three.tokens.tolist()
+    with pytest.raises(Exception, match="no curves at batch size 4"):
+        replay_batch(traces, cost, StaticPolicy(4, 2, 6), 4, TOKENS)
