@@ -61,8 +61,8 @@ def main() -> None:
             print(json.dumps({"batch": b, "method": m, "speedup_real_median": float(np.median(real)),
                               "per_pass": [round(x, 4) for x in real], "speedup_sim": sim.speedup,
                               "rel_error": (sim.speedup - float(np.median(real))) / float(np.median(real)),
-                              "tau_real": float(np.mean([g.tau for g in runs[b, m][0].generations])),
-                              "tau_sim": sim.tau, "tokens_per_s_real": float(np.median(
+                              "cycles_real": runs[b, m][0].cycles, "cycles_sim": sim.cycles,
+                              "tokens_per_s_real": float(np.median(
                                   [r.tokens_per_s for r in runs[b, m]]))}))
     ratio = [four.tokens_per_s / one.tokens_per_s for one, four in zip(runs[1, "plain"], runs[4, "plain"])]
     plain_sim = {b: replay_batch(traces, profile.cost, StaticPolicy(1, traces.width, 1), b, new_tokens,
