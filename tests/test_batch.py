@@ -71,6 +71,37 @@ def test_tune_verifies_no_more_at_batch_8_than_at_batch_1(profile_dir):
     assert missing.returncode == 2 and "no curves at batch size 4" in missing.stderr
 
 
+def test_tune_answers_each_batch_size_in_the_engines_per_batch_formats(profile_dir):
+    """--batch-sizes 1,8: per batch size the best tree and chain (each as --batch-size B tunes
+    it); vLLM's inclusive ranges from 1 with K = steps of each size's best chain; SGLang's
+    adaptive bands with each size's best and runner-up chain steps, starting from batch 1's."""
+    from simspec.sim.tune import TuneRequest, run
+
+    vllm = run(TuneRequest(profile=str(profile_dir), engine="vllm", batch_sizes=(1, 8))).summary
+    rows = vllm["per_batch"]
+    for row in rows:
+        alone = run(TuneRequest(profile=str(profile_dir), engine="vllm", batch_size=row["batch_size"])).summary
+        assert (row["chain"]["depth"], row["chain"]["speedup"]) == (alone["depth"], pytest.approx(alone["speedup"]))
+        tree = run(TuneRequest(profile=str(profile_dir), batch_size=row["batch_size"])).summary
+        assert (row["tree"]["depth"], row["tree"]["size"]) == (tree["depth"], tree["size"])
+    assert rows[1]["tree"]["size"] < rows[0]["tree"]["size"]  # the knee moved: the tree shrinks
+    k1, k8 = (r["chain"]["depth"] - 1 for r in rows)
+    config = vllm["per_batch_config"]["speculative_config"]
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 7, k1], [8, 8, k8]]
+    assert config["num_speculative_tokens"] == max(k1, k8, 1) and config["method"] == "eagle3"
+    sglang = run(TuneRequest(profile=str(profile_dir), engine="sglang", batch_sizes=(1, 8))).summary
+    adaptive = sglang["per_batch_config"]["adaptive_config"]
+    assert list(adaptive) == ["1", "8"]
+    for key, row in zip(adaptive, sglang["per_batch"]):
+        assert row["chain"]["depth"] - 1 in adaptive[key]["candidate_steps"]
+        assert row["chain"]["runner_up"]["depth"] - 1 in adaptive[key]["candidate_steps"]
+    assert f"--speculative-num-steps {k1} " in sglang["per_batch_config"]["flags"]
+    assert "--speculative-eagle-topk 1 " in sglang["per_batch_config"]["flags"]
+    for bad, why in (((8,), "include 1"), ((1, 4), "no curves at batch size 4")):
+        with pytest.raises(SimspecError, match=why):
+            run(TuneRequest(profile=str(profile_dir), engine="vllm", batch_sizes=bad))
+
+
 def test_batch_sizes_must_include_1():
     result = cli("calibrate", "--gpu", "h100", "--batch-sizes", "2,4", "--traces-from",
                      "calibration/traces-humaneval-eagle", "--out", "/tmp/simspec-never-written")

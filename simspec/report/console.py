@@ -302,6 +302,16 @@ def tune(tuned) -> None:
         out.print(f"  context {band['context'][0]}-{band['context'][1]}: D {band['depth']}, V {band['size']} "
                   f"(~{band['speedup']:.2f}x per cycle, {band['positions']} positions){mark}")
     out.print(f"{s['engine']}: {s['flags']}")
+    if "per_batch" in s:
+        table(f"per batch size ({s['engine']}): held-out speedup over plain decoding at the same batch size",
+              ("batch", "best tree (D, V)", "speedup", "best chain (D)", "speedup", "runner-up chain (D)"),
+              [(str(r["batch_size"]), f"{r['tree']['depth']}, {r['tree']['size']}", f"{r['tree']['speedup']:.3f}",
+                str(r["chain"]["depth"]), f"{r['chain']['speedup']:.3f}", str(r["chain"]["runner_up"]["depth"]))
+               for r in s["per_batch"]])
+        config = s["per_batch_config"]
+        out.print(f"{s['engine']}, per batch size: {config['flags']}")
+        if "adaptive_config" in config:
+            out.print(f"adaptive.json: {json.dumps(config['adaptive_config'])}")
 
 
 def sweep(s: dict) -> None:

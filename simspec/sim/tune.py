@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 
@@ -51,6 +52,10 @@ class TuneRequest:
     # sequences a server batches: every cycle's draft and verify time is shared by them
     batch_size: int = opt(1, "Sequences the server batches: each cycle's draft and verify time is shared by them "
                           "(the profile needs curves at that batch size: `simspec calibrate --batch-sizes`).", min=1)
+    batch_sizes: tuple[int, ...] = opt((), "Also tune for each of these batch sizes (from 1, e.g. 1,2,4,8; the "
+                                       "profile needs curves at each) and print the per-batch-size configuration: "
+                                       "SGLang's adaptive speculation file (chains), vLLM's "
+                                       "num_speculative_tokens_per_batch_size.", parse=flags.sizes)
 
     def check(self) -> None:
         if self.engine not in ENGINES:
@@ -124,10 +129,31 @@ def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> l
     return out
 
 
-def run(request: TuneRequest) -> Tuned:
-    """The best static tree on the profile's train prompts, scored on its held-out ones."""
+def tree_surface(train, cost, max_new_tokens: int | None, chain: bool) -> dict:
+    """(D, V) -> the replay of that static tree on ``train``: every chain (V = D) for an engine
+    that drafts chains, else every distinct tree of the grid."""
     from simspec.policies.base import StaticPolicy, tree_capacities
     from simspec.sim.evaluate import GRID_DEPTHS, GRID_SIZES, static_surface
+    from simspec.sim.replay import replay
+
+    width = train.width
+    if chain:
+        return {(d, d): replay(train, cost, StaticPolicy(d, width, d), max_new_tokens)
+                for d in GRID_DEPTHS if d <= train.depth_max}
+    surface = {}
+    for (d, v), res in static_surface(train, cost, max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
+        surface.setdefault((d, int(min(v, tree_capacities(d, width)))), res)
+    return surface
+
+
+def ranking(surface: dict) -> list[tuple[int, int]]:
+    """The surface's trees, fastest first (mean speedup over prompts; ties: the smaller tree)."""
+    return sorted(surface, key=lambda k: (-_mean(surface[k]), k[1], k[0]))
+
+
+def run(request: TuneRequest) -> Tuned:
+    """The best static tree on the profile's train prompts, scored on its held-out ones."""
+    from simspec.policies.base import StaticPolicy
     from simspec.sim.profile import load_profile
     from simspec.sim.replay import replay
 
@@ -145,18 +171,11 @@ def run(request: TuneRequest) -> Tuned:
     train, held = traces.subset(train_idx), traces.subset(held_idx)
     width = traces.width
     chain = r.engine in CHAIN_ENGINES
+    surface = tree_surface(train, cost, r.max_new_tokens, chain)
     if chain:
-        surface = {(d, d): res for d, res in ((d, replay(train, cost, StaticPolicy(d, width, d),
-                                                         r.max_new_tokens))
-                                              for d in GRID_DEPTHS if d <= traces.depth_max)}
         notes.append(f"{r.engine} drafts a chain: trees verifying D tokens, acceptance read off the recorded "
                      f"width-{width} beam trees' best D nodes (the chain's where those are the top-1 chain)")
-    else:
-        surface = {}
-        for (d, v), res in static_surface(train, cost, r.max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
-            key = (d, int(min(v, tree_capacities(d, width))))
-            surface.setdefault(key, res)
-    ranked = sorted(surface, key=lambda k: (-_mean(surface[k]), k[1], k[0]))  # ties: the smaller tree
+    ranked = ranking(surface)
     best, runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
 
     def scored(key):
@@ -192,4 +211,14 @@ def run(request: TuneRequest) -> Tuned:
         "candidates": len(surface), "traces_hash": traces.meta.content_hash,
         "profile_hash": profile.meta.inputs_hash,
     }
+    if r.batch_sizes:
+        from simspec.sim.tune_batches import engine_config, per_batch
+
+        summary["per_batch"] = per_batch(profile, train, held, r.batch_sizes, r.max_new_tokens)
+        summary["per_batch_config"] = engine_config(r.engine, summary["per_batch"], draft, width)
+        if r.engine == "sglang":
+            notes.append("SGLang varies only the draft steps by batch size, for chains (top-k 1, adaptive "
+                         "speculation); the best tree per batch size is listed for a server run at one load")
+        if r.engine in ("sglang", "vllm"):
+            notes.append(f"chains: acceptance read off the recorded width-{width} beam trees' best D nodes")
     return Tuned(summary, notes)

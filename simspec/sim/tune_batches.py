@@ -1,0 +1,91 @@
+"""``simspec tune --batch-sizes 1,2,4,8``: the best speculative setting at each batch size, in
+the per-batch-size configuration the serving engines read (numpy only).
+
+Each batch size B is tuned as ``tune --batch-size B`` tunes one (the grid replayed on the train
+prompts with the profile's curves at B, the choice scored on the held-out prompts), for trees
+and for chains. The engines' formats, read from their code (SGLang 0.5.23, vLLM 0.33.0):
+
+- SGLang varies only the number of draft steps by batch size, and only for chains: its adaptive
+  speculative decoding (``--speculative-adaptive --speculative-adaptive-config FILE``, EAGLE /
+  EAGLE-3 with ``--speculative-eagle-topk 1``) reads a JSON object whose integer keys are the
+  lower bounds of batch-size bands, each with ``candidate_steps`` (0: no drafting); within a
+  band it moves among the candidates by the acceptance it sees. A batch is first padded up to
+  the next CUDA-graph batch size, then takes the band of the largest key at or below it. Here
+  each band's candidates are its best and runner-up chain (``num_steps`` = D - 1), and the
+  starting ``--speculative-num-steps`` is batch 1's best (it must be a candidate). Trees (top-k
+  above 1) have no per-batch setting in SGLang: their best per batch size is listed as flags.
+- vLLM drafts chains and reads ``num_speculative_tokens_per_batch_size`` in its
+  ``speculative_config``: ``[start, end, K]`` ranges of batch sizes, inclusive, the first starting
+  at 1; batch sizes past the last range keep its K; every K is capped at
+  ``num_speculative_tokens`` (required: it sizes the buffers). Here each tuned batch size starts a
+  range that ends before the next one, K = D - 1 of its best chain.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from simspec.errors import SimspecError
+
+
+def _best(train, held, cost, max_new_tokens, chain: bool) -> dict:
+    from simspec.policies.base import StaticPolicy
+    from simspec.sim.replay import replay
+    from simspec.sim.tune import ranking, tree_surface
+
+    surface = tree_surface(train, cost, max_new_tokens, chain)
+    ranked = ranking(surface)
+    (depth, size), runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
+    held_speedup = float(np.mean(replay(held, cost, StaticPolicy(depth, train.width, size), max_new_tokens).speedup))
+    return {"depth": depth, "size": size, "speedup": held_speedup, "runner_up": {"depth": runner[0], "size": runner[1]}}
+
+
+def per_batch(profile, train, held, batch_sizes: tuple[int, ...], max_new_tokens: int | None) -> list[dict]:
+    """Per batch size: the best tree and the best chain (and its runner-up), held-out speedups."""
+    if 1 not in batch_sizes:
+        raise SimspecError("--batch-sizes tunes for the batch sizes a server sees, from 1: include 1, e.g. 1,2,4,8")
+    rows = []
+    for batch in sorted(set(batch_sizes)):
+        cost = profile.cost.at_batch(batch)
+        rows.append({"batch_size": batch, "tree": _best(train, held, cost, max_new_tokens, False),
+                     "chain": _best(train, held, cost, max_new_tokens, True)})
+    return rows
+
+
+def sglang_adaptive(rows: list[dict]) -> dict:
+    """SGLang's adaptive-speculation file: a band per tuned batch size, its candidate steps."""
+    config = {}
+    for row in rows:
+        steps = {row["chain"]["depth"] - 1, row["chain"]["runner_up"]["depth"] - 1}
+        config[str(row["batch_size"])] = {"candidate_steps": sorted(steps)}
+    return config
+
+
+def vllm_ranges(rows: list[dict]) -> list[list[int]]:
+    """vLLM's ``num_speculative_tokens_per_batch_size``: a range per tuned batch size."""
+    sizes = [r["batch_size"] for r in rows]
+    ends = [s - 1 for s in sizes[1:]] + [sizes[-1]]
+    return [[start, end, row["chain"]["depth"] - 1] for start, end, row in zip(sizes, ends, rows)]
+
+
+def engine_config(engine: str, rows: list[dict], draft: str, width: int) -> dict:
+    """The per-batch-size settings in ``engine``'s own format, and the command-line text."""
+    if engine == "sglang":
+        adaptive = sglang_adaptive(rows)
+        start = rows[0]["chain"]["depth"] - 1
+        flags = (f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {draft} --speculative-eagle-topk 1 "
+                 f"--speculative-num-steps {start} --speculative-num-draft-tokens {start + 1} "
+                 "--speculative-adaptive --speculative-adaptive-config adaptive.json")
+        trees = {str(r["batch_size"]): f"--speculative-num-steps {r['tree']['depth'] - 1} --speculative-eagle-topk "
+                 f"{width} --speculative-num-draft-tokens {r['tree']['size']}" for r in rows}
+        return {"adaptive_config": adaptive, "flags": flags, "trees_by_batch": trees}
+    if engine == "vllm":
+        ranges = vllm_ranges(rows)
+        config = {"method": "eagle3", "model": draft, "num_speculative_tokens": max(1, max(k for *_, k in ranges)),
+                  "num_speculative_tokens_per_batch_size": ranges}
+        return {"speculative_config": config, "flags": f"--speculative-config '{json.dumps(config)}'"}
+    table = {str(r["batch_size"]): {"depth": r["tree"]["depth"], "width": width, "size": r["tree"]["size"]}
+             for r in rows}
+    return {"trees_by_batch": table, "flags": json.dumps(table)}
