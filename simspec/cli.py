@@ -166,6 +166,13 @@ def validate(
         from simspec.report.validation import summary_line
 
         checked = request.check()
+        if request.batch_size > 1:
+            from simspec.measure.validate_batch import validate_batch
+
+            report, run_dir = _run(lambda bar, status: validate_batch(request, bar, status, checked),
+                                   threads or checked[0].meta.threads)
+            show.validate_batch(report, run_dir)
+            return _json(as_json, {"report": str(run_dir / "report.json"), **report.to_json()})
         report, run_dir = _run(lambda bar, status: validate_real(request, bar, status, checked),
                                threads or checked[0].meta.threads)
         show.validate_real(report, run_dir)

@@ -124,6 +124,11 @@ def sizes(text: str, flag: str) -> tuple[int, ...]:
     return values
 
 
+def optional_sizes(text: str, flag: str) -> tuple[int, ...]:
+    """``sizes``, or none at all (a flag whose absence means "not asked")."""
+    return sizes(text, flag) if text.strip() else ()
+
+
 # --- the command a request makes ---------------------------------------------------------------
 def _flag_name(f: dataclasses.Field) -> str:
     return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]

@@ -169,6 +169,10 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
         (("--profile", str(tmp_path / "nowhere")), "no profile at"),
         (("--profile", "calibration/cpu-demo", "--prompts", str(empty)), "empty"),
         (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
+        (("--profile", "calibration/cpu-demo", "--batch-size", "4"), "no curves at batch size 4"),
+        (("--profile", "calibration/cpu-demo-batch", "--batch-size", "4", "--recalibrate"),
+         "--recalibrate refits batch 1's curves"),
+        (("--profile", "calibration/cpu-demo-T1", "--batch-size", "4"), "decodes greedily"),
     ]
     for args, message in cases:
         result = cli("validate", "--real", *args, "--out", str(out))
@@ -217,6 +221,26 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert (tmp_path / "again" / "action-map-eagle3.png").exists()
     again = simspec("demo", "--out", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
+
+
+@pytest.mark.model
+def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
+    """Three prompts through two rows: traces recorded here for the same prompts, so the replayed
+    queue runs the engine's cycles exactly; every output equals plain decoding's."""
+    out = tmp_path / "run"
+    result = cli("validate", "--real", "--profile", "calibration/cpu-demo-batch", "--batch-size", "2",
+                 "--n-prompts", "3", "--max-new-tokens", "12", "--baselines", "eagle3,static:4,6",
+                 "--allow-other-device", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema"] == "simspec-validation-batch" and report["batch_size"] == 2 and report["inputs_hash"]
+    assert report["plain_cycles_real"] == report["plain_cycles_sim"]
+    assert [r["method"].split("(")[0] for r in report["rows"]] == ["eagle3", "static"]
+    for row in report["rows"]:
+        assert row["exact_match"] and row["cycles_real"] == row["cycles_sim"]
+        assert row["speedup_real"] > 0 and row["speedup_sim"] > 0
+    assert last_json(result)["mean_abs_rel_error"] == report["mean_abs_rel_error"]
+    assert (out / "report.md").read_text().startswith("# validate --real at batch 2")
 
 
 def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):

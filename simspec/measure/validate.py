@@ -76,6 +76,7 @@ class ValidateRequest:
                                     "per prompt, speedups and tau are means over seeds, outputs are checked by a KS "
                                     "test of their PIT.", min=0.0)
     seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
+    batch_size: int = flags.batch_size()  # --real above 1: measure/validate_batch.py
     out: str | None = flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)")
     force: bool = flags.force()
 
@@ -120,6 +121,14 @@ class ValidateRequest:
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
         profile.require_temperature(self.temperature)
+        if self.batch_size > 1:
+            if self.recalibrate:
+                raise SimspecError("--recalibrate refits batch 1's curves in situ: at --batch-size above 1 measure the "
+                                   f"profile's batch curves right before (`simspec calibrate --batch-sizes "
+                                   f"1,{self.batch_size}`) and drop --recalibrate")
+            if profile.temperature > 0:
+                raise SimspecError("--batch-size above 1 decodes greedily: use a profile recorded at temperature 0")
+            profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads

@@ -314,6 +314,20 @@ def tune(tuned) -> None:
             out.print(f"adaptive.json: {json.dumps(config['adaptive_config'])}")
 
 
+def validate_batch(report, run_dir) -> None:
+    for text in report.warnings:
+        warn(text)
+    table(f"validate --real at batch {report.batch_size}: {report.n_prompts} {report.prompts} prompts, "
+          f"{report.max_new_tokens} new tokens, {report.repeats} pass(es), {report.device}",
+          ("method", "real", "per pass", "simulated", "error", "tokens/s", "cycles real/sim", "lossless"),
+          [(r.method, f"{r.speedup_real:.3f}", "/".join(f"{x:.2f}" for x in r.speedup_real_passes),
+            f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}", f"{r.tokens_per_s_real:.1f}",
+            f"{r.cycles_real}/{r.cycles_sim}", "yes" if r.exact_match else "near-tie" if r.lossless else "NO")
+           for r in report.rows])
+    out.print(f"mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}; plain decoding "
+              f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; written to {run_dir}")
+
+
 def sweep(s: dict) -> None:
     where = f"Ray ({s['ray']})" if s["ray"] else "this process"
     table(f"sweep {s['sweep']}: {len(s['trials'])} trials on {s['profile']} (preset {s['preset']}, {where}, "

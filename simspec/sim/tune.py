@@ -55,7 +55,7 @@ class TuneRequest:
     batch_sizes: tuple[int, ...] = opt((), "Also tune for each of these batch sizes (from 1, e.g. 1,2,4,8; the "
                                        "profile needs curves at each) and print the per-batch-size configuration: "
                                        "SGLang's adaptive speculation file (chains), vLLM's "
-                                       "num_speculative_tokens_per_batch_size.", parse=flags.sizes)
+                                       "num_speculative_tokens_per_batch_size.", parse=flags.optional_sizes)
 
     def check(self) -> None:
         if self.engine not in ENGINES:

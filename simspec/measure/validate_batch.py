@@ -1,0 +1,114 @@
+"""``validate --real --batch-size B`` (B > 1): the prompt set as one queue through B rows of the
+batched engine (``simspec.engine.batch``), plain decoding and every method, interleaved pass by
+pass (the order rotates), scored against the simulator's replay of the same queue
+(``simspec.sim.batch``) on traces recorded here for the same prompts.
+
+Baselines are tuned on the profile's train split with its curves at B. The in-situ refit
+(``--recalibrate``) times batch 1's operations and is refused here: measure the profile's
+batch curves right before (``simspec calibrate --batch-sizes 1,B``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from simspec import __version__
+from simspec.report.validation_batch import BATCH_REPORT_SCHEMA, BATCH_REPORT_VERSION, BatchValidationReport
+
+
+def validate_batch(request, bar, status: Callable[[str], object], checked) -> tuple[BatchValidationReport, Path]:
+    from simspec.cache import atomic_directory
+    from simspec.engine.batch import BatchEngine
+    from simspec.engine.lossless import compare
+    from simspec.machine import device_model
+    from simspec.measure.curves import device_name
+    from simspec.measure.insitu import check_device
+    from simspec.measure.interleave import load_engine
+    from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.report.validation_batch import render_markdown
+    from simspec.sim.batch import replay_batch
+    from simspec.sim.evaluate import method_set, split_traces
+    from simspec.sim.traces import assemble
+
+    profile, chosen = checked
+    batch = request.batch_size
+    started = time.perf_counter()
+    warning = check_device(profile, request.allow_other_device, refit=False)
+    ref = profile.meta.traces
+    depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
+    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + depth_max, status)
+    target, drafter = engine.target, engine.drafter
+    with status(f"tuning baselines on the profile's train split, priced at batch {batch}"):
+        train = split_traces(profile.traces(), "train")
+        at_batch = SimpleNamespace(meta=profile.meta, cost=profile.cost.at_batch(batch))
+        methods, charged, notes = method_set(list(request.baselines), list(request.policies), at_batch, train, tokens)
+    if warning:
+        notes = [warning, *notes]
+    recorded = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens)).record_all(ids, bar)
+    traces = assemble(recorded, ids, {"target": profile.meta.target, "draft": profile.meta.draft,
+                                      "prompts": request.prompts, "prompt_ids": [p.id for p in chosen],
+                                      "splits": [p.split for p in chosen], "max_new_tokens": tokens,
+                                      "depth_max": depth_max, "width": width})
+    charge = {m.name: charged.get(m.family, 0.0) for m in methods}
+    simulated = {m.name: replay_batch(traces, profile.cost, m, batch, tokens, charge[m.name]) for m in methods}
+
+    engines = BatchEngine(target, drafter, batch)
+    tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)", (len(methods) + 1) * request.repeats)
+    names = [None, *range(len(methods))]
+    runs: dict = {n: [] for n in names}
+    for rep in range(request.repeats):
+        for n in np.roll(np.array(names, dtype=object), -rep):
+            runs[n].append(engines.plain(ids, tokens) if n is None else engines.generate(ids, methods[n], tokens))
+            tick()
+    plain = runs[None]
+    rows = []
+    for n, method in enumerate(methods):
+        ratios = [r.tokens_per_s / p.tokens_per_s for p, r in zip(plain, runs[n])]
+        real = float(np.median(ratios))
+        divergences = []
+        for p, ids_p, got, want in zip(chosen, ids, runs[n][0].generations, plain[0].generations):
+            found = compare(target, ids_p, got.tokens, want.tokens)
+            if found is not None:
+                divergences.append({"prompt": p.id, **asdict(found), "near_tie": found.near_tie})
+        sim = simulated[method.name].speedup
+        rows.append({"method": method.name, "speedup_real": real, "speedup_real_passes": ratios,
+                     "speedup_sim": sim, "rel_error": (sim - real) / real,
+                     "tokens_per_s_real": float(np.median([r.tokens_per_s for r in runs[n]])),
+                     "cycles_real": runs[n][0].cycles, "cycles_sim": simulated[method.name].cycles,
+                     "lossless": all(d["near_tie"] for d in divergences), "exact_match": not divergences,
+                     "divergences": divergences})
+    errors = [abs(r["rel_error"]) for r in rows]
+    any_sim = next(iter(simulated.values()))
+    report = {
+        "schema": BATCH_REPORT_SCHEMA, "schema_version": BATCH_REPORT_VERSION, "simspec_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "batch_size": batch,
+        "device": device_name(target), "device_model": device_model(str(target.device)),
+        "target": profile.meta.target, "draft": profile.meta.draft, "dtype": profile.dtype,
+        "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta.inputs_hash,
+                    "created": profile.meta.created, "batch_sizes": profile.cost.batch_sizes},
+        "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
+        "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
+        "temperature": 0.0, "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
+        "policies": list(request.policies), "decision_seconds_charged": charge,
+        "rows": rows, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
+        "plain_tokens_per_s_real": float(np.median([p.tokens_per_s for p in plain])),
+        "plain_cycles_real": plain[0].cycles, "plain_cycles_sim": any_sim.plain_cycles,
+        "warnings": notes, "seconds": round(time.perf_counter() - started, 1),
+    }
+    hashed = {k: report[k] for k in ("profile", "baselines", "policies", "prompt_ids", "max_new_tokens", "repeats",
+                                     "traces_hash", "simspec_version", "batch_size")}
+    report["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
+    stored = json.loads(json.dumps(report))
+    out_dir = request.out_dir()
+    typed = BatchValidationReport.check(stored, out_dir / "report.json", "this is a bug in simspec")
+    with atomic_directory(out_dir, replace=request.force) as tmp:
+        (tmp / "report.json").write_text(json.dumps(stored, indent=1))
+        (tmp / "report.md").write_text(render_markdown(typed))
+    return typed, out_dir

@@ -1,0 +1,67 @@
+"""``report.json`` of ``validate --real --batch-size B`` (B > 1): per method the real speedup over
+plain decoding at batch B (the whole prompt set as one queue through B rows, the throughput
+ratio, median over passes) beside the simulator's (``simspec.sim.batch``) for the same prompts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from simspec.schema import Artifact, Record
+
+BATCH_REPORT_SCHEMA, BATCH_REPORT_VERSION = "simspec-validation-batch", 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchRow(Record):
+    method: str
+    speedup_real: float  # median over passes of plain time / method time for the whole queue
+    speedup_real_passes: list = field(metadata={"what": "a list of numbers"})
+    speedup_sim: float
+    rel_error: float  # (sim - real) / real
+    tokens_per_s_real: float
+    cycles_real: int
+    cycles_sim: int
+    lossless: bool
+    exact_match: bool
+    divergences: list = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchValidationReport(Artifact):
+    SCHEMA: ClassVar[str] = BATCH_REPORT_SCHEMA
+    VERSIONS: ClassVar[tuple[int, ...]] = (BATCH_REPORT_VERSION,)
+    batch_size: int
+    profile: dict
+    device: str
+    prompts: str
+    n_prompts: int
+    max_new_tokens: int
+    repeats: int
+    rows: list[BatchRow] = field(metadata={"what": "a list of method rows"})
+    mean_abs_rel_error: float
+    max_abs_rel_error: float
+    plain_tokens_per_s_real: float
+    plain_cycles_real: int
+    plain_cycles_sim: int
+    warnings: list = field(default_factory=list)
+    seconds: float | None = None
+
+
+def render_markdown(report: BatchValidationReport) -> str:
+    lines = [f"# validate --real at batch {report.batch_size}: {report.n_prompts} {report.prompts} prompts, "
+             f"{report.max_new_tokens} new tokens, {report.repeats} pass(es), {report.device}", "",
+             f"Profile {report.profile.get('name')} ({report.profile.get('hash')}). Speedup: plain decoding's time for "
+             "the whole queue over the method's, at the same batch size (median over passes).", "",
+             "| method | real | per pass | simulated | error | tokens/s | cycles real / sim | lossless |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in report.rows:
+        passes = " / ".join(f"{x:.3f}" for x in r.speedup_real_passes)
+        lines.append(f"| {r.method} | {r.speedup_real:.3f} | {passes} | {r.speedup_sim:.3f} | {r.rel_error:+.1%} | "
+                     f"{r.tokens_per_s_real:.1f} | {r.cycles_real} / {r.cycles_sim} | "
+                     f"{'yes' if r.exact_match else 'near-tie' if r.lossless else 'NO'} |")
+    lines += ["", f"Mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}. Plain decoding "
+              f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; {report.plain_cycles_real} cycles "
+              f"(simulated {report.plain_cycles_sim})."]
+    lines += [f"- warning: {w}" for w in report.warnings]
+    return "\n".join(lines) + "\n"
