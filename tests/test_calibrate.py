@@ -158,10 +158,9 @@ def test_analytic_roofline_is_the_hand_computation():
     assert hand_prefill_seconds(512, 256) == pytest.approx(15.54e-3, rel=1e-3)
 
 
-@pytest.mark.e2e
 def test_analytic_profile_for_an_absent_gpu(tmp_path):
     out = tmp_path / "h100"
-    result = simspec("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--quick", "--out", out, "--json")
+    result = cli("calibrate", "--gpu", "h100", "--target", "arch:llama-3.1-8b", "--quick", "--out", out, "--json")
     assert result.returncode == 0, result.stderr
     assert "ANALYTIC" in result.stderr
     summary = last_json(result)

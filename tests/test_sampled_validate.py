@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import ROOT, last_json, simspec
+from helpers import ROOT, cli, last_json, simspec
 
 from simspec.sim.profile import load_profile
 from simspec.sim.trace_files import load_traces
@@ -18,22 +18,21 @@ T1 = "calibration/cpu-demo-T1"
 
 
 @pytest.mark.long
-@pytest.mark.e2e
 def test_the_shipped_t1_profile_replays_at_t1_and_refuses_another_temperature():
     profile = load_profile(ROOT / T1)
     assert profile.temperature == 1.0 and profile.traces().sampled and profile.traces().nodes == 64
-    bench = simspec("bench-sim", "--profile", T1, "--temperature", "1", "--copies", "1", "--repeats", "1",
-                    "--depth", "5", "--size", "8", "--json")
+    bench = cli("bench-sim", "--profile", T1, "--temperature", "1", "--copies", "1", "--repeats", "1",
+                "--depth", "5", "--size", "8", "--json")
     assert bench.returncode == 0, bench.stderr[-2000:]
     s = last_json(bench)
     assert s["temperature"] == 1.0 and s["cycles"] > 0 and s["cycles_per_s"] > 0
-    scored = simspec("validate", "--simulated", "--profile", T1, "--temperature", "1", "--baselines", "eagle3,grid",
-                     "--json")
+    scored = cli("validate", "--simulated", "--profile", T1, "--temperature", "1", "--baselines", "eagle3,grid",
+                 "--json")
     assert scored.returncode == 0, scored.stderr[-2000:]
     rows = {r["method"].split("(")[0]: r for r in last_json(scored)["rows"]}
     assert last_json(scored)["temperature"] == 1.0
     assert 1.0 < rows["eagle3"]["tau"] < 12 and rows["grid-best"]["speedup"] > 0
-    refused = simspec("validate", "--real", "--profile", T1, "--temperature", "0")
+    refused = cli("validate", "--real", "--profile", T1, "--temperature", "0")
     assert refused.returncode == 2 and "recorded at temperature 1, not 0" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 

@@ -1,7 +1,8 @@
 """Replay at batch size B (``simspec.sim.batch``) models the batched engine's rules: on traces
 recorded from a tiny real Llama and its draft LM, the replayed queue runs the engine's cycles
-(count, idle rows, draft forwards, tokens per prompt) for a static and a depth-adaptive policy
-at several batch sizes; its time is the batch's curves at the cycle's maxima."""
+(count, idle rows, draft forwards, tokens per prompt) for a static, a depth-adaptive and an
+online-learning policy at several batch sizes; its time is the batch's curves at the cycle's
+maxima."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from helpers import TINY_VOCAB
 
 from simspec.policies.base import StaticPolicy
-from simspec.policies.baselines import DDD
+from simspec.policies.baselines import DDD, QLearning
 from simspec.sim.batch import replay_batch
 from simspec.sim.costmodel import CostModel, Point
 
@@ -44,10 +45,13 @@ def recorded(tiny):
     return drafter, prompts, traces
 
 
-POLICIES = {"static": lambda: StaticPolicy(4, 2, 6), "ddd": lambda: DDD(0.4, width=2, max_depth=6, size=8)}
+# a static tree, a depth rule that stops on the frontier's scores, and an online learner that
+# draws random numbers: one policy object asked for every busy row at once, on both sides
+POLICIES = {"static": lambda: StaticPolicy(4, 2, 6), "ddd": lambda: DDD(0.4, width=2, max_depth=6, size=8),
+            "qlearn": lambda: QLearning(_cost(), width=2, max_depth=6, size=8, epsilon=0.3)}
 
 
-@pytest.mark.parametrize("batch", [1, 2, 3])
+@pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_the_replayed_queue_runs_the_engines_cycles(tiny, recorded, name, batch):
     from simspec.engine.batch import BatchEngine

@@ -1,11 +1,10 @@
-"""`validate --simulated`, `plot surface` and `bench-sim` on a small synthetic profile."""
+"""`validate --simulated`, `plot surface` and `bench-sim` on a small synthetic profile, through the
+CLI's entry point in this process (numpy and the replay: nothing a subprocess would add)."""
 
 from __future__ import annotations
 
 import pytest
-from helpers import last_json, simspec, synthetic_profile, tagged_traces
-
-pytestmark = pytest.mark.e2e  # the verbs as a user runs them, in a subprocess
+from helpers import cli, last_json, synthetic_profile, tagged_traces
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +13,7 @@ def profile_dir(tmp_path_factory):
 
 
 def test_validate_simulated_reports_every_method_against_the_oracle(profile_dir):
-    result = simspec("validate", "--simulated", "--profile", str(profile_dir), "--json")
+    result = cli("validate", "--simulated", "--profile", str(profile_dir), "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["split"] == "heldout" and summary["prompts"] == 3
@@ -46,8 +45,8 @@ def test_seed_methods_report_rows_on_the_shipped_profile(tmp_path):
     meta["traces"]["path"] = str((shipped / meta["traces"]["path"]).resolve())
     (older / "profile.json").write_text(json.dumps(meta))
     for profile, warned in ((shipped, False), (older, True)):
-        result = simspec("validate", "--simulated", "--profile", str(profile), "--baselines", ",".join(names),
-                         "--json", "--max-new-tokens", "32")
+        result = cli("validate", "--simulated", "--profile", str(profile), "--baselines", ",".join(names),
+                     "--json", "--max-new-tokens", "32")
         assert result.returncode == 0, result.stderr
         rows = last_json(result)["rows"]
         assert [r["method"].split("(")[0] for r in rows] == ["cachefsm-token", "qlearn-paper", "specdec++", "disco"]
@@ -56,11 +55,11 @@ def test_seed_methods_report_rows_on_the_shipped_profile(tmp_path):
 
 
 def test_surface_plot_and_replay_benchmark(profile_dir, tmp_path):
-    result = simspec("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
+    result = cli("plot", "surface", "--profile", str(profile_dir), "--split", "all", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "surface-profile-all.png").stat().st_size > 10_000
-    result = simspec("bench-sim", "--profile", str(profile_dir), "--copies", "20", "--depth", "4", "--size", "6",
-                      "--json")
+    result = cli("bench-sim", "--profile", str(profile_dir), "--copies", "20", "--depth", "4", "--size", "6",
+                 "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["cycles"] > 0 and summary["cycles_per_s"] > 0

@@ -1,9 +1,12 @@
 """Batched decoding: ``B`` sequences decode together, plain or speculative, greedy.
 
-A queue of prompts feeds ``B`` rows. Each cycle every busy row gets its own tree from its own
-copy of the policy (which sees the batch size in ``CycleStart``); the drafter runs every row's
-draft step in one forward per level, and one target forward verifies all rows' trees, padded
-to the cycle's largest V with a mask per row. Acceptance and the caches' moves are per row.
+A queue of prompts feeds ``B`` rows. Each cycle every busy row gets its own tree from the
+policy, asked through its batch methods for every busy row at once, exactly as the simulator's
+replay asks it (one object, a row per sequence: ``plan_batch``, ``keep_drafting_batch`` after
+each draft step, ``choose_size_batch``, ``observe_batch``), rows in the queue's order; the
+drafter runs every row's draft step in one forward per level, and one target forward verifies
+all rows' trees, padded to the cycle's largest V with a mask per row. Acceptance and the
+caches' moves are per row.
 
 A finished sequence leaves its row, and the next prompt of the queue is prefilled into it
 (alone, at batch 1) before the next cycle: continuous batching, as serving engines do. Once the
@@ -15,9 +18,7 @@ floating-point sums, which ``simspec.engine.lossless`` reports with the top-2 lo
 
 from __future__ import annotations
 
-import copy
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +32,7 @@ from simspec.engine.models import LoadedModel
 from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
 from simspec.engine.tree import DraftTree, Verification
 from simspec.errors import SimspecError
-from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
+from simspec.policies.base import BatchPolicy, _sorted_levels, tree_capacities
 
 
 @dataclass
@@ -47,12 +48,13 @@ class BatchRun:
     draft_s: float = 0.0
     verify_s: float = 0.0
     draft_forwards: int = 0  # the drafter's batched forwards (one per level of the cycle's deepest row)
+    policy_s: float = 0.0  # in the policy's batch methods
 
     def time_shares(self) -> dict[str, float]:
         """Share of the run's time drafting, verifying, prefilling, and in the rest (policies,
         trees, acceptance, cache moves): ``Generation.time_shares``' parts, for the batch."""
-        rest = self.total_s - self.prefill_s - self.draft_s - self.verify_s
-        parts = {"draft": self.draft_s, "verify": self.verify_s, "policy": 0.0, "bookkeeping": max(0.0, rest),
+        rest = self.total_s - self.prefill_s - self.draft_s - self.verify_s - self.policy_s
+        parts = {"draft": self.draft_s, "verify": self.verify_s, "policy": self.policy_s, "bookkeeping": max(0.0, rest),
                  "prefill": self.prefill_s}
         return {k: v / self.total_s for k, v in parts.items()}
 
@@ -74,7 +76,7 @@ class _Row:
     started: float
     prefill_s: float
     root: int  # the last committed token, not yet run through the target
-    policy: Policy | None = None
+    seen: set[int] = field(default_factory=set)  # prompt and committed tokens (token-cache policies)
     tokens: list[int] = field(default_factory=list)
     cycles: list[CycleRecord] = field(default_factory=list)
 
@@ -91,13 +93,19 @@ class BatchEngine:
         self.device = target.device
 
     # -- the queue ---------------------------------------------------------------------------
-    def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: Policy | None) -> BatchRun:
+    def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: BatchPolicy | None) -> BatchRun:
         if not prompts:
             raise SimspecError("no prompts to decode")
         for p in prompts:
             self.single.check_length(p, max_new_tokens)
         capacity = max(len(p) for p in prompts) + max_new_tokens + TREE_SLOTS
         speculative = policy is not None
+        if speculative:
+            if not isinstance(policy, BatchPolicy):
+                raise SimspecError(f"policy {policy.name} has no batch methods (simspec.policies.base.BatchPolicy): "
+                                   "batches ask every row at once, as the simulator does")
+            policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
+            self._policy, self._policy_s = policy, 0.0
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None
         target = TargetRows(self.target, self.batch, capacity,
                             drafter.target_layers() if speculative and drafter.uses_target_hidden else None)
@@ -120,9 +128,7 @@ class BatchEngine:
                 wants = drafter.uses_target_hidden
                 drafter.reset_row(b, ids, features if wants else None)
                 drafter.commit(b, torch.tensor([root], device=self.device), features[-1:] if wants else None)
-                row.policy = copy.deepcopy(policy)
-                row.policy.reset()
-                row.policy.see_context([*prompt, root])
+                row.seen = {*prompt, root}
             row.prefill_s = clock(self.device) - t
             seconds["prefill"] += row.prefill_s
             rows[b] = row
@@ -133,7 +139,7 @@ class BatchEngine:
         for b in range(min(self.batch, len(prompts))):
             admit(b)
         while any(r is not None for r in rows):
-            busy = [b for b, r in enumerate(rows) if r is not None]
+            busy = sorted((b for b, r in enumerate(rows) if r is not None), key=lambda b: rows[b].index)
             if speculative:
                 draft_s, verify_s = self._cycle(target, drafter, rows, busy)
             else:
@@ -152,7 +158,8 @@ class BatchEngine:
                     if queue:
                         admit(b)
         return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
-                        seconds["prefill"], seconds["draft"], seconds["verify"], self._forwards)
+                        seconds["prefill"], seconds["draft"], seconds["verify"], self._forwards,
+                        self._policy_s if speculative else 0.0)
 
     # -- plain decoding: one token per row per step --------------------------------------------
     @torch.inference_mode()
@@ -176,31 +183,39 @@ class BatchEngine:
 
     # -- speculative decoding -------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, prompts: list[list[int]], policy: Policy, max_new_tokens: int) -> BatchRun:
-        """Speculative greedy decoding of every prompt, each row with its own copy of ``policy``."""
+    def generate(self, prompts: list[list[int]], policy: BatchPolicy, max_new_tokens: int) -> BatchRun:
+        """Speculative greedy decoding of every prompt, every row's tree from ``policy``."""
         return self._run(prompts, max_new_tokens, policy)
 
     def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]
                ) -> tuple[float, float]:
         """One cycle of every busy row; the seconds drafting and verifying."""
-        device = self.device
+        device, policy = self.device, self._policy
         t_start = clock(device)
-        plans, trees, caps = {}, {}, {}
-        for b in busy:
-            row = rows[b]
-            plans[b] = row.policy.plan(CycleStart(cycle=len(row.cycles), context_length=int(target.lengths[b]),
-                                                  batch_size=self.batch))
-            caps[b] = max(1, min(plans[b].depth, self.single.max_positions - int(target.lengths[b])))
-            trees[b] = DraftTree(row.root, caps[b], plans[b].width)
-        draft_calls, draft_s = self._draft(drafter, rows, plans, trees, caps, target.lengths)
-
-        verifications: dict[int, Verification] = {}
-        for b in busy:
-            tree, plan = trees[b], plans[b]
-            size = rows[b].policy.choose_size(
-                BuiltTree(tree.levels, plan.width, int(target.lengths[b]), tree.n, lambda t=tree: t.scores[: t.n]),
-                plan)
-            verifications[b] = tree.verification(max(1, int(size)))
+        ids = np.array([rows[b].index for b in busy])
+        lengths = target.lengths[busy]
+        t = clock(device)
+        planned, sizes = policy.plan_batch(ids, lengths.copy())
+        policy_s = clock(device) - t
+        planned = np.maximum(np.asarray(planned, dtype=np.int64), 1)
+        caps = np.maximum(1, np.minimum(planned, self.single.max_positions - lengths))
+        width = policy.width
+        trees = {b: DraftTree(rows[b].root, int(caps[i]), width) for i, b in enumerate(busy)}
+        draft_calls, draft_s, decide_s = self._draft(drafter, trees, busy, ids, caps)
+        policy_s += decide_s
+        depth = np.array([trees[b].levels for b in busy])
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if type(policy).choose_size_batch is not BatchPolicy.choose_size_batch:
+            levels = max(1, int(depth.max()) - 1)
+            scores = np.full((len(busy), levels, width * width), -np.inf, dtype=np.float32)
+            for i, b in enumerate(busy):
+                if depth[i] > 1:
+                    scores[i, : depth[i] - 1] = _sorted_levels(trees[b].scores[: trees[b].n], width, depth[i] - 1)
+            t = clock(device)
+            sizes = np.asarray(policy.choose_size_batch(ids, depth, scores, sizes), dtype=np.int64)
+            policy_s += clock(device) - t
+        sizes = np.clip(sizes, 1, tree_capacities(depth, width))
+        verifications: dict[int, Verification] = {b: trees[b].verification(int(sizes[i])) for i, b in enumerate(busy)}
         t = clock(device)
         hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
         target_next = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1)
@@ -208,35 +223,47 @@ class BatchEngine:
         verify_s = clock(device) - t
 
         drafter.end_cycle()
-        outcomes = {}
-        for b in busy:
+        accepted_counts, hits = np.zeros(len(busy), dtype=np.int64), np.zeros(len(busy), dtype=np.int64)
+        for i, b in enumerate(busy):
             v, row = verifications[b], rows[b]
             accepted, bonus = v.accept(target_next[b, : len(v)])
             target.keep(b, accepted)
             new_tokens = v.tokens[accepted].tolist()[1:] + [bonus]
             path = features[b, torch.as_tensor(accepted, device=device)] if drafter.uses_target_hidden else None
             drafter.commit(b, torch.tensor(new_tokens, device=device), path)
-            row.policy.observe(CycleOutcome(plan=plans[b], depth=trees[b].levels, size=len(v),
-                                            accepted=len(accepted) - 1, tokens=tuple(new_tokens)))
+            accepted_counts[i] = len(accepted) - 1
+            for k, token in enumerate(new_tokens):  # token by token, as replay counts cache hits
+                hits[i] += k < accepted_counts[i] and token in row.seen
+                row.seen.add(token)
             row.tokens.extend(new_tokens)
             row.root = new_tokens[-1]
-            outcomes[b] = (len(v), len(accepted) - 1)
+        t = clock(device)
+        extra = {"hits": hits} if policy.reads_cache else {}
+        policy.observe_batch(ids, depth, np.array([len(verifications[b]) for b in busy]), accepted_counts, **extra)
+        policy_s += clock(device) - t
+        self._policy_s += policy_s
         total = clock(device) - t_start
-        for b in busy:  # the batch's times, on every row's record
+        for i, b in enumerate(busy):  # the batch's times, on every row's record
             rows[b].cycles.append(CycleRecord(
-                depth=trees[b].levels, width=plans[b].width, size=outcomes[b][0], accepted=outcomes[b][1],
-                draft_calls=draft_calls.get(b, 0), draft_s=draft_s, verify_s=verify_s, policy_s=0.0,
-                bookkeeping_s=max(0.0, total - draft_s - verify_s)))
+                depth=int(depth[i]), width=width, size=len(verifications[b]), accepted=int(accepted_counts[i]),
+                draft_calls=draft_calls[b], draft_s=draft_s, verify_s=verify_s, policy_s=policy_s,
+                bookkeeping_s=max(0.0, total - draft_s - verify_s - policy_s)))
         return draft_s, verify_s
 
-    def _draft(self, drafter: RowDrafter, rows: list[_Row | None], plans: dict, trees: dict[int, DraftTree],
-               caps: dict[int, int], lengths: np.ndarray) -> tuple[dict[int, int], float]:
-        """Every row's tree, level by level, all rows still drafting in one forward per level.
-        Returns draft calls per row and the seconds drafting."""
-        device = self.device
-        drafting = [b for b in trees if caps[b] > 1]
+    def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], busy: list[int], ids: np.ndarray,
+               caps: np.ndarray) -> tuple[dict[int, int], float, float]:
+        """Every row's tree, level by level, all rows still drafting in one forward per level; after
+        each level the policy is asked CONTINUE / STOP for every row that could go on, in one call
+        (``keep_drafting_batch``, as replay asks it). Returns draft calls per row, the seconds
+        drafting and the seconds deciding."""
+        device, policy = self.device, self._policy
+        asks = type(policy).keep_drafting_batch is not BatchPolicy.keep_drafting_batch
+        cap = dict(zip(busy, caps.tolist()))
+        row_id = dict(zip(busy, ids.tolist()))
+        drafting = [b for b in busy if cap[b] > 1]
         calls = dict.fromkeys(trees, 0)
-        seconds, first = 0.0, True
+        seconds = decide = 0.0
+        first = True
         while drafting:
             t = clock(device)
             if first:
@@ -247,19 +274,22 @@ class BatchEngine:
             seconds += clock(device) - t
             self._forwards += 1
             first = False
-            going = []
+            frontier = {}
             for b, (top_logprobs, top_tokens) in zip(drafting, children):
                 calls[b] += 1
-                tree = trees[b]
-                scores = tree.grow(top_logprobs, top_tokens)
-                if tree.levels >= caps[b]:
-                    continue
-                step = DraftStep(tree.levels, plans[b].width, int(lengths[b]), _const(scores))
-                if rows[b].policy.keep_drafting(step, plans[b]):
-                    going.append(b)
+                frontier[b] = trees[b].grow(top_logprobs, top_tokens)
+            going = [b for b in drafting if trees[b].levels < cap[b]]
+            if asks and going:
+                width = trees[going[0]].width
+                table = np.full((len(going), width * width), -np.inf, dtype=np.float32)
+                for i, b in enumerate(going):
+                    scores = np.sort(frontier[b])[::-1]
+                    table[i, : len(scores)] = scores.astype(np.float16)
+                t = clock(device)
+                go = np.asarray(policy.keep_drafting_batch(
+                    np.array([row_id[b] for b in going]), np.array([trees[b].levels for b in going]), table,
+                    np.array([cap[b] for b in going])), bool)
+                decide += clock(device) - t
+                going = [b for b, g in zip(going, go) if g]
             drafting = going
-        return calls, seconds
-
-
-def _const(scores: np.ndarray) -> Callable[[], np.ndarray]:
-    return lambda: scores
+        return calls, seconds, decide

@@ -17,6 +17,7 @@ from simspec.engine.target_cache import TargetCache
 from simspec.engine.tree import DraftTree
 from simspec.measure.profiler import (
     _context_ids,
+    batched_draft_latency,
     batched_target_latency,
     draft_latency,
     target_latency,
@@ -180,10 +181,9 @@ class BatchGrid:
 
 def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]
                     ) -> list[dict]:
-    """Verify, plain-step and draft curves at each batch size B > 1. The target runs B sequences
-    in one forward. The drafter interface drafts one sequence, so a batch's draft step is timed
-    as one step expanding B x W nodes (the same rows through the same weights; its attention
-    reads one context instead of B, which for a one-layer head is a small share)."""
+    """Verify, plain-step and draft curves at each batch size B > 1, through the batched engine's
+    own target and drafter (``simspec.engine.batch_models``): B sequences in one forward, each
+    with its own context, tokens padded, a mask per row."""
     vocab = target.model.config.vocab_size
     samples = []
     for batch in batches:
@@ -193,10 +193,9 @@ def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchG
             samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
             if r.tokens == 1:
                 samples.append(sample_record("greedy", 1, r.context, r.samples, batch))
-        nodes = [batch * n for n in grid.draft_nodes]
-        for n, r in zip(grid.draft_nodes * len(grid.contexts),
-                        draft_latency(drafter, vocab, nodes, grid.contexts, grid.repeats, target.device, advance)):
-            samples.append(sample_record("draft", n, r.context, r.samples, batch))
+        for r in batched_draft_latency(drafter, vocab, batch, grid.draft_nodes, grid.contexts, grid.repeats,
+                                       target.device, advance):
+            samples.append(sample_record("draft", r.tokens, r.context, r.samples, batch))
     return samples
 
 

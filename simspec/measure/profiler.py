@@ -157,6 +157,39 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
     return results
 
 
+def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequence[int], contexts: Sequence[int],
+                          repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None
+                          ) -> list[Latency]:
+    """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L
+    tokens, through the batched engine's drafter (``batch_models.batched``: one padded forward,
+    a mask per row, each row's top-W and host copy): the draft step of a batch."""
+    from simspec.engine.batch_models import batched
+
+    results = []
+    rows = list(range(batch))
+    for context in contexts:
+        rows_drafter = batched(drafter, batch, context + 2 * max(widths) + 8)
+        ids = _context_ids(context, vocab, device)
+        hidden = None
+        if drafter.uses_target_hidden:
+            hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
+        for b in rows:
+            rows_drafter.reset_row(b, ids[:-1], None if hidden is None else hidden[:-1])
+            rows_drafter.commit(b, ids[-1:], None if hidden is None else hidden[-1:])
+        rows_drafter.draft_root(rows)
+        for width in widths:
+            feed = (_context_ids(width, vocab, device).cpu().numpy(), 1, np.eye(width, dtype=bool))
+
+            def run() -> None:
+                for logprobs in rows_drafter.draft_level(rows, [feed] * batch):
+                    rows_drafter.top_candidates(logprobs, width)
+                rows_drafter.end_cycle()
+
+            results.append(Latency("draft", width, context, time_repeated(run, device, repeats)))
+            advance()
+    return results
+
+
 def memory_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 7) -> float:
     """Bytes per second a large tensor copy moves (read + write), median of ``repeats``: the
     bandwidth a memory-bound decode step can at best stream weights at."""

@@ -7,8 +7,8 @@ real batched engine (``simspec.engine.batch``), so that its cycles are the engin
 - A cycle drafts as deep as its deepest row (one draft forward per level for every row, the
   first one feeding each row's committed tokens, padded to the most) and verifies every row's
   tree in one forward padded to the largest V, whose attention reads the longest context. Its
-  time is the profile's cycle at batch B (``CostModel.at_batch``) at those maxima, plus each
-  busy row's policy decision (the engine asks the rows' policies one after another).
+  time is the profile's cycle at batch B (``CostModel.at_batch``) at those maxima, plus one
+  policy decision (the engine asks the policy once per cycle for every busy row, vectorised).
 - Plain decoding runs the same queue one token per row per cycle.
 
 Speedup at batch B is plain decoding's time for the whole queue over the method's: the same
@@ -68,7 +68,7 @@ def _queue(n: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step) -> 
     for slot in range(batch):
         seconds += admit(slot)
     while (rows >= 0).any():
-        busy = rows[rows >= 0]
+        busy = np.sort(rows[rows >= 0])  # in the queue's order, as the engine asks its policy
         cycle_s, advanced = step(busy, position[busy])
         seconds += cycle_s
         position[busy] += advanced
@@ -109,7 +109,7 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
         seconds = float(at_batch.cycle(int(depth.max()), width, int(size.max()), int(context.max()),
-                                       int(previous[busy].max()) + 1)) + decision_seconds * len(busy)
+                                       int(previous[busy].max()) + 1)) + decision_seconds
         tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
         previous[busy] = accepted
         calls[0] += int(depth.max()) - 1
