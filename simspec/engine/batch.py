@@ -32,7 +32,7 @@ from simspec.engine.models import LoadedModel
 from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
 from simspec.engine.tree import DraftTree, Verification
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy, _sorted_levels, tree_capacities
+from simspec.policies.base import BatchPolicy, frontier_scores, overrides, sorted_levels, tree_capacities
 
 
 @dataclass
@@ -205,12 +205,12 @@ class BatchEngine:
         policy_s += decide_s
         depth = np.array([trees[b].levels for b in busy])
         sizes = np.asarray(sizes, dtype=np.int64)
-        if type(policy).choose_size_batch is not BatchPolicy.choose_size_batch:
+        if overrides(policy, "choose_size_batch"):
             levels = max(1, int(depth.max()) - 1)
             scores = np.full((len(busy), levels, width * width), -np.inf, dtype=np.float32)
             for i, b in enumerate(busy):
                 if depth[i] > 1:
-                    scores[i, : depth[i] - 1] = _sorted_levels(trees[b].scores[: trees[b].n], width, depth[i] - 1)
+                    scores[i, : depth[i] - 1] = sorted_levels(trees[b].scores[: trees[b].n], width, depth[i] - 1)
             t = clock(device)
             sizes = np.asarray(policy.choose_size_batch(ids, depth, scores, sizes), dtype=np.int64)
             policy_s += clock(device) - t
@@ -257,7 +257,7 @@ class BatchEngine:
         (``keep_drafting_batch``, as replay asks it). Returns draft calls per row, the seconds
         drafting and the seconds deciding."""
         device, policy = self.device, self._policy
-        asks = type(policy).keep_drafting_batch is not BatchPolicy.keep_drafting_batch
+        asks = overrides(policy, "keep_drafting_batch")
         cap = dict(zip(busy, caps.tolist()))
         row_id = dict(zip(busy, ids.tolist()))
         drafting = [b for b in busy if cap[b] > 1]
@@ -280,11 +280,7 @@ class BatchEngine:
                 frontier[b] = trees[b].grow(top_logprobs, top_tokens)
             going = [b for b in drafting if trees[b].levels < cap[b]]
             if asks and going:
-                width = trees[going[0]].width
-                table = np.full((len(going), width * width), -np.inf, dtype=np.float32)
-                for i, b in enumerate(going):
-                    scores = np.sort(frontier[b])[::-1]
-                    table[i, : len(scores)] = scores.astype(np.float16)
+                table = np.stack([frontier_scores(frontier[b], trees[b].width) for b in going])
                 t = clock(device)
                 go = np.asarray(policy.keep_drafting_batch(
                     np.array([row_id[b] for b in going]), np.array([trees[b].levels for b in going]), table,

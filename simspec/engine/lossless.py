@@ -14,7 +14,7 @@ ulps of the top logit is a tie of the dtype. Anything larger is a bug.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -88,6 +88,14 @@ def compare(
     pick = lambda seq: seq[position] if position < len(seq) else None  # noqa: E731
     best, gap = top2(target, prompt_ids, greedy, position)
     return Divergence(position, pick(speculative), pick(greedy), gap, tie_tolerance(best, target.model.dtype))
+
+
+def divergence_record(target: LoadedModel, prompt_id: str, prompt_ids: list[int], speculative: list[int],
+                      greedy: list[int]) -> dict | None:
+    """``compare``'s finding as a report records it (the prompt, the fields, whether it is a
+    near-tie); None when the outputs are equal."""
+    found = compare(target, prompt_ids, speculative, greedy)
+    return None if found is None else {"prompt": prompt_id, **asdict(found), "near_tie": found.near_tie}
 
 
 PIT_ALARM = 1e-3  # KS p-value under which sampled outputs are reported as not the target's

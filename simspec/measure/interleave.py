@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -310,7 +310,7 @@ def run_methods(
     against greedy decoding's, and a divergence recorded with the target's top-2 logit gap
     there (at T > 0: the PIT of every output token is kept, for a KS test of the method's
     outputs against the target's distribution). ``drift``, when given, sees every run."""
-    from simspec.engine.lossless import compare, output_pit
+    from simspec.engine.lossless import divergence_record, output_pit
 
     sampled = not engine.sampling.greedy
     pit_rng = np.random.default_rng(engine.sampling.seed)
@@ -327,10 +327,9 @@ def run_methods(
             if sampled:
                 result.pit.extend(output_pit(engine.target, ids, run.tokens, engine.sampling, pit_rng).tolist())
             elif rep == 0:
-                divergence = compare(engine.target, ids, run.tokens, greedy.tokens)
+                divergence = divergence_record(engine.target, prompt_id, ids, run.tokens, greedy.tokens)
                 if divergence is not None:
-                    result.divergences.append({"prompt": prompt_id, **asdict(divergence),
-                                               "near_tie": divergence.near_tie})
+                    result.divergences.append(divergence)
     return results
 
 

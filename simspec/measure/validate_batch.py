@@ -13,7 +13,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,8 +25,8 @@ from simspec.report.validation_batch import BATCH_REPORT_SCHEMA, BATCH_REPORT_VE
 def validate_batch(request, bar, status: Callable[[str], object], checked) -> tuple[BatchValidationReport, Path]:
     from simspec.cache import atomic_directory
     from simspec.engine.batch import BatchEngine
-    from simspec.engine.lossless import compare
     from simspec.machine import device_model
+    from simspec.measure.bench_batch import interleaved
     from simspec.measure.curves import device_name
     from simspec.measure.insitu import check_device
     from simspec.measure.interleave import load_engine
@@ -59,31 +58,18 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     charge = {m.name: charged.get(m.family, 0.0) for m in methods}
     simulated = {m.name: replay_batch(traces, profile.cost, m, batch, tokens, charge[m.name]) for m in methods}
 
-    engines = BatchEngine(target, drafter, batch)
-    tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)", (len(methods) + 1) * request.repeats)
-    names = [None, *range(len(methods))]
-    runs: dict = {n: [] for n in names}
-    for rep in range(request.repeats):
-        for n in np.roll(np.array(names, dtype=object), -rep):
-            runs[n].append(engines.plain(ids, tokens) if n is None else engines.generate(ids, methods[n], tokens))
-            tick()
-    plain = runs[None]
+    tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
+               (len(methods) + 1) * request.repeats * len(ids))
+    plain, measured = interleaved(BatchEngine(target, drafter, batch), [(p.id, i) for p, i in zip(chosen, ids)],
+                                  methods, tokens, request.repeats, tick)
     rows = []
-    for n, method in enumerate(methods):
-        ratios = [r.tokens_per_s / p.tokens_per_s for p, r in zip(plain, runs[n])]
-        real = float(np.median(ratios))
-        divergences = []
-        for p, ids_p, got, want in zip(chosen, ids, runs[n][0].generations, plain[0].generations):
-            found = compare(target, ids_p, got.tokens, want.tokens)
-            if found is not None:
-                divergences.append({"prompt": p.id, **asdict(found), "near_tie": found.near_tie})
-        sim = simulated[method.name].speedup
-        rows.append({"method": method.name, "speedup_real": real, "speedup_real_passes": ratios,
-                     "speedup_sim": sim, "rel_error": (sim - real) / real,
-                     "tokens_per_s_real": float(np.median([r.tokens_per_s for r in runs[n]])),
-                     "cycles_real": runs[n][0].cycles, "cycles_sim": simulated[method.name].cycles,
-                     "lossless": all(d["near_tie"] for d in divergences), "exact_match": not divergences,
-                     "divergences": divergences})
+    for method, real in zip(methods, measured):
+        sim = simulated[method.name]
+        rows.append({"method": method.name, "speedup_real": real.speedup, "speedup_real_passes": real.ratios,
+                     "speedup_sim": sim.speedup, "rel_error": (sim.speedup - real.speedup) / real.speedup,
+                     "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.runs[0].cycles,
+                     "cycles_sim": sim.cycles, "lossless": real.lossless, "exact_match": not real.divergences,
+                     "divergences": real.divergences})
     errors = [abs(r["rel_error"]) for r in rows]
     any_sim = next(iter(simulated.values()))
     report = {

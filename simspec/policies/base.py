@@ -163,17 +163,30 @@ class Policy(ABC):
         """Feedback after verification; default: ignore."""
 
 
-def _sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
+def frontier_scores(scores: np.ndarray, width: int) -> np.ndarray:
+    """A draft step's new level laid out as the traces hold it: ``[W**2]``, sorted best first,
+    rounded to float16, padded with -inf (level 1 has W nodes)."""
+    out = np.full(width * width, -np.inf, dtype=np.float32)
+    row = np.sort(scores)[::-1]
+    out[: len(row)] = row.astype(np.float16)
+    return out
+
+
+def sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
     """Node scores laid out as the simulator's traces hold them: ``[levels, W**2]``, level by
-    level, each sorted best first and padded with -inf (level 1 has W nodes)."""
-    out = np.full((levels, width * width), -np.inf, dtype=np.float32)
+    level, each as ``frontier_scores`` lays it out."""
+    out = np.empty((levels, width * width), dtype=np.float32)
     start = 1
     for level in range(levels):
         count = width if level == 0 else width * width
-        row = np.sort(scores[start:start + count])[::-1]
-        out[level, : len(row)] = row.astype(np.float16)
+        out[level] = frontier_scores(scores[start:start + count], width)
         start += count
     return out
+
+
+def overrides(policy: BatchPolicy, method: str) -> bool:
+    """Whether ``policy`` decides ``method`` itself (the engine and replay skip asking otherwise)."""
+    return getattr(type(policy), method) is not getattr(BatchPolicy, method)
 
 
 class BatchPolicy(Policy):
@@ -223,14 +236,12 @@ class BatchPolicy(Policy):
         return DraftPlan(self._planned[0], self.width, self._planned[1])
 
     def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
-        frontier = np.full(self.width * self.width, -np.inf, dtype=np.float32)
-        scores = np.sort(step.frontier_logprobs)[::-1]
-        frontier[: len(scores)] = scores.astype(np.float16)
+        frontier = frontier_scores(step.frontier_logprobs, self.width)
         go = self.keep_drafting_batch(self._ROW, np.array([step.depth]), frontier[None], np.array([plan.depth]))
         return bool(go[0])
 
     def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
-        scores = _sorted_levels(tree.node_logprobs, tree.width, tree.depth - 1)
+        scores = sorted_levels(tree.node_logprobs, tree.width, tree.depth - 1)
         size = self.choose_size_batch(self._ROW, np.array([tree.depth]), scores[None], np.array([plan.size]))
         return int(size[0])
 

@@ -43,13 +43,6 @@ class BatchReplay:
     def speedup(self) -> float:
         return self.plain_seconds / self.seconds
 
-    batch: int = 1
-
-    @property
-    def tau(self) -> float:
-        """Tokens a busy row emitted per cycle, on average (the first token is the prefill's)."""
-        return float(self.tokens.sum() / max(1, self.cycles * self.batch - self.idle_row_cycles))
-
 
 def _queue(n: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step) -> tuple[float, int, int]:
     """Run the queue: ``step(busy prompt ids)`` runs one cycle of them and returns its seconds and
@@ -121,4 +114,4 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
 
     seconds, cycles, idle = _queue(n, batch, limit, prefill, speculative)
     plain_seconds, plain_cycles, _ = _queue(n, batch, limit, prefill, plain)
-    return BatchReplay(seconds, plain_seconds, tokens, cycles, plain_cycles, idle, calls[0], batch)
+    return BatchReplay(seconds, plain_seconds, tokens, cycles, plain_cycles, idle, calls[0])

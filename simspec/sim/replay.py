@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import SimspecError
-from simspec.policies.base import BatchPolicy, drafted_depths, tree_capacities
+from simspec.policies.base import BatchPolicy, drafted_depths, overrides, tree_capacities
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet
 
@@ -64,10 +64,6 @@ def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.n
     return np.bincount(prompt_of[keep], weights=per_position, minlength=traces.n_prompts)
 
 
-def _overrides(policy: BatchPolicy, method: str) -> bool:
-    return getattr(type(policy), method) is not getattr(BatchPolicy, method)
-
-
 def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarray, context: np.ndarray,
            rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One cycle of ``rows`` (the policy's row ids) rooted at trace positions ``at``: the depth
@@ -76,12 +72,12 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
     levels = traces.depth_max - 1
     planned, size = policy.plan_batch(rows, context)
     planned = np.clip(planned, 1, traces.depth_max)
-    if _overrides(policy, "keep_drafting_batch"):
+    if overrides(policy, "keep_drafting_batch"):
         depth = drafted_depths(policy, rows, planned,
                                lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
     else:
         depth = planned
-    if _overrides(policy, "choose_size_batch"):
+    if overrides(policy, "choose_size_batch"):
         scores = traces.level_scores[at].astype(np.float32)
         scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
         size = policy.choose_size_batch(rows, depth, scores, size)
