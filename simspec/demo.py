@@ -30,14 +30,19 @@ class DemoRequest:
                                  parse=flags.names)
     n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
     max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
+    runtime: str = opt("eager", "The engine's runtime for the calibration and the real validation: eager (the "
+                       "default: the faster end to end here, as each of those two processes would compile its own "
+                       "graphs) or compiled (docs/concepts.md#runtimes).")
     force: bool = flags.force()
 
     def check(self) -> Path:
         """The flags, the output folder and the shipped traces; returns the traces folder."""
         from simspec.cache import check_out
+        from simspec.engine.runtime import check_runtime
         from simspec.policies.algorithms import LEARNED, algo_names
         from simspec.shipped import locate, missing_hint
 
+        check_runtime(self.runtime)
         if not self.algos or any(a not in LEARNED for a in self.algos):
             *most, last = algo_names()
             raise SimspecError(f"--algos takes {', '.join(most)} and/or {last}, got {','.join(self.algos)!r}")
@@ -54,7 +59,8 @@ class DemoRequest:
         """The simspec commands the demo runs, in order."""
         root = Path(self.out)
         profile, figures = root / "profile", root / "figures"
-        steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile)],
+        steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile),
+                  "--runtime", self.runtime],
                  ["plot", "curves", "--profile", str(profile), "--out", str(figures)]]
         for algo, policy in zip(self.algos, self.policies()):
             steps += [["train", "--simulated", "--profile", str(profile), "--algo", algo, "--preset", "fast",
@@ -62,7 +68,8 @@ class DemoRequest:
                       ["plot", "training", "--policy", str(policy), "--out", str(figures)]]
         steps.append(["validate", "--real", "--profile", str(profile), "--baselines", "eagle3,grid,gammatune",
                       "--policies", ",".join(map(str, self.policies())), "--n-prompts", str(self.n_prompts),
-                      "--max-new-tokens", str(self.max_new_tokens), "--out", str(root / "validate")])
+                      "--max-new-tokens", str(self.max_new_tokens), "--runtime", self.runtime,
+                      "--out", str(root / "validate")])
         return steps
 
 

@@ -61,7 +61,7 @@ def main() -> None:
         for i, ids in enumerate(prompts):
             order = list(caches) if (k + i) % 2 == 0 else list(caches)[::-1]  # rotate who goes first
             for cache in order:
-                spec.TargetCache = caches[cache]
+                spec.target_cache = lambda t, f, c, r, kind=caches[cache]: kind(t, f, c)
                 for method, run in methods.items():
                     start = time.perf_counter()
                     out = run(ids)

@@ -19,7 +19,7 @@ temperature > 0 the output's distribution equals ``sample()``'s (plain sampling)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +31,7 @@ from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
-from simspec.engine.target_cache import TargetCache
+from simspec.engine.target_cache import TargetCache, target_cache
 from simspec.engine.tree import DraftTree
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
@@ -149,10 +149,19 @@ class SampledChain:
 class SpeculativeEngine:
     """Tree speculative decoding of ``target`` with ``drafter``: greedy, or sampling at
     ``sampling.temperature`` > 0. ``tree_verifier`` / ``chain_verifier`` decide acceptance at
-    T > 0 (replaceable: the statistical tests show their power on deliberately broken ones)."""
+    T > 0 (replaceable: the statistical tests show their power on deliberately broken ones).
+    ``runtime``: how the target's forwards run (``engine.runtime``: eager or compiled)."""
 
     def __init__(self, target: LoadedModel, drafter: Drafter, sampling: Sampling = GREEDY,
-                 tree_verifier: TreeVerifier | None = None, chain_verifier: ChainVerifier | None = None) -> None:
+                 tree_verifier: TreeVerifier | None = None, chain_verifier: ChainVerifier | None = None,
+                 runtime: str = "eager") -> None:
+        from simspec.engine.runtime import check_runtime
+
+        self.runtime = check_runtime(runtime)
+        # slots past the new tokens for a tree: a compiled cache's attention reads them all, so
+        # warm_up narrows them to the largest tree it compiles for (a larger one still fits: the
+        # cache grows)
+        self.tree_slots = TREE_SLOTS
         self.target = target
         self.drafter = drafter
         self.sampling = sampling
@@ -162,6 +171,33 @@ class SpeculativeEngine:
         self.eos = eos_token_ids(target)
         self.max_positions = int(getattr(target.model.config, "max_position_embeddings", 1 << 30))
         self.vocab_size = int(target.model.config.vocab_size)
+
+    @property
+    def compile_s(self) -> float:
+        """Seconds this process has spent compiling the target's forwards (0 when eager)."""
+        from simspec.engine.runtime import compiled_seconds
+
+        return 0.0 if self.runtime == "eager" else compiled_seconds(self.target)
+
+    def warm_up(self, prompt_lengths: list[int], max_new_tokens: int, sizes: Sequence[int] = ()) -> float:
+        """Under the compiled runtime, compile every target forward that plain decoding and trees
+        of these sizes (nodes verified) meet on prompts of these lengths, so that no timed run
+        pays a compile; returns the seconds it took (0 when eager). A tree larger than every one
+        of ``sizes`` still decodes (its cache grows, compiling then)."""
+        if self.runtime == "eager":
+            return 0.0
+        from simspec.engine.runtime import bucket, capacity_bucket
+        from simspec.engine.target_cache import warm_compiled
+
+        started = time.perf_counter()
+        for n in sorted({capacity_bucket(n + max_new_tokens + 1) for n in prompt_lengths}):
+            warm_compiled(self.target, None, n, [1])
+        if sizes:
+            buckets = sorted({bucket(v) for v in sizes})
+            self.tree_slots = buckets[-1]
+            for n in sorted({capacity_bucket(n + max_new_tokens + self.tree_slots) for n in prompt_lengths}):
+                warm_compiled(self.target, self.drafter.target_layers(), n, buckets)
+        return time.perf_counter() - started
 
     # -- shared pieces -----------------------------------------------------------------
     def check_length(self, prompt_ids: list[int], max_new_tokens: int) -> None:
@@ -222,7 +258,7 @@ class SpeculativeEngine:
                seed: int | None) -> Generation:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
-        target = TargetCache(self.target, capacity=len(prompt_ids) + max_new_tokens + 1)
+        target = target_cache(self.target, None, len(prompt_ids) + max_new_tokens + 1, self.runtime)
         _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device), rng)
         prefill_s = clock(self.device) - start
         tokens = [token]
@@ -254,8 +290,8 @@ class SpeculativeEngine:
         self.check_length(prompt_ids, max_new_tokens)
         start = clock(self.device)
         wants_hidden = self.drafter.uses_target_hidden
-        target = TargetCache(self.target, self.drafter.target_layers(),
-                             capacity=len(prompt_ids) + max_new_tokens + TREE_SLOTS)
+        target = target_cache(self.target, self.drafter.target_layers(),
+                              len(prompt_ids) + max_new_tokens + self.tree_slots, self.runtime)
         prompt = torch.tensor(prompt_ids, device=self.device)
         _, root = self._prefill(target, prompt, rng)
         features = target.features

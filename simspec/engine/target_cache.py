@@ -1,6 +1,7 @@
-"""The target's side of a decoding cycle: its KV cache (static: ``kv_slots.SlotCache``), and the
-forward that extends it causally (prefill, plain decoding) or as a tree (verification), keeping
-the features a drafter reads."""
+"""The target's side of a decoding cycle: its KV cache (static: ``kv_slots.SlotCache``; under the
+compiled runtime a full-capacity cache read through a mask), and the forward that extends it
+causally (prefill, plain decoding) or as a tree (verification), keeping the features a drafter
+reads."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ class TargetCache:
         self.feature_layers = feature_layers
         self.features: torch.Tensor | None = None
 
+    def _features(self, out, n: int) -> None:
+        if self.feature_layers is None:
+            self.features = out.last_hidden_state[0, :n]
+        else:  # hidden_states[i] is the input of decoder layer i
+            self.features = torch.cat([out.hidden_states[i][0, :n] for i in self.feature_layers], dim=-1)
+
     def forward(self, tokens: torch.Tensor, depths: np.ndarray | None = None, visible: np.ndarray | None = None):
         """Run ``tokens`` after the committed context: causally, or as a tree (positions
         ``length + depths``, attention to the context and to ``visible`` ancestors)."""
@@ -46,11 +53,12 @@ class TargetCache:
             use_cache=True,
             output_hidden_states=self.feature_layers is not None,
         )
-        if self.feature_layers is None:
-            self.features = out.last_hidden_state[0]
-        else:  # hidden_states[i] is the input of decoder layer i
-            self.features = torch.cat([out.hidden_states[i][0] for i in self.feature_layers], dim=-1)
+        self._features(out, len(tokens))
         return out.last_hidden_state[0]
+
+    def drop(self, n: int) -> None:
+        """Forget the last ``n`` tokens run (the committed length never counted them)."""
+        self.cache.crop(-n)
 
     def keep(self, rows: np.ndarray, n_new: int) -> None:
         """Of the ``n_new`` tokens just run, keep ``rows`` (ascending) and drop the rest: the
@@ -61,3 +69,108 @@ class TargetCache:
         else:
             self.cache.keep(self.length, torch.as_tensor(rows, device=self.cache.layers[0].device))
         self.length += len(rows)
+
+
+class CompiledTargetCache(TargetCache):
+    """``TargetCache`` under the compiled runtime (``engine.runtime``): a Hugging Face
+    ``StaticCache`` of a bucketed capacity (the model's one cache of that capacity, reset: a
+    sequence at a time) that attention reads whole, through a mask, so that
+    every forward after the prefill has one of a few static shapes. A forward's tokens are padded
+    to their bucket; the padding's rows see the context only (finite keys and values, never read:
+    they sit past the kept tokens, masked until a later forward overwrites them). The prefill
+    runs eagerly (its length is the prompt's)."""
+
+    def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None,
+                 capacity: int = 1024) -> None:
+        from simspec.engine.runtime import capacity_bucket, compiled_forward
+
+        self.base, self.head = base_and_head(target.model)
+        self.capacity = capacity_bucket(capacity)
+        self.compiled = compiled_forward(self.base)
+        self.cache = self.compiled.cache(self.capacity)  # shared: one sequence at a time
+        self.length = 0
+        self.feature_layers = feature_layers
+        self.features: torch.Tensor | None = None
+
+    def forward(self, tokens: torch.Tensor, depths: np.ndarray | None = None, visible: np.ndarray | None = None):
+        from simspec.engine.runtime import bucket
+
+        device, n = tokens.device, len(tokens)
+        hidden_states = self.feature_layers is not None
+        if self.length == 0:  # the prefill, eager
+            positions = torch.arange(n, device=device)
+            out = self.base(input_ids=tokens[None], position_ids=positions[None], cache_position=positions,
+                            past_key_values=self.cache, use_cache=True, output_hidden_states=hidden_states)
+            self._features(out, n)
+            return out.last_hidden_state[0]
+        size = bucket(n)
+        if self.length + size > self.capacity:
+            self._grow(self.length + size)
+        ids = torch.zeros(size, dtype=tokens.dtype, device=device)
+        ids[:n] = tokens
+        positions = torch.full((size,), self.length, dtype=torch.long, device=device)
+        if depths is None:
+            positions[:n] += torch.arange(n, device=device)
+            visible = np.tril(np.ones((n, n), dtype=bool))
+        else:
+            positions[:n] += torch.as_tensor(depths, device=device)
+        dtype = self.base.dtype
+        mask = torch.full((1, 1, size, self.capacity), torch.finfo(dtype).min, dtype=dtype, device=device)
+        mask[0, 0, :, : self.length] = 0
+        mask[0, 0, :n, self.length:self.length + n].masked_fill_(torch.as_tensor(visible, device=device), 0)
+        for layer in self.cache.layers:  # where this forward writes (StaticLayer counts in a tensor)
+            layer.cumulative_length.fill_(self.length)
+        out = self.compiled((size, self.capacity, hidden_states), input_ids=ids[None], position_ids=positions[None],
+                            cache_position=torch.arange(self.length, self.length + size, device=device),
+                            attention_mask=mask, past_key_values=self.cache, use_cache=True,
+                            output_hidden_states=hidden_states)
+        if self.compiled.cuda:  # a CUDA graph's outputs live in memory its next replay overwrites
+            out.last_hidden_state = out.last_hidden_state.clone()
+        self._features(out, n)
+        return out.last_hidden_state[0, :n]
+
+    def _grow(self, slots: int) -> None:
+        """Move to the model's cache of the capacity bucket that holds ``slots`` (a tree larger than
+        the caller planned for): the committed context is copied over. Correct, only slower (a new
+        capacity is a new graph)."""
+        from simspec.engine.runtime import capacity_bucket
+
+        old, self.capacity = self.cache, capacity_bucket(slots)
+        self.cache = self.compiled.cache(self.capacity)
+        for src, dst in zip(old.layers, self.cache.layers):
+            if not dst.is_initialized:
+                dst.lazy_initialization(src.keys[..., :1, :], src.values[..., :1, :])
+            dst.keys[..., : self.length, :] = src.keys[..., : self.length, :]
+            dst.values[..., : self.length, :] = src.values[..., : self.length, :]
+
+    def drop(self, n: int) -> None:
+        pass  # a forward writes after ``length`` whatever the cache holds past it
+
+    def keep(self, rows: np.ndarray, n_new: int) -> None:
+        if rows[-1] != len(rows) - 1:  # not a prefix of the flattened tree: move the path into place
+            index = self.length + torch.as_tensor(rows, device=self.cache.layers[0].keys.device)
+            end = self.length + len(rows)
+            for layer in self.cache.layers:
+                layer.keys[..., self.length:end, :] = layer.keys.index_select(-2, index)
+                layer.values[..., self.length:end, :] = layer.values.index_select(-2, index)
+        self.length += len(rows)  # the slots past it are masked until a forward overwrites them
+
+
+def target_cache(target: LoadedModel, feature_layers: tuple[int, ...] | None, capacity: int,
+                 runtime: str = "eager") -> TargetCache:
+    """The target's cache for one sequence under ``runtime`` (``engine.runtime.RUNTIMES``)."""
+    return (CompiledTargetCache if runtime == "compiled" else TargetCache)(target, feature_layers, capacity)
+
+
+@torch.inference_mode()
+def warm_compiled(target: LoadedModel, feature_layers: tuple[int, ...] | None, capacity: int,
+                  buckets: list[int]) -> None:
+    """Compile now, not inside a timed run, the forwards of ``buckets`` tokens a sequence of
+    ``capacity`` slots runs under the compiled runtime."""
+    cache = CompiledTargetCache(target, feature_layers, capacity)
+    device = next(target.model.parameters()).device
+    cache.forward(torch.zeros(1, dtype=torch.long, device=device))
+    cache.length = 1
+    for size in buckets:
+        cache.forward(torch.zeros(size, dtype=torch.long, device=device), np.arange(size),
+                      np.tril(np.ones((size, size), dtype=bool)))

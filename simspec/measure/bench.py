@@ -85,6 +85,7 @@ class BenchRequest:
     top_p: float = flags.top_p()
     seed: int = flags.seed()
     batch_size: int = flags.batch_size()
+    runtime: str = flags.runtime()
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -95,9 +96,11 @@ class BenchRequest:
         """The configs and the prompts, before any model loads."""
         from simspec.data import load_prompts
         from simspec.engine.models import resolve_dtype
+        from simspec.engine.runtime import check_runtime
         from simspec.sim.evaluate import check_split
 
         resolve_dtype(self.dtype)
+        check_runtime(self.runtime, self.batch_size)
         if self.sampling().temperature > 0 and self.batch_size > 1:
             raise SimspecError("--batch-size above 1 decodes greedily: use --temperature 0, or --batch-size 1 to "
                                "sample")
@@ -151,10 +154,13 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
 
     configs, chosen = checked or request.check()
     loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status, request.dtype)
-    engine = SpeculativeEngine(loaded, drafter, request.sampling())
+    engine = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime)
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
+    if request.runtime == "compiled":
+        status("compiling the target's forwards for every shape the runs meet (once per process)")
+        engine.warm_up([len(ids) for _, ids in prompt_ids], request.max_new_tokens, [c.size for c in configs])
     tick = bar("bench-engine", request.repeats * len(prompt_ids) * (len(configs) + 1))
     if request.batch_size > 1:
         from simspec.engine.batch import BatchEngine
@@ -182,7 +188,8 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         "dtype": request.dtype, "prompts": request.prompts, "split": request.split,
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
-        "batch_size": request.batch_size, "runtime": "eager", "plain_tokens_per_s": plain_tokens_per_s,
+        "batch_size": request.batch_size, "runtime": request.runtime, "compile_s": round(engine.compile_s, 1),
+        "plain_tokens_per_s": plain_tokens_per_s,
         "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
         **request.sampling().describe(),
         "threads": torch.get_num_threads(),

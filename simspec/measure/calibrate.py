@@ -70,6 +70,7 @@ class CalibrateRequest:
     batch_sizes: tuple[int, ...] = opt((1,), "Also measure (or model) the verify, draft and plain-step curves for "
                                        "batches of these sizes, e.g. 1,2,4,8, so that `simspec tune --batch-size B` "
                                        "can answer for a server batching B sequences.", parse=flags.ints)
+    runtime: str = flags.runtime()
     workers: int = opt(2, "--ray: shards (tasks) to split the prompts into; each task runs --threads torch threads "
                        "and asks Ray for that many CPUs (and one GPU where the cluster has them).", min=1)
 
@@ -91,9 +92,11 @@ class CalibrateRequest:
         from simspec.cache import check_out
         from simspec.data import load_prompts
         from simspec.engine.models import resolve_dtype
+        from simspec.engine.runtime import check_runtime
 
         resolve_dtype(self.dtype)
         self.sampling()
+        check_runtime(self.runtime, max(self.batch_sizes, default=1))
         if self.temperature > 0 and not 2 <= self.nodes <= 4096:
             raise SimspecError(f"--nodes must be in 2..4096 (the largest V sampled traces support), got {self.nodes}")
         if not self.batch_sizes or any(not 1 <= b <= 256 for b in self.batch_sizes) or 1 not in self.batch_sizes:
@@ -178,7 +181,7 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
     r = request
     recorder = TraceRecorder(loaded, drafter, RecordSpec(r.depth_max, r.width, r.max_new_tokens, r.sampling(),
                                                          r.nodes))
-    engine = SpeculativeEngine(loaded, drafter)
+    engine = SpeculativeEngine(loaded, drafter, runtime=r.runtime)  # the replay check runs what is timed
     ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
     for one in ids:
         engine.check_length(one, r.max_new_tokens + r.depth_max)
@@ -233,6 +236,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     import torch
 
     from simspec.cache import atomic_directory
+    from simspec.engine.runtime import compiled_seconds
     from simspec.machine import device_model, machine
     from simspec.measure.curves import (
         BatchGrid,
@@ -269,7 +273,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     if r.traces_only:
         samples, device_label = [], "none (traces only)"
     elif kind == "measured":
-        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling())
+        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(), r.runtime)
         if len(r.batch_sizes) > 1:
             batched = BatchGrid()
             samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
@@ -310,6 +314,10 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         meta["target_description"] = ARCH_TARGETS[r.target]
     if kind == "analytic":
         meta["runtime"] = runtime
+    elif kind == "measured":
+        meta["engine_runtime"] = r.runtime
+        if r.runtime == "compiled":
+            meta["seconds"]["compile"] = round(compiled_seconds(loaded), 1)
     if r.traces_only:
         with atomic_directory(out_dir, replace=r.force) as tmp:
             traces.meta = traces.meta.with_(replay_check=meta["replay_check"], machine=meta["machine"])

@@ -13,7 +13,7 @@ from simspec.engine.drafter import Drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
-from simspec.engine.target_cache import TargetCache
+from simspec.engine.target_cache import TargetCache, target_cache
 from simspec.engine.tree import DraftTree
 from simspec.measure.profiler import (
     _context_ids,
@@ -61,7 +61,7 @@ class CurveGrid:
 
 @torch.inference_mode()
 def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[..., None],
-                   sampling: Sampling = GREEDY) -> list[dict]:
+                   sampling: Sampling = GREEDY, runtime: str = "eager") -> list[dict]:
     """One plain decoding step after L tokens: causal forward of 1 token, head, then the argmax
     (greedy) or, at T > 0, the target's distribution and a draw from it, as ``engine.plain`` does;
     every L timed in rounds (``time_interleaved``), one cache per context."""
@@ -70,7 +70,7 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
     token = _context_ids(1, vocab, target.device)
     runs = {}
     for context in contexts:
-        cache = TargetCache(target)
+        cache = target_cache(target, None, context + 1, runtime)
         cache.forward(_context_ids(context, vocab, target.device))
         cache.length = context
 
@@ -78,7 +78,7 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
             hidden = cache.forward(token)
             logits = head_logits(cache.head, hidden)
             int(logits.argmax(-1)) if sampling.greedy else draw(distribution(logits.reshape(-1), sampling), rng)
-            cache.cache.crop(-1)
+            cache.drop(1)
 
         runs[context] = run
     timed = time_interleaved(runs, target.device, repeats, advance=advance)
@@ -148,16 +148,18 @@ def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callab
 
 
 def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advance: Callable[[], None],
-                   sampling: Sampling = GREEDY) -> list[dict]:
+                   sampling: Sampling = GREEDY, runtime: str = "eager") -> list[dict]:
     """Every curve on the device; at T > 0 the greedy step and the bookkeeping include sampling's
-    host work (the target's distribution, the walk), as the sampled engine pays it."""
+    host work (the target's distribution, the walk), as the sampled engine pays it. ``runtime``:
+    the target's forwards (verify, plain step) as that runtime runs them; the prefill and the
+    drafter run eagerly under either."""
     vocab = target.model.config.vocab_size
     samples = [sample_record("verify", r.tokens, r.context, r.samples)
-               for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance)]
+               for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance, runtime)]
     samples += [sample_record("draft", r.tokens, r.context, r.samples)
                 for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,
                                        advance)]
-    samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance, sampling)
+    samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance, sampling, runtime)
     samples += prefill_latency(target, grid.prefill_lengths, grid.repeats, advance)
     samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats, advance,
                                    sampling=sampling, vocab=vocab)

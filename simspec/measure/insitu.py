@@ -264,6 +264,7 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
     cycles."""
     from simspec.measure.interleave import run_real
 
+    engine.warm_up([len(ids) for _, ids in prompts], max_new_tokens, [v for _, v in LADDER])
     started = time.perf_counter()
     ladder = ladder_trees(profile.meta.traces.width)
     tick = bar("in-situ runs (greedy + static trees, interleaved)", len(prompts) * (len(ladder) + 1))

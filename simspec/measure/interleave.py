@@ -234,8 +234,8 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
 
 def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object], sampling=None
                 ) -> tuple[SpeculativeEngine, list[list[int]]]:
-    """The profile's target and drafter on the device the profile was measured on, decoding with
-    ``sampling`` (default greedy), and the prompts as chat-rendered token ids, each checked to
+    """The profile's target and drafter on the device the profile was measured on, under its
+    runtime, decoding with ``sampling`` (default greedy), and the prompts as chat-rendered token ids, each checked to
     leave ``room`` tokens of context."""
     import torch
 
@@ -253,7 +253,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     check_fingerprint(profile.traces().meta.draft_fingerprint, profile.meta.draft,
                       f"profile {profile.directory}'s traces")
     target, drafter = load_pair(profile.meta.target, profile.meta.draft, device, status, profile.dtype)
-    engine = SpeculativeEngine(target, drafter, sampling or GREEDY)
+    engine = SpeculativeEngine(target, drafter, sampling or GREEDY, runtime=profile.engine_runtime)
     ids = [render_chat(target.tokenizer, text) for text in texts]
     for one in ids:
         engine.check_length(one, room)

@@ -23,6 +23,7 @@ class LatencyRequest:
     repeats: int = opt(7, "Timed repeats per point (after 2 warm-up calls).", min=3)
     device: str = flags.device()
     dtype: str = flags.dtype()
+    runtime: str = flags.runtime()
 
 
 def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],
@@ -34,21 +35,23 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     from simspec import __version__
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
+    from simspec.engine.runtime import check_runtime
     from simspec.measure.profiler import draft_latency, memory_bandwidth, target_latency, weight_bytes
 
     r = request
+    check_runtime(r.runtime)
     loaded, drafter = load_pair(r.target, r.draft, resolve_device(r.device), status, r.dtype)
     tick = bar("latency", len(r.contexts) * (len(r.sizes) + len(r.widths)))
-    verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick)
+    verify = target_latency(loaded, r.sizes, r.contexts, r.repeats, tick, r.runtime)
     drafts = draft_latency(drafter, loaded.model.config.vocab_size, r.widths, r.contexts, r.repeats, loaded.device,
                            tick)
-    plain = {c: x for x in target_latency(loaded, [1], r.contexts, r.repeats) for c in [x.context]}
+    plain = {c: x for x in target_latency(loaded, [1], r.contexts, r.repeats, runtime=r.runtime) for c in [x.context]}
     with status("measuring memory bandwidth"):
         bandwidth = memory_bandwidth(loaded.device)
     weights = weight_bytes(loaded.model)
     floor_ms = weights / bandwidth * 1e3
     return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
-            "dtype": r.dtype, "simspec_version": __version__,
+            "dtype": r.dtype, "runtime": r.runtime, "simspec_version": __version__,
             "plain_decoding": {"ms_per_token": {str(c): x.median * 1e3 for c, x in plain.items()},
                                "weight_bytes": weights, "bandwidth_gbs": bandwidth / 1e9,
                                "memory_floor_ms": floor_ms},

@@ -17,7 +17,7 @@ from simspec.engine.drafter import Drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.engine.speculative import clock
-from simspec.engine.target_cache import TargetCache
+from simspec.engine.target_cache import target_cache
 
 
 @dataclass(frozen=True)
@@ -75,14 +75,15 @@ def _context_ids(context: int, vocab: int, device: torch.device) -> torch.Tensor
 
 @torch.inference_mode()
 def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence[int], repeats: int,
-                   advance: Callable[..., None] = lambda n=1: None) -> list[Latency]:
+                   advance: Callable[..., None] = lambda n=1: None, runtime: str = "eager") -> list[Latency]:
     """One target forward of V tree tokens (mask, head and argmax included) after L tokens; every
-    (V, L) timed in rounds (``time_interleaved``), one cache per context."""
+    (V, L) timed in rounds (``time_interleaved``, whose discarded warm-up calls also compile
+    under the compiled runtime), one cache per context."""
     device = target.device
     vocab = target.model.config.vocab_size
     runs = {}
     for context in contexts:
-        cache = TargetCache(target)
+        cache = target_cache(target, None, context + max(sizes), runtime)
         cache.forward(_context_ids(context, vocab, device))
         cache.length = context
         for size in sizes:
@@ -93,7 +94,7 @@ def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence
             def run(cache=cache, tokens=tokens, depths=depths, visible=visible, size=size) -> None:
                 hidden = cache.forward(tokens, depths, visible)
                 head_logits(cache.head, hidden).argmax(-1).cpu()
-                cache.cache.crop(-size)
+                cache.drop(size)
 
             runs[size, context] = run
     timed = time_interleaved(runs, device, repeats, advance=advance)

@@ -77,6 +77,7 @@ class ValidateRequest:
                                     "test of their PIT.", min=0.0)
     seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
     batch_size: int = flags.batch_size()  # --real above 1: measure/validate_batch.py
+    runtime: str = flags.runtime()
     out: str | None = flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)")
     force: bool = flags.force()
 
@@ -118,9 +119,16 @@ class ValidateRequest:
         check_names(list(self.baselines), prompt_level=False)
         if not self.baselines and not self.policies:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
+        from simspec.engine.runtime import check_runtime
+
+        check_runtime(self.runtime, self.batch_size)
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
         profile.require_temperature(self.temperature)
+        if profile.engine_runtime != self.runtime:
+            raise SimspecError(f"profile {self.profile} was measured under the {profile.engine_runtime} runtime and "
+                               f"this run decodes under {self.runtime}: pass --runtime {profile.engine_runtime}, or "
+                               f"calibrate a profile with --runtime {self.runtime}")
         if self.batch_size > 1:
             if self.recalibrate:
                 raise SimspecError("--recalibrate refits batch 1's curves in situ: at --batch-size above 1 measure the "
@@ -177,10 +185,11 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.policies.artifact import read_policy_meta
+    from simspec.policies.base import tree_capacity
     from simspec.report.markdown import render_markdown
     from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report
-    from simspec.sim.evaluate import method_set, split_traces
+    from simspec.sim.evaluate import GRID_SIZES, method_set, split_traces
     from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.replay import replay
     from simspec.sim.traces import assemble
@@ -196,6 +205,10 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     sampling = request.sampling(profile)
     engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status, sampling)
     ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
+    if engine.runtime == "compiled":
+        with status("compiling the target's forwards for every shape the runs meet (once per process)"):
+            engine.warm_up([len(i) for i in all_ids], tokens,  # any size a policy may choose
+                           range(1, min(tree_capacity(depth_max, width), max(GRID_SIZES)) + 1))
     target, drafter = engine.target, engine.drafter
     out_dir = request.out_dir()
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
@@ -258,6 +271,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "policies": policies, "baselines": list(request.baselines), "warnings": notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
+        "runtime": engine.runtime, "compile_s": round(engine.compile_s, 1),
         **sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),

@@ -112,7 +112,9 @@ def bench_engine(s: dict) -> None:
     best, rows = s["best"], s["configs"]
     is_best = lambda r: all(r[k] == best[k] for k in ("depth", "width", "size"))  # noqa: E731
     table(f"bench-engine: target {s['target']}, draft {s['draft']}, {s['n_prompts']} {s['prompts']} ({s['split']}) "
-          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}, batch {s['batch_size']}"
+          f"prompts, {s['max_new_tokens']} new tokens, device {s['device']}, batch {s['batch_size']}, "
+          f"{s['runtime']} runtime" + (f" (compiled in {s['compile_s']:.0f} s, outside the timed runs)"
+                                       if s["runtime"] == "compiled" else "")
           + (f", T={s['temperature']:g} top-p {s['top_p']:g} seed {s['seed']}" if s.get("temperature") else ""),
           ("D", "W", "V", "speedup (median)", "IQR", "per pass", "tau", "tokens/s", "draft", "verify", "bookkeeping",
            "lossless"),
@@ -211,7 +213,8 @@ def validate_real(report: ValidationReport, run_dir) -> None:
     sampled = bool(report.temperature)
     mode = (f", T = {report.temperature:g}, {report.repeats} seeds per prompt" if sampled else "")
     table(f"validate --real: {report.profile.name} ({report.device}); {report.n_prompts} "
-          f"{report.prompts} ({report.split}) prompts, {report.max_new_tokens} new tokens{mode}",
+          f"{report.prompts} ({report.split}) prompts, {report.max_new_tokens} new tokens{mode}, {report.runtime} "
+          "runtime" + (f" (compiled in {report.compile_s:.0f} s, before the timed runs)" if report.compile_s else ""),
           ("method", "real (mean)" if sampled else "real (median)", "95% CI" if sampled else "IQR", "sim",
            "sim error", "sim drift-corr.", "tau real/sim", "draft calls",
            "vs EAGLE-3", "p", "vs grid", "p", "lossless"),

@@ -117,6 +117,8 @@ class ValidationReport(Artifact):
     rows: list[ReportRow] = field(metadata={"what": "a list of method rows"})
     split: str | None = None
     repeats: int = 1
+    runtime: str = "eager"  # the engine's (engine.runtime); reports from before it ran eagerly
+    compile_s: float = 0.0  # compiling the target's forwards, before the timed runs
     target: str | None = None
     draft: str | None = None
     simspec_version: str | None = None

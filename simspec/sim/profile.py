@@ -97,6 +97,7 @@ class ProfileMeta(Artifact):
     gpu: str | None = None
     device_model: str | None = None  # the CPU or GPU model name; None in profiles from before it
     runtime: str | None = None
+    engine_runtime: str | None = None  # measured: "eager" or "compiled" (engine.runtime); None: eager, from before
     dtype: str = "fp32"
     temperature: float = 0.0  # of its traces (0: greedy)
     threads: int | None = None
@@ -158,7 +159,12 @@ class Profile:
             from simspec.sim.analytic import DEVICES, DeviceSpec
 
             return DEVICES.get(str(self.meta.gpu), DeviceSpec("?", 1, 1)).runtime()
-        return "simspec's engine (Hugging Face, eager)"
+        return f"simspec's engine (Hugging Face, {self.engine_runtime})"
+
+    @property
+    def engine_runtime(self) -> str:
+        """The runtime simspec's engine measured a measured profile under: eager or compiled."""
+        return self.meta.engine_runtime or "eager"
 
     @property
     def dtype(self) -> str:

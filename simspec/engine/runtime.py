@@ -1,0 +1,128 @@
+"""The engine's runtimes. ``eager``: the Hugging Face forwards as they are. ``compiled``: the
+target's forward under ``torch.compile`` over a static, full-capacity KV cache, in a few shape
+buckets (the tokens of a forward padded to a power of two, the cache's capacity to a multiple
+of ``CAPACITY_STEP``), so that a run compiles a handful of graphs and then only replays them.
+
+On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
+its C++ GEMM templates (``max-autotune-no-cudagraphs``); on CUDA with ``max-autotune``, which also
+captures each bucket as a CUDA graph. Compiling costs tens of seconds per bucket on a CPU, paid
+once per process (inductor's graph cache does not keep frozen graphs across processes); the
+engine counts it (``CompiledForward.compile_s``) and every report states it."""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from simspec.errors import SimspecError
+
+if TYPE_CHECKING:  # torch loads with the models, not with a request's checks
+    import torch
+
+RUNTIMES = ("eager", "compiled")
+# cache capacities are rounded up to this: a new capacity is a new graph, and attention reads the
+# whole capacity (1024 slots cost 24 ms per plain step where 256 cost 19.5: docs/results.md#compiled-runtime)
+CAPACITY_STEP = 256
+MAX_BUCKET = 512  # kv_slots.TREE_SLOTS: the slack every speculative cache has
+
+log = logging.getLogger("simspec")
+
+
+def check_runtime(name: str, batch_size: int = 1) -> str:
+    """``name`` if it is a runtime this engine has at ``batch_size``; else one error line."""
+    if name not in RUNTIMES:
+        raise SimspecError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {name!r}")
+    if name == "compiled" and batch_size > 1:
+        raise SimspecError("--runtime compiled decodes one sequence at a time: use --batch-size 1, or --runtime eager "
+                           "for batches")
+    return name
+
+
+def bucket(n: int) -> int:
+    """The padded token count a compiled forward of ``n`` tokens runs at: the next power of two."""
+    if n > MAX_BUCKET:
+        raise SimspecError(f"a compiled forward takes at most {MAX_BUCKET} tokens, got {n}: use --runtime eager")
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def capacity_bucket(n: int) -> int:
+    """The cache capacity of a sequence that needs ``n`` slots. The padded tail of a forward
+    writes past the tokens it keeps: callers count a bucket's slack in ``n``."""
+    return -(-n // CAPACITY_STEP) * CAPACITY_STEP
+
+
+class CompiledForward:
+    """A decoder stack's forward under ``torch.compile``, shared by every sequence an engine
+    decodes. Calls with a new shape compile first; ``compile_s`` sums those first calls."""
+
+    def __init__(self, base: torch.nn.Module) -> None:
+        import torch
+        import torch._dynamo.config as dynamo_config
+        import torch._inductor.config as inductor_config
+
+        cuda = next(base.parameters()).is_cuda
+        inductor_config.freezing = True  # weights as constants: prepacked GEMMs on a CPU
+        inductor_config.autotune_num_choices_displayed = 0  # autotuning's tables go to stderr otherwise
+        inductor_config.max_autotune_report_choices_stats = False
+        # each (bucket, capacity) is a graph of the same code object; dynamo's default limit (8)
+        # would fall back to eager silently past it
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+        self.cuda = cuda
+        self.fn = torch.compile(base.forward, dynamic=False,
+                                mode="max-autotune" if cuda else "max-autotune-no-cudagraphs")
+        self.config = base.config
+        self.caches: dict[int, object] = {}
+        self.shapes: set[tuple] = set()  # (tokens, capacity, hidden states kept): one graph each
+        self.compile_s = 0.0
+
+    def cache(self, capacity: int):
+        """The one KV cache of ``capacity`` slots every sequence of this model decodes in, one
+        after the other. A graph reads and writes the buffers it was compiled with (pinned for it,
+        as CUDA graphs need), so a fresh cache per sequence would go unread: each sequence starts
+        by resetting this one (its prefill writes from slot 0; what lies past its length is
+        masked)."""
+        from transformers import StaticCache
+
+        if capacity not in self.caches:
+            self.caches[capacity] = StaticCache(config=self.config, max_cache_len=capacity)
+        cache = self.caches[capacity]
+        for layer in cache.layers:
+            if layer.is_initialized:
+                layer.cumulative_length.fill_(0)
+        return cache
+
+    def __call__(self, shape: tuple, **kwargs):
+        """``fn(**kwargs)``; ``shape`` names the graph it runs (tokens, capacity, hidden states kept)."""
+        if shape in self.shapes:
+            return self.fn(**kwargs)
+        log.info("compiling the target's forward for %s tokens over %s cache slots (once per process)", *shape[:2])
+        started = time.perf_counter()
+        out = self.fn(**kwargs)
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self.compile_s += time.perf_counter() - started
+        self.shapes.add(shape)
+        return out
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # decoder stack -> CompiledForward
+
+
+def compiled_forward(base: torch.nn.Module) -> CompiledForward:
+    """The one ``CompiledForward`` of ``base`` in this process (engines over the same loaded
+    model share its graphs)."""
+    if base not in _COMPILED:
+        _COMPILED[base] = CompiledForward(base)
+    return _COMPILED[base]
+
+
+def compiled_seconds(target) -> float:
+    """Seconds this process has spent compiling ``target``'s forwards (a ``LoadedModel``; 0 if none)."""
+    from simspec.engine.modeling import base_and_head
+
+    base = base_and_head(target.model)[0]
+    return _COMPILED[base].compile_s if base in _COMPILED else 0.0
