@@ -37,6 +37,20 @@ def test_interpolation_follows_steps_and_is_chosen_over_affine():
     np.testing.assert_allclose(curve(v, 300), step_curve(v, 300), rtol=0.02)
 
 
+def test_a_compiled_runtimes_staircase_is_priced_at_its_buckets():
+    """Under the compiled runtime a forward of V tokens costs its padded bucket's forward (the next
+    power of two): marked bucketed, held-out sizes land on their step; unmarked, interpolation
+    between the grid's sizes straddles the steps and misses."""
+    bucket = lambda v: 2.0 ** np.ceil(np.log2(v))  # noqa: E731
+    staircase = lambda v, c: 4e-3 + 1e-4 * bucket(v) + 1e-6 * c  # noqa: E731
+    sizes = [*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]
+    stepped, report = fit_curve(_points("verify", staircase, sizes), bucketed=True)
+    _, smooth = fit_curve(_points("verify", staircase, sizes))
+    assert report[report["method"]]["p90"] < 1e-9 and smooth[smooth["method"]]["p90"] > 0.1
+    v = np.array([17, 33, 65, 100])
+    np.testing.assert_allclose(stepped(v, 300), staircase(v, 300), rtol=1e-9)
+
+
 def test_linear_curve_with_noise_is_fitted_within_noise():
     linear = lambda n, c: 0.05 + 2e-3 * n + 1e-5 * c  # noqa: E731
     _, report = fit_curve(_points("verify", linear, range(1, 65, 3), noise=0.01))

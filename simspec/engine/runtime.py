@@ -4,15 +4,18 @@ buckets (the tokens of a forward padded to a power of two, the cache's capacity 
 of ``CAPACITY_STEP``), so that a run compiles a handful of graphs and then only replays them.
 
 On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
-its C++ GEMM templates (``max-autotune-no-cudagraphs``); on CUDA with ``max-autotune``, which also
-captures each bucket as a CUDA graph. Compiling costs tens of seconds per bucket on a CPU, paid
-once per process (inductor's graph cache does not keep frozen graphs across processes); the
-engine counts it (``CompiledForward.compile_s``) and every report states it."""
+its C++ GEMM templates (``max-autotune-no-cudagraphs``); on CUDA with ``reduce-overhead``, which
+captures each bucket as a CUDA graph (without autotuning's minutes per graph). Compiling costs
+tens of seconds per bucket on a CPU, paid once per process (inductor's graph cache does not keep
+frozen graphs across processes); the engine counts it (``CompiledForward.compile_s``) and every
+report states it. The cost model prices a compiled forward at its bucket (samples marked
+``bucketed``: ``sim.costmodel.Curve``)."""
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
 import weakref
 from typing import TYPE_CHECKING
 
@@ -63,6 +66,8 @@ class CompiledForward:
         import torch._inductor.config as inductor_config
 
         cuda = next(base.parameters()).is_cuda
+        # inductor's own code reads tensor.storage(), and torch warns about it on every compile
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
         inductor_config.freezing = True  # weights as constants: prepacked GEMMs on a CPU
         inductor_config.autotune_num_choices_displayed = 0  # autotuning's tables go to stderr otherwise
         inductor_config.max_autotune_report_choices_stats = False
@@ -71,7 +76,7 @@ class CompiledForward:
         dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
         self.cuda = cuda
         self.fn = torch.compile(base.forward, dynamic=False,
-                                mode="max-autotune" if cuda else "max-autotune-no-cudagraphs")
+                                mode="reduce-overhead" if cuda else "max-autotune-no-cudagraphs")
         self.config = base.config
         self.caches: dict[int, object] = {}
         self.shapes: set[tuple] = set()  # (tokens, capacity, hidden states kept): one graph each

@@ -154,7 +154,9 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
     the target's forwards (verify, plain step) as that runtime runs them; the prefill and the
     drafter run eagerly under either."""
     vocab = target.model.config.vocab_size
-    samples = [sample_record("verify", r.tokens, r.context, r.samples)
+    # compiled: a forward costs what its padded bucket costs (the cost model prices V at its bucket)
+    step = {"bucketed": True} if runtime == "compiled" else {}
+    samples = [sample_record("verify", r.tokens, r.context, r.samples) | step
                for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance, runtime)]
     samples += [sample_record("draft", r.tokens, r.context, r.samples)
                 for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,

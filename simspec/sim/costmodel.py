@@ -42,14 +42,19 @@ BATCHED_KINDS = ("verify", "draft", "greedy")
 class Curve:
     """One fitted latency curve for one kind of operation."""
 
-    def __init__(self, method: str, n: np.ndarray, context: np.ndarray, seconds: np.ndarray) -> None:
+    def __init__(self, method: str, n: np.ndarray, context: np.ndarray, seconds: np.ndarray,
+                 bucketed: bool = False) -> None:
+        """``bucketed``: the operation runs padded to the next power of two (the compiled
+        runtime's shape buckets), so n is priced at its bucket: a staircase, not a slope."""
         self.method = method
+        self.bucketed = bucketed
+        n = bucket_of(n) if bucketed else n
         self.contexts = np.unique(context)
         self._grids = []
         for c in self.contexts:
             at = context == c
-            order = np.argsort(n[at])
-            self._grids.append((n[at][order].astype(float), seconds[at][order]))
+            xs, which = np.unique(n[at], return_inverse=True)  # sorted; sizes sharing a bucket: their mean
+            self._grids.append((xs.astype(float), np.bincount(which, seconds[at]) / np.bincount(which)))
         if method == "affine":
             design = np.stack([np.ones_like(n), n, context, n * context], axis=1).astype(float)
             self._coef, *_ = np.linalg.lstsq(design, seconds, rcond=None)
@@ -66,6 +71,8 @@ class Curve:
 
     def __call__(self, n, context) -> np.ndarray:
         n, context = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(context, dtype=float))
+        if self.bucketed:
+            n = bucket_of(n)
         if self.method == "affine":
             a, b, c, d = self._coef
             return np.maximum(a + b * n + c * context + d * n * context, 1e-9)
@@ -84,6 +91,11 @@ class Curve:
         return np.maximum(out, 1e-9)
 
 
+def bucket_of(n) -> np.ndarray:
+    """The next power of two at or above each n (at least 1): what a compiled forward pads to."""
+    return np.exp2(np.ceil(np.log2(np.maximum(np.asarray(n, dtype=float), 1.0))))
+
+
 def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
     held = np.zeros(len(n), dtype=bool)
     for c in np.unique(context):
@@ -94,48 +106,52 @@ def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
     return held
 
 
-def fit_curve(points: list[Point], interpolate: bool = False) -> tuple[Curve, dict]:
+def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = False) -> tuple[Curve, dict]:
     """Fit one kind's curve; returns it (refitted on all points) and the held-out report.
-    ``interpolate``: the points are another model's values (an in-situ refit): pass through them."""
+    ``interpolate``: the points are another model's values (an in-situ refit): pass through them.
+    ``bucketed``: priced at n's shape bucket (``Curve``)."""
     n = np.array([p.n for p in points], dtype=float)
     context = np.array([p.context for p in points], dtype=float)
     seconds = np.array([p.median for p in points])
     if interpolate:
-        return Curve("interp", n, context, seconds), {"points": len(points), "method": "interp",
-                                                      "note": "a refitted model's values: interpolated, not fitted"}
+        return Curve("interp", n, context, seconds, bucketed), {
+            "points": len(points), "method": "interp", "note": "a refitted model's values: interpolated, not fitted"}
     held = _holdout_mask(n, context)
     report: dict = {"points": len(points), "held_out": int(held.sum())}
     if held.sum() == 0 or (~held).sum() < 2:
         report.update(method="interp", note="too few points to hold any out")
-        return Curve("interp", n, context, seconds), report
+        return Curve("interp", n, context, seconds, bucketed), report
     errors = {}
     for method in ("interp", "affine"):
-        curve = Curve(method, n[~held], context[~held], seconds[~held])
+        curve = Curve(method, n[~held], context[~held], seconds[~held], bucketed)
         rel = np.abs(curve(n[held], context[held]) - seconds[held]) / seconds[held]
         errors[method] = rel
         report[method] = {"median": float(np.median(rel)), "p90": float(np.percentile(rel, 90)),
                           "max": float(rel.max()), "errors": [round(float(e), 5) for e in rel]}
     best = min(errors, key=lambda m: (np.median(errors[m]), np.percentile(errors[m], 90)))
     report["method"] = best
-    return Curve(best, n, context, seconds), report
+    return Curve(best, n, context, seconds, bucketed), report
 
 
 class CostModel:
     """Latency of every part of a cycle, from a profile's measurements."""
 
-    def __init__(self, points: list[Point], interpolate: frozenset[str] = frozenset()) -> None:
-        """``interpolate``: kinds whose points are interpolated as they are, never fitted (see
-        ``fit_curve``)."""
+    def __init__(self, points: list[Point], interpolate: frozenset[str] = frozenset(),
+                 bucketed: frozenset[str] = frozenset()) -> None:
+        """``interpolate``: kinds whose points are interpolated as they are, never fitted;
+        ``bucketed``: kinds priced at their shape bucket (see ``fit_curve``)."""
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
         self._tables: dict[str, np.ndarray] = {}
         self._points = list(points)
         self._interpolate = frozenset(interpolate)
+        self._bucketed = frozenset(bucketed)
         self.batch_sizes = sorted({p.batch for p in points} | {1})
         for kind in KINDS:
             mine = [p for p in points if p.kind == kind and p.batch == 1]
             if mine:
-                self.curves[kind], self.report[kind] = fit_curve(mine, kind in self._interpolate)
+                self.curves[kind], self.report[kind] = fit_curve(mine, kind in self._interpolate,
+                                                                 kind in self._bucketed)
         missing = [k for k in ("verify", "draft") if k not in self.curves]
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
@@ -157,7 +173,7 @@ class CostModel:
                   and p.kind in BATCHED_KINDS]
         points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
                    for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
-        return CostModel(points, self._interpolate)
+        return CostModel(points, self._interpolate, self._bucketed)
 
     def verify(self, size, context) -> np.ndarray:
         return self.curves["verify"](size, context)

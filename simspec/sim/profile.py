@@ -51,7 +51,8 @@ def cost_model(samples: list[dict], scale: dict[str, float] | None = None) -> Co
     an in-situ refit marked ``projected`` (the base model's value there times the live ratio) are
     interpolated as they are: a fit through them would smooth the per-size ratios away."""
     projected = frozenset(s["kind"] for s in samples if s.get("projected"))
-    return CostModel(points_of(samples, scale), projected)
+    bucketed = frozenset(s["kind"] for s in samples if s.get("bucketed"))  # the compiled runtime's verify
+    return CostModel(points_of(samples, scale), projected, bucketed)
 
 
 def inputs_hash(meta: dict, samples: list[dict]) -> str:
