@@ -86,7 +86,8 @@ def render_markdown(report: ValidationReport) -> str:
         f"# validate --real: {m.profile.name}",
         "",
         f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
-        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; "
+        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
+        + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
         f"simspec {m.simspec_version}, {m.created}."
         + " " + predicted_by(m.profile),
         "",
