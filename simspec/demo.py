@@ -30,9 +30,9 @@ class DemoRequest:
                                  parse=flags.names)
     n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
     max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
-    runtime: str = opt("eager", "The engine's runtime for the calibration and the real validation: eager (the "
-                       "default: the faster end to end here, as each of those two processes would compile its own "
-                       "graphs) or compiled (docs/concepts.md#runtimes).")
+    runtime: str = flags.runtime("The engine's runtime for the calibration and the real validation: eager (the "
+                                 "default: the faster end to end here, as each of those two processes would compile "
+                                 "its own graphs) or compiled (docs/concepts.md#runtimes).")
     force: bool = flags.force()
 
     def check(self) -> Path:

@@ -76,11 +76,13 @@ def batch_size() -> Any:
                "batching). Speedups compare with plain decoding at the same batch size.", min=1)
 
 
-def runtime() -> Any:
-    return opt("eager", "eager: the Hugging Face forwards as they are. compiled: the target's forwards under "
-               "torch.compile over a static cache, in shape buckets (tokens padded to a power of two); each bucket "
-               "compiles on first use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. "
-               "Batch size 1.")
+RUNTIME = ("eager: the Hugging Face forwards as they are. compiled: the target's forwards under torch.compile "
+           "over a static cache, in shape buckets (tokens padded to a power of two); each bucket compiles on first "
+           "use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. Batch size 1.")
+
+
+def runtime(help: str = RUNTIME) -> Any:
+    return opt("eager", help)
 
 
 def top_p() -> Any:

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from simspec.engine.kv_slots import move_rows
+
 
 class RowSlots:
     """One attention layer's keys and values for ``batch`` sequences (allocated on first write,
@@ -65,13 +67,11 @@ class RowSlots:
 
     def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
         """Row ``b``: of its slots from ``start`` on, keep ``rows`` (ascending offsets), moved to
-        ``start``, ``start + 1``, ... (index_select copies first, so no row is overwritten
-        before it is read)."""
+        ``start``, ``start + 1``, ... (``kv_slots.move_rows``)."""
         if self.keys is None:
             return
-        index = start + rows
-        self.keys[b, :, start:start + len(rows)] = self.keys[b].index_select(-2, index)
-        self.values[b, :, start:start + len(rows)] = self.values[b].index_select(-2, index)
+        move_rows(self.keys[b], start, rows)  # row b's view: [heads, slots, head_dim]
+        move_rows(self.values[b], start, rows)
 
 
 class RowSlotLayer(DynamicLayer):

@@ -18,6 +18,13 @@ from transformers.cache_utils import Cache, DynamicLayer
 TREE_SLOTS = 512
 
 
+def move_rows(buffer: torch.Tensor, start: int, rows: torch.Tensor) -> None:
+    """Of ``buffer``'s slots (dimension -2) from ``start`` on, copy ``rows`` (ascending offsets) to
+    ``start``, ``start + 1``, ...: an accepted path moved into place. index_select copies first,
+    so a row moving onto a slot another row still has to leave is read before it is overwritten."""
+    buffer[..., start:start + len(rows), :] = buffer.index_select(-2, start + rows)
+
+
 class SlotLayer(DynamicLayer):
     """One decoder layer's cache: ``[batch, kv_heads, capacity, head_dim]`` buffers and a fill
     length; ``keys`` / ``values`` are views of the filled slots (what attention reads)."""
@@ -75,11 +82,8 @@ class SlotLayer(DynamicLayer):
         """Of the slots from ``start`` on, keep ``rows`` (ascending offsets), moved to ``start``,
         ``start + 1``, ...; the rest are dropped."""
         if self.is_initialized:
-            index = start + rows
-            # index_select copies first, so a row moving onto a slot another row still has to
-            # leave is read before it is overwritten.
-            self._keys[..., start:start + len(rows), :] = self._keys.index_select(-2, index)
-            self._values[..., start:start + len(rows), :] = self._values.index_select(-2, index)
+            move_rows(self._keys, start, rows)
+            move_rows(self._values, start, rows)
         self.length = start + len(rows)
         if self.is_initialized:
             self._view()

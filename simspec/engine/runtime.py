@@ -20,6 +20,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from simspec.errors import SimspecError
+from simspec.shapes import next_power_of_two
 
 if TYPE_CHECKING:  # torch loads with the models, not with a request's checks
     import torch
@@ -47,7 +48,7 @@ def bucket(n: int) -> int:
     """The padded token count a compiled forward of ``n`` tokens runs at: the next power of two."""
     if n > MAX_BUCKET:
         raise SimspecError(f"a compiled forward takes at most {MAX_BUCKET} tokens, got {n}: use --runtime eager")
-    return 1 << max(0, (n - 1).bit_length())
+    return next_power_of_two(n)
 
 
 def capacity_bucket(n: int) -> int:

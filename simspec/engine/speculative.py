@@ -158,10 +158,10 @@ class SpeculativeEngine:
         from simspec.engine.runtime import check_runtime
 
         self.runtime = check_runtime(runtime)
-        # slots past the new tokens for a tree: a compiled cache's attention reads them all, so
-        # warm_up narrows them to the largest tree it compiles for (a larger one still fits: the
-        # cache grows)
-        self.tree_slots = TREE_SLOTS
+        # slots past the new tokens for a tree (None: TREE_SLOTS): a compiled cache's attention
+        # reads them all, so warm_up narrows them to the largest tree it compiles for (a larger
+        # one still fits: the cache grows)
+        self.tree_slots: int | None = None
         self.target = target
         self.drafter = drafter
         self.sampling = sampling
@@ -194,7 +194,9 @@ class SpeculativeEngine:
             warm_compiled(self.target, None, n, [1])
         if sizes:
             buckets = sorted({bucket(v) for v in sizes})
-            self.tree_slots = buckets[-1]
+            # never narrowed by a later, smaller warm-up (validate --recalibrate's refit after the
+            # scored runs' warm-up): the capacities compiled first must stay the ones runs use
+            self.tree_slots = max(buckets[-1], self.tree_slots or 0)
             for n in sorted({capacity_bucket(n + max_new_tokens + self.tree_slots) for n in prompt_lengths}):
                 warm_compiled(self.target, self.drafter.target_layers(), n, buckets)
         return time.perf_counter() - started
@@ -291,7 +293,7 @@ class SpeculativeEngine:
         start = clock(self.device)
         wants_hidden = self.drafter.uses_target_hidden
         target = target_cache(self.target, self.drafter.target_layers(),
-                              len(prompt_ids) + max_new_tokens + self.tree_slots, self.runtime)
+                              len(prompt_ids) + max_new_tokens + (self.tree_slots or TREE_SLOTS), self.runtime)
         prompt = torch.tensor(prompt_ids, device=self.device)
         _, root = self._prefill(target, prompt, rng)
         features = target.features

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from simspec.engine.kv_slots import SlotCache
+from simspec.engine.kv_rows import causal, rows_mask
+from simspec.engine.kv_slots import SlotCache, move_rows
 from simspec.engine.modeling import additive_mask, base_and_head
 from simspec.engine.models import LoadedModel
 
@@ -24,10 +25,13 @@ class TargetCache:
     def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None,
                  capacity: int = 1024) -> None:
         self.base, self.head = base_and_head(target.model)
-        self.cache = SlotCache(target.model, capacity)
+        self.cache = self._new_cache(target, capacity)
         self.length = 0  # committed tokens in the cache
         self.feature_layers = feature_layers
         self.features: torch.Tensor | None = None
+
+    def _new_cache(self, target: LoadedModel, capacity: int):
+        return SlotCache(target.model, capacity)
 
     def _features(self, out, n: int) -> None:
         if self.feature_layers is None:
@@ -80,17 +84,12 @@ class CompiledTargetCache(TargetCache):
     they sit past the kept tokens, masked until a later forward overwrites them). The prefill
     runs eagerly (its length is the prompt's)."""
 
-    def __init__(self, target: LoadedModel, feature_layers: tuple[int, ...] | None = None,
-                 capacity: int = 1024) -> None:
+    def _new_cache(self, target: LoadedModel, capacity: int):
         from simspec.engine.runtime import capacity_bucket, compiled_forward
 
-        self.base, self.head = base_and_head(target.model)
         self.capacity = capacity_bucket(capacity)
         self.compiled = compiled_forward(self.base)
-        self.cache = self.compiled.cache(self.capacity)  # shared: one sequence at a time
-        self.length = 0
-        self.feature_layers = feature_layers
-        self.features: torch.Tensor | None = None
+        return self.compiled.cache(self.capacity)  # shared: one sequence at a time
 
     def forward(self, tokens: torch.Tensor, depths: np.ndarray | None = None, visible: np.ndarray | None = None):
         from simspec.engine.runtime import bucket
@@ -111,13 +110,12 @@ class CompiledTargetCache(TargetCache):
         positions = torch.full((size,), self.length, dtype=torch.long, device=device)
         if depths is None:
             positions[:n] += torch.arange(n, device=device)
-            visible = np.tril(np.ones((n, n), dtype=bool))
+            visible = causal(n)
         else:
             positions[:n] += torch.as_tensor(depths, device=device)
-        dtype = self.base.dtype
-        mask = torch.full((1, 1, size, self.capacity), torch.finfo(dtype).min, dtype=dtype, device=device)
-        mask[0, 0, :, : self.length] = 0
-        mask[0, 0, :n, self.length:self.length + n].masked_fill_(torch.as_tensor(visible, device=device), 0)
+        # a batch of one row: its padding queries see only their own slots
+        at = np.array([self.length])
+        mask = rows_mask(self.capacity, at, [visible], at, size, self.base.dtype, device)
         for layer in self.cache.layers:  # where this forward writes (StaticLayer counts in a tensor)
             layer.cumulative_length.fill_(self.length)
         out = self.compiled((size, self.capacity, hidden_states), input_ids=ids[None], position_ids=positions[None],
@@ -148,11 +146,10 @@ class CompiledTargetCache(TargetCache):
 
     def keep(self, rows: np.ndarray, n_new: int) -> None:
         if rows[-1] != len(rows) - 1:  # not a prefix of the flattened tree: move the path into place
-            index = self.length + torch.as_tensor(rows, device=self.cache.layers[0].keys.device)
-            end = self.length + len(rows)
+            offsets = torch.as_tensor(rows, device=self.cache.layers[0].keys.device)
             for layer in self.cache.layers:
-                layer.keys[..., self.length:end, :] = layer.keys.index_select(-2, index)
-                layer.values[..., self.length:end, :] = layer.values.index_select(-2, index)
+                move_rows(layer.keys, self.length, offsets)
+                move_rows(layer.values, self.length, offsets)
         self.length += len(rows)  # the slots past it are masked until a forward overwrites them
 
 
@@ -172,5 +169,4 @@ def warm_compiled(target: LoadedModel, feature_layers: tuple[int, ...] | None, c
     cache.forward(torch.zeros(1, dtype=torch.long, device=device))
     cache.length = 1
     for size in buckets:
-        cache.forward(torch.zeros(size, dtype=torch.long, device=device), np.arange(size),
-                      np.tril(np.ones((size, size), dtype=bool)))
+        cache.forward(torch.zeros(size, dtype=torch.long, device=device), np.arange(size), causal(size))

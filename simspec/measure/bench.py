@@ -159,8 +159,8 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
     if request.runtime == "compiled":
-        status("compiling the target's forwards for every shape the runs meet (once per process)")
-        engine.warm_up([len(ids) for _, ids in prompt_ids], request.max_new_tokens, [c.size for c in configs])
+        with status("compiling the target's forwards for every shape the runs meet (once per process)"):
+            engine.warm_up([len(ids) for _, ids in prompt_ids], request.max_new_tokens, [c.size for c in configs])
     tick = bar("bench-engine", request.repeats * len(prompt_ids) * (len(configs) + 1))
     if request.batch_size > 1:
         from simspec.engine.batch import BatchEngine

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.shapes import next_power_of_two  # the compiled runtime's buckets
+
 KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
 
 
@@ -48,7 +50,7 @@ class Curve:
         runtime's shape buckets), so n is priced at its bucket: a staircase, not a slope."""
         self.method = method
         self.bucketed = bucketed
-        n = bucket_of(n) if bucketed else n
+        n = next_power_of_two(n) if bucketed else n
         self.contexts = np.unique(context)
         self._grids = []
         for c in self.contexts:
@@ -72,7 +74,7 @@ class Curve:
     def __call__(self, n, context) -> np.ndarray:
         n, context = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(context, dtype=float))
         if self.bucketed:
-            n = bucket_of(n)
+            n = next_power_of_two(n)
         if self.method == "affine":
             a, b, c, d = self._coef
             return np.maximum(a + b * n + c * context + d * n * context, 1e-9)
@@ -89,11 +91,6 @@ class Curve:
             y1 = self._interp_at_context(i + 1, n[sel])
             out[sel] = y0 + (context[sel] - c0) * (y1 - y0) / (c1 - c0)
         return np.maximum(out, 1e-9)
-
-
-def bucket_of(n) -> np.ndarray:
-    """The next power of two at or above each n (at least 1): what a compiled forward pads to."""
-    return np.exp2(np.ceil(np.log2(np.maximum(np.asarray(n, dtype=float), 1.0))))
 
 
 def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
