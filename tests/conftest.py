@@ -139,21 +139,6 @@ def random_drafter(target):
 
 # --- a tiny real Llama (random weights), for the sampling tests ---------------------------------
 
-@pytest.fixture
-def blas_limit_scanned_once(monkeypatch):
-    """``SpeculativeEngine.generate`` holds BLAS to one thread around every call through
-    ``threadpoolctl.threadpool_limits``, which finds the loaded BLAS libraries afresh each time
-    (it reads /proc/self/maps): ~2.5 ms of a ~6 ms two-token generation on ``tiny``. For the
-    statistical tests, which generate thousands of times, the same limit through one
-    ``ThreadpoolController`` that found them once: the same outputs, 40 % less time."""
-    from threadpoolctl import ThreadpoolController
-
-    import simspec.engine.speculative as speculative
-
-    controller = ThreadpoolController()
-    monkeypatch.setattr(speculative, "threadpool_limits", controller.limit)
-
-
 @pytest.fixture(scope="session")
 def tiny():
     """A 6-layer Llama with random weights over 24 tokens; its head scaled so that the next

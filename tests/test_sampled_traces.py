@@ -15,9 +15,6 @@ from simspec.engine.sampling import Sampling, distribution
 from simspec.measure.recorder import RecordSpec, TraceRecorder
 from simspec.sim.traces import assemble
 
-# the engine's per-call BLAS limit without its per-call library scan (conftest.py)
-pytestmark = pytest.mark.usefixtures("blas_limit_scanned_once")
-
 DEPTH_MAX, WIDTH, NODES = 4, 2, 6
 
 

@@ -22,9 +22,6 @@ from scipy import stats
 
 from simspec.engine.sampling import ChainVerifier, Sampling, TreeVerifier, distribution, draw, pit_values
 
-# the engine's per-call BLAS limit without its per-call library scan (conftest.py)
-pytestmark = pytest.mark.usefixtures("blas_limit_scanned_once")
-
 # -- broken verifiers: each drops one step of the algorithm ----------------------------------
 
 class BonusFromP(TreeVerifier):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from simspec.blas import one_blas_thread
 from simspec.engine.batch_models import RowDrafter, TargetRows, batched
 from simspec.engine.drafter import Drafter
 from simspec.engine.kv_slots import TREE_SLOTS
@@ -185,7 +186,8 @@ class BatchEngine:
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], policy: BatchPolicy, max_new_tokens: int) -> BatchRun:
         """Speculative greedy decoding of every prompt, every row's tree from ``policy``."""
-        return self._run(prompts, max_new_tokens, policy)
+        with one_blas_thread():  # as the batch-1 engine: policies multiply small matrices per cycle
+            return self._run(prompts, max_new_tokens, policy)
 
     def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]
                ) -> tuple[float, float]:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
+from simspec.blas import one_blas_thread
 from simspec.engine.drafter import Drafter
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
@@ -281,10 +281,8 @@ class SpeculativeEngine:
                  seed: int | None = None) -> Generation:
         """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds
         the generator every draw comes from."""
-        # Learned policies multiply small numpy matrices between the models' forwards. A
-        # multi-threaded BLAS leaves its threads spinning after such a call, on the cores
-        # torch needs next, and the following target forward runs slower (docs/validation.md).
-        with threadpool_limits(limits=1, user_api="blas"):
+        # Learned policies multiply small numpy matrices between the models' forwards.
+        with one_blas_thread():
             return self._generate(prompt_ids, policy, max_new_tokens, *self._generator(seed))
 
     def _generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int,

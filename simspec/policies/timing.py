@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
+from simspec.blas import one_blas_thread
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep
 from simspec.stats import robust_median
 
@@ -40,7 +40,7 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
         # a median of single cycles would see only the cheap ones in between.
         block = max(1, int(getattr(policy, "hold", 1)))
         samples = []
-        with threadpool_limits(limits=1, user_api="blas"):  # as inside the engine
+        with one_blas_thread():  # as inside the engine
             for _ in range(3 + max(10, repeats // block)):  # about ``repeats`` cycles in all
                 seconds = 0.0
                 for _ in range(block):

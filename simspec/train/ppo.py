@@ -16,8 +16,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
-from threadpoolctl import threadpool_limits
 
+from simspec.blas import one_blas_thread
 from simspec.policies.learned import MLP
 from simspec.train.log import TrainingLog
 from simspec.train.setting import PRECISIONS
@@ -72,7 +72,7 @@ def _lean_torch() -> Iterator[None]:
     checks = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(False)
     try:
-        with threadpool_limits(1, "blas"):
+        with one_blas_thread():
             yield
     finally:
         torch.distributions.Distribution.set_default_validate_args(checks)
