@@ -11,7 +11,7 @@ from helpers import cli, last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
-from simspec.sim.costmodel import CostModel, Point, fit_curve
+from simspec.sim.costmodel import CostModel, Point, fit_curve, holdout_folds
 from simspec.sim.profile import load_profile, sample_record, write_profile
 from simspec.stats import robust_median
 
@@ -49,6 +49,23 @@ def test_a_compiled_runtimes_staircase_is_priced_at_its_buckets():
     assert report[report["method"]]["p90"] < 1e-9 and smooth[smooth["method"]]["p90"] > 0.1
     v = np.array([17, 33, 65, 100])
     np.testing.assert_allclose(stepped(v, 300), staircase(v, 300), rtol=1e-9)
+
+
+def test_points_are_held_out_where_the_model_interpolates():
+    """A run of consecutive sizes is read back, never predicted from neighbours: a CPU's step from
+    one size to the next (here 3 and 15 nodes cost more than 4 and 16) is no error there. Gaps
+    in the grid, and the contexts between the outer two, are where the model interpolates and
+    where a miss shows: a middle context off the line through the outer ones does."""
+    spiky = lambda n, c: 3e-3 + 1e-4 * n + (1e-3 if n in (3, 15) else 0.0) + 1e-7 * c  # noqa: E731
+    sizes = [*range(1, 17), 20, 24, 28, 32]
+    points = _points("draft", spiky, sizes)
+    by_size, by_context = holdout_folds(np.array([p.n for p in points]), np.array([p.context for p in points]))
+    assert sorted({p.n for p, held in zip(points, by_size) if held}) == [20]
+    assert {p.context for p, held in zip(points, by_context) if held} == {256}
+    _, report = fit_curve(points)
+    assert report["held_out"] == 3 + len(sizes) and report["interp"]["p90"] < 1e-9
+    _, bent = fit_curve(_points("draft", lambda n, c: spiky(n, c) + (2e-3 if c == 256 else 0.0), sizes))
+    assert bent[bent["method"]]["median"] > 0.2
 
 
 def test_linear_curve_with_noise_is_fitted_within_noise():

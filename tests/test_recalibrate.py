@@ -13,14 +13,15 @@ from simspec.sim.profile import cost_model, load_profile
 
 
 def zigzag_verify(samples: list[dict]) -> list[dict]:
-    """The verify records of ``samples`` moved alternately 8 % up and down along V at each
-    context: a noisy calibration, which the cost model fits with a plane (its held-out error is
+    """The verify records of ``samples`` moved alternately 8 % up and down along V and L: a
+    noisy calibration, which the cost model fits with a plane (its held-out error is
     half an interpolation's), so the model no longer passes through the samples."""
     out, seen = [], {}
+    contexts = sorted({r["context"] for r in samples if r["kind"] == "verify"})
     for record in sorted(samples, key=lambda r: (r["kind"], r["context"], r["n"])):
         if record["kind"] == "verify" and record.get("batch", 1) == 1:
             i = seen[record["context"]] = seen.get(record["context"], -1) + 1
-            f = 1.08 if i % 2 else 0.92
+            f = 1.08 if (i + contexts.index(record["context"])) % 2 else 0.92  # a checkerboard over (V, L)
             record = {**record, "samples": [x * f for x in record["samples"]],
                       **{k: record[k] * f for k in ("median", "q25", "q75")}}
         out.append(record)
@@ -74,7 +75,10 @@ def test_refit_follows_the_plain_step_along_the_context():
     tokens: the refitted curve follows them at every context there, bump gone. One ratio for the
     whole curve, the refit before, is more than 4 % off somewhere in that range: prompts at one
     context priced another's."""
-    samples = load_profile(ROOT / "calibration" / "cpu-demo").samples
+    # Its plain step interpolated through the measured points (where a fit would smooth the bump:
+    # the held-out contexts rate a plane better on these points), as a refit's records are.
+    samples = [{**r, "projected": True} if r["kind"] == "greedy" else r
+               for r in load_profile(ROOT / "calibration" / "cpu-demo").samples]
     cost = cost_model(samples)
     grid = sorted({r["context"] for r in samples if r["kind"] == "greedy"})
     assert float(cost.greedy(192)) > 1.1 * float(cost.greedy(128))  # the bump this test is about

@@ -75,3 +75,25 @@ def test_a_cycle_costs_the_batch_curves_at_its_largest_tree_and_longest_context(
     assert one.tokens.tolist() == three.tokens.tolist()
     with pytest.raises(Exception, match="no curves at batch size 4"):
         replay_batch(traces, cost, StaticPolicy(4, 2, 6), 4, TOKENS)
+
+
+def test_a_draft_level_costs_the_step_at_the_rows_still_drafting(recorded):
+    """The engine's draft forward pads over every row, but scores only those still drafting: a
+    level after some rows stopped (a depth rule's early stop, or a finished row at the queue's
+    tail) costs the profile's step at that many rows, where it has them."""
+    _, _, traces = recorded
+    cost = _cost()
+    at_three = cost.at_batch(3)
+
+    def with_rows(factor):  # batch 3's draft step with 1 and 2 of its rows drafting
+        return CostModel(cost._points + [Point("draft", n, c, factor * float(at_three.draft(n, c)), 3, rows)
+                                         for rows in (1, 2) for c in (8, 128) for n in (1, 4, 16)])
+
+    saved = {}
+    for name in ("static", "ddd"):
+        full = replay_batch(traces, cost, POLICIES[name](), 3, TOKENS)
+        assert replay_batch(traces, with_rows(1.0), POLICIES[name](), 3, TOKENS).seconds == pytest.approx(full.seconds)
+        cheaper = replay_batch(traces, with_rows(0.5), POLICIES[name](), 3, TOKENS)
+        assert cheaper.cycles == full.cycles and cheaper.plain_seconds == full.plain_seconds
+        saved[name] = 1 - cheaper.seconds / full.seconds
+    assert 0 < saved["static"] < saved["ddd"]  # the static tree's rows stop together, but for the tail

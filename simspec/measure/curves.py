@@ -33,26 +33,28 @@ class CurveGrid:
     """Operating points to measure. Every V up to 16, where tree policies spend most cycles and
     a CPU's curve need not be smooth (a size can verify slower than the next one up:
     neighbours do not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
-    16-32); three contexts so that L is interpolated, not guessed."""
+    16-32); three contexts so that L is interpolated, not guessed. Every draft width up to 16
+    and every tree depth up to 12, for the same reason: a draft step's matrix products change
+    kernels with the row count (on an EPYC 3 and 15 nodes cost more than 4 and 16), and the
+    host's work per cycle bends with depth where a small tree holds fewer nodes than V asks."""
 
     verify_sizes: tuple[int, ...] = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160,
                                      192, 224, 256)
-    draft_nodes: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16)
+    draft_nodes: tuple[int, ...] = tuple(range(1, 17))
     contexts: tuple[int, ...] = (64, 256, 512)
     greedy_contexts: tuple[int, ...] = (32, 64, 128, 192, 256, 384, 512, 768)
     prefill_lengths: tuple[int, ...] = (16, 32, 64, 128, 192, 256, 384, 512)
     book_sizes: tuple[int, ...] = (1, 4, 8, 16, 32, 48, 60, 96, 128, 192, 240)
-    book_depths: tuple[int, ...] = (2, 4, 8, 12)
+    book_depths: tuple[int, ...] = tuple(range(2, 13))
     book_width: int = 10
     repeats: int = 7
 
     @classmethod
     def quick(cls) -> CurveGrid:
         """A small grid for tests and the demo: same shape, fewer points."""
-        return cls(verify_sizes=(1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64), draft_nodes=(1, 2, 4, 6, 8, 10),
+        return cls(verify_sizes=(1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64), draft_nodes=tuple(range(1, 11)),
                    contexts=(64, 320), greedy_contexts=(64, 192, 320), prefill_lengths=(32, 128, 256),
-                   book_sizes=(1, 8, 32, 60, 128),
-                   book_depths=(2, 8), repeats=3)
+                   book_sizes=(1, 8, 32, 60, 128), book_depths=tuple(range(2, 9)), repeats=3)
 
     def count(self) -> int:
         return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) + len(self.greedy_contexts) \
@@ -170,11 +172,12 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
 
 @dataclass(frozen=True)
 class BatchGrid:
-    """Operating points measured at batch sizes above 1 (``calibrate --batch-sizes``): fewer than
-    at batch 1, enough to interpolate V and L."""
+    """Operating points measured at batch sizes above 1 (``calibrate --batch-sizes``): fewer
+    verify sizes than at batch 1, enough to interpolate V and L; every draft width up to 16, each
+    also with 1 to B - 1 of the rows drafting (a cycle's deeper levels, after some rows stopped)."""
 
     verify_sizes: tuple[int, ...] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-    draft_nodes: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
+    draft_nodes: tuple[int, ...] = tuple(range(1, 17))
     contexts: tuple[int, ...] = (64, 320)
     repeats: int = 5
 
@@ -197,9 +200,9 @@ def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchG
             samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
             if r.tokens == 1:
                 samples.append(sample_record("greedy", 1, r.context, r.samples, batch))
-        for r in batched_draft_latency(drafter, vocab, batch, grid.draft_nodes, grid.contexts, grid.repeats,
-                                       target.device, advance):
-            samples.append(sample_record("draft", r.tokens, r.context, r.samples, batch))
+        for rows, r in batched_draft_latency(drafter, vocab, batch, grid.draft_nodes, grid.contexts, grid.repeats,
+                                             target.device, advance, active=range(1, batch)):
+            samples.append(sample_record("draft", r.tokens, r.context, r.samples, batch, rows))
     return samples
 
 

@@ -133,37 +133,52 @@ def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int]
 
 @torch.inference_mode()
 def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts: Sequence[int], repeats: int,
-                  device: torch.device, advance: Callable[[], None] = lambda: None) -> list[Latency]:
-    """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens."""
-    results = []
+                  device: torch.device, advance: Callable[..., None] = lambda n=1: None,
+                  warmup: int = 2) -> list[Latency]:
+    """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens;
+    every (W, L) timed in rounds, as ``time_interleaved`` does: the drafter holds one context at a
+    time, so each round sets every context up again (untimed) and times each W once there. Timed
+    block by block, a shared machine's drift between contexts reads as a slope in L that the
+    cost model then interpolates across (docs/calibration.md)."""
+    setups = []
     for context in contexts:
         ids = _context_ids(context, vocab, device)
         hidden = None
         if drafter.uses_target_hidden:
             hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
-        drafter.reset(ids[:-1], None if hidden is None else hidden[:-1])
-        drafter.commit(ids[-1:], None if hidden is None else hidden[-1:])
-        drafter.draft_root()
-        for width in widths:
-            frontier = _context_ids(width, vocab, device)
-            visible = torch.eye(width, dtype=torch.bool, device=device)
+        setups.append((context, ids, hidden))
+    feeds = {w: (_context_ids(w, vocab, device), torch.eye(w, dtype=torch.bool, device=device)) for w in widths}
 
-            def run() -> None:
-                logprobs = drafter.draft_level(frontier, 1, visible)
-                drafter.top_candidates(logprobs, width)
-                drafter.end_cycle()
+    def step(width: int) -> None:
+        frontier, visible = feeds[width]
+        logprobs = drafter.draft_level(frontier, 1, visible)
+        drafter.top_candidates(logprobs, width)
+        drafter.end_cycle()
 
-            results.append(Latency("draft", width, context, time_repeated(run, device, repeats)))
-            advance()
-    return results
+    samples: dict = {(w, c): [] for c in contexts for w in widths}
+    for round_ in range(warmup + repeats):
+        for context, ids, hidden in setups:
+            drafter.reset(ids[:-1], None if hidden is None else hidden[:-1])
+            drafter.commit(ids[-1:], None if hidden is None else hidden[-1:])
+            drafter.draft_root()
+            for width in widths:
+                start = clock(device)
+                step(width)
+                if round_ >= warmup:
+                    samples[width, context].append(clock(device) - start)
+        if round_ >= warmup:
+            advance(len(samples) / repeats)
+    return [Latency("draft", w, c, tuple(times)) for (w, c), times in samples.items()]
 
 
 def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequence[int], contexts: Sequence[int],
-                          repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None
-                          ) -> list[Latency]:
+                          repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None,
+                          active: Sequence[int] = ()) -> list[tuple[int, Latency]]:
     """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L
     tokens, through the batched engine's drafter (``batch_models.batched``: one padded forward,
-    a mask per row, each row's top-W and host copy): the draft step of a batch."""
+    a mask per row, each row's top-W and host copy): the draft step of a batch. Also, for each
+    count in ``active``, the step in which only that many rows draft (the others stopped this
+    cycle: the forward still pads over them, the scoring skips them). Returns (rows, latency)."""
     from simspec.engine.batch_models import batched
 
     results = []
@@ -180,13 +195,13 @@ def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequ
         rows_drafter.draft_root(rows)
         for width in widths:
             feed = (_context_ids(width, vocab, device).cpu().numpy(), 1, np.eye(width, dtype=bool))
+            for count in sorted({batch, *active}):
+                def run(drafting=rows[:count]) -> None:
+                    for logprobs in rows_drafter.draft_level(drafting, [feed] * len(drafting)):
+                        rows_drafter.top_candidates(logprobs, width)
+                    rows_drafter.end_cycle()
 
-            def run() -> None:
-                for logprobs in rows_drafter.draft_level(rows, [feed] * batch):
-                    rows_drafter.top_candidates(logprobs, width)
-                rows_drafter.end_cycle()
-
-            results.append(Latency("draft", width, context, time_repeated(run, device, repeats)))
+                results.append((count, Latency("draft", width, context, time_repeated(run, device, repeats))))
             advance()
     return results
 

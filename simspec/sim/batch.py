@@ -4,11 +4,13 @@ real batched engine (``simspec.engine.batch``), so that its cycles are the engin
 - A row decodes one prompt; when it finishes, the next prompt of the queue is prefilled into it
   (alone: batch 1's prefill, before the next cycle). Once the queue is empty a free row idles
   as padding: every cycle is a batch-B forward.
-- A cycle drafts as deep as its deepest row (one draft forward per level for every row, the
-  first one feeding each row's committed tokens, padded to the most) and verifies every row's
-  tree in one forward padded to the largest V, whose attention reads the longest context. Its
-  time is the profile's cycle at batch B (``CostModel.at_batch``) at those maxima, plus one
-  policy decision (the engine asks the policy once per cycle for every busy row, vectorised).
+- A cycle drafts as deep as its deepest row (one draft forward per level, padded over every
+  row, the first one feeding each row's committed tokens, padded to the most; the draft head
+  scores only the rows still drafting, so a level costs the profile's step at that many rows
+  where it measured them) and verifies every row's tree in one forward padded to the largest
+  V, whose attention reads the longest context. Its time is the profile's curves at batch B
+  (``CostModel.at_batch``) at those maxima, plus one policy decision (the engine asks the
+  policy once per cycle for every busy row, vectorised).
 - Plain decoding runs the same queue one token per row per cycle.
 
 Speedup at batch B is plain decoding's time for the whole queue over the method's: the same
@@ -101,8 +103,15 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         at = start[busy] + position
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
-        seconds = float(at_batch.cycle(int(depth.max()), width, int(size.max()), int(context.max()),
-                                       int(previous[busy].max()) + 1)) + decision_seconds
+        deepest, longest = int(depth.max()), int(context.max())
+        longest_tree = int(size.max())
+        seconds = float(at_batch.verify(longest_tree, longest) + at_batch.bookkeeping(longest_tree, deepest))
+        seconds += decision_seconds
+        # Level k's draft step (the root's feeds the committed tokens) runs for the rows drafting
+        # that deep: a row that stopped early leaves a cheaper step to the others.
+        for level in range(2, deepest + 1):
+            nodes = int(previous[busy].max()) + 1 if level == 2 else width
+            seconds += float(at_batch.draft_rows(int((depth >= level).sum()), nodes, longest))
         tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
         previous[busy] = accepted
         calls[0] += int(depth.max()) - 1

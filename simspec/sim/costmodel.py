@@ -11,9 +11,16 @@ held-out error is kept, so the choice is justified by data, not taste:
   a GPU's verify curve has, as long as the grid is dense.
 - ``affine``: least squares ``a + b n + c L + d n L``. Smooth; right for CPUs, wrong at steps.
 
-The held-out error is measured on points never used for fitting: every third interior n at
-every context is held out, both fits are made on the rest, and the relative errors
-``|fit - measured| / measured`` on the held-out medians give the median and p90 reported.
+The held-out error is measured on points never used for fitting, chosen where the cost model
+interpolates when it prices a cycle, since a measured point is read back, not predicted:
+- in n, every third interior point at each context where the grid has a gap (a point whose
+  measured neighbours are not n - 1 and n + 1), predicted from the rest;
+- in L, every other interior context with all its points, predicted from the other contexts.
+Both fits are made without the held-out points and the relative errors ``|fit - measured| /
+measured`` on their medians, pooled, give the median and p90 reported. A run of consecutive
+sizes (every V and draft width up to 16) is not held out in n: there the curve may step from
+one size to the next (a CPU kernel's row blocking), which no fit between neighbours predicts
+and none needs to, since every size is measured.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class Point:
     context: int
     median: float
     batch: int = 1  # sequences in the forward pass (``calibrate --batch-sizes``); n and context per sequence
+    rows: int | None = None  # of those, the ones a draft level runs for (None: all of them)
 
 
 # What a batch of B sequences pays per cycle, measured (or modelled) at that B; the rest scales:
@@ -93,14 +101,17 @@ class Curve:
         return np.maximum(out, 1e-9)
 
 
-def _holdout_mask(n: np.ndarray, context: np.ndarray) -> np.ndarray:
-    held = np.zeros(len(n), dtype=bool)
+def holdout_folds(n: np.ndarray, context: np.ndarray) -> list[np.ndarray]:
+    """Masks of points held out together (module docstring): the size fold, then the context
+    fold; empty folds are dropped."""
+    by_size = np.zeros(len(n), dtype=bool)
     for c in np.unique(context):
         idx = np.flatnonzero(context == c)
         idx = idx[np.argsort(n[idx])]
-        interior = idx[1:-1]
-        held[interior[1::3]] = True
-    return held
+        gaps = [i for k, i in enumerate(idx[1:-1], 1) if n[idx[k + 1]] - n[idx[k - 1]] > 2]
+        by_size[gaps[1::3]] = True
+    by_context = np.isin(context, np.unique(context)[1:-1][::2])
+    return [fold for fold in (by_size, by_context) if fold.any() and (~fold).sum() >= 2]
 
 
 def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = False) -> tuple[Curve, dict]:
@@ -113,15 +124,15 @@ def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = F
     if interpolate:
         return Curve("interp", n, context, seconds, bucketed), {
             "points": len(points), "method": "interp", "note": "a refitted model's values: interpolated, not fitted"}
-    held = _holdout_mask(n, context)
-    report: dict = {"points": len(points), "held_out": int(held.sum())}
-    if held.sum() == 0 or (~held).sum() < 2:
+    folds = holdout_folds(n, context)
+    report: dict = {"points": len(points), "held_out": int(sum(f.sum() for f in folds))}
+    if not folds:
         report.update(method="interp", note="too few points to hold any out")
         return Curve("interp", n, context, seconds, bucketed), report
     errors = {}
     for method in ("interp", "affine"):
-        curve = Curve(method, n[~held], context[~held], seconds[~held], bucketed)
-        rel = np.abs(curve(n[held], context[held]) - seconds[held]) / seconds[held]
+        rel = np.concatenate([np.abs(Curve(method, n[~held], context[~held], seconds[~held], bucketed)(
+            n[held], context[held]) - seconds[held]) / seconds[held] for held in folds])
         errors[method] = rel
         report[method] = {"median": float(np.median(rel)), "p90": float(np.percentile(rel, 90)),
                           "max": float(rel.max()), "errors": [round(float(e), 5) for e in rel]}
@@ -145,10 +156,15 @@ class CostModel:
         self._bucketed = frozenset(bucketed)
         self.batch_sizes = sorted({p.batch for p in points} | {1})
         for kind in KINDS:
-            mine = [p for p in points if p.kind == kind and p.batch == 1]
+            mine = [p for p in points if p.kind == kind and p.batch == 1 and p.rows is None]
             if mine:
                 self.curves[kind], self.report[kind] = fit_curve(mine, kind in self._interpolate,
                                                                  kind in self._bucketed)
+        # A batch's draft levels after some rows stopped drafting (``at_batch``'s models): the
+        # padded forward still runs every row, the draft head's scoring only the drafting ones.
+        partial = [p for p in points if p.kind == "draft" and p.batch == 1 and p.rows is not None]
+        self._draft_rows = {rows: fit_curve([p for p in partial if p.rows == rows])[0]
+                            for rows in sorted({p.rows for p in partial})}
         missing = [k for k in ("verify", "draft") if k not in self.curves]
         if missing:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
@@ -166,7 +182,7 @@ class CostModel:
             raise SimspecError(f"the profile has no curves at batch size {batch} (it has "
                                f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
                                f"--batch-sizes 1,{batch}`, or choose a measured batch size")
-        points = [Point(p.kind, p.n, p.context, p.median) for p in self._points if p.batch == batch
+        points = [Point(p.kind, p.n, p.context, p.median, 1, p.rows) for p in self._points if p.batch == batch
                   and p.kind in BATCHED_KINDS]
         points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
                    for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
@@ -177,6 +193,12 @@ class CostModel:
 
     def draft(self, nodes, context) -> np.ndarray:
         return self.curves["draft"](nodes, context)
+
+    def draft_rows(self, rows: int, nodes, context) -> np.ndarray:
+        """A draft step in which ``rows`` of the batch's sequences draft (the rest stopped this
+        cycle), where the profile measured that count (``calibrate --batch-sizes``); else, and
+        for all of them, the whole batch's step."""
+        return self._draft_rows.get(int(rows), self.curves["draft"])(nodes, context)
 
     def greedy(self, context) -> np.ndarray:
         curve = self.curves.get("greedy") or self.curves["verify"]

@@ -29,21 +29,25 @@ PROFILE_SCHEMA = "simspec-profile"
 PROFILE_VERSION = 1
 
 
-def sample_record(kind: str, n: int, context: int, samples, batch: int = 1) -> dict:
+def sample_record(kind: str, n: int, context: int, samples, batch: int = 1, rows: int | None = None) -> dict:
+    """``rows``: of a batch's ``batch`` sequences, how many take part (a draft level some rows
+    stopped before); all of them when None."""
     samples = [float(s) for s in samples]
     q25, q75 = np.percentile(samples, [25, 75])
     record = {"kind": kind, "n": int(n), "context": int(context), "samples": samples,
               "median": robust_median(np.asarray(samples)), "q25": float(q25), "q75": float(q75)}
     if batch != 1:  # batch 1 stays implicit: profiles from before batch sizes keep their hashes
         record["batch"] = int(batch)
+    if rows is not None and rows != batch:
+        record["rows"] = int(rows)
     return record
 
 
 def points_of(samples: list[dict], scale: dict[str, float] | None = None) -> list[Point]:
     """The cost model's points (each kind's medians times ``scale[kind]``, default 1)."""
     scale = scale or {}
-    return [Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0), s.get("batch", 1))
-            for s in samples]
+    return [Point(s["kind"], s["n"], s["context"], s["median"] * scale.get(s["kind"], 1.0), s.get("batch", 1),
+                  s.get("rows")) for s in samples]
 
 
 def cost_model(samples: list[dict], scale: dict[str, float] | None = None) -> CostModel:
