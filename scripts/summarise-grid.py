@@ -26,7 +26,8 @@ for report in reports:
         row["divergences"] += c["divergences"]
 summary = {
     "draft": reports[0]["draft"], "draft_fingerprint": next(iter(fingerprints), None),
-    "device_model": reports[0].get("device_model"), "max_new_tokens": reports[0]["max_new_tokens"], "prompts": prompts,
+    "device_model": reports[0].get("device_model"), "max_new_tokens": reports[0]["max_new_tokens"],
+    "batch_size": reports[0].get("batch_size", 1), "runtime": reports[0].get("runtime", "eager"), "prompts": prompts,
     "n_prompts": len(prompts), "configs": list(configs.values()),
     "runs": sum(r["prompts"] for r in configs.values()),
     "runs_equal_to_greedy": sum(r["exact"] for r in configs.values()),

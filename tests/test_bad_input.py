@@ -277,9 +277,6 @@ row("bench-engine", "V < 1", lambda d, a: ["bench-engine", "--sizes", "6,0"], "V
 row("bench-engine", "non-integer sizes", lambda d, a: ["bench-engine", "--sizes", "six"], "comma-separated integers")
 row("bench-engine", "unknown runtime", lambda d, a: ["bench-engine", "--runtime", "jit"],
     "--runtime must be one of eager, compiled")
-row("bench-engine", "compiled runtime at batch > 1", lambda d, a: ["bench-engine", "--runtime", "compiled",
-                                                                    "--batch-size", "2"],
-    "--runtime compiled decodes one sequence at a time")
 row("bench-engine", "empty prompt file",
     lambda d, a: ["bench-engine", "--prompts", prompts_file(d / "empty.jsonl", "")], "empty")
 row("bench-engine", "missing prompt file", lambda d, a: ["bench-engine", "--prompts", str(d / "none.jsonl")],
@@ -352,7 +349,7 @@ row("calibrate", "--traces-from recorded in another dtype",
     "recorded in fp32")
 row("calibrate", "compiled runtime with batch curves",
     lambda d, a: ["calibrate", "--runtime", "compiled", "--batch-sizes", "1,4", "--out", out(d)],
-    "--runtime compiled decodes one sequence at a time")
+    "calibrate --runtime compiled measures batch 1 only")
 row("calibrate", "unknown gpu", lambda d, a: ["calibrate", "--gpu", "tpu9", "--out", out(d)], "unknown --gpu")
 row("calibrate", "existing --out", lambda d, a: ["calibrate", "--out", existing(d / "out")], "exists")
 row("calibrate", "architecture target measured here",
@@ -509,6 +506,9 @@ row("validate --real", "bit-flipped traces.npz",
 row("validate --real", "profile measured under another runtime",
     lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--runtime", "compiled",
                   "--out", out(d)], "measured under the eager runtime and this run decodes under compiled")
+row("validate --real", "compiled runtime at batch > 1",
+    lambda d, a: [*V_REAL, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--runtime", "compiled",
+                  "--batch-size", "2", "--out", out(d)], "validate --real --runtime compiled decodes at batch 1")
 row("validate --real", "compiled profile validated eagerly",
     lambda d, a: [*V_REAL, "--profile", profile_with(d / "p", lambda b: setitem(b, "engine_runtime", "compiled")),
                   "--baselines", "eagle3", "--out", out(d)], "measured under the compiled runtime")

@@ -18,7 +18,9 @@ floating-point sums, which ``simspec.engine.lossless`` reports with the top-2 lo
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +29,7 @@ import torch
 from simspec.blas import one_blas_thread
 from simspec.engine.batch_models import RowDrafter, TargetRows, batched
 from simspec.engine.drafter import Drafter
+from simspec.engine.kv_rows import causal
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
@@ -86,12 +89,44 @@ class BatchEngine:
     """Greedy decoding of a queue of prompts, ``batch_size`` at a time, plainly or speculatively
     with ``drafter``."""
 
-    def __init__(self, target: LoadedModel, drafter: Drafter, batch_size: int) -> None:
+    def __init__(self, target: LoadedModel, drafter: Drafter, batch_size: int, runtime: str = "eager") -> None:
         if batch_size < 1:
             raise SimspecError(f"--batch-size must be >= 1, got {batch_size}")
         self.target, self.drafter, self.batch = target, drafter, batch_size
-        self.single = SpeculativeEngine(target, drafter)  # length checks, end-of-sequence tokens
+        # length checks, end-of-sequence tokens, the runtime's name checked
+        self.single = SpeculativeEngine(target, drafter, runtime=runtime)
+        self.runtime = runtime
         self.device = target.device
+        self.tree_slots: int | None = None  # cache slack past a sequence's tokens (None: kv_slots.TREE_SLOTS)
+
+    def _target_rows(self, capacity: int, feature_layers: tuple[int, ...] | None) -> TargetRows:
+        if self.runtime == "compiled":
+            from simspec.engine.compiled_rows import CompiledTargetRows
+
+            return CompiledTargetRows(self.target, self.batch, capacity, feature_layers)
+        return TargetRows(self.target, self.batch, capacity, feature_layers)
+
+    def warm_up(self, prompt_lengths: list[int], max_new_tokens: int, sizes: Sequence[int] = ()) -> float:
+        """Under the compiled runtime, compile every batch forward that plain decoding and trees of
+        these sizes meet on a queue of prompts of these lengths, so that no timed run pays a
+        compile; returns the seconds it took (0 when eager)."""
+        if self.runtime == "eager":
+            return 0.0
+        from simspec.engine.runtime import bucket
+
+        started = time.perf_counter()
+        buckets = sorted({bucket(v) for v in sizes})
+        self.tree_slots = max([1, *buckets, self.tree_slots or 0])  # never narrowed by a later warm-up
+        capacity = max(prompt_lengths) + max_new_tokens + self.tree_slots
+        with torch.inference_mode():
+            for layers, sizes_run in ((None, [1]), (self.drafter.target_layers(), buckets)):
+                if not sizes_run:
+                    continue
+                rows = self._target_rows(capacity, layers)
+                rows.prefill(0, torch.zeros(1, dtype=torch.long, device=self.device))
+                for size in sizes_run:
+                    rows.forward({0: (np.zeros(size, dtype=np.int64), np.arange(size), causal(size))})
+        return time.perf_counter() - started
 
     # -- the queue ---------------------------------------------------------------------------
     def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: BatchPolicy | None) -> BatchRun:
@@ -99,7 +134,7 @@ class BatchEngine:
             raise SimspecError("no prompts to decode")
         for p in prompts:
             self.single.check_length(p, max_new_tokens)
-        capacity = max(len(p) for p in prompts) + max_new_tokens + TREE_SLOTS
+        capacity = max(len(p) for p in prompts) + max_new_tokens + (self.tree_slots or TREE_SLOTS)
         speculative = policy is not None
         if speculative:
             if not isinstance(policy, BatchPolicy):
@@ -108,8 +143,8 @@ class BatchEngine:
             policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
             self._policy, self._policy_s = policy, 0.0
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None
-        target = TargetRows(self.target, self.batch, capacity,
-                            drafter.target_layers() if speculative and drafter.uses_target_hidden else None)
+        target = self._target_rows(capacity, drafter.target_layers() if speculative and drafter.uses_target_hidden
+                                   else None)
         queue = deque(enumerate(prompts))
         rows: list[_Row | None] = [None] * self.batch
         done: dict[int, Generation] = {}

@@ -110,17 +110,20 @@ class RowSlotCache(Cache):
 
 
 def rows_mask(n_keys: int, context: np.ndarray, visible: list[np.ndarray | None], starts: np.ndarray,
-              queries: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+              queries: int, dtype: torch.dtype, device: torch.device,
+              blocks: np.ndarray | None = None) -> torch.Tensor:
     """The additive ``[B, 1, queries, n_keys]`` mask of a padded batch forward. Row ``b``'s
-    ``len(visible[b])`` real queries see its first ``context[b]`` slots and, after them, the
-    slots ``visible[b]`` marks (``[n_b, m_b]``); its padding queries (written at ``starts[b] + i``)
-    see only themselves, so that no softmax row is empty."""
+    ``len(visible[b])`` real queries see its first ``context[b]`` slots and the slots
+    ``visible[b]`` marks (``[n_b, m_b]``) from ``blocks[b]`` on (default: right after the
+    context); its padding queries (written at ``starts[b] + i``) see only themselves, so that no
+    softmax row is empty."""
+    blocks = context if blocks is None else blocks
     allowed = np.zeros((len(context), queries, n_keys), dtype=bool)
     for b, vis in enumerate(visible):
         n = 0 if vis is None else vis.shape[0]
         if n:
             allowed[b, :n, : context[b]] = True
-            allowed[b, :n, context[b]: context[b] + vis.shape[1]] = vis
+            allowed[b, :n, blocks[b]: blocks[b] + vis.shape[1]] = vis
         pad = np.arange(n, queries)
         allowed[b, pad, starts[b] + pad] = True
     mask = torch.zeros(allowed.shape, dtype=dtype)

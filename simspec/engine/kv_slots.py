@@ -18,11 +18,12 @@ from transformers.cache_utils import Cache, DynamicLayer
 TREE_SLOTS = 512
 
 
-def move_rows(buffer: torch.Tensor, start: int, rows: torch.Tensor) -> None:
-    """Of ``buffer``'s slots (dimension -2) from ``start`` on, copy ``rows`` (ascending offsets) to
-    ``start``, ``start + 1``, ...: an accepted path moved into place. index_select copies first,
-    so a row moving onto a slot another row still has to leave is read before it is overwritten."""
-    buffer[..., start:start + len(rows), :] = buffer.index_select(-2, start + rows)
+def move_rows(buffer: torch.Tensor, start: int, rows: torch.Tensor, source: int | None = None) -> None:
+    """Of ``buffer``'s slots (dimension -2) from ``source`` on (default ``start``), copy ``rows``
+    (ascending offsets) to ``start``, ``start + 1``, ...: an accepted path moved into place.
+    index_select copies first, so a row moving onto a slot another row still has to leave is
+    read before it is overwritten."""
+    buffer[..., start:start + len(rows), :] = buffer.index_select(-2, (start if source is None else source) + rows)
 
 
 class SlotLayer(DynamicLayer):

@@ -1,7 +1,9 @@
 """The engine's runtimes. ``eager``: the Hugging Face forwards as they are. ``compiled``: the
 target's forward under ``torch.compile`` over a static, full-capacity KV cache, in a few shape
 buckets (the tokens of a forward padded to a power of two, the cache's capacity to a multiple
-of ``CAPACITY_STEP``), so that a run compiles a handful of graphs and then only replays them.
+of ``CAPACITY_STEP``, the batch size as it is), so that a run compiles a handful of graphs and
+then only replays them (one sequence: ``target_cache.CompiledTargetCache``; a batch:
+``compiled_rows.CompiledTargetRows``).
 
 On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
 its C++ GEMM templates (``max-autotune-no-cudagraphs``); on CUDA with ``reduce-overhead``, which
@@ -34,13 +36,10 @@ MAX_BUCKET = 512  # kv_slots.TREE_SLOTS: the slack every speculative cache has
 log = logging.getLogger("simspec")
 
 
-def check_runtime(name: str, batch_size: int = 1) -> str:
-    """``name`` if it is a runtime this engine has at ``batch_size``; else one error line."""
+def check_runtime(name: str) -> str:
+    """``name`` if it is a runtime of this engine; else one error line."""
     if name not in RUNTIMES:
         raise SimspecError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {name!r}")
-    if name == "compiled" and batch_size > 1:
-        raise SimspecError("--runtime compiled decodes one sequence at a time: use --batch-size 1, or --runtime eager "
-                           "for batches")
     return name
 
 
@@ -79,21 +78,22 @@ class CompiledForward:
         self.fn = torch.compile(base.forward, dynamic=False,
                                 mode="reduce-overhead" if cuda else "max-autotune-no-cudagraphs")
         self.config = base.config
-        self.caches: dict[int, object] = {}
-        self.shapes: set[tuple] = set()  # (tokens, capacity, hidden states kept): one graph each
+        self.caches: dict[tuple[int, int], object] = {}  # (batch, capacity) -> its cache
+        # (tokens, capacity, hidden states kept[, batch]): one graph each
+        self.shapes: set[tuple] = set()
         self.compile_s = 0.0
 
-    def cache(self, capacity: int):
-        """The one KV cache of ``capacity`` slots every sequence of this model decodes in, one
-        after the other. A graph reads and writes the buffers it was compiled with (pinned for it,
-        as CUDA graphs need), so a fresh cache per sequence would go unread: each sequence starts
-        by resetting this one (its prefill writes from slot 0; what lies past its length is
-        masked)."""
+    def cache(self, capacity: int, batch: int = 1):
+        """The one KV cache of ``batch`` rows of ``capacity`` slots every sequence (or batch) of
+        this model decodes in, one after the other. A graph reads and writes the buffers it was
+        compiled with (pinned for it, as CUDA graphs need), so a fresh cache per sequence would go
+        unread: each sequence starts by resetting this one (its prefill writes from slot 0; what
+        lies past its length is masked)."""
         from transformers import StaticCache
 
-        if capacity not in self.caches:
-            self.caches[capacity] = StaticCache(config=self.config, max_cache_len=capacity)
-        cache = self.caches[capacity]
+        if (batch, capacity) not in self.caches:
+            self.caches[batch, capacity] = StaticCache(config=self.config, max_cache_len=capacity)
+        cache = self.caches[batch, capacity]
         for layer in cache.layers:
             if layer.is_initialized:
                 layer.cumulative_length.fill_(0)

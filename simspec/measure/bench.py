@@ -100,7 +100,7 @@ class BenchRequest:
         from simspec.sim.evaluate import check_split
 
         resolve_dtype(self.dtype)
-        check_runtime(self.runtime, self.batch_size)
+        check_runtime(self.runtime)
         if self.sampling().temperature > 0 and self.batch_size > 1:
             raise SimspecError("--batch-size above 1 decodes greedily: use --temperature 0, or --batch-size 1 to "
                                "sample")
@@ -147,6 +147,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     from simspec.data import render_chat
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
+    from simspec.engine.runtime import compiled_seconds
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.fingerprint import drafter_fingerprint
     from simspec.machine import device_model, machine
@@ -158,16 +159,19 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
+    if request.batch_size > 1:
+        from simspec.engine.batch import BatchEngine
+
+        engine = BatchEngine(loaded, drafter, request.batch_size, request.runtime)
     if request.runtime == "compiled":
         with status("compiling the target's forwards for every shape the runs meet (once per process)"):
             engine.warm_up([len(ids) for _, ids in prompt_ids], request.max_new_tokens, [c.size for c in configs])
     tick = bar("bench-engine", request.repeats * len(prompt_ids) * (len(configs) + 1))
     if request.batch_size > 1:
-        from simspec.engine.batch import BatchEngine
         from simspec.measure.bench_batch import bench_batch
 
-        rows, plain_tokens_per_s = bench_batch(BatchEngine(loaded, drafter, request.batch_size), prompt_ids, configs,
-                                               request.max_new_tokens, request.repeats, tick)
+        rows, plain_tokens_per_s = bench_batch(engine, prompt_ids, configs, request.max_new_tokens, request.repeats,
+                                               tick)
     else:
         policies = []
         for config in configs:
@@ -188,7 +192,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         "dtype": request.dtype, "prompts": request.prompts, "split": request.split,
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
-        "batch_size": request.batch_size, "runtime": request.runtime, "compile_s": round(engine.compile_s, 1),
+        "batch_size": request.batch_size, "runtime": request.runtime, "compile_s": round(compiled_seconds(loaded), 1),
         "plain_tokens_per_s": plain_tokens_per_s,
         "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
         **request.sampling().describe(),

@@ -96,7 +96,10 @@ class CalibrateRequest:
 
         resolve_dtype(self.dtype)
         self.sampling()
-        check_runtime(self.runtime, max(self.batch_sizes, default=1))
+        check_runtime(self.runtime)
+        if self.runtime == "compiled" and max(self.batch_sizes, default=1) > 1:
+            raise SimspecError("calibrate --runtime compiled measures batch 1 only: use --batch-sizes 1, or --runtime "
+                               "eager for the batch curves")
         if self.temperature > 0 and not 2 <= self.nodes <= 4096:
             raise SimspecError(f"--nodes must be in 2..4096 (the largest V sampled traces support), got {self.nodes}")
         if not self.batch_sizes or any(not 1 <= b <= 256 for b in self.batch_sizes) or 1 not in self.batch_sizes:

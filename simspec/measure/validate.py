@@ -121,7 +121,10 @@ class ValidateRequest:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
         from simspec.engine.runtime import check_runtime
 
-        check_runtime(self.runtime, self.batch_size)
+        check_runtime(self.runtime)
+        if self.runtime == "compiled" and self.batch_size > 1:
+            raise SimspecError("validate --real --runtime compiled decodes at batch 1 (calibrate measures compiled "
+                               "curves at batch 1 only): use --batch-size 1, or --runtime eager for batches")
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "validate --real")
         profile.require_temperature(self.temperature)

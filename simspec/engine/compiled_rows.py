@@ -1,0 +1,100 @@
+"""The batched target under the compiled runtime (``engine.runtime``): ``TargetRows`` over the
+model's one Hugging Face ``StaticCache`` of ``B`` rows and a bucketed capacity, read whole
+through a mask, so that every forward after a prefill has one of a few static shapes (B, the
+tokens padded to a power of two, the capacity).
+
+A static cache writes every row's new tokens at the same slots, so a forward writes them all
+after the longest row (``start``): row ``b`` then sees its committed slots and its own block
+there, and acceptance moves its kept tokens from the block down to its length. The slots in
+between hold whatever an earlier forward left, masked until a later one overwrites them. A new
+sequence's prefill runs eagerly in a scratch cache of its own and is copied into its row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from simspec.engine.batch_models import TargetRows, padded
+from simspec.engine.kv_rows import rows_mask
+from simspec.engine.kv_slots import SlotCache, move_rows
+from simspec.engine.modeling import base_and_head
+from simspec.engine.models import LoadedModel
+from simspec.errors import SimspecError
+
+
+class CompiledTargetRows(TargetRows):
+    """``TargetRows`` whose forwards after the prefill run compiled (module docstring)."""
+
+    def __init__(self, target: LoadedModel, batch: int, capacity: int,
+                 feature_layers: tuple[int, ...] | None = None) -> None:
+        from simspec.engine.runtime import capacity_bucket, compiled_forward
+
+        self.base, self.head = base_and_head(target.model)
+        self.model = target.model
+        self.batch, self.device, self.feature_layers = batch, target.device, feature_layers
+        self.lengths = np.zeros(batch, dtype=np.int64)
+        self.capacity = capacity_bucket(capacity)
+        self.compiled = compiled_forward(self.base)
+        self.cache = self.compiled.cache(self.capacity, batch)  # the model's: one batch at a time
+        self.start = 0  # the slot where the last forward wrote every row's first token
+
+    def _outputs(self, out) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.feature_layers is None:
+            return out.last_hidden_state, out.last_hidden_state
+        return out.last_hidden_state, torch.cat([out.hidden_states[i] for i in self.feature_layers], dim=-1)
+
+    def prefill(self, b: int, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(prompt)
+        if n > self.capacity:
+            raise SimspecError(f"a prompt of {n} tokens does not fit the batch's cache of {self.capacity} slots")
+        scratch = SlotCache(self.model, n)
+        out = self.base(input_ids=prompt[None], position_ids=torch.arange(n, device=self.device)[None],
+                        past_key_values=scratch, use_cache=True, output_hidden_states=self.feature_layers is not None)
+        for src, dst in zip(scratch.layers, self.cache.layers):
+            if not dst.is_initialized:  # allocated at the batch's shape, from the first row's dtype and heads
+                dst.lazy_initialization(src.keys[..., :1, :].expand(self.batch, -1, -1, -1),
+                                        src.values[..., :1, :].expand(self.batch, -1, -1, -1))
+            dst.keys[b, :, :n] = src.keys[0]
+            dst.values[b, :, :n] = src.values[0]
+        self.lengths[b] = n
+        hidden, features = self._outputs(out)
+        return hidden[0], features[0]
+
+    def forward(self, trees: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        from simspec.engine.runtime import bucket
+
+        size = bucket(max(len(t[0]) for t in trees.values()))
+        start = int(self.lengths.max())
+        if start + size > self.capacity:
+            raise SimspecError(f"a batch forward of {size} tokens after {start} does not fit the cache's "
+                               f"{self.capacity} slots: this is a bug in simspec (the engine sizes the cache)")
+        tokens = padded({b: t[0] for b, t in trees.items()}, self.batch, size)
+        positions = self.lengths[:, None] + padded({b: t[1] for b, t in trees.items()}, self.batch, size)
+        starts = np.full(self.batch, start)
+        mask = rows_mask(self.capacity, self.lengths, [trees[b][2] if b in trees else None for b in range(self.batch)],
+                         starts, size, self.base.dtype, self.device, blocks=starts)
+        for layer in self.cache.layers:  # where this forward writes (StaticLayer counts in a tensor)
+            layer.cumulative_length.fill_(start)
+        hidden_states = self.feature_layers is not None
+        out = self.compiled((size, self.capacity, hidden_states, self.batch),
+                            input_ids=torch.as_tensor(tokens, device=self.device),
+                            position_ids=torch.as_tensor(positions, device=self.device),
+                            cache_position=torch.arange(start, start + size, device=self.device),
+                            attention_mask=mask, past_key_values=self.cache, use_cache=True,
+                            output_hidden_states=hidden_states)
+        self.start = start
+        hidden, features = self._outputs(out)
+        if self.compiled.cuda:  # a CUDA graph's outputs live in memory its next replay overwrites
+            hidden, features = hidden.clone(), features.clone()
+        return hidden, features
+
+    def keep(self, b: int, rows: np.ndarray) -> None:
+        length = int(self.lengths[b])
+        if self.start != length or rows[-1] != len(rows) - 1:  # not already in place
+            offsets = torch.as_tensor(rows, device=self.device)
+            for layer in self.cache.layers:
+                move_rows(layer.keys[b], length, offsets, self.start)
+                move_rows(layer.values[b], length, offsets, self.start)
+        self.lengths[b] += len(rows)
