@@ -3,9 +3,10 @@
 # lent since it was written). On the demo target with the shipped EAGLE-3 head and the shipped
 # HumanEval traces, fp32:
 #   1. calibrate under --runtime compiled (CUDA graphs; the quick grid), and under eager with
-#      curves at batch 1 and 8 (the compiled runtime decodes one sequence at a time);
+#      curves at batch 1 and 8 (calibrate measures the compiled runtime at batch 1 only);
 #   2. validate --real on N held-out HumanEval prompts: compiled at batch 1, eager at batch 1 and 8;
-#   3. leave every profile, report.json and --json line under OUT for docs/results.md.
+#   3. bench-engine at batch 8, compiled and eager (plain decoding and two static trees);
+#   4. leave every profile, report.json and --json line under OUT for docs/results.md.
 # Needs this checkout installed (bash .ci/install; a machine without network gets .venv carried).
 #
 #   bash scripts/gpu/run-demo.sh [OUT]        # default real/gpu/run-demo; N=4 TOKENS=48
@@ -37,4 +38,10 @@ echo "validate eager, batch 1: ${SECONDS}s"
 simspec validate --real --profile "$OUT/profile-eager" --batch-size 8 --baselines eagle3,grid \
     --n-prompts 8 --max-new-tokens "$TOKENS" --out "$OUT/validate-eager-b8" --force --json \
     > "$OUT/validate-eager-b8.json"
-echo "validate eager, batch 8: ${SECONDS}s; everything is in $OUT"
+echo "validate eager, batch 8: ${SECONDS}s"
+for runtime in compiled eager; do
+    simspec bench-engine --batch-size 8 --runtime $runtime --n-prompts 8 --max-new-tokens "$TOKENS" \
+        --depths 4,6 --widths 10 --sizes 6,12 --repeats 2 --json | tail -n 1 > "$OUT/bench-b8-$runtime.json"
+    echo "bench-engine batch 8 $runtime: ${SECONDS}s"
+done
+echo "everything is in $OUT"
