@@ -137,7 +137,8 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
                   warmup: int = 2) -> list[Latency]:
     """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens;
     every (W, L) timed in rounds, as ``time_interleaved`` does: the drafter holds one context at a
-    time, so each round sets every context up again (untimed) and times each W once there. Timed
+    time, so each round sets every context up again (untimed) and times each W once there, in an
+    order rotated round by round. Timed
     block by block, a shared machine's drift between contexts reads as a slope in L that the
     cost model then interpolates across (docs/calibration.md)."""
     setups = []
@@ -161,7 +162,10 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
             drafter.reset(ids[:-1], None if hidden is None else hidden[:-1])
             drafter.commit(ids[-1:], None if hidden is None else hidden[-1:])
             drafter.draft_root()
-            for width in widths:
+            # rotated round by round: the first step after the set-up runs cold, and the median
+            # then drops that one sample of each width instead of biasing the first width
+            for width in np.roll(np.asarray(widths), -round_):
+                width = int(width)
                 start = clock(device)
                 step(width)
                 if round_ >= warmup:
