@@ -43,18 +43,25 @@ class TargetRows:
     def __init__(self, target: LoadedModel, batch: int, capacity: int,
                  feature_layers: tuple[int, ...] | None = None) -> None:
         self.base, self.head = base_and_head(target.model)
-        self.cache = RowSlotCache(target.model, batch, capacity)
         self.batch, self.device, self.feature_layers = batch, target.device, feature_layers
+        self.cache = self._new_cache(target, capacity)
         self.lengths = np.zeros(batch, dtype=np.int64)  # committed tokens per row
 
-    def _run(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.base(input_ids=tokens, position_ids=positions, attention_mask=mask, past_key_values=self.cache,
-                        use_cache=True, output_hidden_states=self.feature_layers is not None)
+    def _new_cache(self, target: LoadedModel, capacity: int):
+        return RowSlotCache(target.model, self.batch, capacity)
+
+    def _outputs(self, out) -> tuple[torch.Tensor, torch.Tensor]:
+        """A forward's last hidden states and the features a drafter reads (``feature_layers``)."""
         if self.feature_layers is None:
             return out.last_hidden_state, out.last_hidden_state
         # hidden_states[i] is the input of decoder layer i
         return out.last_hidden_state, torch.cat([out.hidden_states[i] for i in self.feature_layers], dim=-1)
+
+    def _run(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._outputs(self.base(input_ids=tokens, position_ids=positions, attention_mask=mask,
+                                       past_key_values=self.cache, use_cache=True,
+                                       output_hidden_states=self.feature_layers is not None))
 
     def prefill(self, b: int, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Row ``b`` starts ``prompt``: its last hidden states and features, ``[P, ·]``."""

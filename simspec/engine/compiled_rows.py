@@ -18,7 +18,6 @@ import torch
 from simspec.engine.batch_models import TargetRows, padded
 from simspec.engine.kv_rows import rows_mask
 from simspec.engine.kv_slots import SlotCache, move_rows
-from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
 
@@ -26,23 +25,14 @@ from simspec.errors import SimspecError
 class CompiledTargetRows(TargetRows):
     """``TargetRows`` whose forwards after the prefill run compiled (module docstring)."""
 
-    def __init__(self, target: LoadedModel, batch: int, capacity: int,
-                 feature_layers: tuple[int, ...] | None = None) -> None:
+    def _new_cache(self, target: LoadedModel, capacity: int):
         from simspec.engine.runtime import capacity_bucket, compiled_forward
 
-        self.base, self.head = base_and_head(target.model)
         self.model = target.model
-        self.batch, self.device, self.feature_layers = batch, target.device, feature_layers
-        self.lengths = np.zeros(batch, dtype=np.int64)
         self.capacity = capacity_bucket(capacity)
         self.compiled = compiled_forward(self.base)
-        self.cache = self.compiled.cache(self.capacity, batch)  # the model's: one batch at a time
         self.start = 0  # the slot where the last forward wrote every row's first token
-
-    def _outputs(self, out) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.feature_layers is None:
-            return out.last_hidden_state, out.last_hidden_state
-        return out.last_hidden_state, torch.cat([out.hidden_states[i] for i in self.feature_layers], dim=-1)
+        return self.compiled.cache(self.capacity, self.batch)  # the model's: one batch at a time
 
     def prefill(self, b: int, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(prompt)

@@ -138,9 +138,9 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
     """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens;
     every (W, L) timed in rounds, as ``time_interleaved`` does: the drafter holds one context at a
     time, so each round sets every context up again (untimed) and times each W once there, in an
-    order rotated round by round. Timed
-    block by block, a shared machine's drift between contexts reads as a slope in L that the
-    cost model then interpolates across (docs/calibration.md)."""
+    order rotated round by round. Timed block by block, a shared machine's drift between
+    contexts reads as a slope in L that the cost model then interpolates across
+    (docs/calibration.md)."""
     setups = []
     for context in contexts:
         ids = _context_ids(context, vocab, device)

@@ -105,8 +105,9 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
         deepest, longest = int(depth.max()), int(context.max())
         longest_tree = int(size.max())
-        seconds = float(at_batch.verify(longest_tree, longest) + at_batch.bookkeeping(longest_tree, deepest))
-        seconds += decision_seconds
+        book = at_batch.table("bookkeeping", longest_tree, deepest)
+        seconds = float(at_batch.table("verify", longest_tree, longest)[longest_tree, longest]
+                        + (0.0 if book is None else book[longest_tree, deepest])) + decision_seconds
         # Level k's draft step (the root's feeds the committed tokens) runs for the rows drafting
         # that deep: a row that stopped early leaves a cheaper step to the others.
         for level in range(2, deepest + 1):

@@ -150,7 +150,8 @@ class CostModel:
         ``bucketed``: kinds priced at their shape bucket (see ``fit_curve``)."""
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
-        self._tables: dict[str, np.ndarray] = {}
+        self._tables: dict[str | tuple[str, int], np.ndarray] = {}
+        self._batches: dict[int, CostModel] = {}  # at_batch's models, fitted once
         self._points = list(points)
         self._interpolate = frozenset(interpolate)
         self._bucketed = frozenset(bucketed)
@@ -182,11 +183,13 @@ class CostModel:
             raise SimspecError(f"the profile has no curves at batch size {batch} (it has "
                                f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
                                f"--batch-sizes 1,{batch}`, or choose a measured batch size")
-        points = [Point(p.kind, p.n, p.context, p.median, 1, p.rows) for p in self._points if p.batch == batch
-                  and p.kind in BATCHED_KINDS]
-        points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
-                   for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
-        return CostModel(points, self._interpolate, self._bucketed)
+        if batch not in self._batches:
+            points = [Point(p.kind, p.n, p.context, p.median, 1, p.rows) for p in self._points if p.batch == batch
+                      and p.kind in BATCHED_KINDS]
+            points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
+                       for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
+            self._batches[batch] = CostModel(points, self._interpolate, self._bucketed)
+        return self._batches[batch]
 
     def verify(self, size, context) -> np.ndarray:
         return self.curves["verify"](size, context)
@@ -194,11 +197,15 @@ class CostModel:
     def draft(self, nodes, context) -> np.ndarray:
         return self.curves["draft"](nodes, context)
 
-    def draft_rows(self, rows: int, nodes, context) -> np.ndarray:
+    def draft_rows(self, rows: int, nodes: int, context: int) -> float:
         """A draft step in which ``rows`` of the batch's sequences draft (the rest stopped this
         cycle), where the profile measured that count (``calibrate --batch-sizes``); else, and
-        for all of them, the whole batch's step."""
-        return self._draft_rows.get(int(rows), self.curves["draft"])(nodes, context)
+        for all of them, the whole batch's step. Integer operating points, looked up in a table
+        of the curve (replay asks once per level of every cycle)."""
+        curve = self._draft_rows.get(rows)
+        table = self.table("draft", nodes, context) if curve is None else \
+            self._tabulate(("draft", rows), curve, nodes, context)
+        return float(table[nodes, context])
 
     def greedy(self, context) -> np.ndarray:
         curve = self.curves.get("greedy") or self.curves["verify"]
@@ -219,14 +226,15 @@ class CostModel:
     def table(self, kind: str, n_max: int, c_max: int) -> np.ndarray | None:
         """The curve tabulated at every integer (n, context) up to the given extents, so that
         replay looks costs up instead of interpolating millions of times. Grown on demand."""
-        if kind not in self.curves:
-            return None
-        table = self._tables.get(kind)
+        return None if kind not in self.curves else self._tabulate(kind, self.curves[kind], n_max, c_max)
+
+    def _tabulate(self, key: str | tuple[str, int], curve: Curve, n_max: int, c_max: int) -> np.ndarray:
+        table = self._tables.get(key)
         if table is None or table.shape[0] <= n_max or table.shape[1] <= c_max:
             rows = 1 << int(max(n_max, 1)).bit_length()
             cols = 1 << int(max(c_max, 1)).bit_length()
-            table = self.curves[kind](np.arange(rows)[:, None], np.arange(cols)[None, :])
-            self._tables[kind] = table
+            table = curve(np.arange(rows)[:, None], np.arange(cols)[None, :])
+            self._tables[key] = table
         return table
 
     def cycle(self, depth, width, size, context, committed) -> np.ndarray:
