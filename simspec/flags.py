@@ -38,7 +38,8 @@ def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", 
 
 # --- flags several requests share: each declared here, once ---------------------------------
 TARGET = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
-PROMPTS = ("Prompt set: humaneval, sharegpt, a JSONL file with a 'prompt' string or 'turns' list per line, or a mix "
+PROMPTS = ("Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL file with a "
+           "'prompt' string or 'turns' list per line, or a mix "
            "taken in turn, e.g. humaneval+sharegpt.")
 PROFILE = "A profile folder with traces (calibration/NAME)."
 

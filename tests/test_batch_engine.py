@@ -68,6 +68,40 @@ def test_the_queue_refills_rows_and_idles_them_once_it_is_empty(tiny, drafters, 
     assert run.tokens_per_s > 0 and all(g.prefill_s > 0 for g in run.generations)
 
 
+@pytest.mark.parametrize("kind", ["eagle3", "lm5"])
+def test_an_idle_row_does_not_widen_the_batch_s_attention(tiny, drafters, close_lm, kind, monkeypatch):
+    """Once the queue is empty a finished row idles as padding: every forward's attention must
+    read as far as the longest *busy* row (what the batch replay prices), not as far as a
+    finished sequence reached. A long prompt beside short ones finishes first and idles while
+    the short ones, refilled after it, still decode; outputs stay each one's plain decoding."""
+    from simspec.engine.batch_models import EagleRows, LMRows, TargetRows
+
+    drafter, rows_class = (close_lm, LMRows) if kind == "lm5" else (drafters["eagle3"], EagleRows)
+    rng = np.random.default_rng(1)
+    prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=n)] for n in (40, 4, 4)]
+    widest = []  # per forward: (keys any row holds, keys the busy rows hold)
+    target_forward, draft_root = TargetRows.forward, rows_class.draft_root
+
+    def forward(self, trees):
+        widest.append((int(self.lengths.max()), int(self.lengths[list(trees)].max())))
+        return target_forward(self, trees)
+
+    def root(self, rows):
+        widest.append((int(self.committed.max()), int(self.committed[rows].max())))
+        return draft_root(self, rows)
+
+    monkeypatch.setattr(TargetRows, "forward", forward)
+    monkeypatch.setattr(rows_class, "draft_root", root)
+    engine = BatchEngine(tiny, drafter, 2)
+    single = SpeculativeEngine(tiny, drafter)
+    plain = engine.plain(prompts, 12)
+    run = engine.generate(prompts, StaticPolicy(3, 2, 4), 12)
+    assert run.idle_row_cycles > 0 and plain.idle_row_cycles > 0
+    assert all(held == busy for held, busy in widest), [w for w in widest if w[0] != w[1]][:3]
+    reference = [single.greedy(p, 12).tokens for p in prompts]
+    assert [g.tokens for g in plain.generations] == reference == [g.tokens for g in run.generations]
+
+
 def test_rows_write_at_their_own_lengths_and_keep_their_own_paths():
     slots = RowSlots(batch=2, capacity=8)
     k = torch.arange(2 * 3, dtype=torch.float32).reshape(2, 1, 3, 1)

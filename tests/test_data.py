@@ -162,6 +162,19 @@ def test_parse_sharegpt_complete_file(tmp_path: Path, chunk: int) -> None:
     assert pairs == [["a_0", "héllo ✓ " * 7], ["c_0", "second turn"]]
 
 
+def test_later_turns_are_each_conversation_s_second_human_message(tmp_path: Path) -> None:
+    """``sharegpt-later``: the second human turn, skipping the assistant's between; a conversation
+    with one human turn (or a blank second one) gives none."""
+    records = [*RECORDS,
+               {"id": "f_0", "conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"},
+                                               {"from": "human", "value": "q2"}, {"from": "human", "value": "q3"}]},
+               {"id": "g_0", "conversations": [{"from": "human", "value": "q1"}, {"from": "human", "value": " "}]}]
+    path = tmp_path / "full.json"
+    path.write_text(_sharegpt_like(records), encoding="utf-8")
+    pairs, records_read, _ = data._parse_sharegpt(str(path), extract=data._second_human_turn)
+    assert records_read == 7 and pairs == [["f_0", "q2"]]
+
+
 @pytest.mark.parametrize("chunk", [5, 64, 1 << 20])
 def test_parse_sharegpt_truncated_tail(tmp_path: Path, chunk: int) -> None:
     text = _sharegpt_like(RECORDS)

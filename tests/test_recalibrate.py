@@ -7,8 +7,9 @@ import pytest
 from helpers import ROOT, last_json, simspec
 
 from simspec.engine.speculative import CycleRecord, Generation
-from simspec.measure.insitu import LADDER, CoTimedRefit, log_interp, refit_samples
+from simspec.measure.insitu import LADDER, CoTimedRefit
 from simspec.measure.interleave import DriftMeter
+from simspec.measure.refit import log_interp, refit_samples
 from simspec.sim.profile import cost_model, load_profile
 
 
@@ -105,7 +106,7 @@ def test_refit_follows_the_plain_step_along_the_context():
 def test_plain_step_scales_fit_a_curve_of_another_shape_and_hold_unreached_contexts_at_the_overall_ratio():
     """Live steps 20 % above the profile below 160 tokens and 5 % above beyond, with noise: the
     scales recover each side, and grid contexts no step reached stay at the overall ratio."""
-    from simspec.measure.insitu import context_ratios
+    from simspec.measure.refit import context_ratios
 
     cost = cost_model(load_profile(ROOT / "calibration" / "cpu-demo").samples)
     grid = np.array([32, 64, 128, 192, 256, 384, 512, 768])
@@ -226,3 +227,46 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     analytic = simspec("recalibrate", "--profile", "calibration/h100-demo-analytic", "--out", str(tmp_path / "x"))
     assert analytic.returncode == 2 and "ANALYTIC" in analytic.stderr and len(analytic.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_a_refit_at_batch_4_scales_that_batch_s_curves_and_keeps_the_others():
+    """Live batched cycles slower than the profile's curves at batch 4 by known ratios (verify per
+    largest tree, bookkeeping, drafting and the plain step by one each): the refit at batch 4
+    prices batch 4 at exactly those ratios times its model, its bookkeeping included (held at
+    batch 4 now, not batch 1's times 4), and leaves batch 1's and batch 2's curves as they were."""
+    from simspec.engine.batch import BatchCycle, BatchRun
+    from simspec.sim.batch import cycle_costs
+
+    samples = load_profile(ROOT / "calibration" / "cpu-demo-batch").samples
+    cost = cost_model(samples)
+    four = cost.at_batch(4)
+    verify_slower = {4: 1.3, 16: 1.2, 64: 1.1}
+    greedy_slower, draft_slower, bookkeeping_slower = 1.15, 0.9, 2.0
+    rows = np.ones(4, dtype=np.int64)
+    plain = [BatchCycle(rows, rows, c, 1, 0.0, float(four.greedy(c)) * greedy_slower, 0.0, 0.0) for c in range(80, 300)]
+    cycles = []
+    for size, slower in verify_slower.items():
+        depth, sizes = np.full(4, 4), np.full(4, size)
+        draft, verify, book = cycle_costs(four, 10, depth, sizes, 200, 2)
+        cycles.append(BatchCycle(depth, sizes, 200, 2, draft * draft_slower, verify * slower, 0.0,
+                                 book * bookkeeping_slower))
+    meter = DriftMeter(four, 10)
+    meter.batch(BatchRun([], 4, 1.0, len(plain), batch_cycles=plain), plain=True)
+    meter.batch(BatchRun([], 4, 1.0, len(cycles), batch_cycles=cycles), plain=False)
+    records, scales = refit_samples(samples, meter, 4)
+    refit = cost_model(records)
+    after = refit.at_batch(4)
+    contexts = np.array([64, 200, 320])
+    for size, expected in [(2, 1.3), (4, 1.3), (8, 1.25), (16, 1.2), (32, 1.15), (64, 1.1)]:  # linear in log V
+        assert np.allclose(after.verify(size, contexts), expected * four.verify(size, contexts), rtol=1e-9), size
+    assert np.allclose(after.greedy(contexts), greedy_slower * four.greedy(contexts), rtol=1e-3)
+    assert np.allclose(after.draft(np.array([1, 10]), 200), draft_slower * four.draft(np.array([1, 10]), 200))
+    assert np.allclose(after.bookkeeping(np.array([4, 16, 64]), 4),
+                       bookkeeping_slower * four.bookkeeping(np.array([4, 16, 64]), 4))
+    assert scales["verify"] == verify_slower
+    sizes = np.array([1, 6, 40])
+    for batch in (1, 2):  # other batch sizes' curves, bookkeeping included, as calibrated
+        was, now = cost.at_batch(batch), refit.at_batch(batch)
+        assert np.allclose(now.verify(sizes, contexts[:, None]), was.verify(sizes, contexts[:, None]))
+        assert np.allclose(now.bookkeeping(sizes, 4), was.bookkeeping(sizes, 4))
+        assert np.allclose(now.greedy(contexts), was.greedy(contexts))

@@ -97,3 +97,24 @@ def test_a_draft_level_costs_the_step_at_the_rows_still_drafting(recorded):
         assert cheaper.cycles == full.cycles and cheaper.plain_seconds == full.plain_seconds
         saved[name] = 1 - cheaper.seconds / full.seconds
     assert 0 < saved["static"] < saved["ddd"]  # the static tree's rows stop together, but for the tail
+
+
+@pytest.mark.parametrize("name", ["static", "ddd"])
+def test_the_drift_meter_prices_the_engines_batch_cycles_as_replay_does(tiny, recorded, name):
+    """The in-situ refit at batch B holds each live batched cycle against the curves at B: the
+    shapes the engine logs (every row's depth and size, the longest context, the nodes the first
+    level feeds) priced by the meter must add up to the replay's time for the same queue, or
+    the refit's ratios would compare the engine with another cycle than the one replay prices."""
+    from simspec.engine.batch import BatchEngine
+    from simspec.measure.interleave import DriftMeter
+
+    drafter, prompts, traces = recorded
+    cost = _cost()
+    engine = BatchEngine(tiny, drafter, 3)
+    meter, plain_meter = DriftMeter(cost.at_batch(3), 2), DriftMeter(cost.at_batch(3), 2)
+    meter.batch(engine.generate(prompts, POLICIES[name](), TOKENS), plain=False)
+    plain_meter.batch(engine.plain(prompts, TOKENS), plain=True)
+    sim = replay_batch(traces, cost, POLICIES[name](), 3, TOKENS)
+    assert sum(meter.predicted.values()) == pytest.approx(sim.seconds, rel=1e-9)
+    assert sum(plain_meter.predicted.values()) == pytest.approx(sim.plain_seconds, rel=1e-9)
+    assert meter.predicted["draft"] > 0 and meter.predicted["bookkeeping"] == 0  # _cost() has no bookkeeping

@@ -170,8 +170,6 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
         (("--profile", "calibration/cpu-demo", "--prompts", str(empty)), "empty"),
         (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
         (("--profile", "calibration/cpu-demo", "--batch-size", "4"), "no curves at batch size 4"),
-        (("--profile", "calibration/cpu-demo-batch", "--batch-size", "4", "--recalibrate"),
-         "--recalibrate refits batch 1's curves"),
         (("--profile", "calibration/cpu-demo-T1", "--batch-size", "4"), "decodes greedily"),
     ]
     for args, message in cases:
@@ -230,7 +228,7 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     out = tmp_path / "run"
     result = cli("validate", "--real", "--profile", "calibration/cpu-demo-batch", "--batch-size", "2",
                  "--n-prompts", "3", "--max-new-tokens", "12", "--baselines", "eagle3,static:4,6",
-                 "--allow-other-device", "--out", str(out), "--json")
+                 "--recalibrate", "--recalibrate-prompts", "2", "--allow-other-device", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["schema"] == "simspec-validation-batch" and report["batch_size"] == 2 and report["inputs_hash"]
@@ -241,6 +239,13 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
         assert row["speedup_real"] > 0 and row["speedup_sim"] > 0
     assert last_json(result)["mean_abs_rel_error"] == report["mean_abs_rel_error"]
     assert (out / "report.md").read_text().startswith("# validate --real at batch 2")
+    # --recalibrate: the profile that predicted was refitted at batch 2 on train prompts, and saved
+    assert report["profile"]["refit"] == "this run" and report["profile"]["refit_live_over_profile"]["verify"] > 0
+    refitted = load_profile(out / "profile")
+    assert refitted.meta.in_situ["batch_size"] == 2 and refitted.meta.in_situ["split"] == "train"
+    assert refitted.meta.in_situ["plain_runs"] == len(refitted.meta.in_situ["trees"]) // 4 + 1  # spread over it
+    assert refitted.meta.inputs_hash == report["profile"]["hash"]
+    assert any(r["kind"] == "bookkeeping" and r.get("batch") == 2 for r in refitted.samples)
 
 
 def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec.measure.insitu import context_ratios, log_interp, plain_step_grid
+from simspec.measure.refit import context_ratios, log_interp, plain_step_grid
 from simspec.measure.residuals import CYCLE_OPS
 from simspec.sim.profile import load_profile
 

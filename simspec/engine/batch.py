@@ -10,7 +10,8 @@ caches' moves are per row.
 
 A finished sequence leaves its row, and the next prompt of the queue is prefilled into it
 (alone, at batch 1) before the next cycle: continuous batching, as serving engines do. Once the
-queue is empty a free row idles as padding, so every cycle costs a batch-``B`` forward.
+queue is empty a free row idles as padding, so every cycle costs a batch-``B`` forward; it holds
+no context (``TargetRows.release``), so attention reads as far as the longest busy row.
 ``simspec.sim.batch`` replays the same rules.
 
 Every sequence's output equals its own plain greedy decoding (the padded forwards only reorder
@@ -39,6 +40,20 @@ from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, frontier_scores, overrides, sorted_levels, tree_capacities
 
 
+@dataclass(frozen=True)
+class BatchCycle:
+    """One batched cycle's shape and times, as the simulator prices it (``simspec.sim.batch``)."""
+
+    depth: np.ndarray  # [busy rows] tree levels drafted (1 per row for a plain step)
+    size: np.ndarray  # [busy rows] tokens verified (1 per row for a plain step)
+    context: int  # the longest busy row's committed tokens: what the forwards' attention reads
+    fed: int  # nodes the first draft level feeds: the most tokens a row committed last cycle
+    draft_s: float
+    verify_s: float  # a plain step's forward, for plain decoding
+    policy_s: float
+    bookkeeping_s: float  # the rest of the cycle
+
+
 @dataclass
 class BatchRun:
     """Every prompt's generation (input order) and the batch's totals."""
@@ -53,6 +68,7 @@ class BatchRun:
     verify_s: float = 0.0
     draft_forwards: int = 0  # the drafter's batched forwards (one per level of the cycle's deepest row)
     policy_s: float = 0.0  # in the policy's batch methods
+    batch_cycles: list[BatchCycle] = field(default_factory=list)  # every cycle, in order
 
     def time_shares(self) -> dict[str, float]:
         """Share of the run's time drafting, verifying, prefilling, and in the rest (policies,
@@ -152,6 +168,7 @@ class BatchEngine:
         cycles = idle = 0
         seconds = {"prefill": 0.0, "draft": 0.0, "verify": 0.0}
         self._forwards = 0
+        self._log: list[BatchCycle] = []
 
         def admit(b: int) -> None:
             index, prompt = queue.popleft()
@@ -193,9 +210,13 @@ class BatchEngine:
                     rows[b] = None
                     if queue:
                         admit(b)
+                    else:  # padding from now on, priced (and run) at the busy rows' context
+                        target.release(b)
+                        if speculative:
+                            drafter.release(b)
         return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
                         seconds["prefill"], seconds["draft"], seconds["verify"], self._forwards,
-                        self._policy_s if speculative else 0.0)
+                        self._policy_s if speculative else 0.0, self._log)
 
     # -- plain decoding: one token per row per step --------------------------------------------
     @torch.inference_mode()
@@ -204,11 +225,14 @@ class BatchEngine:
         return self._run(prompts, max_new_tokens, None)
 
     def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> float:
+        context = int(target.lengths[busy].max())
         t = clock(self.device)
         one = np.ones((1, 1), dtype=bool)
         hidden, _ = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one) for b in busy})
         nxt = head_logits(target.head, hidden[:, 0]).argmax(-1).cpu().numpy()
         seconds = clock(self.device) - t
+        ones = np.ones(len(busy), dtype=np.int64)
+        self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, 0.0, 0.0))
         for b in busy:
             target.keep(b, np.zeros(1, dtype=np.int64))
             row = rows[b]
@@ -231,6 +255,7 @@ class BatchEngine:
         t_start = clock(device)
         ids = np.array([rows[b].index for b in busy])
         lengths = target.lengths[busy]
+        fed = max(rows[b].cycles[-1].accepted + 1 if rows[b].cycles else 1 for b in busy)
         t = clock(device)
         planned, sizes = policy.plan_batch(ids, lengths.copy())
         policy_s = clock(device) - t
@@ -280,11 +305,14 @@ class BatchEngine:
         policy_s += clock(device) - t
         self._policy_s += policy_s
         total = clock(device) - t_start
+        rest = max(0.0, total - draft_s - verify_s - policy_s)
         for i, b in enumerate(busy):  # the batch's times, on every row's record
             rows[b].cycles.append(CycleRecord(
                 depth=int(depth[i]), width=width, size=len(verifications[b]), accepted=int(accepted_counts[i]),
                 draft_calls=draft_calls[b], draft_s=draft_s, verify_s=verify_s, policy_s=policy_s,
-                bookkeeping_s=max(0.0, total - draft_s - verify_s - policy_s)))
+                bookkeeping_s=rest))
+        self._log.append(BatchCycle(depth, np.array([len(verifications[b]) for b in busy]), int(lengths.max()), fed,
+                                    draft_s, verify_s, policy_s, rest))
         return draft_s, verify_s
 
     def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], busy: list[int], ids: np.ndarray,

@@ -94,6 +94,11 @@ class TargetRows:
             self.cache.keep(b, int(self.lengths[b]), torch.as_tensor(rows, device=self.device))
         self.lengths[b] += len(rows)
 
+    def release(self, b: int) -> None:
+        """Row ``b`` idles from now on (the queue is empty): as padding it holds no context, so
+        that its finished sequence's length no longer widens every forward's attention."""
+        self.lengths[b] = 0
+
 
 class RowDrafter:
     """A drafter's batched form; subclasses run the model (``_forward``) and score (``_logprobs``)."""
@@ -114,6 +119,11 @@ class RowDrafter:
 
     def end_cycle(self) -> None:
         self.fill[:] = self.committed
+
+    def release(self, b: int) -> None:
+        """Row ``b`` idles from now on: no context (``TargetRows.release``)."""
+        self.committed[b] = self.fill[b] = 0
+        self.pending[b] = []
 
 
 class LMRows(RowDrafter):
@@ -247,6 +257,10 @@ class EagleRows(RowDrafter):
         super().end_cycle()
         for b in range(self.batch):
             del self.nodes[b][1:]  # only the root's predicted feature outlives the cycle
+
+    def release(self, b: int) -> None:
+        super().release(b)
+        self.features[b], self.nodes[b] = [], []
 
 
 def batched(drafter: Drafter, batch: int, capacity: int) -> RowDrafter:

@@ -17,8 +17,8 @@ the ratio at each of its curve's grid contexts (``context_ratios``); one ratio f
 the prefill. Per size, because the live curve's shape along V need not be calibrate's: its
 live / profile ratio can step between neighbouring sizes, repeatably from pass to pass
 (``scripts/results/verify-by-size.py``), which one line through sparse sizes would misprice.
-Per context for the greedy step, for the same reason along L (``refit_samples``,
-``context_ratios``).
+Per context for the greedy step, for the same reason along L. The arithmetic is
+``simspec.measure.refit``'s; the refit at a batch size above 1, ``simspec.measure.insitu_batch``'s.
 ``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
 on train prompts of the scored set, right before the runs it predicts.
 """
@@ -30,8 +30,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from simspec import __version__, flags
 from simspec.errors import SimspecError
@@ -76,124 +74,6 @@ class RecalibrateRequest:
             raise SimspecError(f"no train prompts in {prompts}: recalibrate a profile whose traces have a train split")
         check_device(profile, self.allow_other_device, refit=True)  # before any model loads
         return profile, chosen
-
-
-def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float]:
-    """Live / profile ratio at any V: piecewise linear in log V through the ratios measured at
-    the ladder's sizes, held flat beyond them."""
-    x, y = np.log(sizes.astype(float)), np.asarray(ratios, dtype=float)
-    return lambda n: float(np.interp(np.log(max(float(n), 1.0)), x, y))
-
-
-# Plain steps' worth of pull towards the overall ratio on each grid context's scale: pins the
-# contexts no step reached and steadies the barely reached ones, and is nothing against the
-# thousands of steps a refit times.
-CONTEXT_PRIOR_STEPS = 5.0
-MIN_PLAIN_STEPS = 100  # fewer, and the plain step keeps one ratio: too few for a shape along the context
-
-
-def context_ratios(grid, grid_seconds, contexts, measured, predicted, counts, overall: float) -> np.ndarray | None:
-    """The scale of the plain-step curve at each of its grid contexts that makes the scaled curve
-    fit the live steps, from steps summed per context (``DriftMeter.greedy_steps_by_context``).
-
-    The curve is linear in the context between its grid points (``grid``, where it is worth
-    ``grid_seconds``), so the scaled curve at context c is sum_k hat_k(c) * grid_seconds_k * s_k:
-    linear in the scales, fitted by least squares on relative errors, each context weighted by
-    its steps, each scale pulled towards ``overall`` by ``CONTEXT_PRIOR_STEPS`` steps' worth.
-    Per-grid-point ratios (live over profile of the steps near each) would not do: they average
-    a bump with its neighbours and leave half of it. None under ``MIN_PLAIN_STEPS`` steps."""
-    grid, counts = np.asarray(grid, dtype=float), np.asarray(counts, dtype=float)
-    if len(grid) < 2 or counts.sum() < MIN_PLAIN_STEPS:
-        return None
-    model = np.asarray(predicted, dtype=float) / counts  # the profile's step at each context
-    hats = np.array([np.interp(contexts, grid, row) for row in np.eye(len(grid))]).T  # flat beyond the ends
-    x = hats * np.asarray(grid_seconds, dtype=float)[None, :] / model[:, None]
-    y = np.asarray(measured, dtype=float) / counts / model
-    lhs = x.T @ (counts[:, None] * x) + CONTEXT_PRIOR_STEPS * np.eye(len(grid))
-    rhs = x.T @ (counts * y) + CONTEXT_PRIOR_STEPS * overall
-    return np.linalg.solve(lhs, rhs)
-
-
-def plain_step_grid(samples: list[dict]) -> np.ndarray:
-    """The contexts the profile measured its plain step at (batch 1): where the refit scales it."""
-    return np.array(sorted({r["context"] for r in samples if r["kind"] == "greedy" and r.get("batch", 1) == 1}))
-
-
-def refit_samples(samples: list[dict], drift) -> tuple[list[dict], dict]:
-    """The profile's latency samples scaled by the live ratios ``drift`` measured; returns them
-    and each curve's scale: one number, or, for the curves resolved per verified size (verify,
-    bookkeeping) or per context (the plain step), the measured ratio at each size or context.
-
-    Per context for the plain step, because the live curve's shape along L need not be
-    calibrate's (a bump in the profile's curve the live engine lacks): one ratio measured on
-    train prompts would price held-out prompts at other contexts off, which moves every speedup
-    alike (docs/calibration.md#in-situ-recalibration).
-
-    A ratio was measured against the profile's *model*, and where that model is a fit (affine:
-    chosen when the calibration was noisy) it differs from the raw samples. So the records of a
-    per-size or per-context curve become the model's value there times the ratio, marked
-    ``projected`` (the refitted profile interpolates them as they are): the refit then prices
-    each measured point at exactly its ratio times the model the ratio was measured against."""
-    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
-
-    overall = drift.ratios()
-    scales: dict[str, object] = {}
-    scale_at = {}  # curve -> ((n, context) -> scale)
-    for op, curve in OPERATION_CURVE.items():
-        sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 2
-        if len(sizes):
-            scale_at[curve] = lambda n, c, f=log_interp(sizes, ratios): f(n)
-            scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
-        else:
-            ratio = overall.get(op, 1.0)
-            scales[curve] = round(ratio, 4)
-            scale_at[curve] = lambda n, c, r=ratio: r
-    projected_kinds = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
-    grid = plain_step_grid(samples)
-    by_context = context_ratios(grid, drift.cost.greedy(grid), *drift.greedy_steps_by_context(),
-                                overall=overall.get("greedy step", 1.0)) if len(grid) else None
-    if by_context is not None:
-        scale_at["greedy"] = lambda n, c, g=grid.astype(float), r=by_context: float(np.interp(c, g, r))
-        scales["greedy"] = {int(c): round(float(r), 4) for c, r in zip(grid, by_context)}
-        projected_kinds.add("greedy")
-    out = []
-    for record in samples + _between_grid_points(samples, drift):
-        kind, scale = record["kind"], scale_at[record["kind"]](record["n"], record["context"])
-        projected = kind in projected_kinds and record.get("batch", 1) == 1
-        # The model's value over the record's median: 1 where the model interpolates the samples.
-        to_model = (float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected
-                    else 1.0)
-        factor = scale * to_model
-        out.append({**record, "samples": [x * factor for x in record["samples"]], "median": record["median"] * factor,
-                    "q25": record["q25"] * factor, "q75": record["q75"] * factor, "in_situ_scale": scale,
-                    **({"projected": True} if projected else {})})
-    return out, scales
-
-
-def _between_grid_points(samples: list[dict], drift) -> list[dict]:
-    """Records at the sizes the refit measured but the profile's grid lacks (its value there,
-    interpolated), one per measured context, for each curve resolved per size. Scaling only the
-    grid's records would price such a size by its neighbours' ratios, and a profile calibrated
-    without, say, V = 7 would lose exactly the step the refit measured there. ``drift`` priced
-    its runs with the profile's own cost model: its curves give those values."""
-    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
-
-    base = drift.cost
-    added = []
-    for op in PER_SIZE:
-        kind = OPERATION_CURVE[op]
-        mine = [r for r in samples if r["kind"] == kind and r.get("batch", 1) == 1]
-        if not mine or kind not in base.curves:
-            continue
-        sizes, _ = drift.ratios_by_size(op)
-        for context in sorted({r["context"] for r in mine}):
-            have = {r["n"] for r in mine if r["context"] == context}
-            low, high = min(have), max(have)
-            for v in (int(v) for v in sizes if low < v < high and int(v) not in have):
-                median = float(base.curves[kind](v, context))
-                added.append({"kind": kind, "n": v, "context": context, "samples": [median], "median": median,
-                              "q25": median, "q75": median, "interpolated": True})
-    return added
 
 
 def check_device(profile: Profile, allow_other: bool, refit: bool) -> str | None:
@@ -263,6 +143,7 @@ def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]]
     the ones a validation scores), interleaved, and scales the profile's curves to the live
     cycles."""
     from simspec.measure.interleave import run_real
+    from simspec.measure.refit import refit_samples
 
     engine.warm_up([len(ids) for _, ids in prompts], max_new_tokens, [v for _, v in LADDER])
     started = time.perf_counter()
@@ -347,6 +228,8 @@ class CoTimedRefit:
         self.seconds += time.perf_counter() - started
 
     def result(self) -> InSitu:
+        from simspec.measure.refit import refit_samples
+
         samples, scales = refit_samples(self.base.samples, self.drift)
         return InSitu(samples, {
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train", "co_timed": True,

@@ -24,6 +24,7 @@ from simspec.policies.base import BatchPolicy, Policy
 from simspec.sim.costmodel import CostModel
 
 if TYPE_CHECKING:  # the engine (torch) loads with the models, after a request's checks
+    from simspec.engine.batch import BatchRun
     from simspec.engine.speculative import Generation, SpeculativeEngine
 
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
@@ -198,6 +199,27 @@ class DriftMeter:
         self.runs.append(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
                                    predicted, {"context": contexts, "size": size, "depth": depth,
                                                "committed": committed, "accepted": accepted}, self.slot))
+
+    def batch(self, run: BatchRun, plain: bool) -> None:
+        """A queue decoded by the batched engine, plainly or speculatively, against this meter's
+        cost model, which is the profile's at the run's batch size (``CostModel.at_batch``): each
+        cycle priced as the batch replay prices it (``simspec.sim.batch.cycle_costs``), keyed by its
+        largest tree (verify, bookkeeping) or its longest context (plain steps)."""
+        from simspec.sim.batch import cycle_costs
+
+        cost = self.cost
+        for c in run.batch_cycles:
+            if plain:
+                self._add("greedy step", [c.verify_s], [float(cost.greedy(c.context))], [c.context])
+                continue
+            draft, verify, book = cycle_costs(cost, self.width, c.depth, c.size, c.context, c.fed)
+            largest = [int(c.size.max())]
+            self._add("verify", [c.verify_s], [verify], largest)
+            self._add("bookkeeping", [c.bookkeeping_s], [book], largest)
+            if c.depth.max() >= 2:
+                self._add("draft", c.draft_s, draft)
+        self._add("prefill", run.prefill_s, float(np.sum(cost.prefill(np.array([g.prompt_length
+                                                                                  for g in run.generations])))))
 
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}

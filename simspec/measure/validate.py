@@ -66,8 +66,8 @@ class ValidateRequest:
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
                             "train-split prompts of --prompts, in this process right before the scored runs, and "
-                            "predict with that refit (saved in RUN/profile/). Adds what `simspec recalibrate` "
-                            "takes (minutes).",
+                            "predict with that refit (saved in RUN/profile/); at --batch-size B, the curves at B, "
+                            "through the same B rows. Adds what `simspec recalibrate` takes (minutes).",
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
     allow_other_device: bool = flags.allow_other_device()
@@ -133,10 +133,6 @@ class ValidateRequest:
                                f"this run decodes under {self.runtime}: pass --runtime {profile.engine_runtime}, or "
                                f"calibrate a profile with --runtime {self.runtime}")
         if self.batch_size > 1:
-            if self.recalibrate:
-                raise SimspecError("--recalibrate refits batch 1's curves in situ: at --batch-size above 1 measure the "
-                                   f"profile's batch curves right before (`simspec calibrate --batch-sizes "
-                                   f"1,{self.batch_size}`) and drop --recalibrate")
             if profile.temperature > 0:
                 raise SimspecError("--batch-size above 1 decodes greedily: use a profile recorded at temperature 0")
             profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size

@@ -3,9 +3,10 @@ batched engine (``simspec.engine.batch``), plain decoding and every method, inte
 pass (the order rotates), scored against the simulator's replay of the same queue
 (``simspec.sim.batch``) on traces recorded here for the same prompts.
 
-Baselines are tuned on the profile's train split with its curves at B. The in-situ refit
-(``--recalibrate``) times batch 1's operations and is refused here: measure the profile's
-batch curves right before (``simspec calibrate --batch-sizes 1,B``)."""
+Baselines are tuned on the profile's train split with its curves at B. With ``--recalibrate``
+those curves are first refitted in situ at B (``simspec.measure.insitu_batch``) on train prompts
+of the scored set, through the same rows, and the refitted profile predicts (saved in
+RUN/profile/)."""
 
 from __future__ import annotations
 
@@ -28,22 +29,35 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     from simspec.machine import device_model
     from simspec.measure.bench_batch import interleaved
     from simspec.measure.curves import device_name
-    from simspec.measure.insitu import check_device
-    from simspec.measure.interleave import load_engine
+    from simspec.measure.insitu import LADDER, check_device, refitted_meta
+    from simspec.measure.insitu_batch import refit_batch
+    from simspec.measure.interleave import DriftMeter, load_engine
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.report.validation_batch import render_markdown
     from simspec.sim.batch import replay_batch
     from simspec.sim.evaluate import method_set, split_traces
+    from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.traces import assemble
 
     profile, chosen = checked
-    batch = request.batch_size
+    base, batch = profile, request.batch_size
     started = time.perf_counter()
-    warning = check_device(profile, request.allow_other_device, refit=False)
+    warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
     ref = profile.meta.traces
     depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
-    engine, ids = load_engine(profile, [p.text for p in chosen], tokens + depth_max, status)
+    refit_on = request.refit_prompts()
+    room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
+    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status)
+    ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
     target, drafter = engine.target, engine.drafter
+    engine_rows = BatchEngine(target, drafter, batch)
+    out_dir = request.out_dir()
+    refit = None
+    if refit_on:  # the profile that predicts: refitted here, now, at B, on the set's train split
+        refit = refit_batch(engine_rows, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
+        profile = build_profile(out_dir / "profile", refitted_meta(
+            base, request.profile, refit, request.prompts, out_dir / "profile", str(target.device)), refit.samples)
+        profile._traces = base.traces()  # the same traces, already read and checked
     with status(f"tuning baselines on the profile's train split, priced at batch {batch}"):
         train = split_traces(profile.traces(), "train")
         at_batch = SimpleNamespace(meta=profile.meta, cost=profile.cost.at_batch(batch))
@@ -60,8 +74,16 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
 
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
                (len(methods) + 1) * request.repeats * len(ids))
-    plain, measured = interleaved(BatchEngine(target, drafter, batch), [(p.id, i) for p, i in zip(chosen, ids)],
-                                  methods, tokens, request.repeats, tick)
+    plain, measured = interleaved(engine_rows, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens,
+                                  request.repeats, tick)
+    # The scored runs held against the predicting curves at B (after the fact: nothing is fitted on
+    # them): where the live machine ran off the profile while they ran, operation by operation.
+    drift = DriftMeter(profile.cost.at_batch(batch), width)
+    for run in plain:
+        drift.batch(run, plain=True)
+    for real in measured:
+        for run in real.runs:
+            drift.batch(run, plain=False)
     rows = []
     for method, real in zip(methods, measured):
         sim = simulated[method.name]
@@ -77,8 +99,13 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "batch_size": batch,
         "device": device_name(target), "device_model": device_model(str(target.device)),
         "target": profile.meta.target, "draft": profile.meta.draft, "dtype": profile.dtype,
-        "profile": {"name": profile.directory.name, "path": str(request.profile), "hash": profile.meta.inputs_hash,
-                    "created": profile.meta.created, "batch_sizes": profile.cost.batch_sizes},
+        "profile": {"name": f"{base.directory.name}, refitted in this run" if refit else base.directory.name,
+                    "path": str(request.profile), "hash": profile.meta.inputs_hash,
+                    "created": profile.meta.created, "batch_sizes": profile.cost.batch_sizes,
+                    # "this run": refitted at B by --recalibrate right before the runs, saved in RUN/profile/
+                    "refit": "this run" if refit else None,
+                    "refit_live_over_profile": refit.record["live_over_profile"] if refit else None,
+                    "refit_seconds": refit.record["seconds"] if refit else None},
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
         "temperature": 0.0, "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
@@ -86,15 +113,17 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "rows": rows, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
         "plain_tokens_per_s_real": float(np.median([p.tokens_per_s for p in plain])),
         "plain_cycles_real": plain[0].cycles, "plain_cycles_sim": any_sim.plain_cycles,
+        "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "warnings": notes, "seconds": round(time.perf_counter() - started, 1),
     }
     hashed = {k: report[k] for k in ("profile", "baselines", "policies", "prompt_ids", "max_new_tokens", "repeats",
                                      "traces_hash", "simspec_version", "batch_size")}
     report["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
     stored = json.loads(json.dumps(report))
-    out_dir = request.out_dir()
     typed = BatchValidationReport.check(stored, out_dir / "report.json", "this is a bug in simspec")
     with atomic_directory(out_dir, replace=request.force) as tmp:
+        if refit:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
+            save_profile(profile, tmp / "profile")
         (tmp / "report.json").write_text(json.dumps(stored, indent=1))
         (tmp / "report.md").write_text(render_markdown(typed))
     return typed, out_dir

@@ -44,6 +44,8 @@ class BatchValidationReport(Artifact):
     plain_tokens_per_s_real: float
     plain_cycles_real: int
     plain_cycles_sim: int
+    # the scored runs' live / profile time per operation, the profile's curves at B pricing their cycles
+    live_over_profile: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     seconds: float | None = None
 
@@ -53,6 +55,10 @@ def render_markdown(report: BatchValidationReport) -> str:
              f"{report.max_new_tokens} new tokens, {report.repeats} pass(es), {report.device}", "",
              f"Profile {report.profile.get('name')} ({report.profile.get('hash')}). Speedup: plain decoding's time for "
              "the whole queue over the method's, at the same batch size (median over passes).", "",
+             *([f"Its curves at batch {report.batch_size} were refitted in situ in this run (`--recalibrate`, "
+                f"{report.profile.get('refit_seconds')} s), on train prompts, through the same rows: live / profile "
+                + ", ".join(f"{op} {r:.3f}" for op, r in report.profile["refit_live_over_profile"].items()) + ".", ""]
+               if report.profile.get("refit") else []),
              "| method | real | per pass | simulated | error | tokens/s | cycles real / sim | lossless |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     for r in report.rows:
@@ -63,5 +69,8 @@ def render_markdown(report: BatchValidationReport) -> str:
     lines += ["", f"Mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}. Plain decoding "
               f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; {report.plain_cycles_real} cycles "
               f"(simulated {report.plain_cycles_sim})."]
+    if report.live_over_profile:
+        lines += ["", "The scored runs against the predicting curves at this batch size (live / profile): "
+                  + ", ".join(f"{op} {r:.3f}" for op, r in report.live_over_profile.items()) + "."]
     lines += [f"- warning: {w}" for w in report.warnings]
     return "\n".join(lines) + "\n"

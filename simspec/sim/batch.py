@@ -75,6 +75,22 @@ def _queue(n: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step) -> 
     return seconds, cycles, idle
 
 
+def cycle_costs(at_batch: CostModel, width: int, depth: np.ndarray, size: np.ndarray, context: int,
+                fed: int) -> tuple[float, float, float]:
+    """(draft, verify, bookkeeping) seconds of one batched cycle whose busy rows drafted ``depth``
+    levels and verify ``size`` tokens, the longest row at ``context``, the first draft level
+    feeding ``fed`` nodes (the most tokens a row committed last cycle), at ``at_batch``'s curves
+    (module docstring: the largest tree sets the verify width, the deepest row the levels)."""
+    deepest, longest_tree = int(depth.max()), int(size.max())
+    book = at_batch.table("bookkeeping", longest_tree, deepest)
+    verify = float(at_batch.table("verify", longest_tree, context)[longest_tree, context])
+    # Level k's draft step (the root's feeds the committed tokens) runs for the rows drafting
+    # that deep: a row that stopped early leaves a cheaper step to the others.
+    draft = sum(at_batch.draft_rows(int((depth >= level).sum()), fed if level == 2 else width, context)
+                for level in range(2, deepest + 1))
+    return float(draft), verify, 0.0 if book is None else float(book[longest_tree, deepest])
+
+
 def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int,
                  max_new_tokens: int | None = None, decision_seconds: float = 0.0,
                  prompts: np.ndarray | None = None) -> BatchReplay:
@@ -103,16 +119,8 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         at = start[busy] + position
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
-        deepest, longest = int(depth.max()), int(context.max())
-        longest_tree = int(size.max())
-        book = at_batch.table("bookkeeping", longest_tree, deepest)
-        seconds = float(at_batch.table("verify", longest_tree, longest)[longest_tree, longest]
-                        + (0.0 if book is None else book[longest_tree, deepest])) + decision_seconds
-        # Level k's draft step (the root's feeds the committed tokens) runs for the rows drafting
-        # that deep: a row that stopped early leaves a cheaper step to the others.
-        for level in range(2, deepest + 1):
-            nodes = int(previous[busy].max()) + 1 if level == 2 else width
-            seconds += float(at_batch.draft_rows(int((depth >= level).sum()), nodes, longest))
+        seconds = sum(cycle_costs(at_batch, width, depth, size, int(context.max()), int(previous[busy].max()) + 1)
+                      ) + decision_seconds
         tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
         previous[busy] = accepted
         calls[0] += int(depth.max()) - 1

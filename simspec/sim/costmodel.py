@@ -44,10 +44,6 @@ class Point:
     rows: int | None = None  # of those, the ones a draft level runs for (None: all of them)
 
 
-# What a batch of B sequences pays per cycle, measured (or modelled) at that B; the rest scales:
-# bookkeeping is per sequence (B times batch 1's), prefill is per prompt (batch 1's).
-BATCHED_KINDS = ("verify", "draft", "greedy")
-
 
 class Curve:
     """One fitted latency curve for one kind of operation."""
@@ -144,14 +140,16 @@ def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = F
 class CostModel:
     """Latency of every part of a cycle, from a profile's measurements."""
 
-    def __init__(self, points: list[Point], interpolate: frozenset[str] = frozenset(),
+    def __init__(self, points: list[Point], interpolate: frozenset = frozenset(),
                  bucketed: frozenset[str] = frozenset()) -> None:
-        """``interpolate``: kinds whose points are interpolated as they are, never fitted;
+        """``interpolate``: kinds whose points are interpolated as they are, never fitted, at every
+        batch size, or (kind, batch size) pairs (an in-situ refit at one batch size);
         ``bucketed``: kinds priced at their shape bucket (see ``fit_curve``)."""
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
         self._tables: dict[str | tuple[str, int], np.ndarray] = {}
         self._batches: dict[int, CostModel] = {}  # at_batch's models, fitted once
+        self._alone: CostModel | None = None  # at_batch's models: batch 1's, which prefills each prompt alone
         self._points = list(points)
         self._interpolate = frozenset(interpolate)
         self._bucketed = frozenset(bucketed)
@@ -159,7 +157,7 @@ class CostModel:
         for kind in KINDS:
             mine = [p for p in points if p.kind == kind and p.batch == 1 and p.rows is None]
             if mine:
-                self.curves[kind], self.report[kind] = fit_curve(mine, kind in self._interpolate,
+                self.curves[kind], self.report[kind] = fit_curve(mine, self._interpolated(kind, 1),
                                                                  kind in self._bucketed)
         # A batch's draft levels after some rows stopped drafting (``at_batch``'s models): the
         # padded forward still runs every row, the draft head's scoring only the drafting ones.
@@ -173,8 +171,9 @@ class CostModel:
     def at_batch(self, batch: int) -> CostModel:
         """The cost model of one sequence in a batch of ``batch`` that share every cycle's draft and
         verify time (continuous batching: each sequence pays the batch's cycle): verify, draft and
-        plain steps from the curves measured at that batch size, bookkeeping ``batch`` times batch
-        1's, prefill batch 1's. Batch 1 is this model."""
+        plain steps from the curves measured at that batch size; bookkeeping, per sequence, is
+        ``batch`` times batch 1's unless the profile holds it at that size (an in-situ refit at
+        B); the prefill, per prompt, batch 1's. Batch 1 is this model."""
         if batch == 1:
             return self
         if batch not in self.batch_sizes:
@@ -184,12 +183,20 @@ class CostModel:
                                f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
                                f"--batch-sizes 1,{batch}`, or choose a measured batch size")
         if batch not in self._batches:
+            # A kind held at this batch size (an in-situ refit at B writes its bookkeeping there) is
+            # priced by those points; the others by batch 1's.
+            held = {p.kind for p in self._points if p.batch == batch} - {"prefill"}
             points = [Point(p.kind, p.n, p.context, p.median, 1, p.rows) for p in self._points if p.batch == batch
-                      and p.kind in BATCHED_KINDS]
+                      and p.kind in held]
             points += [Point(p.kind, p.n, p.context, p.median * (batch if p.kind == "bookkeeping" else 1))
-                       for p in self._points if p.batch == 1 and p.kind not in BATCHED_KINDS]
-            self._batches[batch] = CostModel(points, self._interpolate, self._bucketed)
+                       for p in self._points if p.batch == 1 and p.kind not in held]
+            interpolate = frozenset(k for k in KINDS if self._interpolated(k, batch if k in held else 1))
+            self._batches[batch] = CostModel(points, interpolate, self._bucketed)
+            self._batches[batch]._alone = self
         return self._batches[batch]
+
+    def _interpolated(self, kind: str, batch: int) -> bool:
+        return kind in self._interpolate or (kind, batch) in self._interpolate
 
     def verify(self, size, context) -> np.ndarray:
         return self.curves["verify"](size, context)
@@ -212,7 +219,10 @@ class CostModel:
         return curve(1, context)
 
     def prefill(self, prompt_tokens) -> np.ndarray:
-        """The prompt's forward pass; without a measured curve, the verify curve from context 0."""
+        """The prompt's forward pass, alone (a batch prefills each prompt into its row by itself:
+        batch 1's); without a measured curve, the verify curve from context 0."""
+        if self._alone is not None:
+            return self._alone.prefill(prompt_tokens)
         curve = self.curves.get("prefill")
         return curve(prompt_tokens, 0) if curve is not None else self.curves["verify"](prompt_tokens, 0)
 

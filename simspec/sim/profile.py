@@ -54,7 +54,7 @@ def cost_model(samples: list[dict], scale: dict[str, float] | None = None) -> Co
     """The cost model of a profile's samples (each kind's medians times ``scale[kind]``). Records
     an in-situ refit marked ``projected`` (the base model's value there times the live ratio) are
     interpolated as they are: a fit through them would smooth the per-size ratios away."""
-    projected = frozenset(s["kind"] for s in samples if s.get("projected"))
+    projected = frozenset((s["kind"], s.get("batch", 1)) for s in samples if s.get("projected"))
     bucketed = frozenset(s["kind"] for s in samples if s.get("bucketed"))  # the compiled runtime's verify
     return CostModel(points_of(samples, scale), projected, bucketed)
 

@@ -1,0 +1,152 @@
+"""A profile's latency records scaled by the live / profile ratios a ``DriftMeter`` measured (the
+in-situ refit's arithmetic, ``simspec.measure.insitu``; numpy only).
+
+The records scaled are the ones that price a cycle at the refit's batch size B: at batch 1 the
+batch-1 records; at B > 1 the records measured at B (verify, draft, the plain step) and
+bookkeeping, which the profile holds at batch 1 only and prices at B as B times batch 1's
+(``CostModel.at_batch``): the refit writes it at B, so that the batch's own ratio applies there
+and batch 1's curve stays as measured. The prefill runs alone at batch 1 at every B: its records
+are scaled in place. Records of other batch sizes are kept as they are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+# Plain steps' worth of pull towards the overall ratio on each grid context's scale: pins the
+# contexts no step reached and steadies the barely reached ones, and is nothing against the
+# thousands of steps a refit times.
+CONTEXT_PRIOR_STEPS = 5.0
+MIN_PLAIN_STEPS = 100  # fewer, and the plain step keeps one ratio: too few for a shape along the context
+
+
+def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float]:
+    """Live / profile ratio at any V: piecewise linear in log V through the ratios measured at
+    the ladder's sizes, held flat beyond them."""
+    x, y = np.log(sizes.astype(float)), np.asarray(ratios, dtype=float)
+    return lambda n: float(np.interp(np.log(max(float(n), 1.0)), x, y))
+
+
+def context_ratios(grid, grid_seconds, contexts, measured, predicted, counts, overall: float) -> np.ndarray | None:
+    """The scale of the plain-step curve at each of its grid contexts that makes the scaled curve
+    fit the live steps, from steps summed per context (``DriftMeter.greedy_steps_by_context``).
+
+    The curve is linear in the context between its grid points (``grid``, where it is worth
+    ``grid_seconds``), so the scaled curve at context c is sum_k hat_k(c) * grid_seconds_k * s_k:
+    linear in the scales, fitted by least squares on relative errors, each context weighted by
+    its steps, each scale pulled towards ``overall`` by ``CONTEXT_PRIOR_STEPS`` steps' worth.
+    Per-grid-point ratios (live over profile of the steps near each) would not do: they average
+    a bump with its neighbours and leave half of it. None under ``MIN_PLAIN_STEPS`` steps."""
+    grid, counts = np.asarray(grid, dtype=float), np.asarray(counts, dtype=float)
+    if len(grid) < 2 or counts.sum() < MIN_PLAIN_STEPS:
+        return None
+    model = np.asarray(predicted, dtype=float) / counts  # the profile's step at each context
+    hats = np.array([np.interp(contexts, grid, row) for row in np.eye(len(grid))]).T  # flat beyond the ends
+    x = hats * np.asarray(grid_seconds, dtype=float)[None, :] / model[:, None]
+    y = np.asarray(measured, dtype=float) / counts / model
+    lhs = x.T @ (counts[:, None] * x) + CONTEXT_PRIOR_STEPS * np.eye(len(grid))
+    rhs = x.T @ (counts * y) + CONTEXT_PRIOR_STEPS * overall
+    return np.linalg.solve(lhs, rhs)
+
+
+def plain_step_grid(samples: list[dict], batch: int = 1) -> np.ndarray:
+    """The contexts the profile measured its plain step at, at ``batch``: where the refit scales it."""
+    return np.array(sorted({r["context"] for r in samples if r["kind"] == "greedy" and r.get("batch", 1) == batch}))
+
+
+def at_batch_records(samples: list[dict], batch: int) -> tuple[list[dict], list[dict]]:
+    """(the records that price a cycle at ``batch``, the rest): at B > 1 batch 1's bookkeeping
+    comes as B times its records, written at B (module docstring); the prefill's records are in
+    the first list at every B."""
+    if batch == 1:
+        mine = [r for r in samples if r.get("batch", 1) == 1]
+        return mine, [r for r in samples if r.get("batch", 1) != 1]
+    derived = [{**r, "batch": batch, "samples": [x * batch for x in r["samples"]],
+                **{k: r[k] * batch for k in ("median", "q25", "q75")}}
+               for r in samples if r["kind"] == "bookkeeping" and r.get("batch", 1) == 1]
+    if any(r["kind"] == "bookkeeping" and r.get("batch", 1) == batch for r in samples):
+        derived = []  # measured (or refitted) at B already
+    mine = [r for r in samples if r.get("batch", 1) == batch or r["kind"] == "prefill"]
+    return mine + derived, [r for r in samples if not (r.get("batch", 1) == batch or r["kind"] == "prefill")]
+
+
+def refit_samples(samples: list[dict], drift, batch: int = 1) -> tuple[list[dict], dict]:
+    """The profile's latency records scaled by the live ratios ``drift`` measured at ``batch``
+    (its cost model: the profile's at that batch size); returns every record and each curve's
+    scale: one number, or, for the curves resolved per verified size (verify, bookkeeping) or
+    per context (the plain step), the measured ratio at each size or context.
+
+    Per context for the plain step, because the live curve's shape along L need not be
+    calibrate's (a bump in the profile's curve the live engine lacks): one ratio measured on
+    train prompts would price held-out prompts at other contexts off, which moves every speedup
+    alike (docs/calibration.md#in-situ-recalibration).
+
+    A ratio was measured against the profile's *model*, and where that model is a fit (affine:
+    chosen when the calibration was noisy) it differs from the raw samples. So the records of a
+    per-size or per-context curve become the model's value there times the ratio, marked
+    ``projected`` (the refitted profile interpolates them as they are): the refit then prices
+    each measured point at exactly its ratio times the model the ratio was measured against."""
+    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
+
+    mine, others = at_batch_records(samples, batch)
+    overall = drift.ratios()
+    scales: dict[str, object] = {}
+    scale_at = {}  # curve -> ((n, context) -> scale)
+    for op, curve in OPERATION_CURVE.items():
+        sizes, ratios = drift.ratios_by_size(op) if op in PER_SIZE else (np.empty(0),) * 2
+        if len(sizes):
+            scale_at[curve] = lambda n, c, f=log_interp(sizes, ratios): f(n)
+            scales[curve] = {int(v): round(float(r), 4) for v, r in zip(sizes, ratios)}
+        else:
+            ratio = overall.get(op, 1.0)
+            scales[curve] = round(ratio, 4)
+            scale_at[curve] = lambda n, c, r=ratio: r
+    projected_kinds = {OPERATION_CURVE[op] for op in PER_SIZE if isinstance(scales.get(OPERATION_CURVE[op]), dict)}
+    grid = plain_step_grid(mine, batch)
+    by_context = context_ratios(grid, drift.cost.greedy(grid), *drift.greedy_steps_by_context(),
+                                overall=overall.get("greedy step", 1.0)) if len(grid) else None
+    if by_context is not None:
+        scale_at["greedy"] = lambda n, c, g=grid.astype(float), r=by_context: float(np.interp(c, g, r))
+        scales["greedy"] = {int(c): round(float(r), 4) for c, r in zip(grid, by_context)}
+        projected_kinds.add("greedy")
+    out = []
+    for record in mine + _between_grid_points(mine, drift, batch):
+        kind, scale = record["kind"], scale_at[record["kind"]](record["n"], record["context"])
+        # A draft level of some of the batch's rows (``rows``) is priced by its own curve: never projected.
+        projected = kind in projected_kinds and record.get("batch", 1) == batch and "rows" not in record
+        # The model's value over the record's median: 1 where the model interpolates the samples.
+        to_model = (float(drift.cost.curves[kind](record["n"], record["context"])) / record["median"] if projected
+                    else 1.0)
+        factor = scale * to_model
+        out.append({**record, "samples": [x * factor for x in record["samples"]], "median": record["median"] * factor,
+                    "q25": record["q25"] * factor, "q75": record["q75"] * factor, "in_situ_scale": scale,
+                    **({"projected": True} if projected else {})})
+    return out + others, scales
+
+
+def _between_grid_points(mine: list[dict], drift, batch: int) -> list[dict]:
+    """Records at the sizes the refit measured but the profile's grid lacks (its value there,
+    interpolated), one per measured context, for each curve resolved per size. Scaling only the
+    grid's records would price such a size by its neighbours' ratios, and a profile calibrated
+    without, say, V = 7 would lose exactly the step the refit measured there. ``drift`` priced
+    its runs with the profile's own cost model at ``batch``: its curves give those values."""
+    from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
+
+    base = drift.cost
+    added = []
+    for op in PER_SIZE:
+        kind = OPERATION_CURVE[op]
+        own = [r for r in mine if r["kind"] == kind and r.get("batch", 1) == batch and "rows" not in r]
+        if not own or kind not in base.curves:
+            continue
+        sizes, _ = drift.ratios_by_size(op)
+        for context in sorted({r["context"] for r in own}):
+            have = {r["n"] for r in own if r["context"] == context}
+            low, high = min(have), max(have)
+            for v in (int(v) for v in sizes if low < v < high and int(v) not in have):
+                median = float(base.curves[kind](v, context))
+                added.append({"kind": kind, "n": v, "context": context, "samples": [median], "median": median,
+                              "q25": median, "q75": median, "interpolated": True,
+                              **({"batch": batch} if batch != 1 else {})})
+    return added
