@@ -179,7 +179,7 @@ def _resolve_file(spec: str) -> Path:
         raise DataError(f"{spec} is a directory: give a .jsonl file with one prompt object per line")
     if path.suffix or os.sep in spec or "/" in spec:
         raise DataError(f"prompt file {spec} does not exist: check the path")
-    raise DataError(f"unknown prompt set {spec!r}: use humaneval, sharegpt or a path to a .jsonl file")
+    raise DataError(f"unknown prompt set {spec!r}: use humaneval, sharegpt, sharegpt-later or a path to a .jsonl file")
 
 
 # ---------------------------------------------------------------- HumanEval
