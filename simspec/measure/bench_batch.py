@@ -39,6 +39,15 @@ class MethodBatches:
         return all(d["near_tie"] for d in self.divergences)
 
 
+def divergences(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], run: BatchRun,
+                plain: BatchRun) -> list[dict]:
+    """Every prompt of ``run`` whose output differs from plain decoding's (``divergence_record``:
+    where, and whether at a near-tie)."""
+    found = (divergence_record(engine.target, pid, ids, got.tokens, want.tokens)
+             for (pid, ids), got, want in zip(prompt_ids, run.generations, plain.generations))
+    return [d for d in found if d is not None]
+
+
 def interleaved(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], policies: list[BatchPolicy],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]
                 ) -> tuple[list[BatchRun], list[MethodBatches]]:
@@ -56,10 +65,8 @@ def interleaved(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], po
     plain = runs[0]
     out = []
     for method_runs in runs[1:]:
-        found = (divergence_record(engine.target, pid, ids, got.tokens, want.tokens)
-                 for (pid, ids), got, want in zip(prompt_ids, method_runs[0].generations, plain[0].generations))
         out.append(MethodBatches(method_runs, [r.tokens_per_s / p.tokens_per_s for p, r in zip(plain, method_runs)],
-                                 [d for d in found if d is not None]))
+                                 divergences(engine, prompt_ids, method_runs[0], plain[0])))
     return plain, out
 
 

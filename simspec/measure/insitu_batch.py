@@ -42,7 +42,7 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
     """Runs the train ``prompts`` as one queue through ``engine``'s rows (a ``BatchEngine``),
     plainly and with every ladder tree, interleaved, and scales the profile's curves at the
     engine's batch size to the live cycles."""
-    from simspec.engine.lossless import divergence_record
+    from simspec.measure.bench_batch import divergences
     from simspec.measure.interleave import DriftMeter
     from simspec.measure.refit import refit_samples
 
@@ -70,9 +70,7 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
         drift.batch(run, plain=False)
         cycles += run.cycles
         tick(len(queue))
-        found = (divergence_record(engine.target, pid, ids, got.tokens, want.tokens)
-                 for (pid, ids), got, want in zip(prompts, run.generations, reference.generations))
-        if any(d is not None and not d["near_tie"] for d in found):
+        if not all(d["near_tie"] for d in divergences(engine, prompts, run, reference)):
             diverged.append(trees[i].name)
     if diverged:  # a lossless engine never gets here; refuse to build on one that is not
         raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration at batch "

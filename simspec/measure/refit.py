@@ -59,16 +59,15 @@ def at_batch_records(samples: list[dict], batch: int) -> tuple[list[dict], list[
     """(the records that price a cycle at ``batch``, the rest): at B > 1 batch 1's bookkeeping
     comes as B times its records, written at B (module docstring); the prefill's records are in
     the first list at every B."""
-    if batch == 1:
-        mine = [r for r in samples if r.get("batch", 1) == 1]
-        return mine, [r for r in samples if r.get("batch", 1) != 1]
-    derived = [{**r, "batch": batch, "samples": [x * batch for x in r["samples"]],
-                **{k: r[k] * batch for k in ("median", "q25", "q75")}}
-               for r in samples if r["kind"] == "bookkeeping" and r.get("batch", 1) == 1]
-    if any(r["kind"] == "bookkeeping" and r.get("batch", 1) == batch for r in samples):
-        derived = []  # measured (or refitted) at B already
-    mine = [r for r in samples if r.get("batch", 1) == batch or r["kind"] == "prefill"]
-    return mine + derived, [r for r in samples if not (r.get("batch", 1) == batch or r["kind"] == "prefill")]
+    def at_b(r: dict) -> bool:
+        return r.get("batch", 1) == batch or (batch > 1 and r["kind"] == "prefill")
+
+    mine = [r for r in samples if at_b(r)]
+    if batch > 1 and not any(r["kind"] == "bookkeeping" for r in mine):  # else held (refitted) at B already
+        mine += [{**r, "batch": batch, "samples": [x * batch for x in r["samples"]],
+                  **{k: r[k] * batch for k in ("median", "q25", "q75")}}
+                 for r in samples if r["kind"] == "bookkeeping" and r.get("batch", 1) == 1]
+    return mine, [r for r in samples if not at_b(r)]
 
 
 def refit_samples(samples: list[dict], drift, batch: int = 1) -> tuple[list[dict], dict]:
