@@ -213,7 +213,7 @@ def train(
 @command(app, "sweep", "simspec.train.sweep:SweepRequest")
 def sweep(request, as_json: Json = False) -> None:
     """Train every combination of --algo x --reward x --seeds on one profile (each trial is
-    `simspec train --simulated`), one after another or as Ray Tune trials, and print the
+    `simspec train --simulated`), one after another or as Ray tasks, and print the
     held-out speedup per configuration: mean and sd over seeds, beside the grid best."""
     from simspec.train.sweep import run
 

@@ -12,7 +12,7 @@ def require_ray():
         import ray
     except ImportError:
         raise SimspecError('--ray needs Ray, an optional extra: pip install "simspec[ray]" (or pip install '
-                           '"ray[tune]")') from None
+                           '"ray")') from None
     return ray
 
 

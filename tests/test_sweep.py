@@ -1,5 +1,5 @@
 """`simspec sweep`: trainings over algorithms x seeds on one profile, one after another and as
-Ray Tune trials on a local Ray instance, with the same policy per seed either way."""
+Ray tasks on a local Ray instance, with the same policy per seed either way."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -93,10 +93,40 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: TraceMeta, data_file: Pat
                                f"per prompt: {fix}")
 
 
+_READ: dict[tuple, TraceSet] = {}  # the last folders read whole and verified, by their files' identity
+_KEEP = 2
+
+
 def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
     """A trace folder (a relative one that is not here: the shipped copy, see ``simspec.shipped``);
-    one clear error, naming the file and what to do, for anything unusable."""
+    one clear error, naming the file and what to do, for anything unusable. A folder read (and
+    its hash verified) a moment ago and unchanged since is not read again: its arrays are
+    read-only, so that one caller cannot change what the next one gets."""
     directory = locate(directory)
+    key = _identity(Path(directory))
+    if key is not None and key in _READ:
+        return replace(_READ[key])  # its own object (a caller may set its meta), the same arrays
+    traces = _read_traces(Path(directory), verify_hash)
+    if key is not None and verify_hash:
+        for value in vars(traces).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        _READ[key] = traces
+        while len(_READ) > _KEEP:
+            del _READ[next(iter(_READ))]
+        return replace(traces)
+    return traces
+
+
+def _identity(directory: Path) -> tuple | None:
+    try:
+        stats = [(directory / name).stat() for name in ("traces.json", "traces.npz")]
+    except OSError:
+        return None
+    return (str(directory.resolve()), *((s.st_ino, s.st_size, s.st_mtime_ns) for s in stats))
+
+
+def _read_traces(directory: Path, verify_hash: bool) -> TraceSet:
     meta_file, data_file = Path(directory) / "traces.json", Path(directory) / "traces.npz"
     blob = read_json(meta_file, "traces ", f"no traces at {directory} (missing traces.json): record them with "
                      f"`simspec calibrate --traces-only --out {directory}`", record_again(directory))

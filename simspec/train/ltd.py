@@ -45,7 +45,7 @@ class LTDSchedule:
         return self.size.steps + self.depth.steps + self.rounds * (self.round_size_steps + self.round_depth_steps)
 
     def steps_for(self, ablate: str | None) -> int:
-        """Environment steps of a run with ``ablate`` (see ``ABLATIONS``)."""
+        """Environment steps of a run with ``ablate`` (see ``simspec.train.setting.ABLATIONS``)."""
         return {None: self.total_steps, "size": self.depth.steps, "depth": self.size.steps,
                 "rounds": self.size.steps + self.depth.steps}[ablate]
 
@@ -68,8 +68,6 @@ LTD_PRESETS = {
                          validations_per_phase=1),
 }
 
-
-ABLATIONS = ("size", "depth", "rounds")
 
 
 def size_step(grid_size: int) -> int:

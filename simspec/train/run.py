@@ -25,7 +25,7 @@ from simspec.sim.evaluate import build_baselines, evaluate, grid_policy
 from simspec.sim.profile import Profile, load_profile
 from simspec.sim.replay import replay
 from simspec.train.log import TrainingLog
-from simspec.train.setting import PRECISIONS, VARIANTS, prepare
+from simspec.train.setting import ABLATIONS, PRECISIONS, VARIANTS, prepare
 from simspec.train.trainers import trainer
 
 PRESETS = ("paper", "fast", "smoke")
@@ -82,8 +82,6 @@ class TrainRequest:
             raise SimspecError("--variant applies to --algo resps only")
         if self.precision not in ("auto", *PRECISIONS):
             raise SimspecError(f"unknown --precision {self.precision!r}: choose from auto, {', '.join(PRECISIONS)}")
-        from simspec.train.ltd import ABLATIONS
-
         if self.ablate is not None and (self.algo != "ltd" or self.ablate not in ABLATIONS):
             raise SimspecError(f"--ablate applies to --algo ltd and takes one of {', '.join(ABLATIONS)}"
                                + (f", not {self.ablate!r}" if self.algo == "ltd" else ""))

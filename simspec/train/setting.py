@@ -19,6 +19,7 @@ from simspec.sim.traces import TraceSet
 # Choices that requests check before any heavy import (torch, SB3).
 PRECISIONS = ("fp32", "bf16")  # PPO's hidden layers (simspec.train.ppo)
 VARIANTS = {"standard": 0.0, "maxent": 0.1}  # Re-SpS: PPO's entropy coefficient
+ABLATIONS = ("size", "depth", "rounds")  # what LTD's ablations leave out (simspec.train.ltd)
 
 
 @dataclass(frozen=True)

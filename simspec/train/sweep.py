@@ -1,13 +1,13 @@
 """``simspec sweep``: many trainings on one profile (algorithms x rewards x seeds), one after
-another or as Ray Tune trials, and a table of held-out speedups over seeds per configuration.
+another or as Ray tasks, and a table of held-out speedups over seeds per configuration.
 
 A trial is exactly ``simspec train --simulated`` with the trial's algorithm, reward and seed,
 writing its policy folder inside the sweep's. Every trial runs ``threads`` torch threads (one by
 default), in this process or in a Ray worker alike, because training's float arithmetic, and so
 its policy, depends on the thread count: one seed then gives one policy with or without Ray.
-Under Ray each trial asks for that many CPUs and hands its policy folder back as a Tune
-checkpoint, which the driver copies into the sweep folder; a trial whose worker fails is
-retried. The folder is renamed into place only when every trial has finished.
+Under Ray each trial is a task that asks for that many CPUs and returns its policy folder's
+files, which the driver writes into the sweep folder; a trial whose worker fails is retried.
+The folder is renamed into place only when every trial has finished.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.algorithms import algo_names
 
-MAX_FAILURES = 2  # retries of a failed Ray Tune trial
-# The numbers of a trial's ``train`` summary that a Ray Tune trial reports back to the driver.
+MAX_FAILURES = 2  # retries of a failed Ray task
+# The numbers of a trial's ``train`` summary that a Ray task reports back to the driver.
 REPORTED = ("train_seconds", "env_steps", "heldout_speedup", "grid_best_speedup", "eagle3_speedup", "oracle_share")
 
 
@@ -53,7 +53,7 @@ class SweepRequest:
                                    flag="--reward", parse=flags.names)
     preset: str = opt("fast", "Every trial's schedule: paper, fast or smoke (see train --preset).")
     # "local" or a cluster address; None: one trial after another, here
-    ray: str | None = opt(None, "Run the trials as Ray Tune trials: 'local' (a Ray instance on this machine) or a "
+    ray: str | None = opt(None, "Run the trials as Ray tasks: 'local' (a Ray instance on this machine) or a "
                           "cluster's ADDRESS. Without it they run one after another in this process. Needs pip "
                           "install \"simspec[ray]\".")
     workers: int = opt(2, "--ray local: trials at once.", min=1)
@@ -110,44 +110,41 @@ def run_trial(request: SweepRequest, trial: Trial, folder: Path, advance: Callab
     return train_policy(request.train_request(trial, folder), advance)
 
 
-def _tune_trial(config: dict) -> None:
-    """A Ray Tune trainable: one trial, its policy folder reported as the checkpoint."""
-    from ray import tune
-
-    request, trial = config["request"], config["trial"]
+def _ray_trial(request: SweepRequest, trial: Trial) -> tuple[dict, dict[str, bytes]]:
+    """A Ray task: one trial in a scratch folder on its worker; the numbers it reports and its
+    policy folder's files (path -> bytes), which reach the driver through Ray's object store, so
+    that the nodes of a cluster need no shared file system."""
     work = Path(tempfile.mkdtemp(prefix=".simspec-trial-"))
-    summary = run_trial(request, trial, work)
-    tune.report({k: summary[k] for k in REPORTED}, checkpoint=tune.Checkpoint.from_directory(str(work)))
+    try:
+        summary = run_trial(request, trial, work)
+        files = {str(path.relative_to(work)): path.read_bytes() for path in work.rglob("*") if path.is_file()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {k: summary[k] for k in REPORTED}, files
 
 
 def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
-    from ray import tune
-
     from simspec.cluster import connect
 
-    connect(request.ray, request.workers, request.threads)
-    storage = Path(tempfile.mkdtemp(prefix=".simspec-sweep-ray-")).resolve()
-    try:
-        tuner = tune.Tuner(
-            tune.with_resources(_tune_trial, {"cpu": request.threads}),
-            param_space={"request": request, "trial": tune.grid_search(trials)},
-            run_config=tune.RunConfig(name="sweep", storage_path=str(storage), verbose=0,
-                                      failure_config=tune.FailureConfig(max_failures=MAX_FAILURES)))
-        with status(f"{len(trials)} trials as Ray Tune trials ({request.ray})"):
-            results = tuner.fit()
-        summaries = {}  # the trials' ``train`` summaries: what each reported, its algorithm, its folder
-        for result in results:
-            trial = result.config["trial"]
-            if result.error is not None or result.checkpoint is None:
-                why = str(result.error).strip().splitlines()[-1][:160] if result.error else "no policy"
+    ray, _ = connect(request.ray, request.workers, request.threads)
+    task = ray.remote(num_cpus=request.threads, max_retries=MAX_FAILURES, retry_exceptions=True)(_ray_trial)
+    pending = [task.remote(request, trial) for trial in trials]
+    summaries = []
+    with status(f"{len(trials)} trials as Ray tasks ({request.ray})"):
+        for trial, ref in zip(trials, pending):
+            try:
+                reported, files = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                for other in pending:
+                    ray.cancel(other, force=True)
+                why = (str(exc).strip().splitlines() or ["no reason given"])[-1][:160]
                 raise SimspecError(f"trial {trial.name} failed on Ray after {MAX_FAILURES} retries ({why})"
-                                   "; nothing was written: run again, or without --ray")
-            result.checkpoint.to_directory(str(folder))
-            summaries[trial.name] = {"policy": str(folder / trial.name), "algo": trial.algo,
-                                     **{k: result.metrics[k] for k in REPORTED}}
-        return [summaries[t.name] for t in trials]
-    finally:
-        shutil.rmtree(storage, ignore_errors=True)
+                                   "; nothing was written: run again, or without --ray") from None
+            for name, blob in files.items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(blob)
+            summaries.append({"policy": str(folder / trial.name), "algo": trial.algo, **reported})
+    return summaries
 
 
 def table(rows: list[dict]) -> list[dict]:
