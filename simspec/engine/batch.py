@@ -156,6 +156,7 @@ class BatchEngine:
             if not isinstance(policy, BatchPolicy):
                 raise SimspecError(f"policy {policy.name} has no batch methods (simspec.policies.base.BatchPolicy): "
                                    "batches ask every row at once, as the simulator does")
+            policy.batch_size = self.batch
             policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
             self._policy, self._policy_s = policy, 0.0
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None

@@ -204,6 +204,11 @@ class BatchPolicy(Policy):
     # row's accepted drafts were already in the cache (the prompt and every token committed
     # before them). Replay reads them off the traces; the engine's hooks keep the cache here.
     reads_cache: bool = False
+    # Sequences the target verifies together in one forward, set by whatever drives the policy
+    # before ``reset_batch``: 1 in replay and the one-sequence engine, B in batched replay
+    # (``simspec.sim.batch``) and the batched engine. Batch-aware rules (SGLang's adaptive
+    # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
+    batch_size: int = 1
 
     def reset_batch(self, n: int) -> None:
         """``n`` new sequences start."""
@@ -228,6 +233,7 @@ class BatchPolicy(Policy):
     _ROW = np.zeros(1, dtype=np.int64)
 
     def reset(self) -> None:
+        self.batch_size = 1
         self.reset_batch(1)
 
     def plan(self, start: CycleStart) -> DraftPlan:

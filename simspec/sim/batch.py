@@ -113,6 +113,7 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     previous = np.zeros(n, dtype=np.int64)
     tokens = np.zeros(n, dtype=np.int64)
     calls = [0]
+    policy.batch_size = batch
     policy.reset_batch(n)
 
     def speculative(busy: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:

@@ -121,6 +121,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
     previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
     seconds = np.zeros(n)
     tokens, cycles, calls = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    policy.batch_size = 1
     policy.reset_batch(n)
     active = position < limit
     while active.any():
