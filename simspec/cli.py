@@ -107,6 +107,18 @@ def drafter_card(request, threads: Threads = None, as_json: Json = False) -> Non
     _json(as_json, summary)
 
 
+@command(app, "export-draft", "simspec.distill.export:ExportRequest")
+def export_draft(request, as_json: Json = False) -> None:
+    """Write an EAGLE-3 head (shipped, public or speculators layout) in the layout a serving
+    engine loads: speculators (vLLM serves the folder alone) or public (SGLang, vLLM)."""
+    from simspec.distill.export import run
+
+    request.check()
+    summary = _run(lambda bar, status: run(request, status), None)
+    show.exported(summary)
+    _json(as_json, summary)
+
+
 # --- calibration -----------------------------------------------------------------------------
 @command(app, "calibrate", "simspec.measure.calibrate:CalibrateRequest")
 def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:

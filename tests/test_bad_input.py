@@ -343,6 +343,13 @@ row("train-draft", "--data share not a number", lambda d, a: ["train-draft", "--
 row("drafter-card", "unknown dtype", lambda d, a: ["drafter-card", "--dtype", "fp64"], "--dtype")
 row("drafter-card", "--out is a file", lambda d, a: ["drafter-card", "--out", str(write_json(d / "card", "{}"))],
     "is a file")
+# export-draft
+row("export-draft", "unknown layout", lambda d, a: ["export-draft", "--layout", "onnx", "--out", out(d)],
+    "unknown --layout 'onnx': choose one of speculators, public")
+row("export-draft", "--out exists", lambda d, a: ["export-draft", "--out", str(write_json(d / "o" / "x.json", "{}")
+                                                                              .parent)], "exists: choose another --out")
+row("export-draft", "not an EAGLE-3 head", lambda d, a: ["export-draft", "--draft", "target-layers:2", "--out", out(d)],
+    "--draft target-layers:2 is not an EAGLE-3 head", model=True)
 # calibrate
 row("calibrate", "--traces-from recorded in another dtype",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],

@@ -76,6 +76,21 @@ def _simspec_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
     return load_eagle(source.path, target, source.ref)
 
 
+def _is_speculators(path: Path, config: dict) -> bool:
+    from simspec.engine.speculators import is_speculators
+
+    return is_speculators(config)
+
+
+# Before the public layout: a speculators config also names an EAGLE architecture.
+@register_drafter_format("speculators", help="an EAGLE-3 checkpoint in the speculators format (vLLM's "
+                         "Eagle3Speculator)", match_folder=_is_speculators)
+def _speculators(source: DraftSource, target: LoadedModel) -> Drafter:
+    from simspec.engine.speculators import load_speculators
+
+    return load_speculators(source.path, source.config, target, source.ref)
+
+
 def _is_public_eagle(path: Path, config: dict) -> bool:
     from simspec.engine.eagle_checkpoint import is_public_eagle
 

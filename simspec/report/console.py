@@ -157,6 +157,11 @@ def drafter_card(s: dict) -> None:
               f"(top-10 {s['heldout_top10']:.3f}) over {s['positions']} positions ({sources}); tau: {taus}")
 
 
+def exported(s: dict) -> None:
+    out.print(f"{s['draft']} written to {s['out']} in the {s['layout']} layout: {', '.join(s['files'])} "
+              f"({s['megabytes']:.1f} MB)")
+
+
 def calibrate(s: dict) -> None:
     if "traces" in s:  # --traces-only
         out.print(f"traces written to {s['traces']}: {s['prompts']} prompts, {s['positions']} positions, "

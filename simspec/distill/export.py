@@ -1,0 +1,74 @@
+"""``simspec export-draft``: an EAGLE-3 head, read in any layout simspec loads (the shipped
+``eagle``, the public layout, the speculators format), written in the layout a serving engine
+takes: ``speculators`` (vLLM loads the folder alone: it names its verifier and its number of
+speculative tokens) or ``public`` (SGLang's and vLLM's EAGLE-3 layout). The weights are the
+head's, rounded to fp16 as both layouts store them; simspec's provenance card goes beside them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from simspec import __version__, flags
+from simspec.errors import SimspecError
+from simspec.flags import opt
+
+LAYOUTS = ("speculators", "public")
+# the names servers load the built-in targets by (a speculators config names its verifier)
+HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportRequest:
+    draft: str = opt("eagle", "The EAGLE-3 head to export: a shipped name or a checkpoint folder.")
+    target: str = flags.target()
+    layout: str = opt("speculators", "speculators (vLLM's Eagle3Speculator: the folder alone serves) or public "
+                      "(the EAGLE-3 layout SGLang and vLLM load).")
+    speculative_tokens: int = opt(3, "speculators: the number of draft tokens per step the config proposes "
+                                  "(vLLM's num_speculative_tokens).", min=1)
+    verifier: str | None = opt(None, "speculators: the target's name as a server loads it (default: the built-in "
+                               "target's Hugging Face id, else --target).")
+    out: str = opt(help="Folder to write the head into.")
+    force: bool = flags.force()
+
+    def check(self) -> None:
+        from simspec.cache import check_out
+
+        if self.layout not in LAYOUTS:
+            raise SimspecError(f"unknown --layout {self.layout!r}: choose one of {', '.join(LAYOUTS)}")
+        check_out(self.out, self.force)
+
+
+def run(request: ExportRequest, status) -> dict:
+    """Load the head bound to its target, write it; the ``--json`` summary."""
+    from simspec.cache import atomic_directory
+    from simspec.engine.eagle_checkpoint import save_eagle3
+    from simspec.engine.eagle_public import Eagle3Head
+    from simspec.engine.load import load_drafter
+    from simspec.engine.models import load_model
+    from simspec.engine.speculators import save_speculators
+    from simspec.shipped import shipped_drafter
+
+    request.check()
+    with status(f"loading {request.target} and {request.draft}"):
+        target = load_model(request.target)
+        drafter = load_drafter(request.draft, target)
+    head = getattr(drafter, "head", None)
+    if not isinstance(head, Eagle3Head):
+        raise SimspecError(f"--draft {request.draft} is not an EAGLE-3 head: export-draft writes EAGLE-3 heads "
+                           "(the shipped eagle, a public or speculators checkpoint)")
+    source = shipped_drafter(request.draft) or Path(request.draft)
+    card = {"exported_by": f"simspec {__version__}", "draft": request.draft, "target": request.target,
+            "layout": request.layout}
+    if (source / "simspec.json").is_file():
+        card["source_card"] = json.loads((source / "simspec.json").read_text())
+    with atomic_directory(Path(request.out), replace=request.force) as folder:
+        if request.layout == "speculators":
+            verifier = request.verifier or HUB_IDS.get(request.target, request.target)
+            save_speculators(folder, head, target, card, verifier, request.speculative_tokens)
+        else:
+            save_eagle3(folder, head, target, card)
+    files = sorted(p.name for p in Path(request.out).iterdir())
+    return {"out": request.out, "layout": request.layout, "draft": request.draft, "target": request.target,
+            "files": files, "megabytes": sum(p.stat().st_size for p in Path(request.out).iterdir()) / 1e6}
