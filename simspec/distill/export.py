@@ -69,6 +69,6 @@ def run(request: ExportRequest, status) -> dict:
             save_speculators(folder, head, target, card, verifier, request.speculative_tokens)
         else:
             save_eagle3(folder, head, target, card)
-    files = sorted(p.name for p in Path(request.out).iterdir())
+    files = sorted(Path(request.out).iterdir())
     return {"out": request.out, "layout": request.layout, "draft": request.draft, "target": request.target,
-            "files": files, "megabytes": sum(p.stat().st_size for p in Path(request.out).iterdir()) / 1e6}
+            "files": [p.name for p in files], "megabytes": sum(p.stat().st_size for p in files) / 1e6}

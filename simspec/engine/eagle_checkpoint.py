@@ -227,14 +227,18 @@ def eagle3_config(head: Eagle3Head, target: LoadedModel) -> dict:
     return out
 
 
+def stored_tensors(head: Eagle3Head) -> dict[str, torch.Tensor]:
+    """The head's tensors as the public layouts store them: fp16 weights, ``d2t`` and ``t2d`` as they are."""
+    return {k: (v if k in ("d2t", "t2d") else v.to(torch.float16)).detach().cpu().contiguous()
+            for k, v in head.state_dict().items()}
+
+
 def save_eagle3(directory: Path, head: Eagle3Head, target: LoadedModel, card: dict) -> None:
     """The public layout (fp16 weights, ``d2t`` int64, ``t2d`` bool) plus ``simspec.json``,
     simspec's provenance card, which servers ignore."""
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = {k: (v if k in ("d2t", "t2d") else v.to(torch.float16)).detach().contiguous()
-               for k, v in head.state_dict().items()}
-    save_file(tensors, str(directory / "model.safetensors"))
+    save_file(stored_tensors(head), str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(eagle3_config(head, target), indent=2))
     (directory / PROVENANCE_FILE).write_text(json.dumps(card, indent=2))

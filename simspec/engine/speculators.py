@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from simspec.engine.eagle import EagleDrafter
-from simspec.engine.eagle_checkpoint import EAGLE3_ARCHITECTURE, eagle3_config, load_public_eagle
+from simspec.engine.eagle_checkpoint import EAGLE3_ARCHITECTURE, eagle3_config, load_public_eagle, stored_tensors
 from simspec.engine.eagle_public import Eagle3Head
 from simspec.engine.formats import PROVENANCE_FILE
 from simspec.engine.modeling import base_and_head
@@ -86,9 +86,8 @@ def save_speculators(directory: Path, head: Eagle3Head, target: LoadedModel, car
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = {("layers.0." + k.removeprefix("midlayer.") if k.startswith("midlayer.") else k):
-               (v if k in ("d2t", "t2d") else v.to(torch.float16)).detach().cpu().contiguous()
-               for k, v in head.state_dict().items()}
+    tensors = {("layers.0." + k.removeprefix("midlayer.") if k.startswith("midlayer.") else k): v
+               for k, v in stored_tensors(head).items()}
     embedding = base_and_head(target.model)[0].get_input_embeddings().weight
     tensors["embed_tokens.weight"] = embedding.detach().to("cpu", torch.float16).contiguous()
     save_file(tensors, str(directory / "model.safetensors"))

@@ -69,7 +69,6 @@ LTD_PRESETS = {
 }
 
 
-
 def size_step(grid_size: int) -> int:
     return max(1, round(grid_size / 6))
 
