@@ -63,6 +63,7 @@ def random_traces(seed: int, n_prompts: int = 7):
     """A width-2 trace set of ``n_prompts`` prompts (3 to 39 positions each) whose greedy paths
     reach a random depth of the full tree; a path node's rank grows with the tree's depth."""
     rng = np.random.default_rng(seed)
+    side = np.random.default_rng(seed + 10_000)  # child ranks: their own stream, the rest as before
     levels = DEPTH_MAX - 1
     traces = []
     for _ in range(n_prompts):
@@ -73,8 +74,14 @@ def random_traces(seed: int, n_prompts: int = 7):
             for j in range(1, reach + 1):
                 for d in range(j + 1, DEPTH_MAX + 1):
                     ranks[p, j - 1, d - 2] = rng.integers(0, 4) * j + (d - j)  # grows with depth
+        # child ranks along the greedy path: mostly the best child, observed until a rank past RANK_CAP
+        child = np.where(side.random((n, levels)) < 0.6, 0, side.integers(1, 4, (n, levels))).astype(np.int16)
+        ends = side.integers(0, levels + 1, n)
+        child[np.arange(levels)[None, :] == ends[:, None]] = NO_NODE
+        child[np.arange(levels)[None, :] > ends[:, None]] = -1
         traces.append(PromptTrace(np.zeros(n + 6, dtype=np.int64), 50 + np.arange(n, dtype=np.int32), ranks,
-                                  np.zeros((n, levels, 4), np.float16), np.zeros((n, levels, 2), np.float16), False))
+                                  np.zeros((n, levels, 4), np.float16), np.zeros((n, levels, 2), np.float16), False,
+                                  child_rank=child))
     return assemble(traces, [50] * n_prompts, {"depth_max": DEPTH_MAX, "width": 2, "prompt_ids": list("abcdefg")})
 
 

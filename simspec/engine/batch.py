@@ -35,7 +35,7 @@ from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
 from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
-from simspec.engine.tree import DraftTree, Verification
+from simspec.engine.tree import DraftTree, ShapedTree, Verification
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, frontier_scores, overrides, sorted_levels, tree_capacities
 
@@ -263,7 +263,9 @@ class BatchEngine:
         planned = np.maximum(np.asarray(planned, dtype=np.int64), 1)
         caps = np.maximum(1, np.minimum(planned, self.single.max_positions - lengths))
         width = policy.width
-        trees = {b: DraftTree(rows[b].root, int(caps[i]), width) for i, b in enumerate(busy)}
+        shape = policy.shape
+        trees = {b: DraftTree(rows[b].root, int(caps[i]), width) if shape is None else
+                 ShapedTree(rows[b].root, int(caps[i]), shape) for i, b in enumerate(busy)}
         draft_calls, draft_s, decide_s = self._draft(drafter, trees, busy, ids, caps)
         policy_s += decide_s
         depth = np.array([trees[b].levels for b in busy])

@@ -32,7 +32,7 @@ from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.target_cache import TargetCache, target_cache
-from simspec.engine.tree import DraftTree
+from simspec.engine.tree import DraftTree, ShapedTree
 from simspec.errors import SimspecError
 from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
 
@@ -321,7 +321,7 @@ class SpeculativeEngine:
         policy_s = clock(device) - t
         # Positions must stay inside the model's context; a tree never needs more levels than that.
         depth_cap = max(1, min(plan.depth, self.max_positions - target.length))
-        tree = DraftTree(root, depth_cap, plan.width)
+        tree = DraftTree(root, depth_cap, plan.width) if plan.shape is None else ShapedTree(root, depth_cap, plan.shape)
 
         def keep_drafting(level_scores: np.ndarray) -> bool:
             return policy.keep_drafting(DraftStep(tree.levels, plan.width, target.length, lambda: level_scores), plan)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from simspec.policies.base import tree_capacity
+from simspec.policies.shape import TreeShape
 
 
 def select_nodes(scores: np.ndarray, size: int) -> np.ndarray:
@@ -29,8 +30,8 @@ def select_nodes(scores: np.ndarray, size: int) -> np.ndarray:
 class DraftTree:
     """A growing draft tree: token, parent, depth, cumulative score and ancestor set per node."""
 
-    def __init__(self, root_token: int, depth_cap: int, width: int) -> None:
-        capacity = tree_capacity(depth_cap, width)
+    def __init__(self, root_token: int, depth_cap: int, width: int, capacity: int | None = None) -> None:
+        capacity = tree_capacity(depth_cap, width) if capacity is None else capacity
         self.width = width
         self.tokens = np.empty(capacity, dtype=np.int64)
         self.parents = np.empty(capacity, dtype=np.int64)
@@ -82,6 +83,32 @@ class DraftTree:
             visible=self.ancestors[np.ix_(rows, rows)],
             parent_rows=np.searchsorted(rows, self.parents[rows[1:]]),
         )
+
+
+class ShapedTree(DraftTree):
+    """A tree of fixed shape (``TreeShape``), cut at ``depth_cap`` levels: each expanded node
+    keeps its drafter's best k children, k as the shape says. Its node i is the shape's node i
+    (both breadth first), so verifying ``shape.size`` nodes verifies exactly the shape."""
+
+    def __init__(self, root_token: int, depth_cap: int, shape: TreeShape) -> None:
+        super().__init__(root_token, min(depth_cap, shape.depth), shape.max_children, shape.size)
+        self.shape = shape
+
+    def grow(self, top_logprobs: np.ndarray, top_tokens: np.ndarray) -> np.ndarray:
+        keep = np.arange(top_tokens.shape[1])[None, :] < self.shape.children[self.frontier][:, None]
+        parents = np.repeat(self.frontier, keep.sum(1))
+        new = np.arange(self.n, self.n + len(parents))
+        self.tokens[new] = top_tokens[keep]
+        self.parents[new] = parents
+        self.depths[new] = self.levels
+        scores = self.scores[parents] + top_logprobs[keep].astype(np.float32)
+        self.scores[new] = scores
+        self.ancestors[new] = self.ancestors[parents]
+        self.ancestors[new, new] = True
+        self.n += len(new)
+        self.levels += 1
+        self.frontier = new[self.shape.children[new] > 0]
+        return scores
 
 
 class Verification:

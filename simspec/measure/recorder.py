@@ -4,7 +4,9 @@ Per prompt: the target's greedy continuation (batched generation, then checked t
 token against one unbatched forward pass, which also yields the hidden states an EAGLE-style
 drafter reads), and at every position the tree the drafter builds to ``depth_max`` levels, by
 the engine's own ``draft_tree``. The drafter advances one committed token per position, as
-if each cycle had accepted nothing, so every position gets its tree in one pass.
+if each cycle had accepted nothing, so every position gets its tree in one pass. After each
+tree, the drafter is walked down the greedy path itself as a chain (``path_child_ranks``): the
+rank of every path token among its parent's children, which trees of fixed shape replay from.
 
 At temperature T > 0 (``record_sampled``) the continuation is sampled, seeded, from the target
 position by position, and each position's tree also gets the target's probability of every
@@ -31,7 +33,7 @@ from simspec.engine.target_cache import TargetCache
 from simspec.engine.tree import DraftTree
 from simspec.policies import StaticPolicy
 from simspec.sim.stochastic import stored_nodes
-from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, accepted_lengths, pad_node_rows
+from simspec.sim.traces import NO_NODE, RANK_CAP, PromptTrace, TraceSet, accepted_lengths, pad_node_rows
 
 CONTINUATION_BATCH = 16  # prompts per batched greedy generation (shards keep these groups whole)
 
@@ -88,6 +90,27 @@ def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
         if len(at_level):
             best = int(at_level[np.argmax(scores[at_level])])
     return path_rank, level_scores, best_children
+
+
+def path_child_ranks(drafter: Drafter, root_logprobs: torch.Tensor, path: np.ndarray, levels: int,
+                     device: torch.device) -> np.ndarray:
+    """One position's ``child_rank`` row (see ``simspec.sim.traces``): from the root's children
+    (``root_logprobs``, this cycle's root step), the drafter is fed a chain forced along ``path``
+    (the greedy tokens after the root), each token's rank among its parent's best ``RANK_CAP``
+    children recorded; it stops at the first that is not among them, then ends the cycle."""
+    ranks = np.full(levels, -1, dtype=np.int16)
+    logprobs = root_logprobs.reshape(1, -1)
+    for j in range(min(levels, len(path))):
+        _, top_ids = drafter.top_candidates(logprobs, min(RANK_CAP, logprobs.shape[-1]))
+        hit = np.flatnonzero(top_ids[0] == path[j])
+        ranks[j] = hit[0] if len(hit) else NO_NODE
+        if not len(hit) or j + 1 == min(levels, len(path)):
+            break
+        # the path's depth-(j+1) node, seeing the chain fed before it and itself
+        logprobs = drafter.draft_level(torch.tensor([int(path[j])], device=device), j + 1,
+                                       torch.ones((1, j + 1), dtype=torch.bool, device=device))
+    drafter.end_cycle()
+    return ranks
 
 
 class TraceRecorder:
@@ -151,16 +174,45 @@ class TraceRecorder:
         path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
         best_children = np.empty((n_positions, levels, spec.width), dtype=np.float16)
+        child_rank = np.empty((n_positions, levels), dtype=np.int16)
         base = len(prompt_ids)
         for p in range(n_positions):
             drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
             tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
-            draft_tree(drafter, tree, spec.depth_max, device)
+            root = []  # the root step's log-probs, which the greedy path's chain starts from
+
+            def children(logprobs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+                if not root:
+                    root.append(logprobs[0])
+                return drafter.top_candidates(logprobs, spec.width)
+
+            draft_tree(drafter, tree, spec.depth_max, device, children=children)
             path_rank[p], level_scores[p], best_children[p] = tree_tables(tree, cont[p + 1:p + spec.depth_max],
                                                                           spec.depth_max)
             drafter.end_cycle()
+            child_rank[p] = path_child_ranks(drafter, root[0], cont[p + 1:p + spec.depth_max], levels, device)
         return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
-                           best_children, bool(len(disagree)))
+                           best_children, bool(len(disagree)), child_rank=child_rank)
+
+    @torch.inference_mode()
+    def child_ranks(self, prompt_ids: list[int], continuation: np.ndarray, n_positions: int) -> np.ndarray:
+        """``child_rank`` for traces recorded without it: the stored continuation's first
+        ``n_positions`` roots, the drafter advanced exactly as ``record`` advances it."""
+        levels, device, drafter = self.spec.depth_max - 1, self.device, self.drafter
+        wants_hidden = drafter.uses_target_hidden
+        cache = TargetCache(self.target, drafter.target_layers())
+        cont = np.asarray(continuation, dtype=np.int64)
+        sequence = torch.tensor(list(prompt_ids) + cont.tolist(), device=device)
+        cache.forward(sequence)
+        features = cache.features
+        base = len(prompt_ids)
+        drafter.reset(sequence[:base], features[:base] if wants_hidden else None)
+        out = np.empty((n_positions, levels), dtype=np.int16)
+        for p in range(n_positions):
+            drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
+            out[p] = path_child_ranks(drafter, drafter.draft_root(), cont[p + 1:p + self.spec.depth_max], levels,
+                                      device)
+        return out
 
     @torch.inference_mode()
     def record_sampled(self, prompt_ids: list[int], rng: np.random.Generator) -> PromptTrace:

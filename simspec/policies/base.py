@@ -34,6 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from simspec.errors import SimspecError
+from simspec.policies.shape import TreeShape
 
 
 def tree_capacity(depth: int, width: int) -> int:
@@ -51,11 +52,13 @@ def tree_capacities(depth: np.ndarray, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DraftPlan:
-    """A cycle's tree budget: at most ``depth`` levels, beam ``width``, ``size`` verified nodes."""
+    """A cycle's tree budget: at most ``depth`` levels, beam ``width``, ``size`` verified nodes;
+    or, with ``shape``, that exact tree (Sequoia's), cut at ``depth`` levels."""
 
     depth: int
     width: int
     size: int
+    shape: TreeShape | None = None
 
     def __post_init__(self) -> None:
         for name in ("depth", "width", "size"):
@@ -209,6 +212,9 @@ class BatchPolicy(Policy):
     # (``simspec.sim.batch``) and the batched engine. Batch-aware rules (SGLang's adaptive
     # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
     batch_size: int = 1
+    # A policy that drafts one tree of fixed shape (Sequoia's) sets it: the engines build that
+    # tree, replay reads its acceptance off the traces' child ranks; None: (D, W, top-V) trees.
+    shape: TreeShape | None = None
 
     def reset_batch(self, n: int) -> None:
         """``n`` new sequences start."""
@@ -239,7 +245,7 @@ class BatchPolicy(Policy):
     def plan(self, start: CycleStart) -> DraftPlan:
         depth, size = self.plan_batch(self._ROW, np.array([start.context_length]))
         self._planned = (int(depth[0]), int(size[0]))
-        return DraftPlan(self._planned[0], self.width, self._planned[1])
+        return DraftPlan(self._planned[0], self.width, self._planned[1], self.shape)
 
     def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
         frontier = frontier_scores(step.frontier_logprobs, self.width)

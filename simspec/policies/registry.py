@@ -30,7 +30,8 @@ class RuleContext:
     """What a baseline is built from: the traces' beam width and depth, the verified size depth
     rules keep (the grid best's, so that they differ from it in depth only), the median context
     length, the profile's cost model, and two things fitted on the train split on first use:
-    the acceptance classifier (SpecDec++, Disco) and the grid-best static tree."""
+    the acceptance classifier (SpecDec++, Disco), the grid-best static tree and the acceptance
+    by child rank (Sequoia)."""
 
     width: int
     depth_max: int
@@ -39,6 +40,8 @@ class RuleContext:
     cost: Costs
     predictor: Callable[[], Any]  # -> simspec.policies.stopping.AcceptancePredictor
     grid_best: Callable[[], BatchPolicy]
+    # -> the drafter's acceptance by child rank on the train split (Sequoia); None: not at hand
+    acceptance: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)

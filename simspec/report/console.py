@@ -310,6 +310,12 @@ def tune(tuned) -> None:
         out.print(f"  context {band['context'][0]}-{band['context'][1]}: D {band['depth']}, V {band['size']} "
                   f"(~{band['speedup']:.2f}x per cycle, {band['positions']} positions){mark}")
     out.print(f"{s['engine']}: {s['flags']}")
+    if "sequoia" in s:
+        q = s["sequoia"]
+        out.print(f"Sequoia's tree of any shape: {q['nodes']} nodes, depth {q['depth']}, per level "
+                  f"{'/'.join(map(str, q['per_level']))}; held-out speedup {q['speedup']:.3f} "
+                  f"({q['speedup'] / s['speedup'] - 1:+.1%} vs the tree above)")
+        out.print(f"  {q['flags']}")
     if "per_batch" in s:
         table(f"per batch size ({s['engine']}): held-out speedup over plain decoding at the same batch size",
               ("batch", "best tree (D, V)", "speedup", "best chain (D)", "speedup", "runner-up chain (D)"),

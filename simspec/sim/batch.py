@@ -24,6 +24,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy
+from simspec.policies.shape import TreeShape
 from simspec.sim.costmodel import CostModel
 from simspec.sim.replay import decide, positions_limit
 from simspec.sim.traces import TraceSet
@@ -76,17 +77,21 @@ def _queue(n: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step) -> 
 
 
 def cycle_costs(at_batch: CostModel, width: int, depth: np.ndarray, size: np.ndarray, context: int,
-                fed: int) -> tuple[float, float, float]:
+                fed: int, shape: TreeShape | None = None) -> tuple[float, float, float]:
     """(draft, verify, bookkeeping) seconds of one batched cycle whose busy rows drafted ``depth``
     levels and verify ``size`` tokens, the longest row at ``context``, the first draft level
     feeding ``fed`` nodes (the most tokens a row committed last cycle), at ``at_batch``'s curves
-    (module docstring: the largest tree sets the verify width, the deepest row the levels)."""
+    (module docstring: the largest tree sets the verify width, the deepest row the levels). A tree
+    of fixed ``shape`` feeds that level's expanded nodes instead of ``width``."""
     deepest, longest_tree = int(depth.max()), int(size.max())
     book = at_batch.table("bookkeeping", longest_tree, deepest)
     verify = float(at_batch.table("verify", longest_tree, context)[longest_tree, context])
     # Level k's draft step (the root's feeds the committed tokens) runs for the rows drafting
     # that deep: a row that stopped early leaves a cheaper step to the others.
-    draft = sum(at_batch.draft_rows(int((depth >= level).sum()), fed if level == 2 else width, context)
+    def nodes(level: int) -> int:
+        return fed if level == 2 else width if shape is None else int(shape.fed[level - 3])
+
+    draft = sum(at_batch.draft_rows(int((depth >= level).sum()), nodes(level), context)
                 for level in range(2, deepest + 1))
     return float(draft), verify, 0.0 if book is None else float(book[longest_tree, deepest])
 
@@ -100,7 +105,7 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     if traces.sampled:
         raise SimspecError("batches replay greedy traces: the batched engine decodes greedily (record traces at "
                            "temperature 0, or replay at --batch-size 1)")
-    if policy.width != traces.width:
+    if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
     at_batch = cost.at_batch(batch)
@@ -120,8 +125,8 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         at = start[busy] + position
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
-        seconds = sum(cycle_costs(at_batch, width, depth, size, int(context.max()), int(previous[busy].max()) + 1)
-                      ) + decision_seconds
+        seconds = sum(cycle_costs(at_batch, width, depth, size, int(context.max()), int(previous[busy].max()) + 1,
+                                  policy.shape)) + decision_seconds
         tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
         previous[busy] = accepted
         calls[0] += int(depth.max()) - 1

@@ -267,6 +267,23 @@ class CostModel:
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
         return drafting + self.verify(size, context) + self.bookkeeping(size, depth)
 
+    def shaped_cycle(self, shape, depth, context, committed) -> np.ndarray:
+        """``cycle`` for a tree of fixed shape (``simspec.policies.shape.TreeShape``) cut at
+        ``depth`` levels: draft step l + 1 feeds the shape's expanded nodes of level l, and the
+        target verifies every node of the cut tree. Integer operating points (replay's)."""
+        depth, context, committed = (np.asarray(x, dtype=np.int64) for x in np.broadcast_arrays(depth, context,
+                                                                                               committed))
+        size = shape.nodes_within(depth)
+        c_max = int(context.max()) if context.size else 0
+        fed = shape.fed
+        draft = self.table("draft", int(max(committed.max(initial=1), fed.max(initial=1))), c_max)
+        levels = np.arange(1, len(fed) + 1)
+        later = (draft[fed[None, :], context[:, None]] * (levels[None, :] <= depth[:, None] - 2)).sum(1)
+        drafting = np.where(depth >= 2, draft[committed, context] + later, 0.0)
+        verify = self.table("verify", int(size.max(initial=1)), c_max)
+        book = self.table("bookkeeping", int(size.max(initial=1)), int(depth.max(initial=1)))
+        return drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
+
     def fit_error(self) -> dict:
         """Held-out relative errors of the kept fits, pooled over every curve."""
         rel = [e for rep in self.report.values() if rep.get("method") in rep for e in rep[rep["method"]]["errors"]]

@@ -144,7 +144,13 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     def score(policy: BatchPolicy) -> float:  # tuning: the mean speedup on the train split
         return _score(replay(train, cost, policy, max_new_tokens))
 
-    ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best)
+    def by_rank(by_depth: bool) -> np.ndarray:  # Sequoia's acceptance, read off the greedy paths' child ranks
+        from simspec.policies.rules.sequoia import positional_acceptance
+
+        return positional_acceptance(train.child_ranks(np.arange(train.positions)), by_depth=by_depth)
+
+    ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best,
+                      by_rank)
     out = []
     for name in names:
         if name.startswith("static:"):

@@ -72,6 +72,11 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
     levels = traces.depth_max - 1
     planned, size = policy.plan_batch(rows, context)
     planned = np.clip(planned, 1, traces.depth_max)
+    if policy.shape is not None:  # one fixed tree: its acceptance walks the greedy path's child ranks
+        depth = np.minimum(planned, policy.shape.depth)
+        accepted = policy.shape.accepted(traces.child_ranks(at), depth)
+        policy.observe_batch(rows, depth, policy.shape.nodes_within(depth), accepted)
+        return depth, policy.shape.nodes_within(depth), accepted
     if overrides(policy, "keep_drafting_batch"):
         depth = drafted_depths(policy, rows, planned,
                                lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
@@ -107,7 +112,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         every = replay(traces, cost, policy, max_new_tokens, decision_seconds, seed, np.tile(chosen, draws), 1)
         return ReplayResult(*(getattr(every, name).reshape(draws, -1).mean(0) for name in
                               ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")))
-    if policy.width != traces.width:
+    if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
     width = traces.width
@@ -129,7 +134,9 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         at = start[rows] + position[rows]
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, rows, at, context, rng)
-        seconds[rows] += cost.cycle(depth, width, size, context, previous[rows] + 1) + decision_seconds
+        seconds[rows] += decision_seconds + (cost.cycle(depth, width, size, context, previous[rows] + 1)
+                                             if policy.shape is None else
+                                             cost.shaped_cycle(policy.shape, depth, context, previous[rows] + 1))
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
         cycles[rows] += 1
         calls[rows] += np.maximum(depth - 1, 0)

@@ -149,6 +149,7 @@ def _read_traces(directory: Path, verify_hash: bool) -> TraceSet:
                 for name in NODE_ARRAYS:  # version 1 (greedy) has none
                     arrays[name] = blob[name] if name in blob.files else None
                 prompt_tokens = blob["prompt_tokens"] if "prompt_tokens" in blob.files else None
+                child_rank = blob["child_rank"] if "child_rank" in blob.files else None
     except FileNotFoundError:
         raise SimspecError(f"traces {data_file} are missing: {fix}") from None
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
@@ -166,7 +167,12 @@ def _read_traces(directory: Path, verify_hash: bool) -> TraceSet:
             prompt_tokens.dtype.kind not in "iu" or prompt_tokens.shape != (int(arrays["prompt_lengths"].sum()),)):
         raise SimspecError(f"traces {data_file}: array 'prompt_tokens' must hold the prompts' "
                            f"{int(arrays['prompt_lengths'].sum())} token ids: {fix}")
-    traces = TraceSet(**arrays, meta=meta, prompt_tokens=prompt_tokens)
+    levels = arrays["path_rank"].shape[1]
+    if child_rank is not None and child_rank.size and (
+            child_rank.dtype.kind != "i" or child_rank.shape != (len(arrays["context_length"]), levels)):
+        raise SimspecError(f"traces {data_file}: array 'child_rank' must be [positions, {levels}] integers: {fix}")
+    traces = TraceSet(**arrays, meta=meta, prompt_tokens=prompt_tokens,
+                      child_rank=child_rank if child_rank is not None and child_rank.size else None)
     if verify_hash and traces.content_hash() != meta.content_hash:
         raise SimspecError(f"traces in {directory} do not match their recorded hash: the files were altered; {fix}")
     return traces

@@ -21,6 +21,14 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     of level l-1's best node (the root for l = 1), best first: the draft's confidence along
     its most likely path, which entropy- and confidence-based stopping rules (SVIP, RADAR) read.
 
+``child_rank[p, j - 1]`` (int16), for path depth ``j`` in 1..depth_max-1: the rank (0 = best) of
+    the greedy token at depth ``j`` among the drafter's children of the greedy path's depth
+    ``j - 1`` node, the drafter fed the greedy path itself (not the beam's frontier, so a rank
+    exists below every path node): ``NO_NODE`` where it is not among the best ``RANK_CAP``, -1
+    where unobserved (past the continuation or a ``NO_NODE``). Any tree of fixed shape replays
+    from it (``simspec.policies.shape``); Sequoia estimates its acceptance by rank from it.
+    Greedy traces only; ``[positions, 0]`` in traces recorded before it was.
+
 Plus ``context_length[p]`` (prompt + accepted tokens before the root), per-prompt offsets and
 ``prompt_tokens`` (the prompts' token ids, concatenated; empty in traces recorded before they
 were stored), which token-cache rules read (``cache_hits``).
@@ -61,7 +69,8 @@ NODE_ARRAYS = ("node_depth", "node_parent", "node_prob", "node_token")
 # Stored, but kept out of the content hash: the prompt ids and the target (both in the meta)
 # determine them, and adding them to traces recorded without them keeps every profile and
 # policy built on those traces valid.
-DERIVED_ARRAYS = ("prompt_tokens",)
+DERIVED_ARRAYS = ("prompt_tokens", "child_rank")
+RANK_CAP = 16  # child ranks recorded along the greedy path: no shaped tree keeps more children
 
 
 TRACE_SCHEMA = "simspec-traces"
@@ -109,6 +118,7 @@ class TraceSet:
     node_prob: np.ndarray | None = None  # [positions, K] float32
     node_token: np.ndarray | None = None  # [positions, K] int32
     prompt_tokens: np.ndarray | None = None  # [sum(prompt_lengths)] int32, or empty when not stored
+    child_rank: np.ndarray | None = None  # [positions, depth_max - 1] int16, or [positions, 0] when not stored
     _tails: np.ndarray | None = field(default=None, repr=False, compare=False)
     _seen: np.ndarray | None = field(default=None, repr=False, compare=False)
 
@@ -122,6 +132,8 @@ class TraceSet:
                 setattr(self, name, np.zeros((n, 0), dtype=dtype))
         if self.prompt_tokens is None:
             self.prompt_tokens = np.zeros(0, dtype=np.int32)
+        if self.child_rank is None:
+            self.child_rank = np.zeros((n, 0), dtype=np.int16)
 
     @property
     def temperature(self) -> float:
@@ -150,6 +162,18 @@ class TraceSet:
     @property
     def has_prompt_tokens(self) -> bool:
         return len(self.prompt_tokens) == int(self.prompt_lengths.sum()) > 0
+
+    def child_ranks(self, rows: np.ndarray) -> np.ndarray:
+        """``child_rank`` at positions ``rows``; one clear error where these traces cannot replay a
+        tree of fixed shape."""
+        if self.sampled:
+            raise SimspecError("a tree of fixed shape (sequoia) replays greedy traces only: these were recorded at "
+                               f"T = {self.temperature:g}; use greedy traces (temperature 0)")
+        if self.child_rank.shape[1] == 0:
+            raise SimspecError("these traces hold no child ranks, which trees of fixed shape (sequoia) replay from: "
+                               "record them again (`simspec calibrate --traces-only ... --force`) or add them with "
+                               "scripts/add-child-ranks.py from the simspec repository")
+        return self.child_rank[rows]
 
     def cache_hits(self, rows: np.ndarray, accepted: np.ndarray) -> np.ndarray:
         """How many of the ``accepted`` draft tokens of cycles rooted at positions ``rows`` were
@@ -255,7 +279,7 @@ class TraceSet:
                         np.concatenate([[0], np.cumsum(tcounts)]), self.prompt_lengths[prompts],
                         self.context_length[pos], self.path_rank[pos], self.level_scores[pos],
                         self.best_child_logprobs[pos], meta, self.node_depth[pos], self.node_parent[pos],
-                        self.node_prob[pos], self.node_token[pos], prompt_tokens)
+                        self.node_prob[pos], self.node_token[pos], prompt_tokens, self.child_rank[pos])
 
 
 def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
@@ -289,6 +313,7 @@ class PromptTrace:
     node_parent: np.ndarray | None = None
     node_prob: np.ndarray | None = None
     node_token: np.ndarray | None = None
+    child_rank: np.ndarray | None = None  # [positions, depth_max - 1] (greedy)
 
 
 def assemble(traces: list[PromptTrace], prompts: list[list[int]] | list[int], meta: dict) -> TraceSet:
@@ -313,6 +338,8 @@ def assemble(traces: list[PromptTrace], prompts: list[list[int]] | list[int], me
                                            + [np.zeros((0, levels, meta["width"]), np.float16)]),
         meta=meta,
         prompt_tokens=prompt_tokens,
+        child_rank=None if any(t.child_rank is None for t in traces) else
+        np.concatenate([t.child_rank for t in traces] + [np.zeros((0, levels), np.int16)]),
         **_node_tables(traces),
     )
 

@@ -22,6 +22,9 @@ Engine conventions (simspec counts tree levels with the root, and verified token
   token count (V = D) are considered for it; their acceptance is read off the recorded beam
   trees' best V nodes, which is the chain's wherever those nodes are the top-1 chain (an
   approximation the output states).
+
+On greedy traces with child ranks, ``tune`` also builds Sequoia's tree of any shape
+(``simspec.sim.tune_sequoia``) and prints it where the engine can take one, or says it cannot.
 """
 
 from __future__ import annotations
@@ -211,6 +214,12 @@ def run(request: TuneRequest) -> Tuned:
         "candidates": len(surface), "traces_hash": traces.meta.content_hash,
         "profile_hash": profile.meta.inputs_hash,
     }
+    if r.batch_size == 1 and not traces.sampled and traces.child_rank.shape[1]:
+        from simspec.sim.tune_sequoia import sequoia_summary
+
+        summary["sequoia"] = sequoia_summary(train, held, cost, traces.depth_max, r.max_new_tokens, r.engine, draft)
+    elif r.batch_size == 1:
+        notes.append("no Sequoia tree: it needs greedy traces with child ranks (scripts/add-child-ranks.py adds them)")
     if r.batch_sizes:
         from simspec.sim.tune_batches import engine_config, per_batch
 

@@ -1,0 +1,55 @@
+"""``simspec tune``'s Sequoia tree: the hardware-aware tree of any shape for the profile, and the
+settings of the engines that can take one (numpy only).
+
+A tree of fixed shape is written as rank paths (``simspec.policies.shape``), the form these take:
+
+- EAGLE-1 (and Medusa): ``tree_choices``, any tree of rank paths.
+- vLLM: ``speculative_token_tree`` with ``num_speculative_tokens`` = its node count, under its
+  tree attention backend, for trees whose nodes of each level all have the same number of
+  children; any other shape it cannot draft.
+- SGLang drafts EAGLE-2/3 dynamic trees (top-k beam, best V): no fixed shape.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from simspec.policies.rules.sequoia import SequoiaTree, positional_acceptance, sequoia_shape
+from simspec.policies.shape import TreeShape
+from simspec.sim.replay import replay
+
+
+def settings(shape: TreeShape, engine: str, draft: str) -> tuple[dict | None, str]:
+    """(the engine's settings for this tree or None, one line to paste or why it cannot)."""
+    choices = shape.choices()
+    if engine == "eagle":
+        s = {"ea_model_path": draft, "tree_choices": choices}
+        return s, f"EAGLE-1 static tree: tree_choices={choices}"
+    if engine == "vllm":
+        if shape.branching() is None:
+            return None, ("vLLM cannot take this tree: its tree drafting needs every node of a level to have the "
+                          "same number of children")
+        s = {"method": "eagle3", "model": draft, "num_speculative_tokens": shape.size - 1,
+             "speculative_token_tree": str([tuple(c) for c in choices])}
+        return s, f"--speculative-config '{json.dumps(s)}' (tree attention backend)"
+    if engine == "sglang":
+        return None, "SGLang cannot take a tree of fixed shape: it drafts top-k beam trees (its flags above)"
+    return {"tree": choices}, json.dumps({"tree": choices})
+
+
+def sequoia_summary(train, held, cost, depth_max: int, max_new_tokens: int | None, engine: str, draft: str,
+                    by_depth: bool = False) -> dict:
+    """Sequoia's tree from the train split's acceptance by rank and ``cost``, scored on ``held``."""
+    p = positional_acceptance(train.child_ranks(np.arange(train.positions)), by_depth=by_depth)
+    shape, model = sequoia_shape(p, cost, int(np.median(train.context_length)), depth_max)
+    policy = SequoiaTree(shape)
+    scored = replay(held, cost, policy, max_new_tokens)
+    engine_settings, line = settings(shape, engine, draft)
+    return {"nodes": shape.size, "depth": shape.depth, "per_level": np.bincount(shape.depths)[1:].tolist(),
+            "tree": shape.choices(), "acceptance_by_rank": [round(float(x), 4) for x in p[0, :8]],
+            "expected_tokens": model["expected_tokens"],
+            "speedup": float(np.mean(scored.speedup)),
+            "speedup_train": float(np.mean(replay(train, cost, policy, max_new_tokens).speedup)),
+            "settings": engine_settings, "flags": line}
