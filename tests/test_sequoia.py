@@ -4,7 +4,7 @@ cycle), and the baselines and ``tune`` through the CLI."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ def sequoia_recursion(p: np.ndarray, nodes: int, levels: int) -> float:
     i at depth k is worth p[k - 1, i] times (1 + its subtree's worth)."""
     cap = p.shape[1]
 
-    @lru_cache(maxsize=None)
+    @cache
     def subtree(n: int, depth: int) -> float:  # a node at ``depth`` heading n nodes
         if n == 1:
             return 0.0
@@ -29,7 +29,7 @@ def sequoia_recursion(p: np.ndarray, nodes: int, levels: int) -> float:
             return -np.inf
         return children(0, n - 1, depth)
 
-    @lru_cache(maxsize=None)
+    @cache
     def children(rank: int, m: int, depth: int) -> float:  # m nodes left for ranks rank.. of its children
         if m == 0:
             return 0.0

@@ -30,8 +30,8 @@ class RuleContext:
     """What a baseline is built from: the traces' beam width and depth, the verified size depth
     rules keep (the grid best's, so that they differ from it in depth only), the median context
     length, the profile's cost model, and two things fitted on the train split on first use:
-    the acceptance classifier (SpecDec++, Disco), the grid-best static tree and the acceptance
-    by child rank (Sequoia)."""
+    the acceptance classifier (SpecDec++, Disco), the grid-best static tree, the acceptance
+    by child rank (Sequoia) and the node classifier (C2T)."""
 
     width: int
     depth_max: int
@@ -42,6 +42,8 @@ class RuleContext:
     grid_best: Callable[[], BatchPolicy]
     # -> the drafter's acceptance by child rank on the train split (Sequoia); None: not at hand
     acceptance: Callable[[], Any] | None = None
+    # -> C2T's node classifier, fitted on the train split on first use
+    node_predictor: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ def timing_policies(cost: Costs, width: int, depth_max: int) -> dict[str, BatchP
     on tuned thresholds."""
     from simspec.policies.stopping import AcceptancePredictor
 
-    ctx = RuleContext(width, depth_max, 60, 256, cost, AcceptancePredictor.random, lambda: None)
+    ctx = RuleContext(width, depth_max, 60, 256, cost, AcceptancePredictor.random, lambda: None,
+                      node_predictor=lambda: AcceptancePredictor.random(features=4))
     return {"static": StaticPolicy(depth_max, width, 60),
             **{s.name: s.timed(ctx) for s in BASELINE_REGISTRY.specs() if s.charged_as is None}}

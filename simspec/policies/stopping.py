@@ -54,10 +54,9 @@ class AcceptancePredictor:
     b2: float
 
     @classmethod
-    def random(cls, hidden: int = 16, seed: int = 0) -> AcceptancePredictor:
+    def random(cls, hidden: int = 16, seed: int = 0, features: int = N_FEATURES) -> AcceptancePredictor:
         rng = np.random.default_rng(seed)
-        return cls(np.zeros(N_FEATURES), np.ones(N_FEATURES), rng.normal(0, 1 / np.sqrt(N_FEATURES),
-                                                                         (N_FEATURES, hidden)),
+        return cls(np.zeros(features), np.ones(features), rng.normal(0, 1 / np.sqrt(features), (features, hidden)),
                    np.zeros(hidden), rng.normal(0, 1 / np.sqrt(hidden), hidden), 0.0)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
@@ -67,7 +66,7 @@ class AcceptancePredictor:
     @classmethod
     def fit(cls, features: np.ndarray, labels: np.ndarray, weights: np.ndarray, hidden: int = 16,
             steps: int = 400, lr: float = 0.02, seed: int = 0) -> AcceptancePredictor:
-        model = cls.random(hidden, seed)
+        model = cls.random(hidden, seed, features.shape[1])
         model.mean, model.scale = features.mean(0), features.std(0) + 1e-6
         x = (features - model.mean) / model.scale
         w = weights / weights.sum()

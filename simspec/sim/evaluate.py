@@ -149,8 +149,17 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
 
         return positional_acceptance(train.child_ranks(np.arange(train.positions)), by_depth=by_depth)
 
+    nodes: list = []
+
+    def node_classifier():  # C2T's, fitted on first use
+        if not nodes:
+            from simspec.sim.labels import fit_node_predictor
+
+            nodes.append(fit_node_predictor(train))
+        return nodes[0]
+
     ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best,
-                      by_rank)
+                      by_rank, node_classifier)
     out = []
     for name in names:
         if name.startswith("static:"):

@@ -3,12 +3,17 @@ traces: one example per (position, drafted level j), with the features the stopp
 after drafting level j and, as label, whether the target accepts the path's level-j token given
 it accepted the levels above (a tree of j + 1 levels verified at ``size`` nodes). Greedy traces
 give 0/1 labels; traces recorded at T > 0 give the exact conditional probability
-P(accepted >= j) / P(accepted >= j - 1), weighted by P(accepted >= j - 1)."""
+P(accepted >= j) / P(accepted >= j - 1), weighted by P(accepted >= j - 1).
+
+C2T's node classifier (``simspec.policies.rules.c2t``) learns from ``node_examples``: the best
+nodes of full trees, each labelled by whether it lies on the target's greedy path."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from simspec.errors import SimspecError
+from simspec.policies.rules.c2t import node_features
 from simspec.policies.stopping import AcceptancePredictor, step_features
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -45,3 +50,36 @@ def acceptance_examples(traces: TraceSet, size: int, max_examples: int = 60_000,
 def fit_predictor(traces: TraceSet, size: int, seed: int = 0) -> AcceptancePredictor:
     """The acceptance classifier of the stopping baselines, trained on ``traces``."""
     return AcceptancePredictor.fit(*acceptance_examples(traces, size, seed=seed), seed=seed)
+
+
+def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000, seed: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, labels, weights) for C2T: at up to ``positions`` random positions, the ``top``
+    best nodes of the full tree in the engine's order (score descending, ties to the shallower),
+    labelled 1 where the node is on the greedy path (``path_rank`` at the full depth)."""
+    if traces.sampled:
+        raise SimspecError("c2t's classifier learns which nodes lie on the target's greedy path: it needs greedy "
+                           "traces (temperature 0)")
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
+    scores = traces.level_scores[rows].astype(np.float32)
+    features, valid = node_features(scores, traces.depth_max)
+    flat = np.where(valid, scores.reshape(len(rows), -1), -np.inf)
+    order = np.argsort(-flat, axis=1, kind="stable")[:, :top]
+    labels = np.zeros(order.shape)
+    ranks = traces.path_rank[rows, :, traces.depth_max - 2].astype(np.int64)  # among every non-root node
+    for j in range(ranks.shape[1]):
+        hit = ranks[:, j] < order.shape[1]
+        labels[np.flatnonzero(hit), ranks[hit, j]] = 1.0
+    line = np.arange(len(rows))[:, None]
+    kept = valid[line, order]
+    x, y = features[line, order][kept], labels[kept]
+    if len(x) > max_examples:
+        chosen = rng.choice(len(x), max_examples, replace=False)
+        x, y = x[chosen], y[chosen]
+    return x, y, np.ones(len(y))
+
+
+def fit_node_predictor(traces: TraceSet, seed: int = 0) -> AcceptancePredictor:
+    """C2T's node classifier, trained on ``traces``."""
+    return AcceptancePredictor.fit(*node_examples(traces, seed=seed), seed=seed)
