@@ -34,6 +34,7 @@ class OracleResult:
     greedy_seconds: np.ndarray
     prefill_seconds: np.ndarray
     options: np.ndarray  # [K, 2] the (D, V) choices searched
+    choice: np.ndarray | None = None  # [prompts, positions, committed - 1] the best option's index (on request)
 
     @property
     def speedup(self) -> np.ndarray:
@@ -41,7 +42,9 @@ class OracleResult:
 
 
 def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
-           sizes: tuple[int, ...] = ORACLE_SIZES) -> OracleResult:
+           sizes: tuple[int, ...] = ORACLE_SIZES, choices: bool = False) -> OracleResult:
+    """The least time per prompt; with ``choices``, also the argmin option of every state, which
+    ``simspec.sim.imitation`` follows forward to the oracle's own cycles."""
     width, dmax = traces.width, traces.depth_max
     # Sizes past a tree's node count verify the whole tree: that choice is searched too.
     options = np.array(sorted({(d, int(min(v, tree_capacities(d, width), traces.nodes)))
@@ -52,6 +55,7 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
     committed = np.arange(1, dmax + 1)  # tokens the previous cycle committed: 1..D_max
     # best[i, p, c-1]; rows past a prompt's budget stay 0 (decoding is over).
     best = np.zeros((n, horizon + dmax + 1, dmax))
+    choice = np.zeros((n, horizon, dmax), dtype=np.int16) if choices else None
     start = traces.prompt_offsets[:-1]
     for p in range(horizon - 1, -1, -1):
         live = np.flatnonzero(limit > p)
@@ -67,6 +71,9 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
         else:
             accepted = accepted_at(traces.path_rank, rows, d_rows, v_rows).reshape(len(live), -1)
             following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value
-        best[live, p] = np.min(cycle + following[:, :, None], axis=1)
+        total = cycle + following[:, :, None]
+        best[live, p] = np.min(total, axis=1)
+        if choice is not None:
+            choice[live, p] = np.argmin(total, axis=1)
     prefill = cost.prefill(traces.prompt_lengths)
-    return OracleResult(best[:, 0, 0], greedy_seconds(traces, cost, limit), prefill, options)
+    return OracleResult(best[:, 0, 0], greedy_seconds(traces, cost, limit), prefill, options, choice)
