@@ -4,7 +4,6 @@ imitating policy learns from."""
 from __future__ import annotations
 
 import numpy as np
-
 from helpers import cost_model, random_traces
 
 from simspec.sim.imitation import Imitation, imitation_examples, oracle_cycles
