@@ -151,5 +151,6 @@ def fit_imitation(traces: TraceSet, cost: CostModel, max_new_tokens: int | None 
         return AcceptancePredictor.fit(x, y, np.ones(len(y)), seed=seed)
 
     stop, nodes = fit(xs, ys), fit(xn, yn)
-    candidates = [Imitation(stop, nodes, traces.width, traces.depth_max, (a, b)) for a in THRESHOLDS for b in THRESHOLDS]
+    candidates = [Imitation(stop, nodes, traces.width, traces.depth_max, (a, b))
+                  for a in THRESHOLDS for b in THRESHOLDS]
     return max(candidates, key=lambda p: float(np.mean(replay(traces, cost, p, max_new_tokens).speedup)))
