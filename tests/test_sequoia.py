@@ -170,7 +170,7 @@ def test_recorded_child_ranks_predict_every_live_cycle_of_a_shaped_tree(tiny, dr
         recorder = TraceRecorder(tiny, drafters[name], RecordSpec(depth_max=6, width=3, max_new_tokens=30))
         engine = SpeculativeEngine(tiny, drafters[name])
         cycles = 0
-        for _ in range(3):
+        for _ in range(2):
             prompt = [int(x) for x in rng.integers(0, TINY_VOCAB, size=6)]
             continuation = engine.greedy(prompt, 30 + 6).tokens
             trace = recorder.record(prompt, continuation)
@@ -185,7 +185,7 @@ def test_recorded_child_ranks_predict_every_live_cycle_of_a_shaped_tree(tiny, dr
                     (name, position)
                 position += c.accepted + 1
                 cycles += 1
-        assert cycles > 20
+        assert cycles > 12
 
 
 def test_sequoia_baselines_validate_and_tune_in_the_simulator(tmp_path):
