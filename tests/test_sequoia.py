@@ -141,7 +141,7 @@ def test_a_tree_of_fixed_shape_decodes_losslessly_alone_and_in_batches(batch, ti
     rng = np.random.default_rng(2)
     prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(3)]
     policy = SequoiaTree(TreeShape.of(SHAPE))
-    for name in ("eagle3", "lm"):
+    for name in ("eagle3", "lm") if batch == 1 else ("eagle3",):  # the batch engine drafts alike for both
         single = SpeculativeEngine(tiny, drafters[name])
         reference = [single.greedy(p, 24).tokens for p in prompts]
         if batch == 1:
