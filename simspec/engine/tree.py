@@ -50,20 +50,26 @@ class DraftTree:
     def grow(self, top_logprobs: np.ndarray, top_tokens: np.ndarray) -> np.ndarray:
         """Add the frontier's children: ``top_*[i, k]`` is the k-th child of ``frontier[i]``.
         Returns the new level's cumulative scores (what depth policies observe)."""
-        parents = np.repeat(self.frontier, top_tokens.shape[1])
+        new, scores = self._append(np.repeat(self.frontier, top_tokens.shape[1]), top_tokens.ravel(),
+                                   top_logprobs.ravel())
+        best = np.argsort(-scores, kind="stable")[: self.width]
+        self.frontier = new[np.sort(best)]
+        return scores
+
+    def _append(self, parents: np.ndarray, tokens: np.ndarray, logprobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A new level: children of ``parents`` with their tokens and conditional log-probs;
+        returns their node indices and cumulative scores."""
         new = np.arange(self.n, self.n + len(parents))
-        self.tokens[new] = top_tokens.ravel()
+        self.tokens[new] = tokens
         self.parents[new] = parents
         self.depths[new] = self.levels
-        scores = self.scores[parents] + top_logprobs.ravel().astype(np.float32)
+        scores = self.scores[parents] + logprobs.astype(np.float32)
         self.scores[new] = scores
         self.ancestors[new] = self.ancestors[parents]
         self.ancestors[new, new] = True
         self.n += len(new)
         self.levels += 1
-        best = np.argsort(-scores, kind="stable")[: self.width]
-        self.frontier = new[np.sort(best)]
-        return scores
+        return new, scores
 
     def feed_frontier(self) -> tuple[np.ndarray, int, np.ndarray]:
         """The frontier's tokens, their depth, and which fed nodes each may attend to
@@ -96,17 +102,7 @@ class ShapedTree(DraftTree):
 
     def grow(self, top_logprobs: np.ndarray, top_tokens: np.ndarray) -> np.ndarray:
         keep = np.arange(top_tokens.shape[1])[None, :] < self.shape.children[self.frontier][:, None]
-        parents = np.repeat(self.frontier, keep.sum(1))
-        new = np.arange(self.n, self.n + len(parents))
-        self.tokens[new] = top_tokens[keep]
-        self.parents[new] = parents
-        self.depths[new] = self.levels
-        scores = self.scores[parents] + top_logprobs[keep].astype(np.float32)
-        self.scores[new] = scores
-        self.ancestors[new] = self.ancestors[parents]
-        self.ancestors[new, new] = True
-        self.n += len(new)
-        self.levels += 1
+        new, scores = self._append(np.repeat(self.frontier, keep.sum(1)), top_tokens[keep], top_logprobs[keep])
         self.frontier = new[self.shape.children[new] > 0]
         return scores
 

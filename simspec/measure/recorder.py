@@ -151,11 +151,9 @@ class TraceRecorder:
     @torch.inference_mode()
     def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
         spec, device, drafter = self.spec, self.device, self.drafter
-        wants_hidden = drafter.uses_target_hidden
         cache = TargetCache(self.target, drafter.target_layers())
         sequence = torch.tensor(prompt_ids + continuation, device=device)
         hidden = cache.forward(sequence)
-        features = cache.features
         checked = head_logits(cache.head, hidden[len(prompt_ids) - 1:-1]).argmax(-1).cpu().numpy()
         cont = np.asarray(continuation, dtype=np.int64)
         disagree = np.flatnonzero(checked != cont)
@@ -168,16 +166,12 @@ class TraceRecorder:
         # Cycles happen while fewer than max_new_tokens are out and the root is not EOS.
         n_positions = min(spec.max_new_tokens - 1, len(cont) - (1 if len(eos_at) else 0), len(cont))
         n_positions = max(0, n_positions)
-        prompt = sequence[: len(prompt_ids)]
-        drafter.reset(prompt, features[: len(prompt_ids)] if wants_hidden else None)
         levels = spec.depth_max - 1
         path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
         best_children = np.empty((n_positions, levels, spec.width), dtype=np.float16)
         child_rank = np.empty((n_positions, levels), dtype=np.int16)
-        base = len(prompt_ids)
-        for p in range(n_positions):
-            drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
+        for p in self._advance(sequence, cache.features, len(prompt_ids), n_positions):
             tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
             root = []  # the root step's log-probs, which the greedy path's chain starts from
 
@@ -191,25 +185,29 @@ class TraceRecorder:
                                                                           spec.depth_max)
             drafter.end_cycle()
             child_rank[p] = path_child_ranks(drafter, root[0], cont[p + 1:p + spec.depth_max], levels, device)
-        return PromptTrace(cont, base + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
+        return PromptTrace(cont, len(prompt_ids) + np.arange(n_positions, dtype=np.int32), path_rank, level_scores,
                            best_children, bool(len(disagree)), child_rank=child_rank)
+
+    def _advance(self, sequence: torch.Tensor, features: torch.Tensor, base: int, n_positions: int):
+        """Reset the drafter on the prompt (``sequence[:base]``), then yield each position p after
+        committing its root, as if every earlier cycle had accepted nothing."""
+        drafter, wants_hidden = self.drafter, self.drafter.uses_target_hidden
+        drafter.reset(sequence[:base], features[:base] if wants_hidden else None)
+        for p in range(n_positions):
+            drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
+            yield p
 
     @torch.inference_mode()
     def child_ranks(self, prompt_ids: list[int], continuation: np.ndarray, n_positions: int) -> np.ndarray:
         """``child_rank`` for traces recorded without it: the stored continuation's first
         ``n_positions`` roots, the drafter advanced exactly as ``record`` advances it."""
         levels, device, drafter = self.spec.depth_max - 1, self.device, self.drafter
-        wants_hidden = drafter.uses_target_hidden
         cache = TargetCache(self.target, drafter.target_layers())
         cont = np.asarray(continuation, dtype=np.int64)
         sequence = torch.tensor(list(prompt_ids) + cont.tolist(), device=device)
         cache.forward(sequence)
-        features = cache.features
-        base = len(prompt_ids)
-        drafter.reset(sequence[:base], features[:base] if wants_hidden else None)
         out = np.empty((n_positions, levels), dtype=np.int16)
-        for p in range(n_positions):
-            drafter.commit(sequence[base + p: base + p + 1], features[base + p - 1: base + p] if wants_hidden else None)
+        for p in self._advance(sequence, cache.features, len(prompt_ids), n_positions):
             out[p] = path_child_ranks(drafter, drafter.draft_root(), cont[p + 1:p + self.spec.depth_max], levels,
                                       device)
         return out

@@ -145,9 +145,9 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
         return _score(replay(train, cost, policy, max_new_tokens))
 
     def by_rank(by_depth: bool) -> np.ndarray:  # Sequoia's acceptance, read off the greedy paths' child ranks
-        from simspec.policies.rules.sequoia import positional_acceptance
+        from simspec.policies.rules.sequoia import split_acceptance
 
-        return positional_acceptance(train.child_ranks(np.arange(train.positions)), by_depth=by_depth)
+        return split_acceptance(train, by_depth)
 
     nodes: list = []
 

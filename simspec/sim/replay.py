@@ -74,9 +74,9 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
     planned = np.clip(planned, 1, traces.depth_max)
     if policy.shape is not None:  # one fixed tree: its acceptance walks the greedy path's child ranks
         depth = np.minimum(planned, policy.shape.depth)
-        accepted = policy.shape.accepted(traces.child_ranks(at), depth)
-        policy.observe_batch(rows, depth, policy.shape.nodes_within(depth), accepted)
-        return depth, policy.shape.nodes_within(depth), accepted
+        size, accepted = policy.shape.nodes_within(depth), policy.shape.accepted(traces.child_ranks(at), depth)
+        policy.observe_batch(rows, depth, size, accepted)
+        return depth, size, accepted
     if overrides(policy, "keep_drafting_batch"):
         depth = drafted_depths(policy, rows, planned,
                                lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))

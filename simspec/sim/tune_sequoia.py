@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from simspec.policies.rules.sequoia import SequoiaTree, positional_acceptance, sequoia_shape
+from simspec.policies.rules.sequoia import SequoiaTree, sequoia_shape, split_acceptance
 from simspec.policies.shape import TreeShape
 from simspec.sim.replay import replay
 
@@ -42,7 +42,7 @@ def settings(shape: TreeShape, engine: str, draft: str) -> tuple[dict | None, st
 def sequoia_summary(train, held, cost, depth_max: int, max_new_tokens: int | None, engine: str, draft: str,
                     by_depth: bool = False) -> dict:
     """Sequoia's tree from the train split's acceptance by rank and ``cost``, scored on ``held``."""
-    p = positional_acceptance(train.child_ranks(np.arange(train.positions)), by_depth=by_depth)
+    p = split_acceptance(train, by_depth)
     shape, model = sequoia_shape(p, cost, int(np.median(train.context_length)), depth_max)
     policy = SequoiaTree(shape)
     scored = replay(held, cost, policy, max_new_tokens)

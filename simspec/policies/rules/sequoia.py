@@ -52,6 +52,11 @@ def positional_acceptance(child_rank: np.ndarray, cap: int = 16, by_depth: bool 
                      for j in range(levels)])
 
 
+def split_acceptance(traces, by_depth: bool = False) -> np.ndarray:
+    """``positional_acceptance`` over every position of a trace set (the train split's)."""
+    return positional_acceptance(traces.child_ranks(np.arange(traces.positions)), by_depth=by_depth)
+
+
 def non_increasing(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The weighted least-squares non-increasing fit (pool adjacent violators)."""
     blocks: list[list[float]] = []  # [mean, weight, length]
