@@ -75,7 +75,7 @@ def small_profile(tmp_path_factory) -> str:
 def test_the_builtins_keep_their_names_order_and_defaults():
     assert baseline_names() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                 "cachefsm-token", "qlearn", "qlearn-paper", "specdecpp", "disco", "c2t",
-                                "sequoia", "sequoia-depth", "sglang-adaptive", "vllm-schedule")
+                                "bayes", "sequoia", "sequoia-depth", "sglang-adaptive", "vllm-schedule")
     assert default_baselines() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                    "qlearn")
     # The decision-time table keeps its entries: 'static' (paid by eagle3, grid and static:D,V) and every rule.
@@ -100,8 +100,8 @@ def test_unknown_baseline_is_one_line():
     with pytest.raises(SimspecError) as caught:
         check_names(["ddd", "nope"])
     assert str(caught.value) == ("unknown baseline 'nope': choose from eagle3, grid, ddd, svip, gammatune, analytic, "
-                                 "fsm, cachefsm, cachefsm-token, qlearn, qlearn-paper, specdecpp, disco, c2t, sequoia, "
-                                 "sequoia-depth, sglang-adaptive, vllm-schedule, select or static:D,V")
+                                 "fsm, cachefsm, cachefsm-token, qlearn, qlearn-paper, specdecpp, disco, c2t, bayes, "
+                                 "sequoia, sequoia-depth, sglang-adaptive, vllm-schedule, select or static:D,V")
     with pytest.raises(SimspecError, match=r"^unknown baseline 'select': .* vllm-schedule or static:D,V$"):
         check_names(["select"], prompt_level=False)  # validate --real: no per-prompt methods
 

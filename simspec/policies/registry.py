@@ -31,7 +31,7 @@ class RuleContext:
     rules keep (the grid best's, so that they differ from it in depth only), the median context
     length, the profile's cost model, and two things fitted on the train split on first use:
     the acceptance classifier (SpecDec++, Disco), the grid-best static tree, the acceptance
-    by child rank (Sequoia) and the node classifier (C2T)."""
+    by child rank (Sequoia) and the node classifiers (C2T, Bayes)."""
 
     width: int
     depth_max: int
@@ -44,6 +44,8 @@ class RuleContext:
     acceptance: Callable[[], Any] | None = None
     # -> C2T's node classifier, fitted on the train split on first use
     node_predictor: Callable[[], Any] | None = None
+    # -> the same classifier fitted over every node a tree verifies (the Bayes rule's)
+    tree_predictor: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def timing_policies(cost: Costs, width: int, depth_max: int) -> dict[str, BatchP
     from simspec.policies.stopping import AcceptancePredictor
 
     ctx = RuleContext(width, depth_max, 60, 256, cost, AcceptancePredictor.random, lambda: None,
-                      node_predictor=lambda: AcceptancePredictor.random(features=4))
+                      node_predictor=lambda: AcceptancePredictor.random(features=4),
+                      tree_predictor=lambda: AcceptancePredictor.random(features=4))
     return {"static": StaticPolicy(depth_max, width, 60),
             **{s.name: s.timed(ctx) for s in BASELINE_REGISTRY.specs() if s.charged_as is None}}

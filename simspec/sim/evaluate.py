@@ -149,17 +149,17 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
 
         return split_acceptance(train, by_depth)
 
-    nodes: list = []
+    nodes: dict = {}
 
-    def node_classifier():  # C2T's, fitted on first use
-        if not nodes:
-            from simspec.sim.labels import fit_node_predictor
+    def node_classifier(whole: bool):  # C2T's (the best 64 nodes) and the Bayes rule's, each fitted on first use
+        if whole not in nodes:
+            from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
 
-            nodes.append(fit_node_predictor(train))
-        return nodes[0]
+            nodes[whole] = fit_node_predictor(train, WHOLE_TREE if whole else 64)
+        return nodes[whole]
 
     ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best,
-                      by_rank, node_classifier)
+                      by_rank, lambda: node_classifier(False), lambda: node_classifier(True))
     out = []
     for name in names:
         if name.startswith("static:"):

@@ -80,6 +80,11 @@ def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_ex
     return x, y, np.ones(len(y))
 
 
-def fit_node_predictor(traces: TraceSet, seed: int = 0) -> AcceptancePredictor:
-    """C2T's node classifier, trained on ``traces``."""
-    return AcceptancePredictor.fit(*node_examples(traces, seed=seed), seed=seed)
+def fit_node_predictor(traces: TraceSet, top: int = 64, seed: int = 0) -> AcceptancePredictor:
+    """C2T's node classifier, trained on ``traces``; the Bayes rule's on the best ``WHOLE_TREE``
+    nodes, as many as any tree it verifies (its expected tokens sum the probabilities of every
+    verified node, so they must be calibrated past the best 64 too)."""
+    return AcceptancePredictor.fit(*node_examples(traces, top=top, seed=seed), seed=seed)
+
+
+WHOLE_TREE = 256

@@ -1,0 +1,126 @@
+"""Bayes decisions over the drafted tree: simspec's own rule, named apart from every seed's
+(numpy only).
+
+Verifying the best V nodes by score (a set closed under ancestors) accepts exactly the verified
+nodes that lie on the target's greedy path, so a cycle's expected tokens are
+``1 + sum of P(node on path)`` over the verified nodes: marginals suffice, no independence is
+assumed. C2T's node classifier (``simspec.policies.rules.c2t``) gives those probabilities. A
+throughput maximiser then trades tokens for seconds at a rate lambda (Dinkelbach: the optimal
+long-run rate makes ``tokens - lambda * seconds`` the per-cycle objective), and the profile's
+curves price the seconds at the current context:
+
+- size: ``argmax_V  1 + P_1 + ... + P_{V-1} - lambda * verify(V, L)``;
+- depth: after each draft step the best objective J of the tree so far is known; the next levels
+  are expected to add J's last increment shrunk by the newest level's mass ratio, per level, and
+  drafting goes on while some lookahead of k levels pays its k draft steps.
+
+``lambda = kappa / verify(1, L)`` (one plain decoding step): kappa is the speedup the rule aims
+at (tuned on the train split, like every rule's knob). With calibrated probabilities the size
+choice is the Bayes decision given the node features; ``simspec.sim.bound`` grants the same
+decision the whole tree for free to bound what any policy observing node scores can reach.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.policies.base import BatchPolicy, Costs, tree_capacity
+from simspec.policies.registry import RuleContext, register_baseline
+from simspec.policies.rules.c2t import N_NODE_FEATURES, node_features
+
+
+def node_probabilities(predictor, tree_scores: np.ndarray, depth_max: int, first_level: np.ndarray | None = None
+                       ) -> np.ndarray:
+    """P(node on the greedy path) per node of ``[rows, levels, W**2]`` trees, 0 on padding;
+    ``first_level`` (0-based, per row) places a one-level slice at its true depth."""
+    features, valid = node_features(tree_scores, depth_max)
+    if first_level is not None:
+        features[:, :, 1] += (np.asarray(first_level)[:, None]) / depth_max
+    p = predictor.predict(features.reshape(-1, N_NODE_FEATURES)).reshape(valid.shape)
+    return np.where(valid, p, 0.0)
+
+
+def expected_tokens(p: np.ndarray, scores: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """``[rows, n + 1]``: expected tokens of a cycle verifying 1..n+1 nodes (the root, then nodes
+    best score first, ties to the shallower, as the engines take them), from per-node path
+    probabilities ``p`` over ``scores`` flattened alike; ``keep`` masks nodes out of reach."""
+    flat = scores.reshape(len(scores), -1)
+    mask = np.isfinite(flat) if keep is None else keep & np.isfinite(flat)
+    order = np.argsort(np.where(mask, -flat, np.inf), axis=1, kind="stable")
+    ranked = np.take_along_axis(np.where(mask, p, 0.0), order, axis=1)
+    n = int(mask.sum(axis=1).max(initial=0))
+    return 1.0 + np.concatenate([np.zeros((len(flat), 1)), np.cumsum(ranked[:, :n], axis=1)], axis=1)
+
+
+class BayesTree(BatchPolicy):
+    """Size and depth by expected tokens against seconds at rate ``kappa / verify(1, L)`` (see the module)."""
+
+    def __init__(self, predictor, cost: Costs, kappa: float, width: int, depth_max: int, lookahead: int = 3) -> None:
+        self.predictor, self.cost, self.kappa, self.lookahead = predictor, cost, kappa, lookahead
+        self.width, self.depth_max = width, depth_max
+        self.name = f"bayes(kappa={kappa:g})"
+
+    def reset_batch(self, n):
+        self.rate, self.context = np.zeros(n), np.zeros(n, np.int64)
+        self.best, self.mass = np.zeros(n), np.ones(n)
+        shape = (n, self.depth_max - 1, self.width * self.width)
+        self.tree, self.prob = np.full(shape, -np.inf, np.float32), np.zeros(shape)
+
+    def _verify_seconds(self, sizes: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """verify(sizes, context) as ``[rows, len(sizes)]``: looked up in the curve's integer table
+        where the cost model keeps one (replay's hot path and the engine's), else evaluated."""
+        table = getattr(self.cost, "table", None)
+        grid = None if table is None else table("verify", int(sizes.max()), int(context.max(initial=0)))
+        if grid is None:
+            return self.cost.verify(sizes[None, :].astype(float), context[:, None].astype(float))
+        return grid[sizes[None, :], context[:, None]]
+
+    def plan_batch(self, rows, context):
+        context = np.asarray(context).astype(np.int64)
+        self.context[rows] = context
+        plain = self._verify_seconds(np.ones(1, np.int64), context)[:, 0]  # the root alone: a plain step
+        self.rate[rows] = self.kappa / plain
+        self.best[rows] = 1.0 - self.kappa  # J of the root alone: 1 token less its priced seconds
+        self.mass[rows] = 1.0
+        self.tree[rows], self.prob[rows] = -np.inf, 0.0
+        return np.full(len(rows), self.depth_max), np.full(len(rows), tree_capacity(self.depth_max, self.width))
+
+    def _objective(self, rows, scores, p):
+        """(best J, its size) of trees ``[rows, levels, W**2]`` with node probabilities ``p``."""
+        gain = expected_tokens(p.reshape(len(rows), -1), scores)
+        seconds = self._verify_seconds(np.arange(1, gain.shape[1] + 1), self.context[rows])
+        objective = gain - self.rate[rows][:, None] * seconds
+        return objective.max(axis=1), objective.argmax(axis=1) + 1
+
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        level = np.asarray(depth) - 2  # the level just drafted, 0-based below the root
+        frontier = np.asarray(frontier, np.float32)
+        p = node_probabilities(self.predictor, frontier[:, None, :], self.depth_max, level)
+        self.tree[rows, level], self.prob[rows, level] = frontier, p
+        best, _ = self._objective(rows, self.tree[rows], self.prob[rows])
+        increment = np.maximum(best - self.best[rows], 0.0)
+        mass = p.sum(axis=1)
+        ratio = np.clip(mass / np.maximum(self.mass[rows], 1e-6), 0.0, 1.0)
+        self.best[rows], self.mass[rows] = best, mass
+        step = self.rate[rows] * self.cost.draft(np.full(len(rows), float(self.width)), self.context[rows])
+        gain, pays = np.zeros(len(rows)), np.zeros(len(rows), bool)
+        for k in range(1, self.lookahead + 1):
+            gain += increment * ratio ** k
+            pays |= gain > k * step
+        return pays & (depth < planned)
+
+    def choose_size_batch(self, rows, depth, tree_scores, planned):
+        scores = np.asarray(tree_scores, np.float32)
+        p = node_probabilities(self.predictor, scores, self.depth_max)
+        _, size = self._objective(rows, scores, p)
+        return np.minimum(size, planned)
+
+
+KAPPAS = (1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0)
+
+
+@register_baseline("bayes", help="simspec's Bayes rule: verifies the nodes whose predicted acceptance pays for "
+                   "their verification on the profile's curves, drafts on while the next levels are expected to pay",
+                   grid=KAPPAS, timing_value=2.0, sized=False)
+def bayes(ctx: RuleContext, kappa: float) -> BayesTree:
+    return BayesTree(ctx.tree_predictor(), ctx.cost, kappa, ctx.width, ctx.depth_max)

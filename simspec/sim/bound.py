@@ -1,0 +1,111 @@
+"""The information bound on greedy traces (numpy only): the Bayes decision of
+``simspec.policies.rules.bayes`` granted the whole drafted tree before it decides.
+
+Every cycle, the bound reads every level's node scores at once (as if the drafter had run to
+D_max for free), turns them into P(node on the greedy path) with a node classifier, and picks
+the (D, V) maximising ``expected tokens - lambda * cycle seconds`` on the profile's curves, paying
+only for the D levels it keeps. A policy that sees the scores level by level, and must pay for
+each level before it sees the next, observes less; with the classifier fitted on the evaluated
+prompts themselves (``in_sample``), nothing it learns from node scores calibrates better. What
+the bound still misses of the hindsight oracle is what node scores do not tell about the
+target's choice. Its remaining optimism: per-node features (C2T's four), one classifier class,
+and lambda picked on the evaluated prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.errors import SimspecError
+from simspec.policies.base import tree_capacities
+from simspec.policies.rules.bayes import expected_tokens, node_probabilities
+from simspec.sim.costmodel import CostModel
+from simspec.sim.replay import greedy_seconds, positions_limit
+from simspec.sim.traces import TraceSet, accepted_at
+
+
+@dataclass
+class BoundResult:
+    speedup: np.ndarray  # [prompts], prefill included on both sides, as replay reports it
+    kappa: float  # the rate lambda = kappa / verify(1, L) that scored best
+    depths: np.ndarray  # histogram of the depths chosen, index = D
+
+
+def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float) -> tuple[np.ndarray, np.ndarray]:
+    """(speedup per prompt, chosen-depth histogram) of the full-tree Bayes decision at ``kappa``;
+    ``probabilities(at) -> [rows, levels * W**2]`` is P(node on path) at trace positions ``at``."""
+    width, dmax = traces.width, traces.depth_max
+    limit = positions_limit(traces, None)
+    start, n = traces.prompt_offsets[:-1], traces.n_prompts
+    position, previous, seconds = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n)
+    level_of = np.repeat(np.arange(dmax - 1), width * width)
+    depths = np.zeros(dmax + 1, np.int64)
+    active = position < limit
+    while active.any():
+        rows = np.flatnonzero(active)
+        at = start[rows] + position[rows]
+        context, committed = traces.context_length[at], previous[rows] + 1
+        scores, p = traces.level_scores[at].astype(np.float32), probabilities(at)
+        rate = kappa / cost.verify(np.ones(len(rows)), context)
+        best = np.full(len(rows), -np.inf)
+        depth, size = np.ones(len(rows), np.int64), np.ones(len(rows), np.int64)
+        for d in range(1, dmax + 1):
+            cap = int(min(tree_capacities(np.array([d]), width)[0], traces.nodes))
+            gain = expected_tokens(p, scores, level_of[None, :] < d - 1)[:, :cap]
+            sizes = np.arange(1, gain.shape[1] + 1)
+            shape = gain.shape
+            cycle = cost.cycle(np.full(shape, d), width, np.broadcast_to(sizes, shape),
+                               np.broadcast_to(context[:, None], shape), np.broadcast_to(committed[:, None], shape))
+            objective = gain - rate[:, None] * cycle
+            pick = objective.argmax(axis=1)
+            value = objective[np.arange(len(rows)), pick]
+            better = value > best
+            best[better], depth[better], size[better] = value[better], d, pick[better] + 1
+        accepted = accepted_at(traces.path_rank, at, depth, size)
+        seconds[rows] += cost.cycle(depth, width, size, context, committed)
+        depths += np.bincount(depth, minlength=dmax + 1)
+        position[rows] += accepted + 1
+        previous[rows] = accepted
+        active = position < limit
+    prefill = cost.prefill(traces.prompt_lengths)
+    return (greedy_seconds(traces, cost, limit) + prefill) / (seconds + prefill), depths
+
+
+KAPPAS = (1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0)
+
+
+def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS
+                      ) -> BoundResult:
+    """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
+    value with the best median speedup on ``traces`` themselves."""
+    if traces.sampled:
+        raise SimspecError("the information bound reads the target's greedy path: it needs greedy traces "
+                           "(temperature 0)")
+
+    def probabilities(at):
+        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
+
+    runs = {k: full_tree_bayes(traces, cost, probabilities, k) for k in kappas}
+    kappa = max(runs, key=lambda k: float(np.median(runs[k][0])))
+    return BoundResult(runs[kappa][0], kappa, runs[kappa][1])
+
+
+def perfect_probabilities(traces: TraceSet):
+    """P(node on path) known exactly (1 on the greedy path's nodes, else 0): the bound then knows
+    what the oracle knows, so it must come close to it (a check of the machinery)."""
+    levels = traces.depth_max - 1
+
+    def probabilities(at):
+        scores = traces.level_scores[at].astype(np.float32)
+        flat = scores.reshape(len(at), -1)
+        order = np.argsort(np.where(np.isfinite(flat), -flat, np.inf), axis=1, kind="stable")
+        ranks = traces.path_rank[at, :, levels - 1].astype(np.int64)  # rank among all nodes at full depth
+        p = np.zeros(flat.shape)
+        for j in range(levels):
+            hit = ranks[:, j] < flat.shape[1]
+            p[np.flatnonzero(hit), order[hit, ranks[hit, j]]] = 1.0
+        return p
+
+    return probabilities

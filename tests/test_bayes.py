@@ -1,0 +1,131 @@
+"""The Bayes rule over the drafted tree and the information bound built on it: the expected-tokens
+identity, the size decision against the curves, the bound's machinery (it nears the oracle when
+it knows the path), lossless decoding on both engines, and the baseline through the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import ROOT, cost_model
+
+from simspec.policies.rules.bayes import BayesTree, expected_tokens
+from simspec.sim.traces import accepted_at
+
+
+class _Fixed:
+    """A node classifier whose answer is the joint probability itself."""
+
+    def predict(self, features):
+        return np.exp(features[:, 0])
+
+
+class _Curves:
+    """Costs with a verification slope of ``slope`` seconds per token."""
+
+    def __init__(self, slope: float) -> None:
+        self.slope = slope
+
+    def draft(self, nodes, context):
+        return 0.002 + 0 * np.asarray(nodes, float)
+
+    def verify(self, size, context):
+        return 0.05 + self.slope * (np.asarray(size, float) - 1) + 0 * np.asarray(context, float)
+
+    def cycle(self, depth, width, size, context, committed):
+        return self.verify(size, context) + np.maximum(np.asarray(depth) - 1, 0) * 0.002
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from simspec.sim.evaluate import split_traces
+    from simspec.sim.profile import load_profile
+
+    profile = load_profile(ROOT / "calibration" / "cpu-demo")
+    return split_traces(profile.traces(), "heldout"), profile.cost
+
+
+def test_with_the_path_known_expected_tokens_are_the_accepted_drafts_plus_one(shipped):
+    """On recorded trees: 1 on the greedy path's nodes, 0 elsewhere, and the expected tokens of
+    verifying V nodes are what replay accepts there, for every V; in trees cut at D levels too,
+    but for float16 near-ties (the traces' scores are rounded; the engine ordered unrounded ones)."""
+    from simspec.sim.bound import perfect_probabilities
+
+    traces, _ = shipped
+    at = np.random.default_rng(0).choice(traces.positions, 300, replace=False)
+    scores, p = traces.level_scores[at].astype(np.float32), perfect_probabilities(traces)(at)
+    level_of = np.repeat(np.arange(traces.depth_max - 1), traces.width ** 2)
+    for depth in (2, 4, traces.depth_max):
+        gain = expected_tokens(p, scores, level_of[None, :] < depth - 1)
+        for size in (1, 2, 5, 17, 60):
+            accepted = accepted_at(traces.path_rank, at, np.full(len(at), depth), np.full(len(at), size))
+            same = gain[:, min(size, gain.shape[1]) - 1] == accepted + 1.0
+            assert same.all() if depth == traces.depth_max else same.mean() > 0.98, (depth, size)
+    assert p.sum(axis=1).max() >= 3  # paths several levels deep are among them
+
+
+def test_the_size_maximises_expected_tokens_less_priced_seconds_and_reads_the_curves():
+    scores = np.full((3, 2, 4), -np.inf, np.float32)
+    scores[:, 0, :2] = [[-0.1, -2.0], [-3.0, -4.0], [-0.05, -0.2]]
+    scores[:, 1] = [[-0.2, -2.2, -3, -5], [-3.5, -4, -5, -6], [-0.1, -0.3, -0.3, -0.4]]
+    rows, planned = np.arange(3), np.full(3, 7)
+    sizes = {}
+    for slope in (0.0005, 0.02):
+        policy = BayesTree(_Fixed(), _Curves(slope), 1.5, 2, 4)
+        policy.reset_batch(3)
+        policy.plan_batch(rows, np.full(3, 100.0))
+        sizes[slope] = policy.choose_size_batch(rows, np.full(3, 3), scores, planned)
+        for r in rows:  # brute force over every size
+            nodes = np.sort(np.exp(scores[r][np.isfinite(scores[r])]))[::-1]
+            value = [1 + nodes[: v - 1].sum() - policy.rate[r] * _Curves(slope).verify(v, 100) for v in range(1, 8)]
+            assert sizes[slope][r] == int(np.argmax(value)) + 1
+    assert (sizes[0.02] <= sizes[0.0005]).all() and (sizes[0.02] < sizes[0.0005]).any()
+
+
+def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_it_below(shipped):
+    from simspec.policies.stopping import AcceptancePredictor
+    from simspec.sim.bound import full_tree_bayes, information_bound, perfect_probabilities
+    from simspec.sim.labels import WHOLE_TREE, node_examples
+    from simspec.sim.oracle import oracle
+
+    traces, cost = shipped
+    traces = traces.subset(np.arange(0, traces.n_prompts, 8))
+    top = np.median(oracle(traces, cost).speedup)
+    known, _ = full_tree_bayes(traces, cost, perfect_probabilities(traces), 2.0)
+    assert np.median(known) > 0.9 * top
+    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=400, top=WHOLE_TREE), steps=150)
+    scored = information_bound(traces, cost, predictor, kappas=(1.75, 2.0))
+    assert np.median(scored.speedup) < np.median(known) - 0.1
+    assert scored.depths.sum() > 0 and scored.kappa in (1.75, 2.0)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("batch", [1, 3])
+def test_bayes_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
+    from helpers import TINY_VOCAB
+
+    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
+
+    rng = np.random.default_rng(5)
+    prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(3)]
+    single = SpeculativeEngine(tiny, drafters["eagle3"])
+    reference = [single.greedy(p, 20).tokens for p in prompts]
+    policy = BayesTree(_Fixed(), cost_model(), 1.0, 3, 6)
+    if batch == 1:
+        runs = [single.generate(p, policy, 20) for p in prompts]
+        outputs, cycles = [g.tokens for g in runs], [c for g in runs for c in g.cycles]
+    else:
+        run = BatchEngine(tiny, drafters["eagle3"], batch).generate(prompts, policy, 20)
+        outputs, cycles = [g.tokens for g in run.generations], [c for g in run.generations for c in g.cycles]
+    assert outputs == reference
+    assert len({c.size for c in cycles}) > 1 and len({c.depth for c in cycles}) > 1
+
+
+def test_bayes_tunes_and_replays_in_the_simulator(tmp_path):
+    from helpers import cli, last_json, synthetic_profile, tagged_traces
+
+    profile = synthetic_profile(tmp_path, tagged_traces(4), policy_seconds={"static": 1e-6, "bayes": 1e-6})
+    result = cli("validate", "--simulated", "--profile", profile, "--baselines", "grid,bayes", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = last_json(result)["rows"]
+    assert rows[1]["method"].startswith("bayes(") and rows[1]["speedup"] > 0
