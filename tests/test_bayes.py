@@ -88,7 +88,7 @@ def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_
     from simspec.sim.oracle import oracle
 
     traces, cost = shipped
-    traces = traces.subset(np.arange(0, traces.n_prompts, 8))
+    traces = traces.subset(np.arange(0, traces.n_prompts, 12))
     top = np.median(oracle(traces, cost).speedup)
     known, _ = full_tree_bayes(traces, cost, perfect_probabilities(traces), 2.0)
     assert np.median(known) > 0.9 * top

@@ -63,9 +63,9 @@ def test_the_node_classifier_learns_which_nodes_lie_on_the_greedy_path():
     from simspec.sim.trace_files import load_traces
 
     traces = load_traces(ROOT / "calibration" / "traces-mix-eagle")
-    x, y, w = node_examples(traces, positions=600, seed=0)
+    x, y, w = node_examples(traces, positions=300, seed=0)
     assert 0.02 < y.mean() < 0.2 and x.shape[1] == 4
-    x2, y2, _ = node_examples(traces, positions=600, seed=1)
+    x2, y2, _ = node_examples(traces, positions=300, seed=1)
     fitted = AcceptancePredictor.fit(x, y, w, steps=150, seed=0)
     assert _auc(fitted.predict(x2), y2) > 0.85
     shuffled = AcceptancePredictor.fit(x, np.random.default_rng(0).permutation(y), w, steps=150, seed=0)

@@ -61,3 +61,28 @@ def test_finished_text_is_kept_in_the_checkpoint_so_a_rerun_generates_nothing(ti
     blob["outputs"]["0"] = prompts[0] + [1] * NEW
     partial.write_text(json.dumps(blob))
     assert resumable_continuations(tiny, prompts, NEW, BATCH, partial)[0] == prompts[0] + [1] * NEW
+
+
+def test_sampled_generation_is_seeded_per_batch_and_resumes_to_the_same_text(tiny, prompts, tmp_path):
+    greedy = greedy_continuations(tiny, prompts, NEW, BATCH)
+    sampled = greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=3)
+    assert sampled == greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=3)
+    assert sampled != greedy and sampled != greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=4)
+    # a batch's draws depend on its seed and first prompt only: skipping finished batches changes nothing
+    partial = tmp_path / "corpus.selft1.partial.json"
+    done = {i: sampled[i] for i in range(len(prompts)) if i % 2 == 0}
+    assert greedy_continuations(tiny, prompts, NEW, BATCH, done=done, temperature=1.0, seed=3) == sampled
+    assert resumable_continuations(tiny, prompts, NEW, BATCH, partial, temperature=1.0, seed=3) == sampled
+    # greedy and sampled text are different work: the greedy run does not take the sampled checkpoint
+    assert resumable_continuations(tiny, prompts, NEW, BATCH, partial) == greedy
+
+
+def test_a_batch_stops_once_every_row_has_emitted_a_stop_token(tiny, prompts):
+    whole = greedy_continuations(tiny, prompts, NEW, BATCH)
+    second = frozenset(seq[len(p) + 1] for seq, p in zip(whole, prompts))  # every row emits one by token 2
+    stopped = greedy_continuations(tiny, prompts, NEW, BATCH, stop=second)
+    for full, cut, prompt in zip(whole, stopped, prompts):
+        assert full[:len(cut)] == cut and 1 <= len(cut) - len(prompt) <= 2  # the same text, cut short
+    # a row that stopped first rides along until its batch-mate stops: one batch ends at token 2
+    assert any(len(cut) - len(p) == 2 for cut, p in zip(stopped, prompts))
+    assert greedy_continuations(tiny, prompts, NEW, BATCH, stop=frozenset({TINY_VOCAB + 5})) == whole

@@ -34,7 +34,7 @@ def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp
     # runs it, and the plain one through the same entry point in this process, which has loaded
     # torch already (a trial's policy must not depend on the process it trains in either).
     with ThreadPoolExecutor(1) as pool:
-        ray = pool.submit(simspec, *args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
+        ray = pool.submit(simspec, *args, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "1",
                           timeout=600)
         plain = cli(*args, "--out", str(tmp_path / "plain"))
         ray = ray.result()

@@ -1,14 +1,9 @@
 """Teacher data for drafters: token sequences with the target's features and greedy labels.
 
-Three sources, mixed by token budget:
-- ``sharegpt``: ShareGPT *training-split* conversations (first human turn + first answer),
-  rendered with the chat template — human-written text;
-- ``code``: Python standard-library source, in fixed-length chunks;
-- ``self``: the target's own greedy continuations of training prompts (ShareGPT and
-  HumanEval train splits), cut after their first end-of-sequence token as decoding is — the
-  text a draft actually faces at inference;
-- ``selfcode``: its greedy continuations of standard-library function stubs (signature +
-  docstring, HumanEval's shape): the target's own code, beyond HumanEval's 86 train prompts.
+The text comes from the sources of ``simspec.distill.sources``, mixed by token budget: human text
+(``sharegpt``, ``code``) and the target's own continuations of prompt pools (``self``,
+``selfturns``, ``selfcode``, ``selfpkg``, greedy and cut after their first end-of-sequence token
+as decoding is; ``selft1``, sampled at T = 1), generated in batches of ``GENERATION_BATCH``.
 
 For every sequence one batched teacher pass records, at every position, the target's last
 hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three
@@ -28,7 +23,6 @@ import logging
 import math
 import random
 import shutil
-import sysconfig
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,14 +31,15 @@ import torch
 
 from simspec import __version__
 from simspec.cache import cache_dir
-from simspec.data import load_prompts, render_chat, split_of
+from simspec.distill.sources import SAMPLED, SELF_SOURCES, code_texts, self_prompts, sharegpt_texts
 from simspec.engine.greedy import resumable_continuations
 from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
 from simspec.errors import SimspecError
 
 log = logging.getLogger("simspec")
-SOURCES = ("sharegpt", "code", "self", "selfcode")
+SOURCES = ("sharegpt", "code", *SELF_SOURCES)
+GENERATION_BATCH = 32  # prompts the target continues at once (batched greedy decoding)
 
 
 @dataclass(frozen=True)
@@ -87,67 +82,6 @@ class Corpus:
     meta: dict
 
 
-def _sharegpt_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, split: str) -> list[list[int]]:
-    from simspec.data import sharegpt_conversations
-
-    out, total = [], 0
-    conversations = sharegpt_conversations(split=split)
-    rng.shuffle(conversations)
-    for question, answer in conversations:
-        messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-        ids = tokenizer.apply_chat_template(messages, tokenize=True)
-        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        ids = list(ids)[:seq_len]
-        if len(ids) < 32:
-            continue
-        out.append(ids)
-        total += len(ids)
-        if total >= n_tokens:
-            break
-    return out
-
-
-def _code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random) -> list[list[int]]:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in stdlib.glob("*.py"))  # top level only: a stable, ample corpus
-    rng.shuffle(files)
-    out, total = [], 0
-    for path in files:
-        try:
-            ids = tokenizer.encode(path.read_text(encoding="utf-8"), add_special_tokens=False)
-        except (OSError, UnicodeDecodeError):
-            continue
-        for start in range(0, max(0, len(ids) - 32), seq_len):
-            out.append(ids[start:start + seq_len])
-            total += len(out[-1])
-            if total >= n_tokens:
-                return out
-    return out
-
-
-def _stdlib_stubs(rng: random.Random) -> list[str]:
-    """HumanEval-shaped code prompts from the Python standard library: a function's signature
-    and docstring, for the target to complete (its own code is what a drafter faces there)."""
-    import ast
-
-    stubs = []
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        try:
-            source = path.read_text(encoding="utf-8")
-            tree = ast.parse(source)
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-            continue
-        lines = source.splitlines()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and ast.get_docstring(node) and len(node.body) > 1:
-                doc = node.body[0]
-                stub = "\n".join(lines[node.lineno - 1:doc.end_lineno])
-                if 80 <= len(stub) <= 1200:
-                    stubs.append(stub.strip("\n") + "\n")
-    rng.shuffle(stubs)
-    return stubs
-
-
 def cut_at_eos(sequence: list[int], prompt_length: int, eos: frozenset[int]) -> list[int]:
     """The sequence up to and including the first end-of-sequence token of its continuation:
     decoding stops there, so the greedy text generated past it is never drafted against."""
@@ -155,29 +89,6 @@ def cut_at_eos(sequence: list[int], prompt_length: int, eos: frozenset[int]) -> 
         if sequence[i] in eos:
             return sequence[:i + 1]
     return sequence
-
-
-def _self_prompts(tokenizer, source: str, n_tokens: int, spec: CorpusSpec, rng: random.Random) -> list[list[int]]:
-    """Chat-rendered prompts whose prompt + continuation add up to ``n_tokens``: ShareGPT and
-    HumanEval prompts of the split (``self``), or standard-library stubs (``selfcode``)."""
-    if source == "self":
-        chat = load_prompts("sharegpt", split=spec.split, max_chars=1500)
-        code = load_prompts("humaneval", split=spec.split)
-        rng.shuffle(chat)
-        rng.shuffle(code)
-        texts = [p.text for p in code[: len(chat) // 8]] + [p.text for p in chat]
-    else:
-        texts = [t for t in _stdlib_stubs(rng) if split_of(t) == spec.split]
-    out, total = [], 0
-    for text in texts:
-        ids = render_chat(tokenizer, text)
-        if len(ids) > spec.seq_len - spec.self_new_tokens:  # too long to leave room: skipped, not cut
-            continue
-        out.append(ids)
-        total += len(ids) + spec.self_new_tokens
-        if total >= n_tokens:
-            break
-    return out
 
 
 def _fp16_array(shape: tuple[int, ...], file: Path | None, write: bool = True) -> torch.Tensor:
@@ -249,15 +160,20 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     for source, share in zip(spec.sources, shares):
         per_source = int(spec.tokens * share)
         if source == "sharegpt":
-            seqs = _sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split)
+            seqs = sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split)
         elif source == "code":
-            seqs = _code_texts(target.tokenizer, per_source, spec.seq_len, rng)
+            seqs = code_texts(target.tokenizer, per_source, spec.seq_len, rng)
         else:
-            prompts = _self_prompts(target.tokenizer, source, per_source, spec, rng)
-            tick = progress(f"self-distillation of {source} prompts (target greedy text)", len(prompts))
+            prompts = self_prompts(target.tokenizer, source, per_source, spec.seq_len, spec.self_new_tokens,
+                                   spec.split, rng)
+            temperature = SAMPLED.get(source, 0.0)
+            kind = f"sampled at T = {temperature:g}" if temperature else "greedy"
+            tick = progress(f"self-distillation of {source} prompts (target {kind} text)", len(prompts))
             partials.append(text_dir / f"{path.stem}.{source}.partial.json")  # a rerun resumes from it
-            full = resumable_continuations(target, prompts, spec.self_new_tokens, 32, partials[-1], tick)
-            eos = eos_token_ids(target)
+            eos = frozenset(eos_token_ids(target))
+            full = resumable_continuations(target, prompts, spec.self_new_tokens, GENERATION_BATCH, partials[-1], tick,
+                                           temperature=temperature, seed=spec.seed,
+                                           stop=eos if spec.cut_at_eos else frozenset())
             seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
                     for seq, p in zip(full, prompts)]
         counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}

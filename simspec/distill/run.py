@@ -34,9 +34,11 @@ class TrainDraftRequest:
     target: str = flags.target()
     data: tuple[str, ...] = opt(("self:0.55", "selfcode:0.15", "sharegpt:0.15", "code:0.15"), "Teacher text, "
                                 "NAME[:SHARE] comma-separated: self (the target's greedy continuations of train-split "
-                                "ShareGPT and HumanEval prompts), selfcode (its continuations of stdlib function "
-                                "stubs), sharegpt (train-split conversations), code (Python stdlib source). No "
-                                "shares: even split.", parse=flags.names)
+                                "ShareGPT and HumanEval prompts), selfturns (of later ShareGPT turns, the "
+                                "conversation so far), selfcode (of stdlib function stubs), selfpkg (of function "
+                                "stubs from installed packages), selft1 (the self prompts sampled at T = 1), "
+                                "sharegpt (train-split conversations), code (Python stdlib source). No shares: even "
+                                "split.", parse=flags.names)
     tokens: int = opt(480_000, "Teacher tokens in total.", min=256)
     epochs: int = opt(4, "Passes over the teacher corpus.", min=1)
     draft_vocab: int = opt(8192, "Reduced draft vocabulary (most frequent target tokens).", min=16)

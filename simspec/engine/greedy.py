@@ -26,14 +26,19 @@ def length_batches(prompts: list[list[int]], batch: int) -> list[list[int]]:
 @torch.inference_mode()
 def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
                          advance: Callable[[int], None] = lambda n: None, done: dict[int, list[int]] | None = None,
-                         on_batch: Callable[[dict[int, list[int]]], None] = lambda outputs: None) -> list[list[int]]:
-    """Batched greedy generation, returning prompt + continuation for every prompt.
+                         on_batch: Callable[[dict[int, list[int]]], None] = lambda outputs: None,
+                         temperature: float = 0.0, seed: int = 0, stop: frozenset[int] = frozenset()
+                         ) -> list[list[int]]:
+    """Batched greedy generation (or sampling at ``temperature`` > 0), returning prompt +
+    continuation for every prompt.
 
     Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
-    ``model.generate`` ran far slower for the same batches.) Sequences keep
-    generating past EOS; the caller truncates to its sequence length anyway. ``done``: outputs
-    already generated (a batch whose prompts all have one is skipped; batches are fixed by the
-    prompts, so the rest come out as in one run); ``on_batch`` sees the outputs after each batch."""
+    ``model.generate`` ran far slower for the same batches.) Sequences keep generating past EOS
+    unless ``stop`` is given: then a batch ends once every row has emitted one of its tokens (the
+    caller cuts there; rows that stopped earlier carry on as padding). ``done``: outputs already
+    generated (a batch whose prompts all have one is skipped; batches are fixed by the prompts,
+    and a sampled batch's generator is seeded by ``seed`` and its first prompt, so the rest come
+    out as in one run); ``on_batch`` sees the outputs after each batch."""
     from transformers import DynamicCache
 
     base, head = base_and_head(target.model)
@@ -52,16 +57,30 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
+        draw = torch.Generator().manual_seed(seed * 1_000_003 + idx[0]) if temperature > 0 else None
+
+        def pick(last: torch.Tensor) -> torch.Tensor:
+            logits = head_logits(head, last).float()
+            if draw is None:
+                return logits.argmax(-1)
+            probs = torch.softmax(logits / temperature, dim=-1).cpu()
+            return torch.multinomial(probs, 1, generator=draw)[:, 0].to(last.device)
+
         hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions,
                       past_key_values=cache).last_hidden_state
-        token = head_logits(head, hidden[:, -1]).argmax(-1)
+        token = pick(hidden[:, -1])
         generated = [token]
+        ended = torch.zeros(len(idx), dtype=torch.bool)
         for _ in range(new_tokens - 1):
+            if stop:
+                ended |= torch.tensor([int(t) in stop for t in token.tolist()])
+                if bool(ended.all()):
+                    break
             mask = torch.cat([mask, mask.new_ones((len(idx), 1))], dim=1)
             positions = positions[:, -1:] + 1
             hidden = base(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
                           past_key_values=cache).last_hidden_state
-            token = head_logits(head, hidden[:, -1]).argmax(-1)
+            token = pick(hidden[:, -1])
             generated.append(token)
         continuation = torch.stack(generated, dim=1).cpu()
         for row, i in enumerate(idx):
@@ -73,14 +92,17 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
 
 def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
                             partial: Path, advance: Callable[[int], None] = lambda n: None,
-                            every_s: float = 60.0) -> list[list[int]]:
+                            every_s: float = 60.0, temperature: float = 0.0, seed: int = 0,
+                            stop: frozenset[int] = frozenset()) -> list[list[int]]:
     """``greedy_continuations`` that survives being killed (hours of generation for a large
     teacher corpus): at most every ``every_s`` seconds the finished batches are written to
     ``partial``, and a rerun over the same prompts, target and length starts from them. The
     finished text is written too, so a kept ``partial`` spares a later run the whole
     generation; the caller deletes it once it has stored what it built."""
-    key = hashlib.sha256(json.dumps([target.name, str(target.model.dtype), new_tokens, batch, prompts]).encode()
-                         ).hexdigest()[:16]
+    sampled = [temperature, seed] if temperature > 0 else []  # greedy runs keep the keys they had
+    stops = [sorted(stop)] if stop else []
+    key = hashlib.sha256(json.dumps([target.name, str(target.model.dtype), new_tokens, batch, prompts, *sampled,
+                                     *stops]).encode()).hexdigest()[:16]
     done: dict[int, list[int]] = {}
     try:
         blob = json.loads(partial.read_text())
@@ -101,7 +123,7 @@ def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_t
             write(outputs)
 
     partial.parent.mkdir(parents=True, exist_ok=True)
-    full = greedy_continuations(target, prompts, new_tokens, batch, advance, done, save)
+    full = greedy_continuations(target, prompts, new_tokens, batch, advance, done, save, temperature, seed, stop)
     if len(done) < len(prompts):
         write(dict(enumerate(full)))
     return full

@@ -52,35 +52,51 @@ def expected_tokens(p: np.ndarray, scores: np.ndarray, keep: np.ndarray | None =
     return 1.0 + np.concatenate([np.zeros((len(flat), 1)), np.cumsum(ranked[:, :n], axis=1)], axis=1)
 
 
-class BayesTree(BatchPolicy):
-    """Size and depth by expected tokens against seconds at rate ``kappa / verify(1, L)`` (see the module)."""
+PRIOR_KAPPA, PRIOR_CYCLES = 1.5, 8  # the auto rate's prior: 8 plain steps' worth of time at 1.5x
 
-    def __init__(self, predictor, cost: Costs, kappa: float, width: int, depth_max: int, lookahead: int = 3) -> None:
+
+class BayesTree(BatchPolicy):
+    """Size and depth by expected tokens against seconds at a rate lambda (see the module):
+    ``kappa / verify(1, L)``, or with ``kappa=None`` each sequence's own tokens per second so far
+    (Dinkelbach's iteration, run online: its fixed point is the best rate), priced on the
+    curves at the batch size the driver sets."""
+
+    def __init__(self, predictor, cost: Costs, kappa: float | None, width: int, depth_max: int,
+                 lookahead: int = 3) -> None:
         self.predictor, self.cost, self.kappa, self.lookahead = predictor, cost, kappa, lookahead
         self.width, self.depth_max = width, depth_max
-        self.name = f"bayes(kappa={kappa:g})"
+        self.name = "bayes(auto)" if kappa is None else f"bayes(kappa={kappa:g})"
 
     def reset_batch(self, n):
+        # a batch-1 model holding curves at this batch size prices the batch's cycles with them; a
+        # model already at a batch size (validate --batch-size builds rules with one) as it is
+        held = self.batch_size > 1 and self.batch_size in getattr(self.cost, "batch_sizes", ())
+        self.curves = self.cost.at_batch(self.batch_size) if held else self.cost
         self.rate, self.context = np.zeros(n), np.zeros(n, np.int64)
         self.best, self.mass = np.zeros(n), np.ones(n)
+        self.tokens, self.seconds, self.committed = np.zeros(n), np.zeros(n), np.ones(n, np.int64)
         shape = (n, self.depth_max - 1, self.width * self.width)
         self.tree, self.prob = np.full(shape, -np.inf, np.float32), np.zeros(shape)
 
     def _verify_seconds(self, sizes: np.ndarray, context: np.ndarray) -> np.ndarray:
         """verify(sizes, context) as ``[rows, len(sizes)]``: looked up in the curve's integer table
         where the cost model keeps one (replay's hot path and the engine's), else evaluated."""
-        table = getattr(self.cost, "table", None)
+        table = getattr(self.curves, "table", None)
         grid = None if table is None else table("verify", int(sizes.max()), int(context.max(initial=0)))
         if grid is None:
-            return self.cost.verify(sizes[None, :].astype(float), context[:, None].astype(float))
+            return self.curves.verify(sizes[None, :].astype(float), context[:, None].astype(float))
         return grid[sizes[None, :], context[:, None]]
 
     def plan_batch(self, rows, context):
         context = np.asarray(context).astype(np.int64)
         self.context[rows] = context
         plain = self._verify_seconds(np.ones(1, np.int64), context)[:, 0]  # the root alone: a plain step
-        self.rate[rows] = self.kappa / plain
-        self.best[rows] = 1.0 - self.kappa  # J of the root alone: 1 token less its priced seconds
+        if self.kappa is None:
+            self.rate[rows] = ((self.tokens[rows] + PRIOR_CYCLES * PRIOR_KAPPA)
+                               / (self.seconds[rows] + PRIOR_CYCLES * plain))
+        else:
+            self.rate[rows] = self.kappa / plain
+        self.best[rows] = 1.0 - self.rate[rows] * plain  # J of the root alone: 1 token less its priced seconds
         self.mass[rows] = 1.0
         self.tree[rows], self.prob[rows] = -np.inf, 0.0
         return np.full(len(rows), self.depth_max), np.full(len(rows), tree_capacity(self.depth_max, self.width))
@@ -102,7 +118,7 @@ class BayesTree(BatchPolicy):
         mass = p.sum(axis=1)
         ratio = np.clip(mass / np.maximum(self.mass[rows], 1e-6), 0.0, 1.0)
         self.best[rows], self.mass[rows] = best, mass
-        step = self.rate[rows] * self.cost.draft(np.full(len(rows), float(self.width)), self.context[rows])
+        step = self.rate[rows] * self.curves.draft(np.full(len(rows), float(self.width)), self.context[rows])
         gain, pays = np.zeros(len(rows)), np.zeros(len(rows), bool)
         for k in range(1, self.lookahead + 1):
             gain += increment * ratio ** k
@@ -114,6 +130,13 @@ class BayesTree(BatchPolicy):
         p = node_probabilities(self.predictor, scores, self.depth_max)
         _, size = self._objective(rows, scores, p)
         return np.minimum(size, planned)
+
+    def observe_batch(self, rows, depth, size, accepted, **_):
+        # the rate's history: tokens, and the seconds the curves price the cycle at
+        self.tokens[rows] += np.asarray(accepted) + 1
+        self.seconds[rows] += self.curves.cycle(np.asarray(depth), self.width, np.asarray(size),
+                                                self.context[rows], self.committed[rows])
+        self.committed[rows] = np.asarray(accepted) + 1
 
 
 KAPPAS = (1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0)
