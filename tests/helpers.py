@@ -169,6 +169,29 @@ def cost_model() -> CostModel:
     return CostModel(points)
 
 
+# --- decoding a few prompts on the tiny model -----------------------------------------------------
+
+def tiny_prompts(seed: int, n: int = 3) -> list[list[int]]:
+    """``n`` random prompts of 3-11 tokens over the ``tiny`` fixture's vocabulary."""
+    rng = np.random.default_rng(seed)
+    return [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(n)]
+
+
+def decode_alone_or_batched(target, drafter, policy, prompts: list[list[int]], batch: int, tokens: int = 20):
+    """(outputs, plain greedy outputs, every sequence's cycles) of ``policy`` decoding ``prompts``
+    one at a time (``batch`` 1) or together on the batched engine (torch imported here only)."""
+    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
+
+    single = SpeculativeEngine(target, drafter)
+    reference = [single.greedy(p, tokens).tokens for p in prompts]
+    if batch == 1:
+        runs = [single.generate(p, policy, tokens) for p in prompts]
+    else:
+        runs = BatchEngine(target, drafter, batch).generate(prompts, policy, tokens).generations
+    return [g.tokens for g in runs], reference, [c for g in runs for c in g.cycles]
+
+
 # --- learned policies with random networks (numpy inference) ------------------------------------
 
 def random_mlp(sizes: list[int], seed: int) -> MLP:

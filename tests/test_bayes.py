@@ -101,22 +101,10 @@ def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_
 @pytest.mark.model
 @pytest.mark.parametrize("batch", [1, 3])
 def test_bayes_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
-    from helpers import TINY_VOCAB
+    from helpers import decode_alone_or_batched, tiny_prompts
 
-    from simspec.engine.batch import BatchEngine
-    from simspec.engine.speculative import SpeculativeEngine
-
-    rng = np.random.default_rng(5)
-    prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(3)]
-    single = SpeculativeEngine(tiny, drafters["eagle3"])
-    reference = [single.greedy(p, 20).tokens for p in prompts]
     policy = BayesTree(_Fixed(), cost_model(), 1.0, 3, 6)
-    if batch == 1:
-        runs = [single.generate(p, policy, 20) for p in prompts]
-        outputs, cycles = [g.tokens for g in runs], [c for g in runs for c in g.cycles]
-    else:
-        run = BatchEngine(tiny, drafters["eagle3"], batch).generate(prompts, policy, 20)
-        outputs, cycles = [g.tokens for g in run.generations], [c for g in run.generations for c in g.cycles]
+    outputs, reference, cycles = decode_alone_or_batched(tiny, drafters["eagle3"], policy, tiny_prompts(5), batch)
     assert outputs == reference
     assert len({c.size for c in cycles}) > 1 and len({c.depth for c in cycles}) > 1
 

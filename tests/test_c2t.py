@@ -74,24 +74,12 @@ def test_the_node_classifier_learns_which_nodes_lie_on_the_greedy_path():
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_c2t_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
-    from helpers import TINY_VOCAB
+    from helpers import decode_alone_or_batched, tiny_prompts
 
-    from simspec.engine.batch import BatchEngine
-    from simspec.engine.speculative import SpeculativeEngine
-
-    rng = np.random.default_rng(4)
-    prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(3)]
-    single = SpeculativeEngine(tiny, drafters["eagle3"])
-    reference = [single.greedy(p, 20).tokens for p in prompts]
     policy = C2T(_Fixed(), 0.006, 3, 5, 8)
-    if batch == 1:
-        runs = [single.generate(p, policy, 20) for p in prompts]
-        outputs, sizes = [g.tokens for g in runs], [c.size for g in runs for c in g.cycles]
-    else:
-        run = BatchEngine(tiny, drafters["eagle3"], batch).generate(prompts, policy, 20)
-        outputs, sizes = [g.tokens for g in run.generations], [c.size for g in run.generations for c in g.cycles]
+    outputs, reference, cycles = decode_alone_or_batched(tiny, drafters["eagle3"], policy, tiny_prompts(4), batch)
     assert outputs == reference
-    assert len(set(sizes)) > 1  # the classifier's count varies cycle by cycle
+    assert len({c.size for c in cycles}) > 1  # the classifier's count varies cycle by cycle
 
 
 def test_c2t_tunes_and_replays_in_the_simulator(tmp_path):
