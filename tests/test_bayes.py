@@ -81,6 +81,20 @@ def test_the_size_maximises_expected_tokens_less_priced_seconds_and_reads_the_cu
     assert (sizes[0.02] <= sizes[0.0005]).all() and (sizes[0.02] < sizes[0.0005]).any()
 
 
+def test_in_a_batch_every_row_verifies_the_largest_tree_it_pays_for_anyway():
+    scores = np.full((3, 2, 4), -np.inf, np.float32)
+    scores[:, 0, :2] = [[-0.1, -2.0], [-3.0, -4.0], [-0.05, -0.2]]
+    scores[:, 1] = [[-0.2, -2.2, -3, -5], [-3.5, -4, -5, -6], [-0.1, -0.3, -0.3, -0.4]]
+    rows, sizes = np.arange(3), {}
+    for batch in (1, 3):
+        policy = BayesTree(_Fixed(), _Curves(0.0005), 1.5, 2, 4)
+        policy.batch_size = batch
+        policy.reset_batch(3)
+        policy.plan_batch(rows, np.full(3, 100.0))
+        sizes[batch] = policy.choose_size_batch(rows, np.full(3, 3), scores, np.full(3, 7))
+    assert len(set(sizes[1].tolist())) > 1 and (sizes[3] == sizes[1].max()).all()
+
+
 def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_it_below(shipped):
     from simspec.policies.stopping import AcceptancePredictor
     from simspec.sim.bound import full_tree_bayes, information_bound, perfect_probabilities

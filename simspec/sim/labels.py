@@ -58,8 +58,9 @@ def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_ex
     best nodes of the full tree in the engine's order (score descending, ties to the shallower),
     labelled 1 where the node is on the greedy path (``path_rank`` at the full depth)."""
     if traces.sampled:
-        raise SimspecError("c2t's classifier learns which nodes lie on the target's greedy path: it needs greedy "
-                           "traces (temperature 0)")
+        raise SimspecError("the node classifier of c2t and bayes learns which nodes lie on the target's greedy "
+                           "path: it needs greedy traces (a profile recorded at temperature 0, e.g. calibration/"
+                           "cpu-demo)")
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
     scores = traces.level_scores[rows].astype(np.float32)

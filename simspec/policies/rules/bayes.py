@@ -129,6 +129,9 @@ class BayesTree(BatchPolicy):
         scores = np.asarray(tree_scores, np.float32)
         p = node_probabilities(self.predictor, scores, self.depth_max)
         _, size = self._objective(rows, scores, p)
+        if self.batch_size > 1 and len(size):
+            # one forward verifies every row padded to the largest tree: nodes up to it cost nothing more
+            size = np.full_like(size, size.max())
         return np.minimum(size, planned)
 
     def observe_batch(self, rows, depth, size, accepted, **_):
