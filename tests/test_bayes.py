@@ -95,6 +95,21 @@ def test_in_a_batch_every_row_verifies_the_largest_tree_it_pays_for_anyway():
     assert len(set(sizes[1].tolist())) > 1 and (sizes[3] == sizes[1].max()).all()
 
 
+def test_the_auto_rate_is_the_sequences_tokens_per_priced_second_times_the_batch():
+    rows, rates = np.arange(2), {}
+    for batch in (1, 2):
+        policy = BayesTree(_Fixed(), _Curves(0.001), None, 2, 4)
+        policy.batch_size = batch
+        policy.reset_batch(2)
+        policy.plan_batch(rows, np.full(2, 100.0))
+        first = policy.rate.copy()
+        policy.observe_batch(rows, np.array([3, 1]), np.array([4, 1]), np.array([2, 0]))
+        policy.plan_batch(rows, np.full(2, 100.0))
+        rates[batch] = policy.rate.copy()
+        assert rates[batch][0] > first[0] > rates[batch][1]  # 3 tokens in a cycle beats the prior; 1 falls short
+    assert np.allclose(rates[2], 2 * rates[1])
+
+
 def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_it_below(shipped):
     from simspec.policies.stopping import AcceptancePredictor
     from simspec.sim.bound import full_tree_bayes, information_bound, perfect_probabilities

@@ -58,8 +58,10 @@ PRIOR_KAPPA, PRIOR_CYCLES = 1.5, 8  # the auto rate's prior: 8 plain steps' wort
 class BayesTree(BatchPolicy):
     """Size and depth by expected tokens against seconds at a rate lambda (see the module):
     ``kappa / verify(1, L)``, or with ``kappa=None`` each sequence's own tokens per second so far
-    (Dinkelbach's iteration, run online: its fixed point is the best rate), priced on the
-    curves at the batch size the driver sets."""
+    (Dinkelbach's iteration, run online: its fixed point is the best rate) times the batch size
+    (every row's tokens pay for a batch second), priced on the curves at the batch size the
+    driver sets. A fixed kappa is tuned where it runs (``validate --batch-size`` tunes it on the
+    batch's curves), so it is not scaled."""
 
     def __init__(self, predictor, cost: Costs, kappa: float | None, width: int, depth_max: int,
                  lookahead: int = 3) -> None:
@@ -91,9 +93,9 @@ class BayesTree(BatchPolicy):
         context = np.asarray(context).astype(np.int64)
         self.context[rows] = context
         plain = self._verify_seconds(np.ones(1, np.int64), context)[:, 0]  # the root alone: a plain step
-        if self.kappa is None:
-            self.rate[rows] = ((self.tokens[rows] + PRIOR_CYCLES * PRIOR_KAPPA)
-                               / (self.seconds[rows] + PRIOR_CYCLES * plain))
+        if self.kappa is None:  # the batch's rate: a batch second is paid by all B rows' tokens
+            self.rate[rows] = self.batch_size * ((self.tokens[rows] + PRIOR_CYCLES * PRIOR_KAPPA)
+                                                 / (self.seconds[rows] + PRIOR_CYCLES * plain))
         else:
             self.rate[rows] = self.kappa / plain
         self.best[rows] = 1.0 - self.rate[rows] * plain  # J of the root alone: 1 token less its priced seconds
