@@ -305,6 +305,16 @@ def cli_fd(args: list[str], folder: Path, capfd, tmp: Path | None = None) -> sub
                                        captured.err)
 
 
+def simulated_rows(root: Path, baseline: str) -> list[dict]:
+    """``validate --simulated --baselines grid,BASELINE --json`` on a small synthetic profile
+    whose decision-time table holds the baseline (so nothing is timed now): the report's rows,
+    after checking the command succeeded."""
+    profile = synthetic_profile(root, tagged_traces(4), policy_seconds={"static": 1e-6, baseline: 1e-6})
+    result = cli("validate", "--simulated", "--profile", profile, "--baselines", f"grid,{baseline}", "--json")
+    assert result.returncode == 0, result.stderr
+    return last_json(result)["rows"]
+
+
 def last_json(result: subprocess.CompletedProcess) -> dict:
     """The ``--json`` summary: the last line of stdout."""
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -83,10 +83,7 @@ def test_c2t_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
 
 
 def test_c2t_tunes_and_replays_in_the_simulator(tmp_path):
-    from helpers import cli, last_json, synthetic_profile, tagged_traces
+    from helpers import simulated_rows
 
-    profile = synthetic_profile(tmp_path, tagged_traces(4), policy_seconds={"static": 1e-6, "c2t": 1e-6})
-    result = cli("validate", "--simulated", "--profile", profile, "--baselines", "grid,c2t", "--json")
-    assert result.returncode == 0, result.stderr
-    rows = last_json(result)["rows"]
+    rows = simulated_rows(tmp_path, "c2t")
     assert rows[1]["method"].startswith("c2t(") and rows[1]["speedup"] > 0

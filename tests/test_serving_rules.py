@@ -63,12 +63,9 @@ def test_vllm_schedule_takes_the_k_of_its_batch_range():
 
 @pytest.mark.parametrize("name", ["sglang-adaptive", "vllm-schedule"])
 def test_serving_baselines_tune_and_replay_in_the_simulator(name, tmp_path):
-    from helpers import cli, last_json, synthetic_profile, tagged_traces
+    from helpers import simulated_rows
 
-    profile = synthetic_profile(tmp_path, tagged_traces(4), policy_seconds={"static": 1e-6, name: 1e-6})
-    result = cli("validate", "--simulated", "--profile", str(profile), "--baselines", f"grid,{name}", "--json")
-    assert result.returncode == 0, result.stderr
-    rows = last_json(result)["rows"]
+    rows = simulated_rows(tmp_path, name)
     assert rows[1]["method"].startswith(name) and rows[1]["speedup"] > 0 and rows[1]["tau"] >= 1
 
 

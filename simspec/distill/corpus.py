@@ -170,7 +170,7 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
             kind = f"sampled at T = {temperature:g}" if temperature else "greedy"
             tick = progress(f"self-distillation of {source} prompts (target {kind} text)", len(prompts))
             partials.append(text_dir / f"{path.stem}.{source}.partial.json")  # a rerun resumes from it
-            eos = frozenset(eos_token_ids(target))
+            eos = eos_token_ids(target)
             full = resumable_continuations(target, prompts, spec.self_new_tokens, GENERATION_BATCH, partials[-1], tick,
                                            temperature=temperature, seed=spec.seed,
                                            stop=eos if spec.cut_at_eos else frozenset())

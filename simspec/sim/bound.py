@@ -6,7 +6,7 @@ D_max for free), turns them into P(node on the greedy path) with a node classifi
 the (D, V) maximising ``expected tokens - lambda * cycle seconds`` on the profile's curves, paying
 only for the D levels it keeps. A policy that sees the scores level by level, and must pay for
 each level before it sees the next, observes less; with the classifier fitted on the evaluated
-prompts themselves (``in_sample``), nothing it learns from node scores calibrates better. What
+prompts themselves, nothing it learns from node scores calibrates better. What
 the bound still misses of the hindsight oracle is what node scores do not tell about the
 target's choice. Its remaining optimism: per-node features (C2T's four), one classifier class,
 and lambda picked on the evaluated prompts.
@@ -20,8 +20,9 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import tree_capacities
-from simspec.policies.rules.bayes import expected_tokens, node_probabilities
+from simspec.policies.rules.bayes import KAPPAS, expected_tokens, node_probabilities
 from simspec.sim.costmodel import CostModel
+from simspec.sim.labels import path_by_rank
 from simspec.sim.replay import greedy_seconds, positions_limit
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -73,9 +74,6 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
     return (greedy_seconds(traces, cost, limit) + prefill) / (seconds + prefill), depths
 
 
-KAPPAS = (1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0)
-
-
 def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS
                       ) -> BoundResult:
     """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
@@ -95,17 +93,12 @@ def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tupl
 def perfect_probabilities(traces: TraceSet):
     """P(node on path) known exactly (1 on the greedy path's nodes, else 0): the bound then knows
     what the oracle knows, so it must come close to it (a check of the machinery)."""
-    levels = traces.depth_max - 1
 
     def probabilities(at):
-        scores = traces.level_scores[at].astype(np.float32)
-        flat = scores.reshape(len(at), -1)
+        flat = traces.level_scores[at].astype(np.float32).reshape(len(at), -1)
         order = np.argsort(np.where(np.isfinite(flat), -flat, np.inf), axis=1, kind="stable")
-        ranks = traces.path_rank[at, :, levels - 1].astype(np.int64)  # rank among all nodes at full depth
         p = np.zeros(flat.shape)
-        for j in range(levels):
-            hit = ranks[:, j] < flat.shape[1]
-            p[np.flatnonzero(hit), order[hit, ranks[hit, j]]] = 1.0
+        np.put_along_axis(p, order, path_by_rank(traces, at, flat.shape[1]), axis=1)  # ranks back to nodes
         return p
 
     return probabilities

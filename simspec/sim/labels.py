@@ -52,6 +52,17 @@ def fit_predictor(traces: TraceSet, size: int, seed: int = 0) -> AcceptancePredi
     return AcceptancePredictor.fit(*acceptance_examples(traces, size, seed=seed), seed=seed)
 
 
+def path_by_rank(traces: TraceSet, rows: np.ndarray, n: int) -> np.ndarray:
+    """``[rows, n]``: 1 where the node of that rank (the engine's order over every non-root node
+    of the full tree) lies on the target's greedy path, for the ``n`` best ranks."""
+    out = np.zeros((len(rows), n))
+    ranks = traces.path_rank[rows, :, traces.depth_max - 2].astype(np.int64)
+    for j in range(ranks.shape[1]):
+        hit = ranks[:, j] < n
+        out[np.flatnonzero(hit), ranks[hit, j]] = 1.0
+    return out
+
+
 def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000, seed: int = 0
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features, labels, weights) for C2T: at up to ``positions`` random positions, the ``top``
@@ -67,11 +78,7 @@ def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_ex
     features, valid = node_features(scores, traces.depth_max)
     flat = np.where(valid, scores.reshape(len(rows), -1), -np.inf)
     order = np.argsort(-flat, axis=1, kind="stable")[:, :top]
-    labels = np.zeros(order.shape)
-    ranks = traces.path_rank[rows, :, traces.depth_max - 2].astype(np.int64)  # among every non-root node
-    for j in range(ranks.shape[1]):
-        hit = ranks[:, j] < order.shape[1]
-        labels[np.flatnonzero(hit), ranks[hit, j]] = 1.0
+    labels = path_by_rank(traces, rows, order.shape[1])
     line = np.arange(len(rows))[:, None]
     kept = valid[line, order]
     x, y = features[line, order][kept], labels[kept]
