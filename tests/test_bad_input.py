@@ -316,6 +316,8 @@ row("train-draft", "--intermediate-size for a draft LM",
     lambda d, a: ["train-draft", "--kind", "lm", "--intermediate-size", "2048", "--out", out(d)], "--kind eagle3")
 row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", "fuzzy", "--out", out(d)],
     "soft or hard")
+row("train-draft", "--text-only without --text-store", lambda d, a: ["train-draft", "--text-only"],
+    "give it with --text-store DIR")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],
     "unknown model")

@@ -81,18 +81,38 @@ def test_the_size_maximises_expected_tokens_less_priced_seconds_and_reads_the_cu
     assert (sizes[0.02] <= sizes[0.0005]).all() and (sizes[0.02] < sizes[0.0005]).any()
 
 
-def test_in_a_batch_every_row_verifies_the_largest_tree_it_pays_for_anyway():
+def test_in_a_batch_one_size_maximises_the_rows_expected_tokens_together_less_the_batchs_priced_seconds():
     scores = np.full((3, 2, 4), -np.inf, np.float32)
     scores[:, 0, :2] = [[-0.1, -2.0], [-3.0, -4.0], [-0.05, -0.2]]
     scores[:, 1] = [[-0.2, -2.2, -3, -5], [-3.5, -4, -5, -6], [-0.1, -0.3, -0.3, -0.4]]
     rows, sizes = np.arange(3), {}
     for batch in (1, 3):
-        policy = BayesTree(_Fixed(), _Curves(0.0005), 1.5, 2, 4)
+        policy = BayesTree(_Fixed(), _Curves(0.008), 1.5, 2, 4)
         policy.batch_size = batch
         policy.reset_batch(3)
         policy.plan_batch(rows, np.full(3, 100.0))
         sizes[batch] = policy.choose_size_batch(rows, np.full(3, 3), scores, np.full(3, 7))
-    assert len(set(sizes[1].tolist())) > 1 and (sizes[3] == sizes[1].max()).all()
+    assert len(set(sizes[1].tolist())) > 1 and len(set(sizes[3].tolist())) == 1  # apart alone, one in a batch
+    # brute force: one forward verifies every row at that size, paid at the batch's rate (3 rows' worth)
+    nodes = [np.sort(np.exp(scores[r][np.isfinite(scores[r])]))[::-1] for r in rows]
+    value = [sum(1 + n[: v - 1].sum() for n in nodes) - policy.rate.sum() * _Curves(0.008).verify(v, 100)
+             for v in range(1, 8)]
+    assert sizes[3][0] == int(np.argmax(value)) + 1 < sizes[1].max()  # not the largest tree any row would pay for
+
+
+def test_in_a_batch_the_rows_draft_on_together_when_their_gains_together_pay_for_the_level():
+    strong, weak = [-0.05, -0.4, -3.0, -4.0], [-6.0, -6.5, -7.0, -7.5]
+    answers = {}
+    for batch, frontiers in ((1, [strong, weak, weak]), (3, [strong, weak, weak]), (3, [weak, weak, weak])):
+        policy = BayesTree(_Fixed(), _Curves(0.0005), None, 2, 6)
+        policy.batch_size = batch
+        policy.reset_batch(3)
+        policy.plan_batch(np.arange(3), np.full(3, 100.0))
+        go = policy.keep_drafting_batch(np.arange(3), np.full(3, 2), np.array(frontiers, np.float32), np.full(3, 6))
+        answers[batch, frontiers[0] == strong] = go.tolist()
+    assert answers[1, True] == [True, False, False]  # apart, each sequence decides for itself
+    assert answers[3, True] == [True] * 3  # the weak rows ride along: the level is drafted anyway
+    assert answers[3, False] == [False] * 3  # and nobody pays for a level nobody gains from
 
 
 def test_the_auto_rate_is_the_sequences_tokens_per_priced_second_times_the_batch():

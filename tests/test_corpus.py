@@ -1,9 +1,10 @@
 """The teacher corpus on the demo target: the self-distilled text (hours of generation for a
-real corpus) is kept in the folder a run names, so another machine repeats only the teacher
-pass; without that folder it is dropped once the corpus is cached."""
+real corpus) is kept in the text store a run names, so another machine repeats only the teacher
+pass; without one it is dropped once the corpus is cached."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 
@@ -27,28 +28,28 @@ def _rows(corpus):
 
 def test_kept_text_rebuilds_the_corpus_without_generating_it_again(target, tmp_path, monkeypatch):
     monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
-    keep = tmp_path / "run.partial"
-    first = build_corpus(target, SPEC, _quiet, keep_text_in=keep)
-    (kept,) = keep.glob("*.self.partial.json")
-    outputs = json.loads(kept.read_text())["outputs"]
-    assert len(outputs) == len(first.tokens) >= 2
+    keep = tmp_path / "teacher-text"
+    first = build_corpus(target, SPEC, _quiet, text_store=keep)
+    (shard,) = keep.glob("*.jsonl.gz")
+    lines = [json.loads(line) for line in gzip.open(shard, "rt")]
+    assert len(lines) == len(first.tokens) >= 2
     # The cached corpus gone (another machine), the kept text is used as stored: a mark in it
     # reaches the rebuilt corpus's tokens.
     for cached in (tmp_path / "cache" / "distill").glob("*/corpus.pt"):
         shutil.rmtree(cached.parent)
-    blob = json.loads(kept.read_text())
-    row = blob["outputs"]["0"]
-    row[-1] = (row[-1] + 1) % target.model.config.vocab_size
-    kept.write_text(json.dumps(blob))
-    again = build_corpus(target, SPEC, _quiet, keep_text_in=keep)
-    assert tuple(row) in _rows(again) and tuple(row) not in _rows(first)
+    lines[0]["c"][0] = (lines[0]["c"][0] + 1) % target.model.config.vocab_size
+    with gzip.open(shard, "wt") as out:
+        out.write("".join(json.dumps(line) + "\n" for line in lines))
+    again = build_corpus(target, SPEC, _quiet, text_store=keep)
+    marked = [row for row in _rows(again) if row not in _rows(first)]
+    assert len(marked) == 1 and lines[0]["c"][0] in marked[0]
 
 
 def test_without_a_folder_the_text_is_dropped_once_the_corpus_is_cached(target, tmp_path, monkeypatch):
     monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
     build_corpus(target, SPEC, _quiet)
     distill = tmp_path / "cache" / "distill"
-    assert list(distill.glob("*/corpus.pt")) and not list(distill.glob("*.partial.json"))
+    assert list(distill.glob("*/corpus.pt")) and not list(distill.glob("*.text"))
 
 
 def test_the_cached_corpus_maps_its_features_and_a_damaged_cache_is_rebuilt(target, tmp_path, monkeypatch):

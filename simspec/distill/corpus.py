@@ -11,8 +11,9 @@ decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy ne
 the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
 keyed by everything that determines it, its features in files mapped into memory (a 2 M-token
 corpus's are ~17 GB, more than a 24 GB machine can hold beside training; the page cache keeps
-what fits); the self-distillation, most of its time, checkpoints as it goes (beside the cache,
-or in a folder the caller keeps), so a killed build resumes.
+what fits); the self-distillation, most of its time, is kept per prompt in a text store
+(``simspec.distill.textstore``) as it goes, so a killed build resumes and a kept store serves
+every later build.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ import torch
 from simspec import __version__
 from simspec.cache import cache_dir
 from simspec.distill.sources import SAMPLED, SELF_SOURCES, code_texts, self_prompts, sharegpt_texts
-from simspec.engine.greedy import resumable_continuations
+from simspec.distill.textstore import TextStore, stored_continuations
 from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
 from simspec.errors import SimspecError
 
 log = logging.getLogger("simspec")
 SOURCES = ("sharegpt", "code", *SELF_SOURCES)
-GENERATION_BATCH = 32  # prompts the target continues at once (batched greedy decoding)
+# Prompts the target continues at once (batched greedy decoding): on 2 fp32 cores a decode step
+# costs about as much at 128 rows as at 64 and 1.5x less per token than at 32; 256 is slower again
+# (scripts/results/teacher-generation.py).
+GENERATION_BATCH = 128
 
 
 @dataclass(frozen=True)
@@ -135,19 +139,10 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
     return Corpus(tokens, features, aux, labels, valid, {"aux_layers": list(layers)})
 
 
-def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
-                 keep_text_in: Path | None = None) -> Corpus:
-    """The teacher corpus for ``spec`` (cached). ``progress(description, total)`` returns a
-    tick function, so the caller decides how progress is shown. The self-distilled text is
-    checkpointed beside the cache and dropped once the corpus is stored, or, with
-    ``keep_text_in``, kept in that folder: a folder a run can carry to another machine, where
-    only the teacher pass (minutes) is repeated, not the generation (hours)."""
-    path = cache_dir() / "distill" / spec.key(target.name)
-    if (path / "corpus.pt").is_file():
-        try:
-            return _load_cached(path)
-        except (OSError, RuntimeError, KeyError, ValueError):
-            log.warning("teacher cache %s unreadable; rebuilding", path)
+def corpus_sequences(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
+                     store: TextStore, batch: int = GENERATION_BATCH) -> tuple[list[list[int]], dict]:
+    """The token sequences of ``spec`` and their count per source: human text as read, the
+    self-distilled text taken from ``store`` or generated into it, ``batch`` prompts at a time."""
     if dtype_name(target.model.dtype) != spec.dtype:
         raise SimspecError(f"the teacher corpus wants the target in {spec.dtype}, it is loaded in "
                            f"{dtype_name(target.model.dtype)}")
@@ -155,8 +150,6 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
     shares = spec.shares or tuple(1 / len(spec.sources) for _ in spec.sources)
     sequences: list[list[int]] = []
     counts = {}
-    partials: list[Path] = []
-    text_dir = path.parent if keep_text_in is None else keep_text_in
     for source, share in zip(spec.sources, shares):
         per_source = int(spec.tokens * share)
         if source == "sharegpt":
@@ -169,15 +162,32 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
             temperature = SAMPLED.get(source, 0.0)
             kind = f"sampled at T = {temperature:g}" if temperature else "greedy"
             tick = progress(f"self-distillation of {source} prompts (target {kind} text)", len(prompts))
-            partials.append(text_dir / f"{path.stem}.{source}.partial.json")  # a rerun resumes from it
             eos = eos_token_ids(target)
-            full = resumable_continuations(target, prompts, spec.self_new_tokens, GENERATION_BATCH, partials[-1], tick,
-                                           temperature=temperature, seed=spec.seed,
-                                           stop=eos if spec.cut_at_eos else frozenset())
+            full = stored_continuations(target, prompts, spec.self_new_tokens, batch, store, tick,
+                                        temperature=temperature, seed=spec.seed,
+                                        stop=eos if spec.cut_at_eos else frozenset(), label=source)
             seqs = [(cut_at_eos(seq, len(p), eos) if spec.cut_at_eos else seq)[-spec.seq_len:]
                     for seq, p in zip(full, prompts)]
         counts[source] = {"sequences": len(seqs), "tokens": sum(len(s) for s in seqs)}
         sequences.extend(seqs)
+    return sequences, counts
+
+
+def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
+                 text_store: Path | None = None, batch: int = GENERATION_BATCH) -> Corpus:
+    """The teacher corpus for ``spec`` (cached). ``progress(description, total)`` returns a
+    tick function, so the caller decides how progress is shown. The self-distilled text goes to
+    ``text_store`` (a ``TextStore`` folder the caller keeps: another build, here or on another
+    machine, repeats only the teacher pass, minutes, not the generation, hours); without one, to
+    a store beside the cache, dropped once the corpus is stored."""
+    path = cache_dir() / "distill" / spec.key(target.name)
+    if (path / "corpus.pt").is_file():
+        try:
+            return _load_cached(path)
+        except (OSError, RuntimeError, KeyError, ValueError):
+            log.warning("teacher cache %s unreadable; rebuilding", path)
+    folder = path.with_name(path.name + ".text") if text_store is None else Path(text_store)
+    sequences, counts = corpus_sequences(target, spec, progress, TextStore(folder), batch)
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -191,9 +201,8 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
                tmp / "corpus.pt")
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
-    if keep_text_in is None:
-        for partial in partials:
-            partial.unlink(missing_ok=True)
+    if text_store is None:
+        shutil.rmtree(folder, ignore_errors=True)
     return corpus
 
 

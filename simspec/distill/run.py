@@ -62,6 +62,16 @@ class TrainDraftRequest:
     cut_at_eos: bool = opt(True, "End self-distilled text at its first end-of-sequence token, where decoding stops "
                            "(--no-cut-at-eos: the corpus of heads trained before the cut, e.g. the shipped head's "
                            "first stage).", flag="--cut-at-eos/--no-cut-at-eos")
+    text_store: str | None = opt(None, "Folder of the target's self-distilled text, kept per prompt: what it holds "
+                                 "is used as stored, what is missing is generated into it, and it is never "
+                                 "deleted, so the text accumulates across runs, budgets and machines (commit it, or "
+                                 "fill it on a GPU machine and carry it back). Default: OUT.partial/text, removed "
+                                 "with the run's work folder.")
+    generation_batch: int = opt(128, "Prompts the target continues at once when it generates its own text "
+                                "(batched greedy decoding; larger is faster per token until the machine's matmuls "
+                                "saturate).", min=1)
+    text_only: bool = opt(False, "Only generate the corpora's self-distilled text into --text-store, then stop: no "
+                          "teacher pass, no training, no drafter.", flag="--text-only")
     dtype: str = flags.dtype()  # the target's (teacher's) dtype
     out: str | None = flags.out("Output directory (default real/drafters/KIND)")
     force: bool = flags.force()
@@ -125,6 +135,10 @@ class TrainDraftRequest:
                                f"not {self.kind}")
         resolve_dtype(self.dtype)
         self.corpus_specs()
+        if self.text_only:
+            if self.text_store is None:
+                raise SimspecError("--text-only generates text into a folder you keep: give it with --text-store DIR")
+            return  # writes no drafter: --out is not used
         check_out(self.out_dir(), self.force)
 
 
@@ -164,11 +178,14 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     with status(f"loading {r.target}"):
         loaded = load_model(r.target, dtype=r.dtype)
     # Everything a stopped run resumes from lives in OUT.partial/: the self-distilled text (hours of
-    # generation; copy the folder to go on elsewhere) and the training checkpoint.
+    # generation; copy the folder to go on elsewhere) unless kept in --text-store, and the training checkpoint.
     partial = out_dir.with_name(out_dir.name + ".partial")
+    store = Path(r.text_store) if r.text_store else partial / "text"
     started = time.perf_counter()
-    corpus = build_corpus(loaded, spec, bar, keep_text_in=partial)
-    heldout_corpus = build_corpus(loaded, heldout, bar, keep_text_in=partial)
+    if r.text_only:
+        return generate_text(loaded, (spec, heldout), store, bar, started, r.generation_batch)
+    corpus = build_corpus(loaded, spec, bar, text_store=store, batch=r.generation_batch)
+    heldout_corpus = build_corpus(loaded, heldout, bar, text_store=store, batch=r.generation_batch)
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
@@ -203,3 +220,19 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     return {"drafter": str(out_dir), "kind": r.kind, "heldout_top1": agreement["top1"],
             "heldout_top10": agreement["top10"], "coverage": trainer.coverage(),
             "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}
+
+
+def generate_text(loaded, specs: tuple[CorpusSpec, ...], folder: Path, bar: Bar, started: float, batch: int) -> dict:
+    """``--text-only``: the corpora's self-distilled text, generated into the store and nothing else."""
+    from simspec.distill.corpus import corpus_sequences
+    from simspec.distill.textstore import TextStore
+    from simspec.machine import machine
+
+    store = TextStore(folder)
+    before = len(store)
+    for spec in specs:
+        corpus_sequences(loaded, spec, bar, store, batch)
+    seconds = time.perf_counter() - started
+    return {"text_store": str(folder), "rows": len(store), "new_rows": len(store) - before,
+            "generated_tokens": store.added_tokens, "seconds": seconds,
+            "tokens_per_s": store.added_tokens / seconds if seconds else 0.0, "machine": machine(str(loaded.device))}

@@ -3,11 +3,7 @@ the continuations traces are recorded along."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -88,42 +84,3 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
         advance(len(idx))
         on_batch(outputs)
     return [outputs[i] for i in range(len(prompts))]
-
-
-def resumable_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
-                            partial: Path, advance: Callable[[int], None] = lambda n: None,
-                            every_s: float = 60.0, temperature: float = 0.0, seed: int = 0,
-                            stop: frozenset[int] = frozenset()) -> list[list[int]]:
-    """``greedy_continuations`` that survives being killed (hours of generation for a large
-    teacher corpus): at most every ``every_s`` seconds the finished batches are written to
-    ``partial``, and a rerun over the same prompts, target and length starts from them. The
-    finished text is written too, so a kept ``partial`` spares a later run the whole
-    generation; the caller deletes it once it has stored what it built."""
-    sampled = [temperature, seed] if temperature > 0 else []  # greedy runs keep the keys they had
-    stops = [sorted(stop)] if stop else []
-    key = hashlib.sha256(json.dumps([target.name, str(target.model.dtype), new_tokens, batch, prompts, *sampled,
-                                     *stops]).encode()).hexdigest()[:16]
-    done: dict[int, list[int]] = {}
-    try:
-        blob = json.loads(partial.read_text())
-        if blob["key"] == key:
-            done = {int(i): list(seq) for i, seq in blob["outputs"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass  # no checkpoint yet, or an unreadable one: start over
-    saved = [time.monotonic()]
-
-    def write(outputs: dict[int, list[int]]) -> None:
-        tmp = partial.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": key, "outputs": outputs}))
-        tmp.replace(partial)  # atomic: a kill leaves the previous checkpoint whole
-        saved[0] = time.monotonic()
-
-    def save(outputs: dict[int, list[int]]) -> None:
-        if time.monotonic() - saved[0] >= every_s:
-            write(outputs)
-
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    full = greedy_continuations(target, prompts, new_tokens, batch, advance, done, save, temperature, seed, stop)
-    if len(done) < len(prompts):
-        write(dict(enumerate(full)))
-    return full

@@ -144,6 +144,11 @@ def latency(s: dict, contexts) -> None:
 
 
 def train_draft(s: dict) -> None:
+    if "text_store" in s:  # --text-only
+        out.print(f"teacher text in {s['text_store']}: {s['rows']} continuations, {s['new_rows']} new "
+                  f"({s['generated_tokens']} tokens generated in {s['seconds']:.0f} s, "
+                  f"{s['tokens_per_s']:.0f} tokens/s)")
+        return
     out.print(f"drafter written to {s['drafter']}: held-out top-1 {s['heldout_top1']:.3f}, top-10 "
               f"{s['heldout_top10']:.3f} on the target's own greedy text; draft vocabulary covers "
               f"{s['coverage']:.1%} of its greedy tokens; data {s['data_seconds']:.0f} s, training "

@@ -15,7 +15,12 @@ curves price the seconds at the current context:
   drafting goes on while some lookahead of k levels pays its k draft steps.
 
 ``lambda = kappa / verify(1, L)`` (one plain decoding step): kappa is the speedup the rule aims
-at (tuned on the train split, like every rule's knob). With calibrated probabilities the size
+at (tuned on the train split, like every rule's knob).
+
+In a batch (B > 1) one forward drafts every row's next level and one verifies every row padded to
+the same size, so the rows decide together: the batch drafts on while the rows' lookahead gains
+*summed* pay for the level, and verifies the one size that maximises their summed expected tokens
+less the batch's rate times ``verify`` at B. With calibrated probabilities the size
 choice is the Bayes decision given the node features; ``simspec.sim.bound`` grants the same
 decision the whole tree for free to bound what any policy observing node scores can reach.
 """
@@ -110,6 +115,11 @@ class BayesTree(BatchPolicy):
         objective = gain - self.rate[rows][:, None] * seconds
         return objective.max(axis=1), objective.argmax(axis=1) + 1
 
+    def _batch_rate(self, rows) -> float:
+        """The batch's tokens per second: the auto rate is already the batch's (each row's estimate
+        of it), a fixed kappa's is per row."""
+        return float(self.rate[rows].mean() if self.kappa is None else self.rate[rows].sum())
+
     def keep_drafting_batch(self, rows, depth, frontier, planned):
         level = np.asarray(depth) - 2  # the level just drafted, 0-based below the root
         frontier = np.asarray(frontier, np.float32)
@@ -120,20 +130,28 @@ class BayesTree(BatchPolicy):
         mass = p.sum(axis=1)
         ratio = np.clip(mass / np.maximum(self.mass[rows], 1e-6), 0.0, 1.0)
         self.best[rows], self.mass[rows] = best, mass
-        step = self.rate[rows] * self.curves.draft(np.full(len(rows), float(self.width)), self.context[rows])
+        step = self.curves.draft(np.full(len(rows), float(self.width)), self.context[rows])
         gain, pays = np.zeros(len(rows)), np.zeros(len(rows), bool)
+        joint = self.batch_size > 1 and len(rows) > 1
         for k in range(1, self.lookahead + 1):
             gain += increment * ratio ** k
-            pays |= gain > k * step
+            if joint:  # one forward drafts every row's next level: the rows' gains together pay for it
+                pays |= gain.sum() > k * self._batch_rate(rows) * step.max()
+            else:
+                pays |= gain > k * self.rate[rows] * step
         return pays & (depth < planned)
 
     def choose_size_batch(self, rows, depth, tree_scores, planned):
         scores = np.asarray(tree_scores, np.float32)
         p = node_probabilities(self.predictor, scores, self.depth_max)
-        _, size = self._objective(rows, scores, p)
-        if self.batch_size > 1 and len(size):
-            # one forward verifies every row padded to the largest tree: nodes up to it cost nothing more
-            size = np.full_like(size, size.max())
+        if self.batch_size > 1 and len(rows) > 1:
+            # one forward verifies every row padded to the same tree size: the rows' expected tokens
+            # together pay for it
+            gain = expected_tokens(p.reshape(len(rows), -1), scores).sum(axis=0)
+            seconds = self._verify_seconds(np.arange(1, len(gain) + 1), self.context[rows].max(keepdims=True))[0]
+            size = np.full(len(rows), int(np.argmax(gain - self._batch_rate(rows) * seconds)) + 1)
+        else:
+            _, size = self._objective(rows, scores, p)
         return np.minimum(size, planned)
 
     def observe_batch(self, rows, depth, size, accepted, **_):
