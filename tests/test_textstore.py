@@ -94,3 +94,11 @@ def test_shards_roll_over_resave_to_the_same_bytes_and_a_damaged_one_is_refused(
 
 def _rows_of(shard):
     return [json.loads(line) for line in gzip.open(shard, "rt")]
+
+
+def test_a_repeated_prompt_is_generated_once(tiny, prompts, tmp_path):
+    repeated = prompts + prompts[:3]
+    store = TextStore(tmp_path)
+    out = stored_continuations(tiny, repeated, NEW, BATCH, store)
+    assert store.added_tokens == len(prompts) * NEW
+    assert out == greedy_continuations(tiny, prompts, NEW, BATCH) + out[:3]

@@ -99,9 +99,11 @@ def stored_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
     batches (``greedy_continuations``) and saved to the store (``label``: their source) at most
     every ``every_s`` seconds and at the end, so a killed run loses at most that much."""
     keys = [continuation_key(target, new_tokens, temperature, seed, stop, p) for p in prompts]
-    missing = [i for i, k in enumerate(keys) if k not in store]
+    # a repeated prompt (ShareGPT repeats many first questions) is one continuation: generated once
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
+    missing = sorted(i for k, i in first.items() if k not in store)
     if len(missing) < len(prompts):
-        advance(len(prompts) - len(missing))
+        advance(len(prompts) - len(missing))  # stored, or repeats
     todo = [prompts[i] for i in missing]
     recorded: set[int] = set()
     saved = [time.monotonic()]
