@@ -102,3 +102,20 @@ def test_a_repeated_prompt_is_generated_once(tiny, prompts, tmp_path):
     out = stored_continuations(tiny, repeated, NEW, BATCH, store)
     assert store.added_tokens == len(prompts) * NEW
     assert out == greedy_continuations(tiny, prompts, NEW, BATCH) + out[:3]
+
+
+def test_text_generated_in_one_dtype_serves_a_build_in_another_and_records_its_dtype(tiny, prompts, tmp_path):
+    """The text is a sample of the target's own (the teacher pass labels it again in the build's
+    dtype): what fp32 generated on one machine, a bf16 build on another takes as stored."""
+    import copy
+
+    import torch
+
+    from simspec.engine.models import LoadedModel
+
+    stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path))
+    assert {row["d"] for shard in tmp_path.glob("*.jsonl.gz") for row in _rows_of(shard)} == {"fp32"}
+    bf16 = LoadedModel(tiny.source, copy.deepcopy(tiny.model).to(torch.bfloat16), None)
+    store = TextStore(tmp_path)
+    assert stored_continuations(bf16, prompts, NEW, BATCH, store) == greedy_continuations(tiny, prompts, NEW, BATCH)
+    assert store.added_tokens == 0
