@@ -7,6 +7,7 @@ and renders the summary it gets back. ``main`` maps every error to one line on s
 and an interrupt to ``simspec: interrupted`` (exit 130)."""
 
 import logging
+import signal
 import sys
 from typing import Annotated
 
@@ -376,9 +377,15 @@ def _usage(exc) -> None:
     _fail(f"{message} (see simspec {' '.join([*reversed(names), '--help'])})")
 
 
+def _terminated(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2; an
-    interrupt, ``simspec: interrupted`` and exit status 130."""
+    interrupt (SIGINT, or SIGTERM: what `timeout` and session ends send), ``simspec:
+    interrupted`` and exit status 130, after the work in flight saved what it checkpoints."""
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         # Not standalone: typer would print usage errors as boxes and turn Ctrl-C into a
         # returned 130 (it catches KeyboardInterrupt and raises Exit(130), which it returns).

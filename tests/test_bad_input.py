@@ -766,9 +766,9 @@ def test_the_console_rows_are_in_the_table():
 # --- SIGINT ------------------------------------------------------------------------------------
 
 def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace: float,
-              limit: float = 120) -> tuple[int, str]:
+              limit: float = 120, sig: int = signal.SIGINT) -> tuple[int, str]:
     """Start ``simspec ARGS``, wait until ``started()`` (or the process ends), let it work
-    ``grace`` more seconds, send SIGINT; returns (exit status, stderr)."""
+    ``grace`` more seconds, send ``sig``; returns (exit status, stderr)."""
     env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with open(workdir / "stderr.log", "w") as log:
         # SIGINT as a terminal delivers it: a suite started in the background by a shell without
@@ -782,7 +782,7 @@ def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace
                 time.sleep(0.2)
             assert proc.poll() is None, "the command ended before it could be interrupted"
             time.sleep(grace)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             # Alone the command exits within seconds; beside the rest of the suite on a 2-core
             # machine without AVX-512 it once took over 60 s (model loading and imports crawl).
             code = proc.wait(timeout=180)
@@ -804,7 +804,8 @@ def _assert_interrupted(code: int, stderr: str, workdir: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path, tmp_path_factory):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_during_training_says_interrupted_and_leaves_nothing(sig, tmp_path, tmp_path_factory):
     (tmp_path / ".tmp").mkdir()
     # A small synthetic profile (outside the watched folder): training starts within the
     # process's imports, without the shipped profile's grid search (1.5 s) before it.
@@ -812,7 +813,7 @@ def test_sigint_during_training_says_interrupted_and_leaves_nothing(tmp_path, tm
     # Training has started once its work folder exists in $TMPDIR (made right before the first update).
     started = lambda: any((tmp_path / ".tmp").glob(".simspec-train-*"))  # noqa: E731
     code, stderr = interrupt([*TRAIN, "--profile", profile, "--algo", "ltd", "--out", str(tmp_path / "x")],
-                             tmp_path, started, grace=0.5)
+                             tmp_path, started, grace=0.5, sig=sig)
     _assert_interrupted(code, stderr, tmp_path)
 
 
