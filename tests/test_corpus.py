@@ -72,3 +72,23 @@ def test_the_cached_corpus_maps_its_features_and_a_damaged_cache_is_rebuilt(targ
     rebuilt = build_corpus(target, SPEC, _quiet)
     assert torch.equal(rebuilt.features, expected)
     assert (folder / "features.f16").stat().st_size == expected.numel() * 2
+
+
+def test_text_only_fills_the_store_and_a_build_from_it_generates_nothing(target, tmp_path, monkeypatch):
+    """``train-draft --text-only``: the corpora's self-distilled text goes to the store and nothing
+    else is made; the corpus built from the store afterwards generates no token."""
+    import time
+
+    from simspec.distill.run import generate_text
+    from simspec.distill.textstore import TextStore
+
+    monkeypatch.setenv("SIMSPEC_CACHE", str(tmp_path / "cache"))
+    store = tmp_path / "teacher-text"
+    summary = generate_text(target, (SPEC,), store, _quiet, time.perf_counter(), batch=4)
+    assert summary["new_rows"] == summary["rows"] >= 2 and summary["generated_tokens"] == 3 * summary["rows"]
+    assert not list((tmp_path / "cache").rglob("corpus.pt"))  # no teacher pass ran
+    again = generate_text(target, (SPEC,), store, _quiet, time.perf_counter(), batch=4)
+    assert again["new_rows"] == again["generated_tokens"] == 0 and again["rows"] == summary["rows"]
+    rows = len(TextStore(store))
+    build_corpus(target, SPEC, _quiet, text_store=store)
+    assert len(TextStore(store)) == rows and len(list(store.glob("*.jsonl.gz"))) == 1
