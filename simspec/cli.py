@@ -9,6 +9,7 @@ and an interrupt to ``simspec: interrupted`` (exit 130)."""
 import logging
 import signal
 import sys
+import threading
 from typing import Annotated
 
 import typer
@@ -385,7 +386,17 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: user errors become one line on stderr and exit status 2; an
     interrupt (SIGINT, or SIGTERM: what `timeout` and session ends send), ``simspec:
     interrupted`` and exit status 130, after the work in flight saved what it checkpoints."""
-    signal.signal(signal.SIGTERM, _terminated)
+    # only the main thread may set handlers; an in-process caller gets its own back
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None
+    try:
+        _main(argv)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         # Not standalone: typer would print usage errors as boxes and turn Ctrl-C into a
         # returned 130 (it catches KeyboardInterrupt and raises Exit(130), which it returns).

@@ -18,14 +18,15 @@ def prompts():
     return [rng.integers(0, TINY_VOCAB, size=n).tolist() for n in (3, 5, 4, 7, 2, 6, 5, 3)]
 
 
-def test_sampled_generation_is_seeded_per_batch(tiny, prompts):
+def test_a_prompts_sample_depends_on_the_seed_and_the_prompt_not_on_its_batch(tiny, prompts):
     greedy = greedy_continuations(tiny, prompts, NEW, BATCH)
     sampled = greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=3)
     assert sampled == greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=3)
     assert sampled != greedy and sampled != greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=4)
-    # a batch's draws depend on its seed and first prompt only: skipping finished batches changes nothing
-    done = {i: sampled[i] for i in range(len(prompts)) if i % 2 == 0}
-    assert greedy_continuations(tiny, prompts, NEW, BATCH, done=done, temperature=1.0, seed=3) == sampled
+    # other batch-mates, another batch size, another order: every prompt draws the same sample
+    odd = greedy_continuations(tiny, prompts[1::2], NEW, 3, temperature=1.0, seed=3)
+    assert odd == sampled[1::2]
+    assert greedy_continuations(tiny, prompts[::-1], NEW, 1, temperature=1.0, seed=3) == sampled[::-1]
 
 
 def test_a_batch_stops_once_every_row_has_emitted_a_stop_token(tiny, prompts):

@@ -93,10 +93,11 @@ def test_the_wheel_ships_what_the_loaders_read_and_no_training_leftovers(monkeyp
 
 
 def test_a_training_runs_work_folder_is_not_shipped(monkeypatch, tmp_path):
-    """train-draft keeps its self-distilled text in OUT.partial/ (committed to resume elsewhere):
-    it sits beside the drafters and must not ride along in wheels."""
+    """train-draft keeps its self-distilled text in OUT.partial/text/ (carried to resume elsewhere),
+    the project its teacher-text store in real/teacher-text/: neither rides along in wheels."""
     monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
-    for path in ("real/drafters/eagle/config.json", "real/drafters/eagle.partial/abc.self.partial.json"):
+    for path in ("real/drafters/eagle/config.json", "real/drafters/eagle.partial/text/a-000.jsonl.gz",
+                 "real/drafters/eagle.partial/checkpoint.pt", "real/teacher-text/a-000.jsonl.gz"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("{}")
     monkeypatch.chdir(tmp_path)

@@ -119,3 +119,20 @@ def test_text_generated_in_one_dtype_serves_a_build_in_another_and_records_its_d
     store = TextStore(tmp_path)
     assert stored_continuations(bf16, prompts, NEW, BATCH, store) == greedy_continuations(tiny, prompts, NEW, BATCH)
     assert store.added_tokens == 0
+
+
+def test_a_killed_sampled_generation_resumes_to_the_text_one_run_gives(tiny, prompts, tmp_path):
+    whole = greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=5)
+    ticks = []
+
+    def killed_in_second_batch(n):
+        ticks.append(n)
+        if len(ticks) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path), killed_in_second_batch,
+                             temperature=1.0, seed=5)
+    store = TextStore(tmp_path)
+    assert len(store) == BATCH
+    assert stored_continuations(tiny, prompts, NEW, BATCH, store, temperature=1.0, seed=5) == whole

@@ -3,7 +3,7 @@
 The text comes from the sources of ``simspec.distill.sources``, mixed by token budget: human text
 (``sharegpt``, ``code``) and the target's own continuations of prompt pools (``self``,
 ``selfturns``, ``selfcode``, ``selfpkg``, greedy and cut after their first end-of-sequence token
-as decoding is; ``selft1``, sampled at T = 1), generated in batches of ``GENERATION_BATCH``.
+as decoding is; ``selft1``, sampled at T = 1), generated in batches (``GENERATION_BATCH`` by default).
 
 For every sequence one batched teacher pass records, at every position, the target's last
 hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three

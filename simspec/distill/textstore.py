@@ -1,16 +1,15 @@
 """The target's self-distilled text, kept per prompt in a folder that outlives any one run.
 
 Generating a teacher corpus is most of its cost (hours per million tokens on a CPU, minutes on a
-GPU), so every continuation is stored under a key of what determines it — target, dtype,
-length, temperature and seed, stop tokens, the prompt's ids — not of the corpus it was made for.
-Any later build, with another token budget or mix, another machine or session, takes what is
-there and generates only what is missing; a folder kept in git accumulates text across sessions,
-and one filled on a GPU machine is carried back as its shards.
+GPU), so every continuation is stored under a key of what determines it — target, length,
+temperature and seed, stop tokens, the prompt's ids — not of the corpus it was made for. Any
+later build, with another token budget or mix, another machine or session, takes what is there
+and generates only what is missing; a folder kept in git accumulates text across sessions.
 
-Each writer (one process) owns one shard, ``NAME.jsonl.gz``, one ``{"k": key, "c": ids, "s": source,
-"d": dtype}`` line per continuation (source and dtype only describe it), rewritten whole and renamed into place at
-each checkpoint (a kill leaves the previous one intact), and rolled over to a new shard every
-``SHARD_ROWS`` rows so each stays a few MiB.
+Each writer (one process) owns its shards, ``NAME-NNN.jsonl.gz``, one ``{"k": key, "c": ids,
+"s": source, "d": dtype}`` line per continuation (source and dtype only describe it), rewritten
+whole and renamed into place at each checkpoint (a kill leaves the previous one intact); after a
+checkpoint that reaches ``SHARD_ROWS`` rows the writer starts a new shard, so each stays a few MiB.
 """
 
 from __future__ import annotations
@@ -87,7 +86,7 @@ class TextStore:
         path = self.folder / f"{self._stem}-{self._shard:03d}.jsonl.gz"
         tmp = path.with_name(path.name + ".tmp")
         # mtime=0: the same rows give the same bytes (a re-saved shard is no change to git)
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as out:
             out.write("".join(json.dumps({"k": k, "c": c, "s": self._labels[k][0], "d": self._labels[k][1]},
                                          separators=(",", ":")) + "\n"
                               for k, c in self._mine.items()).encode())

@@ -3,6 +3,8 @@ the continuations traces are recorded along."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 
 import torch
@@ -19,9 +21,14 @@ def length_batches(prompts: list[list[int]], batch: int) -> list[list[int]]:
     return [order[start:start + batch] for start in range(0, len(order), batch)]
 
 
+def row_seed(seed: int, prompt: list[int]) -> int:
+    """The seed of one prompt's sample: ``seed`` and the prompt's ids, nothing else."""
+    return int(hashlib.sha256(json.dumps([seed, prompt]).encode()).hexdigest()[:15], 16)
+
+
 @torch.inference_mode()
 def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_tokens: int, batch: int,
-                         advance: Callable[[int], None] = lambda n: None, done: dict[int, list[int]] | None = None,
+                         advance: Callable[[int], None] = lambda n: None,
                          on_batch: Callable[[dict[int, list[int]]], None] = lambda outputs: None,
                          temperature: float = 0.0, seed: int = 0, stop: frozenset[int] = frozenset()
                          ) -> list[list[int]]:
@@ -31,19 +38,16 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
     Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
     ``model.generate`` ran far slower for the same batches.) Sequences keep generating past EOS
     unless ``stop`` is given: then a batch ends once every row has emitted one of its tokens (the
-    caller cuts there; rows that stopped earlier carry on as padding). ``done``: outputs already
-    generated (a batch whose prompts all have one is skipped; batches are fixed by the prompts,
-    and a sampled batch's generator is seeded by ``seed`` and its first prompt, so the rest come
-    out as in one run); ``on_batch`` sees the outputs after each batch."""
+    caller cuts there; rows that stopped earlier carry on as padding). Sampling draws each row from
+    a generator of its own, seeded by ``seed`` and the row's prompt, so a prompt's sample does not
+    depend on which prompts share its batch (a resumed run, another budget, a store that already
+    holds some). ``on_batch`` sees the outputs after each batch."""
     from transformers import DynamicCache
 
     base, head = base_and_head(target.model)
     device = target.device
-    outputs: dict[int, list[int]] = dict(done or {})
+    outputs: dict[int, list[int]] = {}
     for idx in length_batches(prompts, batch):
-        if all(i in outputs for i in idx):
-            advance(len(idx))
-            continue
         width = max(len(prompts[i]) for i in idx)
         ids = torch.zeros((len(idx), width), dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
@@ -53,14 +57,15 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        draw = torch.Generator().manual_seed(seed * 1_000_003 + idx[0]) if temperature > 0 else None
+        draws = [torch.Generator().manual_seed(row_seed(seed, prompts[i])) for i in idx] if temperature > 0 else []
 
         def pick(last: torch.Tensor) -> torch.Tensor:
             logits = head_logits(head, last).float()
-            if draw is None:
+            if not draws:
                 return logits.argmax(-1)
             probs = torch.softmax(logits / temperature, dim=-1).cpu()
-            return torch.multinomial(probs, 1, generator=draw)[:, 0].to(last.device)
+            drawn = [torch.multinomial(row, 1, generator=g) for row, g in zip(probs, draws)]
+            return torch.cat(drawn).to(last.device)
 
         hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions,
                       past_key_values=cache).last_hidden_state
