@@ -148,11 +148,11 @@ def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("batch", [1, 3])
-def test_bayes_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
+@pytest.mark.parametrize("batch, kappa", [(1, 1.0), (3, 0.3)])  # in a batch the rate is the rows' sum
+def test_bayes_decodes_losslessly_alone_and_in_batches(batch, kappa, tiny, drafters):
     from helpers import decode_alone_or_batched, tiny_prompts
 
-    policy = BayesTree(_Fixed(), cost_model(), 1.0, 3, 6)
+    policy = BayesTree(_Fixed(), cost_model(), kappa, 3, 6)
     outputs, reference, cycles = decode_alone_or_batched(tiny, drafters["eagle3"], policy, tiny_prompts(5), batch)
     assert outputs == reference
     assert len({c.size for c in cycles}) > 1 and len({c.depth for c in cycles}) > 1
