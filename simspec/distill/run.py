@@ -67,9 +67,10 @@ class TrainDraftRequest:
                                  "deleted, so the text accumulates across runs, budgets and machines (commit it, or "
                                  "fill it on a GPU machine and carry it back). Default: OUT.partial/text, removed "
                                  "with the run's work folder.")
-    generation_batch: int = opt(128, "Prompts the target continues at once when it generates its own text "
-                                "(batched greedy decoding; larger is faster per token until the machine's matmuls "
-                                "saturate).", min=1)
+    generation_batch: int | None = opt(None, "Prompts the target continues at once when it generates its own "
+                                       "text (batched greedy decoding; larger is faster per token until the "
+                                       "machine's matmuls saturate). Default: the corpus's GENERATION_BATCH, 128.",
+                                       min=1)
     text_only: bool = opt(False, "Only generate the corpora's self-distilled text into --text-store, then stop: no "
                           "teacher pass, no training, no drafter.", flag="--text-only")
     dtype: str = flags.dtype()  # the target's (teacher's) dtype
@@ -163,7 +164,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     import torch
 
     from simspec.cache import atomic_directory
-    from simspec.distill.corpus import build_corpus
+    from simspec.distill.corpus import GENERATION_BATCH, build_corpus
     from simspec.distill.eagle3_trainer import Eagle3Trainer
     from simspec.distill.trainer import Eagle3TrainConfig, EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
     from simspec.engine.draft_lm import DraftLMShape
@@ -181,11 +182,12 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     # generation; copy the folder to go on elsewhere) unless kept in --text-store, and the training checkpoint.
     partial = out_dir.with_name(out_dir.name + ".partial")
     store = Path(r.text_store) if r.text_store else partial / "text"
+    batch = r.generation_batch or GENERATION_BATCH
     started = time.perf_counter()
     if r.text_only:
-        return generate_text(loaded, (spec, heldout), store, bar, started, r.generation_batch)
-    corpus = build_corpus(loaded, spec, bar, text_store=store, batch=r.generation_batch)
-    heldout_corpus = build_corpus(loaded, heldout, bar, text_store=store, batch=r.generation_batch)
+        return generate_text(loaded, (spec, heldout), store, bar, started, batch)
+    corpus = build_corpus(loaded, spec, bar, text_store=store, batch=batch)
+    heldout_corpus = build_corpus(loaded, heldout, bar, text_store=store, batch=batch)
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
