@@ -37,6 +37,9 @@ THREADS = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKE
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(THREADS)
 helpers.THREADS = THREADS
+# The compiled runtime's tests check its caches, buckets and moves, which no compile mode
+# changes; inductor's GEMM autotuning (the product's CPU default) would double their compiles.
+os.environ.setdefault("SIMSPEC_COMPILE_MODE", "default")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -141,34 +144,11 @@ def random_drafter(target):
 
 @pytest.fixture(scope="session")
 def tiny():
-    """A 6-layer Llama with random weights over 24 tokens; its head scaled so that the next
-    token is predictable (top token ~0.5-0.8), as a language model's often is."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from simspec.engine.models import LoadedModel, ModelSource
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=helpers.TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         eos_token_id=None, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval().requires_grad_(False)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(12)
-    return LoadedModel(ModelSource("tiny", Path(".")), model, None)
+    """A 6-layer tiny Llama (``tiny_llama``): deep enough that its first two layers draft
+    tokens it finds likely (the sampling tests' power rests on that)."""
+    return helpers.tiny_llama(6)
 
 
 @pytest.fixture(scope="session")
 def drafters(tiny):
-    import torch
-
-    from simspec.engine.drafter import CausalLMDrafter, truncated_target
-    from simspec.engine.eagle import EagleDrafter
-    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
-
-    torch.manual_seed(1)
-    head = Eagle3Head(eagle3_for_target(tiny, 12))  # public EAGLE-3 layout, 12 of the 24 tokens
-    kept = torch.randperm(helpers.TINY_VOCAB)[:12].sort().values
-    head.d2t.copy_(kept - torch.arange(12))
-    return {"eagle3": EagleDrafter(head, head.target_ids(), tiny, "eagle3"),
-            "lm": CausalLMDrafter(truncated_target(tiny, 2), "lm")}
+    return helpers.tiny_drafters(tiny, 2)

@@ -318,3 +318,39 @@ def simulated_rows(root: Path, baseline: str) -> list[dict]:
 def last_json(result: subprocess.CompletedProcess) -> dict:
     """The ``--json`` summary: the last line of stdout."""
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def tiny_llama(layers: int):
+    """A Llama with random weights over TINY_VOCAB tokens; its head scaled so that the next
+    token is predictable (top token ~0.5-0.8), as a language model's often is."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from simspec.engine.models import LoadedModel, ModelSource
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, eos_token_id=None, bos_token_id=None, pad_token_id=None,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(12)
+    return LoadedModel(ModelSource("tiny", Path(".")), model, None)
+
+
+def tiny_drafters(target, lm_layers: int) -> dict:
+    """A random EAGLE-3 head in the public layout over 12 of the 24 tokens (d2t), and the
+    target's first ``lm_layers`` layers as a draft LM."""
+    import torch
+
+    from simspec.engine.drafter import CausalLMDrafter, truncated_target
+    from simspec.engine.eagle import EagleDrafter
+    from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
+
+    torch.manual_seed(1)
+    head = Eagle3Head(eagle3_for_target(target, 12))
+    kept = torch.randperm(TINY_VOCAB)[:12].sort().values
+    head.d2t.copy_(kept - torch.arange(12))
+    return {"eagle3": EagleDrafter(head, head.target_ids(), target, "eagle3"),
+            "lm": CausalLMDrafter(truncated_target(target, lm_layers), "lm")}

@@ -37,6 +37,19 @@ def test_interpolation_follows_steps_and_is_chosen_over_affine():
     np.testing.assert_allclose(curve(v, 300), step_curve(v, 300), rtol=0.02)
 
 
+def test_the_compile_mode_comes_from_its_variable_and_a_bad_one_is_one_line(monkeypatch):
+    from simspec.engine.runtime import check_runtime, compile_mode
+
+    monkeypatch.delenv("SIMSPEC_COMPILE_MODE", raising=False)
+    assert compile_mode("cpu") == "max-autotune-no-cudagraphs" and compile_mode("cuda:0") == "reduce-overhead"
+    monkeypatch.setenv("SIMSPEC_COMPILE_MODE", "default")
+    assert compile_mode("cpu") == "default" and compile_mode("cuda") == "reduce-overhead"
+    monkeypatch.setenv("SIMSPEC_COMPILE_MODE", "max-autotune")
+    assert check_runtime("eager") == "eager"
+    with pytest.raises(SimspecError, match="SIMSPEC_COMPILE_MODE must be one of max-autotune-no-cudagraphs, default"):
+        check_runtime("compiled")
+
+
 def test_a_compiled_runtimes_staircase_is_priced_at_its_buckets():
     """Under the compiled runtime a forward of V tokens costs its padded bucket's forward (the next
     power of two): marked bucketed, held-out sizes land on their step; unmarked, interpolation
@@ -212,7 +225,7 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "3", "--out", str(out), "--json")
+                      "--check-prompts", "1", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0

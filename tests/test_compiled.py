@@ -6,6 +6,23 @@ import pytest
 
 pytestmark = pytest.mark.model
 
+
+# A 2-layer target of the tiny family, and its drafters: every graph dynamo traces and inductor
+# compiles is a third of the 6-layer one's; the static cache, padding and moves under test are
+# the same at any depth.
+@pytest.fixture(scope="module")
+def tiny():
+    from helpers import tiny_llama
+
+    return tiny_llama(2)
+
+
+@pytest.fixture(scope="module")
+def drafters(tiny):
+    from helpers import tiny_drafters
+
+    return tiny_drafters(tiny, 1)
+
 PROMPT = [3, 5, 7, 11, 2, 9, 4, 1] * 3
 OTHER = [8, 2, 2, 6, 13, 1, 0, 5, 19, 3] * 2  # a second prompt: the graphs must read each sequence's cache
 SHAPES = [(3, 3, 7), (4, 2, 8), (5, 1, 5), (2, 4, 5)]  # trees with non-prefix paths, a chain, depth 2

@@ -111,11 +111,12 @@ def test_public_checkpoint_is_lossless_on_the_grid(kind, target, prompt_ids, gre
     assert drafter.feature_layers == ((2, 15, 27) if kind == "eagle3" else None)
     engine = SpeculativeEngine(target, drafter)
     # A random head accepts ~nothing, so every shape runs a full cycle per token: one prompt
-    # each (HumanEval for EAGLE-3, ShareGPT for EAGLE-1) keeps the grid inside the time budget.
+    # each (HumanEval for EAGLE-3, ShareGPT for EAGLE-1) and half the tokens keep the grid
+    # inside the time budget (plain greedy decoding's first half is the reference).
     for pid, ids in [prompt_ids[0 if kind == "eagle3" else 2]]:
         for depth, width, size in SHAPES:
-            out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW)
-            divergence = compare(target, ids, out.tokens, greedy[pid])
+            out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW // 2)
+            divergence = compare(target, ids, out.tokens, greedy[pid][:MAX_NEW // 2])
             assert divergence is None or divergence.near_tie, divergence.describe()
             assert all(c.draft_calls == depth - 1 for c in out.cycles)
 

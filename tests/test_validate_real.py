@@ -227,7 +227,7 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     queue runs the engine's cycles exactly; every output equals plain decoding's."""
     out = tmp_path / "run"
     result = cli("validate", "--real", "--profile", "calibration/cpu-demo-batch", "--batch-size", "2",
-                 "--n-prompts", "3", "--max-new-tokens", "12", "--baselines", "eagle3,static:4,6",
+                 "--n-prompts", "3", "--max-new-tokens", "8", "--baselines", "eagle3,static:4,6",
                  "--recalibrate", "--recalibrate-prompts", "2", "--allow-other-device", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())

@@ -6,8 +6,9 @@ then only replays them (one sequence: ``target_cache.CompiledTargetCache``; a ba
 ``compiled_rows.CompiledTargetRows``).
 
 On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
-its C++ GEMM templates (``max-autotune-no-cudagraphs``); on CUDA with ``reduce-overhead``, which
-captures each bucket as a CUDA graph (without autotuning's minutes per graph). Compiling costs
+its C++ GEMM templates (``max-autotune-no-cudagraphs``; ``SIMSPEC_COMPILE_MODE=default`` keeps
+ATen's GEMMs and compiles in half the time); on CUDA with ``reduce-overhead``, which captures
+each bucket as a CUDA graph (without autotuning's minutes per graph). Compiling costs
 tens of seconds per bucket on a CPU, paid once per process (inductor's graph cache does not keep
 frozen graphs across processes); the engine counts it (``CompiledForward.compile_s``) and every
 report states it. The cost model prices a compiled forward at its bucket (samples marked
@@ -16,6 +17,7 @@ report states it. The cost model prices a compiled forward at its bucket (sample
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 import weakref
@@ -33,14 +35,33 @@ RUNTIMES = ("eager", "compiled")
 CAPACITY_STEP = 256
 MAX_BUCKET = 512  # kv_slots.TREE_SLOTS: the slack every speculative cache has
 
+# torch.compile's mode on a CPU, from SIMSPEC_COMPILE_MODE: the first is the default
+CPU_MODES = ("max-autotune-no-cudagraphs", "default")
+MODE_VARIABLE = "SIMSPEC_COMPILE_MODE"
+
 log = logging.getLogger("simspec")
 
 
 def check_runtime(name: str) -> str:
-    """``name`` if it is a runtime of this engine; else one error line."""
+    """``name`` if it is a runtime of this engine (and, compiled, its mode one torch knows); else
+    one error line."""
     if name not in RUNTIMES:
         raise SimspecError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {name!r}")
+    if name == "compiled":
+        compile_mode("cpu")
     return name
+
+
+def compile_mode(device: str) -> str:
+    """The ``torch.compile`` mode of the compiled runtime on ``device``: CUDA graphs on CUDA;
+    on a CPU ``max-autotune-no-cudagraphs`` (GEMM templates benchmarked against ATen's at
+    compile time) unless SIMSPEC_COMPILE_MODE=default, which skips the benchmarking."""
+    if str(device).startswith("cuda"):
+        return "reduce-overhead"
+    mode = os.environ.get(MODE_VARIABLE) or CPU_MODES[0]
+    if mode not in CPU_MODES:
+        raise SimspecError(f"{MODE_VARIABLE} must be one of {', '.join(CPU_MODES)}, got {mode!r}")
+    return mode
 
 
 def bucket(n: int) -> int:
@@ -75,8 +96,8 @@ class CompiledForward:
         # would fall back to eager silently past it
         dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
         self.cuda = cuda
-        self.fn = torch.compile(base.forward, dynamic=False,
-                                mode="reduce-overhead" if cuda else "max-autotune-no-cudagraphs")
+        self.mode = compile_mode("cuda" if cuda else "cpu")
+        self.fn = torch.compile(base.forward, dynamic=False, mode=self.mode)
         self.config = base.config
         self.caches: dict[tuple[int, int], object] = {}  # (batch, capacity) -> its cache
         # (tokens, capacity, hidden states kept[, batch]): one graph each
