@@ -153,3 +153,32 @@ def test_a_sampled_trace_file_without_a_tree_is_refused(tmp_path):
         np.savez_compressed(tmp_path / "s" / "traces.npz", **{k: v for k, v in blob.items() if k != name})
         with pytest.raises(SimspecError, match="node arrays"):
             load_traces(tmp_path / "s", verify_hash=False)
+
+
+def test_node_labels_at_t1_are_reach_probabilities_that_sum_to_each_top_v_sets_expected_length():
+    """C2T's and the Bayes rule's node labels at T > 0 (``sim.labels.reach_by_slot``): each node
+    of the full tree labelled by the probability that the walk reaches it, found by its level
+    and rank. Over the best V nodes in the classifiers' order they sum to the expected accepted
+    length the replay charges; the same labels with each level's ranks reversed do not."""
+    from helpers import ROOT
+
+    from simspec.sim.labels import node_examples, reach_by_slot
+    from simspec.sim.profile import load_profile
+
+    traces = load_profile(ROOT / "calibration" / "cpu-demo-T1").traces()
+    rows = np.arange(0, traces.positions, 5)
+    reach = reach_by_slot(traces, rows)
+    scores = traces.level_scores[rows].astype(np.float32)
+    order = np.argsort(-np.where(np.isfinite(scores), scores, -np.inf).reshape(len(rows), -1), axis=1,
+                       kind="stable")
+    line = np.arange(len(rows))[:, None]
+    full = np.full(len(rows), traces.depth_max)
+    for size in (2, 8, 24, traces.nodes):
+        expected = traces.expected_accepted(rows, full, np.full(len(rows), size))
+        labelled = np.nansum(reach.reshape(len(rows), -1)[line, order[:, :size - 1]], axis=1)
+        reversed_ranks = np.nansum(reach[:, :, ::-1].reshape(len(rows), -1)[line, order[:, :size - 1]], axis=1)
+        # float16 scores tie across levels now and then: the engine's order may swap two nodes there
+        assert np.mean(np.abs(labelled - expected) < 1e-5) > 0.97, size  # the tails are float32
+        assert np.median(np.abs(labelled - expected)) < 1e-5 < np.median(np.abs(reversed_ranks - expected)), size
+    x, y, w = node_examples(traces, positions=500)
+    assert len(x) == len(y) == len(w) and 0 <= y.min() and y.max() <= 1 and 0 < y.mean() < 0.5

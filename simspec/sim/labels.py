@@ -5,14 +5,16 @@ it accepted the levels above (a tree of j + 1 levels verified at ``size`` nodes)
 give 0/1 labels; traces recorded at T > 0 give the exact conditional probability
 P(accepted >= j) / P(accepted >= j - 1), weighted by P(accepted >= j - 1).
 
-C2T's node classifier (``simspec.policies.rules.c2t``) learns from ``node_examples``: the best
-nodes of full trees, each labelled by whether it lies on the target's greedy path."""
+C2T's node classifier (``simspec.policies.rules.c2t``) and the Bayes rule's learn from
+``node_examples``: the best nodes of full trees, each labelled by whether it lies on the
+target's greedy path, or at T > 0 by the probability that the verification walk reaches it
+(``simspec.sim.stochastic``): either way the sum of the verified nodes' labels is the cycle's
+expected accepted length."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from simspec.errors import SimspecError
 from simspec.policies.rules.c2t import node_features
 from simspec.policies.stopping import AcceptancePredictor, step_features
 from simspec.sim.traces import TraceSet, accepted_at
@@ -63,24 +65,45 @@ def path_by_rank(traces: TraceSet, rows: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def reach_by_slot(traces: TraceSet, rows: np.ndarray) -> np.ndarray:
+    """``[rows, levels, slots]`` as ``level_scores``: at T > 0 the probability that the walk
+    reaches each recorded node, at its level and its rank within the level (a level's slots are
+    its nodes best first, as the engine orders a level's nodes); NaN past the recorded nodes.
+    (Matched by level and rank, not by the global order: the scores are stored in float16, whose
+    ties across levels would swap nodes.)"""
+    from simspec.sim.stochastic import reach_probabilities
+
+    n = traces.nodes
+    depth = traces.node_depth[rows, :n].astype(np.int64)
+    reach = reach_probabilities(traces.node_parent[rows, :n], traces.node_prob[rows, :n])
+    levels = traces.level_scores.shape[1:]
+    one_hot = depth[:, :, None] == np.arange(1, levels[0] + 1)[None, None, :]
+    rank = np.take_along_axis(np.cumsum(one_hot, axis=1) - 1, np.clip(depth - 1, 0, None)[:, :, None], 2)[..., 0]
+    out = np.full((len(rows), *levels), np.nan)
+    line, node = np.nonzero((depth >= 1) & (rank < levels[1]))
+    out[line, depth[line, node] - 1, rank[line, node]] = reach[line, node]
+    return out
+
+
 def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000, seed: int = 0
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, weights) for C2T: at up to ``positions`` random positions, the ``top``
-    best nodes of the full tree in the engine's order (score descending, ties to the shallower),
-    labelled 1 where the node is on the greedy path (``path_rank`` at the full depth)."""
-    if traces.sampled:
-        raise SimspecError("the node classifier of c2t and bayes learns which nodes lie on the target's greedy "
-                           "path: it needs greedy traces (a profile recorded at temperature 0, e.g. calibration/"
-                           "cpu-demo)")
+    """(features, labels, weights) for C2T and the Bayes rule: at up to ``positions`` random
+    positions, the ``top`` best nodes of the full tree in the engine's order (score descending,
+    ties to the shallower), labelled 1 where the node is on the greedy path (``path_rank`` at the
+    full depth); at T > 0 by the probability that the walk reaches it, for the recorded nodes."""
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
     scores = traces.level_scores[rows].astype(np.float32)
     features, valid = node_features(scores, traces.depth_max)
     flat = np.where(valid, scores.reshape(len(rows), -1), -np.inf)
     order = np.argsort(-flat, axis=1, kind="stable")[:, :top]
-    labels = path_by_rank(traces, rows, order.shape[1])
     line = np.arange(len(rows))[:, None]
     kept = valid[line, order]
+    if traces.sampled:
+        labels = reach_by_slot(traces, rows).reshape(len(rows), -1)[line, order]
+        kept &= np.isfinite(labels)
+    else:
+        labels = path_by_rank(traces, rows, order.shape[1])
     x, y = features[line, order][kept], labels[kept]
     if len(x) > max_examples:
         chosen = rng.choice(len(x), max_examples, replace=False)
