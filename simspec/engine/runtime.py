@@ -147,6 +147,14 @@ def compiled_forward(base: torch.nn.Module) -> CompiledForward:
     return _COMPILED[base]
 
 
+def compiled_mode(target) -> str | None:
+    """The ``torch.compile`` mode this process compiled ``target``'s forwards in (None if none)."""
+    from simspec.engine.modeling import base_and_head
+
+    base = base_and_head(target.model)[0]
+    return _COMPILED[base].mode if base in _COMPILED else None
+
+
 def compiled_seconds(target) -> float:
     """Seconds this process has spent compiling ``target``'s forwards (a ``LoadedModel``; 0 if none)."""
     from simspec.engine.modeling import base_and_head

@@ -147,7 +147,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     from simspec.data import render_chat
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
-    from simspec.engine.runtime import compile_mode, compiled_seconds
+    from simspec.engine.runtime import compiled_mode, compiled_seconds
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.fingerprint import drafter_fingerprint
     from simspec.machine import device_model, machine
@@ -193,7 +193,7 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
         "batch_size": request.batch_size, "runtime": request.runtime, "compile_s": round(compiled_seconds(loaded), 1),
-        "compile_mode": compile_mode(str(loaded.device)) if request.runtime == "compiled" else None,
+        "compile_mode": compiled_mode(loaded),
         "plain_tokens_per_s": plain_tokens_per_s,
         "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
         **request.sampling().describe(),

@@ -35,7 +35,7 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     from simspec import __version__
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
-    from simspec.engine.runtime import check_runtime, compile_mode
+    from simspec.engine.runtime import check_runtime, compiled_mode
     from simspec.measure.profiler import draft_latency, memory_bandwidth, target_latency, weight_bytes
 
     r = request
@@ -52,7 +52,7 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     floor_ms = weights / bandwidth * 1e3
     return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
             "dtype": r.dtype, "runtime": r.runtime, "simspec_version": __version__,
-            "compile_mode": compile_mode(str(loaded.device)) if r.runtime == "compiled" else None,
+            "compile_mode": compiled_mode(loaded),
             "plain_decoding": {"ms_per_token": {str(c): x.median * 1e3 for c, x in plain.items()},
                                "weight_bytes": weights, "bandwidth_gbs": bandwidth / 1e9,
                                "memory_floor_ms": floor_ms},

@@ -177,7 +177,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     ``status(text)`` is a context manager shown during steps without a progress count;
     ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
     from simspec.cache import atomic_directory
-    from simspec.engine.runtime import compile_mode
+    from simspec.engine.runtime import compiled_mode
     from simspec.machine import device_model, machine
     from simspec.measure.curves import device_name
     from simspec.measure.insitu import LADDER, CoTimedRefit, check_device, refit_in_situ, refitted_meta
@@ -272,7 +272,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
         "runtime": engine.runtime, "compile_s": round(engine.compile_s, 1),
-        "compile_mode": compile_mode(str(engine.device)) if engine.runtime == "compiled" else None,
+        "compile_mode": compiled_mode(engine.target),
         **sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
