@@ -30,6 +30,7 @@ __all__ = [
     "DataError",
     "Prompt",
     "split_of",
+    "in_validation",
     "load_prompts",
     "render_chat",
 ]
@@ -68,6 +69,16 @@ def split_of(text: str, heldout_fraction: float = 0.5) -> str:
     # Python's hash() is salted per process, so use sha256 for reproducible splits.
     bucket = int.from_bytes(sha256(text.encode("utf-8")).digest()[:8], "big") / 2**64
     return "heldout" if bucket < heldout_fraction else "train"
+
+
+VALIDATION_FRACTION = 1 / 16
+
+
+def in_validation(text: str) -> bool:
+    """Whether train-split *text* lies in the validation slice that drafter settings are chosen on
+    (``train-draft --validation``): a second sha256 bucket, salted, so independent of ``split_of``'s."""
+    bucket = int.from_bytes(sha256(b"validation\0" + text.encode("utf-8")).digest()[:8], "big") / 2**64
+    return bucket < VALIDATION_FRACTION
 
 
 def load_prompts(

@@ -6,8 +6,11 @@ from __future__ import annotations
 import itertools
 import random
 
-from simspec.data import split_of
-from simspec.distill.sources import _dialogue, package_stubs, sharegpt_later_turns
+import pytest
+
+from simspec.data import VALIDATION_FRACTION, in_validation, load_prompts, split_of
+from simspec.distill.sources import _dialogue, in_split, package_stubs, sharegpt_conversations, sharegpt_later_turns
+from simspec.errors import SimspecError
 
 
 def test_a_dialogue_alternates_from_a_human_turn_and_stops_where_it_breaks():
@@ -44,3 +47,35 @@ def test_package_stubs_are_documented_functions_read_lazily_in_a_seeded_order(tm
     assert len(first) == 18 and all(s.startswith("def f") and '"""' in s for s in first)  # no bare, no broken
     assert list(itertools.islice(package_stubs(random.Random(0)), 5)) == first[:5]
     assert first != list(package_stubs(random.Random(1)))  # another seed, another file order
+
+
+def test_validation_cuts_the_train_side_in_two_by_a_hash_of_its_own():
+    """--validation: fit and validation partition the train side (never a held-out prompt), in about
+    1/16 of it, drawn independently of the train/held-out split, for every pool's key text."""
+    texts = [p.text for p in load_prompts("sharegpt")] + [p.text for p in load_prompts("humaneval")]
+    train = {t for t in texts if split_of(t) == "train"}
+    fit = {t for t in texts if in_split(t, "fit")}
+    validation = {t for t in texts if in_split(t, "validation")}
+    assert fit | validation == train and not fit & validation
+    assert abs(len(validation) / len(train) - VALIDATION_FRACTION) < 0.015
+    # its own draw: the held-out side would hold as large a share of validation-bucket texts
+    held = [t for t in texts if split_of(t) == "heldout"]
+    assert abs(sum(map(in_validation, held)) / len(held) - VALIDATION_FRACTION) < 0.015
+    for pool in (sharegpt_conversations, lambda split: [m[0]["content"] for m in sharegpt_later_turns(split, 2)]):
+        keys = lambda split: {q if isinstance(q, str) else q[0] for q in pool(split)}  # noqa: E731
+        assert keys("fit") | keys("validation") == keys("train") and not keys("fit") & keys("validation")
+        assert keys("validation") and not keys("validation") & keys("heldout")
+
+
+def test_train_draft_with_validation_trains_on_the_rest_and_scores_the_slice():
+    from simspec.distill.corpus import CorpusSpec
+    from simspec.distill.run import TrainDraftRequest
+
+    train, heldout, validation = TrainDraftRequest(validation=True).corpus_specs()
+    assert (train.split, heldout.split, validation.split) == ("fit", "heldout", "validation")
+    assert validation.sources == ("self",) and validation.seed != heldout.seed
+    plain = TrainDraftRequest().corpus_specs()
+    assert plain[0].split == "train" and plain[2] is None  # the shipped recipes' corpora are unchanged
+    assert plain[0].key("t") != train.key("t")
+    with pytest.raises(SimspecError, match="unknown corpus split 'test'"):
+        CorpusSpec(("self",), 4096, split="test")

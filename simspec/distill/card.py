@@ -111,7 +111,11 @@ def write_card(directory: Path, title: str, description: str, provenance: Drafte
         f"source ({measured['dtype']}): " + "; ".join(
             f"{src} top-1 {a['top1']:.3f}, top-10 {a['top10']:.3f} ({a['positions']} positions)"
             for src, a in measured["heldout_agreement"].items()) + ".",
-        f"On the training run's held-out corpus: top-1 {top1:.3f}, top-10 {top10:.3f} over {positions} positions.",
+        f"On the training run's held-out corpus: top-1 {top1:.3f}, top-10 {top10:.3f} over {positions} positions"
+        + ("." if p.validation_agreement is None else
+           f"; on its validation corpus (train prompts held apart, where its settings were chosen): top-1 "
+           f"{p.validation_agreement.top1:.3f}, top-10 {p.validation_agreement.top10:.3f} over "
+           f"{p.validation_agreement.positions} positions."),
         "",
         "Draft step latency at context 256 (median ms; top-W and host copy included), and one target forward of "
         f"1 token: {measured['target_forward_1_token_ms_at_L256']:.1f} ms.", "",

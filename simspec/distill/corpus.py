@@ -32,7 +32,7 @@ import torch
 
 from simspec import __version__
 from simspec.cache import cache_dir
-from simspec.distill.sources import SAMPLED, SELF_SOURCES, code_texts, self_prompts, sharegpt_texts
+from simspec.distill.sources import CORPUS_SPLITS, SAMPLED, SELF_SOURCES, code_texts, self_prompts, sharegpt_texts
 from simspec.distill.textstore import TextStore, stored_continuations
 from simspec.engine.modeling import aux_layer_ids, base_and_head, head_logits
 from simspec.engine.models import LoadedModel, dtype_name, eos_token_ids
@@ -54,7 +54,7 @@ class CorpusSpec:
     seq_len: int = 384  # room for a 256-token prompt and a 128-token continuation
     self_new_tokens: int = 128  # length of each self-distilled continuation
     seed: int = 0
-    split: str = "train"  # prompt split the text comes from; "heldout" only for evaluation sets
+    split: str = "train"  # prompt split the text comes from (``CORPUS_SPLITS``); "heldout" only for evaluation sets
     dtype: str = "fp32"  # the teacher's dtype: labels and features are the target's in that dtype
     cut_at_eos: bool = True  # self-distilled text ends at its first end-of-sequence token
 
@@ -66,6 +66,8 @@ class CorpusSpec:
         if self.shares is not None and (len(self.shares) != len(self.sources) or min(self.shares) <= 0
                                         or abs(sum(self.shares) - 1) > 1e-6):
             raise SimspecError(f"--data shares must be positive and sum to 1, got {list(self.shares)}")
+        if self.split not in CORPUS_SPLITS:
+            raise SimspecError(f"unknown corpus split {self.split!r}: one of {', '.join(CORPUS_SPLITS)}")
         if self.tokens < self.seq_len:
             raise SimspecError(f"--tokens must be at least one sequence ({self.seq_len}), got {self.tokens}")
 

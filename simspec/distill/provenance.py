@@ -65,6 +65,7 @@ class DrafterProvenance(Record):
     steps: int | None = None
     data: CorpusSummary | None = None
     heldout_agreement: Agreement | None = None
+    validation_agreement: Agreement | None = None  # train-draft --validation: on the train prompts held apart
     draft_vocab_coverage: float | None = None  # share of the target's greedy tokens in the draft vocabulary
     data_seconds: float | None = None
     train_seconds: float | None = None

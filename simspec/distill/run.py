@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 Bar = Callable[[str, int], Callable[..., None]]
 KINDS = ("eagle3", "eagle", "lm")
+VALIDATION_TOKENS = 200_000  # more than the validation slice of the self pool holds: all of it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +63,10 @@ class TrainDraftRequest:
     cut_at_eos: bool = opt(True, "End self-distilled text at its first end-of-sequence token, where decoding stops "
                            "(--no-cut-at-eos: the corpus of heads trained before the cut, e.g. the shipped head's "
                            "first stage).", flag="--cut-at-eos/--no-cut-at-eos")
+    validation: bool = opt(False, "Hold 1/16 of the train prompts apart (a hash of each prompt: the same on every "
+                           "machine) and score the drafter on the target's text for them too, as "
+                           "validation_top1: settings are chosen on it, not on the held-out prompts the card "
+                           "scores. Training then uses the other 15/16.", flag="--validation/--no-validation")
     text_store: str | None = opt(None, "Folder of the target's self-distilled text, kept per prompt: what it holds "
                                  "is used as stored, what is missing is generated into it, and it is never "
                                  "deleted, so the text accumulates across runs, budgets and machines (commit it, or "
@@ -77,8 +82,9 @@ class TrainDraftRequest:
     out: str | None = flags.out("Output directory (default real/drafters/KIND)")
     force: bool = flags.force()
 
-    def corpus_specs(self) -> tuple[CorpusSpec, CorpusSpec]:
-        """The training corpus and the held-out one (the target's greedy text on held-out prompts)."""
+    def corpus_specs(self) -> tuple[CorpusSpec, CorpusSpec, CorpusSpec | None]:
+        """The training corpus, the held-out one (the target's greedy text on held-out prompts) and,
+        with ``--validation``, the validation one (the same on the train prompts held apart)."""
         from simspec.distill.corpus import CorpusSpec
 
         names, shares = [], []
@@ -92,10 +98,13 @@ class TrainDraftRequest:
         if any(s is None for s in shares) and not all(s is None for s in shares):
             raise SimspecError("--data: give a share to every source or to none (NAME:SHARE, shares summing to 1)")
         train = CorpusSpec(tuple(names), self.tokens, None if shares[0] is None else tuple(shares), seed=self.seed,
-                           dtype=self.dtype, cut_at_eos=self.cut_at_eos)
+                           dtype=self.dtype, cut_at_eos=self.cut_at_eos, split="fit" if self.validation else "train")
         heldout = CorpusSpec(("self",), max(4096, self.tokens // 20), seed=self.seed + 1, split="heldout",
                              dtype=self.dtype, cut_at_eos=self.cut_at_eos)
-        return train, heldout
+        # the whole slice (about 460 prompts of the self pool), whatever the budget: a fixed yardstick across runs
+        validation = CorpusSpec(("self",), VALIDATION_TOKENS, seed=self.seed + 2, split="validation",
+                                dtype=self.dtype, cut_at_eos=self.cut_at_eos) if self.validation else None
+        return train, heldout, validation
 
     def out_dir(self) -> Path:
         return Path(self.out or f"real/drafters/{self.kind}")
@@ -174,7 +183,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     r = request
     r.check()
     out_dir = r.out_dir()
-    spec, heldout = r.corpus_specs()
+    spec, heldout, validation = r.corpus_specs()
     torch.manual_seed(r.seed)
     with status(f"loading {r.target}"):
         loaded = load_model(r.target, dtype=r.dtype)
@@ -185,9 +194,11 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     batch = r.generation_batch or GENERATION_BATCH
     started = time.perf_counter()
     if r.text_only:
-        return generate_text(loaded, (spec, heldout), store, bar, started, batch)
+        return generate_text(loaded, tuple(s for s in (spec, heldout, validation) if s), store, bar, started, batch)
     corpus = build_corpus(loaded, spec, bar, text_store=store, batch=batch)
     heldout_corpus = build_corpus(loaded, heldout, bar, text_store=store, batch=batch)
+    validation_corpus = (None if validation is None else
+                         build_corpus(loaded, validation, bar, text_store=store, batch=batch))
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
         trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
@@ -214,13 +225,19 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     meta = {"kind": r.kind, "dtype": r.dtype, "data": corpus.meta, "heldout": heldout_corpus.meta, "seed": r.seed,
             "heldout_agreement": agreement, "data_seconds": data_s, "train_seconds": train_s,
             "machine": machine(str(loaded.device))}
+    chosen_on = {}
+    if validation_corpus is not None:
+        meta["validation"] = validation_corpus.meta
+        meta["validation_agreement"] = trainer.agreement(validation_corpus)
+        chosen_on = {"validation_top1": meta["validation_agreement"]["top1"],
+                     "validation_top10": meta["validation_agreement"]["top10"]}
     if r.init is not None:
         meta["init"] = initial_provenance(Path(r.init))
     with atomic_directory(out_dir, replace=r.force) as tmp:
         trainer.save(tmp, meta)
     shutil.rmtree(partial, ignore_errors=True)
     return {"drafter": str(out_dir), "kind": r.kind, "heldout_top1": agreement["top1"],
-            "heldout_top10": agreement["top10"], "coverage": trainer.coverage(),
+            "heldout_top10": agreement["top10"], **chosen_on, "coverage": trainer.coverage(),
             "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}
 
 

@@ -11,8 +11,10 @@ prompts that the target continues itself (its own text is what a drafter faces):
 - ``selft1``: the ``self`` pool continued by sampling at temperature 1 (seeded).
 
 Never a held-out prompt: ShareGPT conversations are split by their first question's hash, as the
-prompt sets are; stubs by their own text's hash. The new pools are deduplicated by token ids
-(``self`` and ``selfcode`` stay as the shipped head's corpus was built from them).
+prompt sets are; stubs by their own text's hash. ``train-draft --validation`` splits the train side
+once more (``in_split``): ``fit`` text to train on, ``validation`` text to choose settings on.
+The new pools are deduplicated by token ids (``self`` and ``selfcode`` stay as the shipped head's
+corpus was built from them).
 """
 
 from __future__ import annotations
@@ -26,10 +28,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simspec.data import load_prompts, render_chat, render_messages, sharegpt_records, split_of
+from simspec.data import in_validation, load_prompts, render_chat, render_messages, sharegpt_records, split_of
 
 SELF_SOURCES = ("self", "selfturns", "selfcode", "selfpkg", "selft1")
 SAMPLED = {"selft1": 1.0}  # sources continued by sampling, at this temperature; the rest greedily
+# train (all of it), heldout, and the train side cut in two: fit + validation (``in_validation``)
+CORPUS_SPLITS = ("train", "heldout", "fit", "validation")
+
+
+def in_split(text: str, split: str) -> bool:
+    """Whether ``text`` (a conversation's first question, a prompt, a stub) belongs to ``split``."""
+    if split in ("train", "heldout"):
+        return split_of(text) == split
+    return split_of(text) == "train" and in_validation(text) == (split == "validation")
 
 
 def _first_exchange(record: Any) -> tuple[str, str] | None:
@@ -47,7 +58,7 @@ def _first_exchange(record: Any) -> tuple[str, str] | None:
 def sharegpt_conversations(split: str) -> list[tuple[str, str]]:
     """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's hash,
     the same split as the prompts), in dataset order."""
-    return [(q, a) for q, a in sharegpt_records(_first_exchange) if split_of(q) == split]
+    return [(q, a) for q, a in sharegpt_records(_first_exchange) if in_split(q, split)]
 
 
 def _dialogue(record: Any) -> list[tuple[str, str]] | None:
@@ -73,7 +84,7 @@ def sharegpt_later_turns(split: str, max_turns: int = 4) -> list[list[dict]]:
     human turn k, for k = 2..``max_turns``, the real answers between."""
     out = []
     for turns in _dialogues():
-        if split_of(turns[0][1]) != split:
+        if not in_split(turns[0][1], split):
             continue
         for k in range(2, max_turns + 1):
             if len(turns) < 2 * k - 1:
@@ -159,8 +170,8 @@ def self_prompts(tokenizer, source: str, n_tokens: int, seq_len: int, new_tokens
     """Distinct chat-rendered prompts of ``source``'s pool whose prompt + continuation add up to
     ``n_tokens``; prompts leaving no room for the continuation are skipped, not cut."""
     if source in ("self", "selft1"):
-        chat = load_prompts("sharegpt", split=split, max_chars=1500)
-        code = load_prompts("humaneval", split=split)
+        chat = [p for p in load_prompts("sharegpt", max_chars=1500) if in_split(p.text, split)]
+        code = [p for p in load_prompts("humaneval") if in_split(p.text, split)]
         rng.shuffle(chat)
         rng.shuffle(code)
         rendered = (render_chat(tokenizer, p.text) for p in code[: len(chat) // 8] + chat)
@@ -170,7 +181,7 @@ def self_prompts(tokenizer, source: str, n_tokens: int, seq_len: int, new_tokens
         rendered = (render_messages(tokenizer, messages) for messages in turns)
     else:
         stubs = stdlib_stubs(rng) if source == "selfcode" else package_stubs(rng)
-        rendered = (render_chat(tokenizer, t) for t in stubs if split_of(t) == split)
+        rendered = (render_chat(tokenizer, t) for t in stubs if in_split(t, split))
     distinct = source not in ("self", "selfcode")  # the shipped head's pools stay as they were built
     out, seen, total = [], set(), 0
     for ids in rendered:
