@@ -236,6 +236,9 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta.policy_seconds["static"] > 0 and profile.meta.policy_seconds["radar_call"] > 0
+    deepest = str(traces.depth_max)  # and by depth, which the simulator charges each cycle at
+    assert profile.meta.policy_seconds_by_depth["bayes"][deepest] == profile.meta.policy_seconds["bayes"]
+    assert set(profile.meta.policy_seconds_by_depth["bayes"]) == {"2", str((2 + traces.depth_max) // 2), deepest}
     # The same traces under an analytic A100 curve set: a profile names both. Beside it, traces
     # recorded on their own (they need no quiet machine), then named by a profile.
     with ThreadPoolExecutor(2) as pool:

@@ -219,18 +219,22 @@ def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar:
 
 
 def _policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -> dict:
-    """Decision time per cycle of every baseline family and of RADAR's LSTM, on this host (the
-    policies run here whatever the accelerator); RADAR's training charges its entry (stored, so
+    """The profile's decision-time fields: ``policy_seconds_by_depth``, each baseline family's
+    seconds per cycle at a few tree depths, on this host (the policies run here whatever the
+    accelerator; the simulator charges a cycle at its own depth), and ``policy_seconds``, the
+    same at the deepest tree, with RADAR's LSTM call, which its training charges (stored, so
     that one seed gives one policy)."""
     from simspec.policies.registry import timing_policies
-    from simspec.policies.timing import policy_latency
+    from simspec.policies.timing import policy_latency_by_depth
     from simspec.sim.costmodel import CostModel
     from simspec.sim.profile import points_of
     from simspec.train.radar import RADAR_TIMING_KEY, radar_call_seconds
 
-    seconds = policy_latency(timing_policies(CostModel(points_of(samples)), width, depth), width, depth, repeats)
+    by_depth = policy_latency_by_depth(timing_policies(CostModel(points_of(samples)), width, depth), width, depth,
+                                       repeats)
+    seconds = {name: timed[str(max(2, depth))] for name, timed in by_depth.items()}
     seconds[RADAR_TIMING_KEY] = radar_call_seconds(width, depth, 60)
-    return seconds
+    return {"policy_seconds": seconds, "policy_seconds_by_depth": by_depth}
 
 
 def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], object], plan: Plan | None = None) -> dict:
@@ -296,7 +300,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         runtime = spec.runtime()
     curves_s = time.perf_counter() - started
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
-    policy_seconds = _policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {}
+    decisions = _policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {"policy_seconds": {}}
     traces, record_s, checks = (record_traces(loaded, drafter, r, plan.prompts, bar) if plan.prompts
                                 else (None, 0.0, []))
     meta = {
@@ -311,7 +315,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
         "replay_check": [c.to_dict() for c in checks],
-        "policy_seconds": policy_seconds,
+        **decisions,
     }
     if r.target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[r.target]
@@ -375,7 +379,7 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
         "draft": curves.get("draft", r.draft), "dtype": curves.get("dtype", "unknown"), "seed": r.seed,
         "temperature": r.temperature, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(), "seconds": {"curves": 0.0, "traces": 0.0}, "replay_check": [],
-        "policy_seconds": _policy_seconds(samples, width, depth, 25),
+        **_policy_seconds(samples, width, depth, 25),
     }
     if source and (meta["target"], meta["draft"]) != (r.target, r.draft):
         raise SimspecError(f"curves {r.import_curves} are for {meta['target']} + {meta['draft']}, but the traces "

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simspec.measure.interleave import RunTiming
+from simspec.sim.charge import DecisionCharge, as_charge
 
 COMPONENTS = ("greedy step", "draft", "verify", "policy", "bookkeeping", "prefill", "other")
 # Bin edges (upper bounds, inclusive) along each operating-point axis.
@@ -32,7 +33,7 @@ BINS = {
 }
 
 
-def _method_breakdown(timings: Sequence[RunTiming], charge: float) -> dict:
+def _method_breakdown(timings: Sequence[RunTiming], charge: DecisionCharge) -> dict:
     measured, predicted = defaultdict(float), defaultdict(float)
     total = 0.0
     for run in timings:
@@ -42,7 +43,7 @@ def _method_breakdown(timings: Sequence[RunTiming], charge: float) -> dict:
         for op, values in run.predicted.items():
             predicted[op] += float(np.sum(values))
         if "policy" in run.measured:
-            predicted["policy"] += charge * len(run.measured["policy"])
+            predicted["policy"] += float(charge(run.cycles["depth"]).sum())
         measured["prefill"] += run.prefill_s
         predicted["prefill"] += run.prefill_predicted_s
     covered = sum(measured.values())
@@ -73,16 +74,17 @@ def _binned(timings: Sequence[RunTiming], op: str, axis: str) -> list[dict]:
     return out
 
 
-def residual_breakdown(timings: Sequence[RunTiming], charge: dict[str, float]) -> dict:
+def residual_breakdown(timings: Sequence[RunTiming], charge: dict[str, DecisionCharge | float]) -> dict:
     """``timings``: the DriftMeter's runs; ``charge``: method -> decision seconds per cycle the
-    simulator charged. Returns the per-method breakdown and the binned curve ratios."""
+    simulator charged (by the cycle's depth). Returns the per-method breakdown and the binned curve ratios."""
     by_method: dict[str, list[RunTiming]] = defaultdict(list)
     for run in timings:
         by_method[run.method].append(run)
     speculative = [run for run in timings if run.method != "greedy"]
     return {
         "components": list(COMPONENTS),
-        "methods": {name: _method_breakdown(runs, charge.get(name, 0.0)) for name, runs in by_method.items()},
+        "methods": {name: _method_breakdown(runs, as_charge(charge.get(name, 0.0)))
+                    for name, runs in by_method.items()},
         "curves": {
             "verify by verified size": _binned(speculative, "verify", "size"),
             "verify by draft depth": _binned(speculative, "verify", "depth"),

@@ -31,6 +31,7 @@ from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
 from simspec.report.validation import ValidationReport
+from simspec.sim.charge import DecisionCharge
 from simspec.sim.evaluate import check_names, check_split, parse_names
 from simspec.sim.profile import Profile, load_live_profile
 
@@ -235,7 +236,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         "max_new_tokens": tokens, "depth_max": depth_max, "width": width,
         **({} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p,
                                        "nodes": nodes, "seed": sampling.seed})})
-    charge = {m.name: charged.get(m.family, 0.0) for m in methods}
+    charge = {m.name: charged.get(m.family, DecisionCharge.flat(0.0)) for m in methods}
 
     def simulate(cost):
         return {m.name: replay(traces, cost, m, tokens, charge[m.name], seed=sampling.seed) for m in methods}
@@ -276,7 +277,9 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         **sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
-        "decision_seconds_charged": charge,
+        # per cycle on the scored prompts, as the simulator charged it (each cycle at its own depth)
+        "decision_seconds_charged": {name: float(r.decision_seconds.sum() / max(r.cycles.sum(), 1))
+                                     for name, r in simulated.items()},
     }
     hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
                                    "traces_hash", "simspec_version", "temperature", "top_p", "seed")}

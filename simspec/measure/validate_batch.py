@@ -21,6 +21,7 @@ import numpy as np
 
 from simspec import __version__
 from simspec.report.validation_batch import BATCH_REPORT_SCHEMA, BATCH_REPORT_VERSION, BatchValidationReport
+from simspec.sim.charge import DecisionCharge
 
 
 def validate_batch(request, bar, status: Callable[[str], object], checked) -> tuple[BatchValidationReport, Path]:
@@ -69,7 +70,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
                                       "prompts": request.prompts, "prompt_ids": [p.id for p in chosen],
                                       "splits": [p.split for p in chosen], "max_new_tokens": tokens,
                                       "depth_max": depth_max, "width": width})
-    charge = {m.name: charged.get(m.family, 0.0) for m in methods}
+    charge = {m.name: charged.get(m.family, DecisionCharge.flat(0.0)) for m in methods}
     simulated = {m.name: replay_batch(traces, profile.cost, m, batch, tokens, charge[m.name]) for m in methods}
 
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
@@ -109,7 +110,8 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
         "temperature": 0.0, "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
-        "policies": list(request.policies), "decision_seconds_charged": charge,
+        "policies": list(request.policies), "decision_seconds_charged": {
+            name: run.decision_seconds / max(run.cycles, 1) for name, run in simulated.items()},  # per batch cycle
         "rows": rows, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
         "plain_tokens_per_s_real": float(np.median([p.tokens_per_s for p in plain])),
         "plain_cycles_real": plain[0].cycles, "plain_cycles_sim": any_sim.plain_cycles,

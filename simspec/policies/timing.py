@@ -51,3 +51,17 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
                 samples.append(seconds / block)
         out[name] = robust_median(np.array(samples[3:]))
     return out
+
+
+def timing_depths(depth_max: int) -> tuple[int, ...]:
+    """The depths ``policy_latency_by_depth`` times at: the shallowest tree, the middle, the deepest
+    (between them a rule's cost runs close to a line: docs/simulator.md#decision-time)."""
+    return tuple(sorted({2, max(2, (2 + depth_max) // 2), max(2, depth_max)}))
+
+
+def policy_latency_by_depth(policies: dict, width: int, depth_max: int, repeats: int,
+                            seed: int = 0) -> dict[str, dict[str, float]]:
+    """``policy_latency`` at each of ``timing_depths(depth_max)``: {name: {"depth": seconds}}, what
+    ``DecisionCharge.of`` reads (a cycle is charged at its own depth)."""
+    timed = {d: policy_latency(policies, width, d, repeats, seed) for d in timing_depths(depth_max)}
+    return {name: {str(d): timed[d][name] for d in timed} for name in policies}

@@ -25,6 +25,7 @@ import numpy as np
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy
 from simspec.policies.shape import TreeShape
+from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
 from simspec.sim.replay import decide, positions_limit
 from simspec.sim.traces import TraceSet
@@ -41,6 +42,7 @@ class BatchReplay:
     plain_cycles: int
     idle_row_cycles: int  # rows that rode along as padding, summed over cycles
     draft_calls: int
+    decision_seconds: float = 0.0  # of ``seconds``, charged for the policy's decisions
 
     @property
     def speedup(self) -> float:
@@ -97,7 +99,7 @@ def cycle_costs(at_batch: CostModel, width: int, depth: np.ndarray, size: np.nda
 
 
 def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int,
-                 max_new_tokens: int | None = None, decision_seconds: float = 0.0,
+                 max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
                  prompts: np.ndarray | None = None) -> BatchReplay:
     """Decode ``prompts`` (default: every trace prompt, in order) as one queue through ``batch``
     rows with ``policy``, and plainly; ``cost`` is the profile's batch-1 model (its curves at
@@ -117,7 +119,8 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     width = traces.width
     previous = np.zeros(n, dtype=np.int64)
     tokens = np.zeros(n, dtype=np.int64)
-    calls = [0]
+    calls, decisions = [0], [0.0]
+    charge = as_charge(decision_seconds)
     policy.batch_size = batch
     policy.reset_batch(n)
 
@@ -125,8 +128,10 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
         at = start[busy] + position
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, None)
+        decided = float(charge(depth.max()))  # the rows decide in one call: priced at the deepest tree
+        decisions[0] += decided
         seconds = sum(cycle_costs(at_batch, width, depth, size, int(context.max()), int(previous[busy].max()) + 1,
-                                  policy.shape)) + decision_seconds
+                                  policy.shape)) + decided
         tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)
         previous[busy] = accepted
         calls[0] += int(depth.max()) - 1
@@ -138,4 +143,4 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
 
     seconds, cycles, idle = _queue(n, batch, limit, prefill, speculative)
     plain_seconds, plain_cycles, _ = _queue(n, batch, limit, prefill, plain)
-    return BatchReplay(seconds, plain_seconds, tokens, cycles, plain_cycles, idle, calls[0])
+    return BatchReplay(seconds, plain_seconds, tokens, cycles, plain_cycles, idle, calls[0], decisions[0])

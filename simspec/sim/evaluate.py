@@ -19,6 +19,7 @@ from simspec.policies.registry import (
     baseline_names,
     unknown_baseline,
 )
+from simspec.sim.charge import DecisionCharge
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import ReplayResult, replay
@@ -175,15 +176,18 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
     return out
 
 
-def decision_charges(policy_seconds: dict[str, float] | None) -> dict[str, float]:
-    """Seconds per cycle that each baseline family's decisions cost, as the profile measured
-    them (``policy_seconds``; static trees, EAGLE-3's and the grid's included, pay the 'static' entry)."""
-    charged = dict(policy_seconds or {})
-    return {**charged, **{s.name: charged.get(s.charged_as, 0.0) for s in BASELINE_REGISTRY.specs() if s.charged_as}}
+def decision_charges(meta) -> dict[str, DecisionCharge]:
+    """What each baseline family's decisions cost per cycle, as the profile (its ``meta``) measured
+    them: by tree depth (``policy_seconds_by_depth``), else at the deepest tree (``policy_seconds``,
+    profiles from before); static trees, EAGLE-3's and the grid's included, pay the 'static' entry."""
+    charged = {name: DecisionCharge.flat(s) for name, s in (meta.policy_seconds or {}).items()}
+    charged |= {name: DecisionCharge.of(timed) for name, timed in (meta.policy_seconds_by_depth or {}).items()}
+    return {**charged, **{s.name: charged.get(s.charged_as, DecisionCharge.flat(0.0))
+                          for s in BASELINE_REGISTRY.specs() if s.charged_as}}
 
 
 def method_set(names: list[str], policy_paths: list[str], profile, train: TraceSet, max_new_tokens: int | None
-               ) -> tuple[list[BatchPolicy], dict[str, float], list[str]]:
+               ) -> tuple[list[BatchPolicy], dict[str, DecisionCharge], list[str]]:
     """The methods a validation scores: baselines by name (tuned on ``train``) and learned
     policies from their folders; the decision seconds to charge each family; and the warnings
     met on the way (a policy trained on another profile)."""
@@ -191,21 +195,22 @@ def method_set(names: list[str], policy_paths: list[str], profile, train: TraceS
 
     from simspec.policies.artifact import ProfileMismatch, load_policy
 
-    charged = decision_charges(profile.meta.policy_seconds)
+    charged = decision_charges(profile.meta)
     learned, notes = [], []
     for path in policy_paths:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ProfileMismatch)
             policy, meta = load_policy(path, profile.meta.inputs_hash)
         notes += [str(w.message) for w in caught]
-        charged[policy.family] = meta.decision_seconds or 0.0
+        charged[policy.family] = DecisionCharge.flat(meta.decision_seconds or 0.0)  # timed at its own depth
         learned.append(policy)
     methods = build_baselines(names, train, profile.cost, max_new_tokens) if names else []
     missing = {p.family: p for p in methods if p.family not in charged and p.family != "static"}
     if missing:  # a family newer than the profile: its decisions timed now, on this machine
-        from simspec.policies.timing import policy_latency
+        from simspec.policies.timing import policy_latency_by_depth
 
-        charged.update(policy_latency(missing, train.width, train.depth_max, 200))
+        charged |= {name: DecisionCharge.of(timed) for name, timed in
+                    policy_latency_by_depth(missing, train.width, train.depth_max, 200).items()}
         notes.append(f"decision time of {', '.join(sorted(missing))} measured now on this machine: the profile "
                      f"predates {'them' if len(missing) > 1 else 'it'}")
     return methods + learned, charged, notes
@@ -237,7 +242,8 @@ def report(name: str, result: ReplayResult, oracle_seconds: np.ndarray, oracle_p
 
 
 def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max_new_tokens: int | None,
-             decision_seconds: dict[str, float] | None = None) -> tuple[list[MethodReport], MethodReport, float]:
+             decision_seconds: dict[str, DecisionCharge | float] | None = None
+             ) -> tuple[list[MethodReport], MethodReport, float]:
     """Each policy's report, the oracle's, and the replay throughput (cycles per second).
     ``decision_seconds[family]`` is charged per cycle (static trees: the 'static' entry)."""
     decision_seconds = decision_seconds or {}

@@ -110,6 +110,7 @@ class ProfileMeta(Artifact):
     created: str | None = None
     simspec_version: str | None = None
     policy_seconds: dict | None = None  # decision latency per policy family, seconds
+    policy_seconds_by_depth: dict | None = None  # per family: {"depth": seconds} (None: profiles from before)
     seconds: dict | None = None  # wall time of calibrate's phases
     fit_error: FitError | None = None
     in_situ: dict | None = None  # an in-situ refit: its base profile, split, ratios

@@ -18,6 +18,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, drafted_depths, overrides, tree_capacities
+from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet
 
@@ -30,6 +31,7 @@ class ReplayResult:
     tokens: np.ndarray  # [prompts] tokens produced after the first one
     cycles: np.ndarray  # [prompts]
     draft_calls: np.ndarray  # [prompts]
+    decision_seconds: np.ndarray | None = None  # [prompts] of ``seconds``, charged for the policy's decisions
 
     @property
     def speedup(self) -> np.ndarray:
@@ -100,18 +102,19 @@ SAMPLED_DRAWS = 8  # at T > 0, replays averaged per prompt unless a caller asks 
 
 
 def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_tokens: int | None = None,
-           decision_seconds: float = 0.0, seed: int = 0, prompts: np.ndarray | None = None,
+           decision_seconds: float | DecisionCharge = 0.0, seed: int = 0, prompts: np.ndarray | None = None,
            draws: int | None = None) -> ReplayResult:
     """Decode every trace prompt (or ``prompts``, repeats allowed) with ``policy``;
-    ``decision_seconds`` per cycle is charged for its decisions (a learned policy's measured
-    latency). On traces recorded at T > 0, ``seed`` seeds acceptance and each prompt is decoded
+    ``decision_seconds`` is charged per cycle for its decisions (seconds, or a ``DecisionCharge``
+    by the cycle's depth). On traces recorded at T > 0, ``seed`` seeds acceptance and each prompt is decoded
     ``draws`` times (default ``SAMPLED_DRAWS``), its times and counts averaged."""
     draws = draws or (SAMPLED_DRAWS if traces.sampled else 1)
     if draws > 1:
         chosen = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
         every = replay(traces, cost, policy, max_new_tokens, decision_seconds, seed, np.tile(chosen, draws), 1)
         return ReplayResult(*(getattr(every, name).reshape(draws, -1).mean(0) for name in
-                              ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")))
+                              ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls",
+                               "decision_seconds")))
     if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
@@ -124,7 +127,8 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
     rng = np.random.default_rng(seed) if traces.sampled else None
     position = np.zeros(n, dtype=np.int64)  # root index within each prompt
     previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
-    seconds = np.zeros(n)
+    seconds, decided = np.zeros(n), np.zeros(n)
+    charge = as_charge(decision_seconds)
     tokens, cycles, calls = (np.zeros(n, dtype=np.int64) for _ in range(3))
     policy.batch_size = 1
     policy.reset_batch(n)
@@ -134,9 +138,11 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         at = start[rows] + position[rows]
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, rows, at, context, rng)
-        seconds[rows] += decision_seconds + (cost.cycle(depth, width, size, context, previous[rows] + 1)
-                                             if policy.shape is None else
-                                             cost.shaped_cycle(policy.shape, depth, context, previous[rows] + 1))
+        spent = charge(depth)
+        decided[rows] += spent
+        seconds[rows] += spent + (cost.cycle(depth, width, size, context, previous[rows] + 1)
+                                  if policy.shape is None else
+                                  cost.shaped_cycle(policy.shape, depth, context, previous[rows] + 1))
         tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
         cycles[rows] += 1
         calls[rows] += np.maximum(depth - 1, 0)
@@ -144,6 +150,7 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
         previous[rows] = accepted
         active = position < limit
     prefill = cost.prefill(traces.prompt_lengths[prompts])
-    return ReplayResult(seconds, greedy_seconds(traces, cost, all_limits)[prompts], prefill, tokens, cycles, calls)
+    return ReplayResult(seconds, greedy_seconds(traces, cost, all_limits)[prompts], prefill, tokens, cycles, calls,
+                        decided)
 
 
