@@ -117,3 +117,17 @@ def test_a_continued_head_keeps_the_earlier_card(tmp_path):
                     **{k: blob[k] for k in ("train_config", "steps", "heldout_agreement", "train_seconds",
                                             "data_seconds", "init")},
                     "data_sources": blob["data"]["sources"]}
+
+
+def test_a_card_shows_the_validation_agreement_its_settings_were_chosen_on(tmp_path):
+    """train-draft --validation: the card says what the head scored on the train prompts held apart."""
+    from simspec.distill.card import write_card
+
+    card = read_provenance(DRAFTERS / "eagle").with_(
+        parameters=1, config={"draft_vocab": 8192}, validation_agreement={"top1": 0.5, "top10": 0.8, "positions": 9})
+    write_card(tmp_path, "title", "description", card, json.loads((DRAFTERS / "eagle" / "measured.json").read_text()))
+    said = (tmp_path / "README.md").read_text()
+    assert "on its validation corpus (train prompts held apart" in said and "top-1 0.500, top-10 0.800 over 9" in said
+    write_card(tmp_path, "title", "description", card.with_(validation_agreement=None),
+               json.loads((DRAFTERS / "eagle" / "measured.json").read_text()))
+    assert "validation corpus" not in (tmp_path / "README.md").read_text()
