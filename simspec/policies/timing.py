@@ -62,6 +62,10 @@ def timing_depths(depth_max: int) -> tuple[int, ...]:
 def policy_latency_by_depth(policies: dict, width: int, depth_max: int, repeats: int,
                             seed: int = 0) -> dict[str, dict[str, float]]:
     """``policy_latency`` at each of ``timing_depths(depth_max)``: {name: {"depth": seconds}}, what
-    ``DecisionCharge.of`` reads (a cycle is charged at its own depth)."""
-    timed = {d: policy_latency(policies, width, d, repeats, seed) for d in timing_depths(depth_max)}
+    ``DecisionCharge.of`` reads (a cycle is charged at its own depth). The shallower depths take a
+    third of the ``repeats``: each timed cycle first evicts the caches (32 MB written), which costs
+    more than most decisions, and they weigh less in a cycle's time."""
+    depths = timing_depths(depth_max)
+    timed = {d: policy_latency(policies, width, d, repeats if d == depths[-1] else max(1, repeats // 3), seed)
+             for d in depths}
     return {name: {str(d): timed[d][name] for d in timed} for name in policies}
