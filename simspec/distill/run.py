@@ -106,6 +106,16 @@ class TrainDraftRequest:
                                 dtype=self.dtype, cut_at_eos=self.cut_at_eos) if self.validation else None
         return train, heldout, validation
 
+    def eagle3_config(self):
+        """The EAGLE-3 trainer's settings; bf16 matmuls only where this CPU multiplies bf16 natively
+        (emulated, they train ~100x slower than fp32: ``native_bf16``)."""
+        from simspec.distill.trainer import Eagle3TrainConfig
+        from simspec.engine.models import native_bf16
+
+        return Eagle3TrainConfig(draft_vocab=self.draft_vocab, epochs=self.epochs, lr=self.lr,
+                                 ttt_steps=self.ttt_steps, seed=self.seed, soft_labels=self.labels == "soft",
+                                 init=self.init, intermediate=self.intermediate, autocast_bf16=native_bf16())
+
     def out_dir(self) -> Path:
         return Path(self.out or f"real/drafters/{self.kind}")
 
@@ -175,7 +185,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
     from simspec.cache import atomic_directory
     from simspec.distill.corpus import GENERATION_BATCH, build_corpus
     from simspec.distill.eagle3_trainer import Eagle3Trainer
-    from simspec.distill.trainer import Eagle3TrainConfig, EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
+    from simspec.distill.trainer import EagleTrainConfig, EagleTrainer, LMTrainConfig, LMTrainer
     from simspec.engine.draft_lm import DraftLMShape
     from simspec.engine.models import load_model
     from simspec.machine import machine
@@ -201,9 +211,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
                          build_corpus(loaded, validation, bar, text_store=store, batch=batch))
     data_s = time.perf_counter() - started
     if r.kind == "eagle3":
-        trainer = Eagle3Trainer(loaded, corpus, Eagle3TrainConfig(
-            draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, ttt_steps=r.ttt_steps, seed=r.seed,
-            soft_labels=r.labels == "soft", init=r.init, intermediate=r.intermediate))
+        trainer = Eagle3Trainer(loaded, corpus, r.eagle3_config())
     elif r.kind == "eagle":
         trainer = EagleTrainer(loaded, corpus, EagleTrainConfig(
             draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr, unroll=r.unroll, feature_weight=r.feature_weight,

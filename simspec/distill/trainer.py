@@ -58,7 +58,7 @@ class EagleTrainConfig(TrainConfig):
 class Eagle3TrainConfig(TrainConfig):
     ttt_steps: int = 4  # training-time test: steps the head is unrolled on its own outputs
     step_decay: float = 0.8  # weight of step k's loss: decay ** k (EAGLE-3's)
-    autocast_bf16: bool = True  # bf16 matmuls where the CPU multiplies them natively
+    autocast_bf16: bool = True  # bf16 matmuls; train-draft sets it where the CPU multiplies them natively
     soft_labels: bool = True  # EAGLE's loss: cross-entropy against the target's whole distribution
     init: str | None = None  # an EAGLE-3 head to continue from (its weights and draft vocabulary)
     intermediate: int | None = None  # the head's MLP width (None: the target's, or the continued head's)

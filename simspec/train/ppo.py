@@ -18,6 +18,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
 
 from simspec.blas import one_blas_thread
+from simspec.engine.models import native_bf16  # noqa: F401  (train.run and the tests read it here)
 from simspec.policies.learned import MLP
 from simspec.train.log import TrainingLog
 from simspec.train.setting import PRECISIONS
@@ -78,15 +79,6 @@ def _lean_torch() -> Iterator[None]:
         torch.distributions.Distribution.set_default_validate_args(checks)
 
 
-
-
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX): elsewhere bf16
-    matrix products are emulated and slower than fp32."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 class BF16Extractor(MlpExtractor):
