@@ -35,10 +35,6 @@ class DecisionCharge:
         """Seconds per cycle at each tree ``depth`` (flat beyond the depths timed)."""
         return np.interp(np.asarray(depth, dtype=np.float64), self.depths, self.seconds)
 
-    @property
-    def deepest(self) -> float:
-        return self.seconds[-1]
-
 
 def as_charge(charge: float | DecisionCharge) -> DecisionCharge:
     return charge if isinstance(charge, DecisionCharge) else DecisionCharge.flat(charge)
