@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, cost_model
 
-from simspec.policies.rules.bayes import BayesTree, expected_tokens
+from simspec.policies.rules.bayes import BayesTree, expected_tokens, node_probabilities
 from simspec.sim.traces import accepted_at
 
 
@@ -163,3 +163,54 @@ def test_bayes_tunes_and_replays_in_the_simulator(tmp_path):
 
     rows = simulated_rows(tmp_path, "bayes")
     assert rows[1]["method"].startswith("bayes(") and rows[1]["speedup"] > 0
+
+
+class _NodeOnly:
+    """A history classifier that reads only the node features: the history bound must then make
+    the node-score bound's decisions exactly."""
+
+    def __init__(self, predictor) -> None:
+        self.predictor = predictor
+
+    def predict(self, features):
+        from simspec.policies.rules.c2t import N_NODE_FEATURES
+
+        return self.predictor.predict(features[:, :N_NODE_FEATURES])
+
+
+def test_the_history_bound_decides_each_cycle_with_its_own_prompts_recent_acceptance(shipped):
+    from simspec.policies.stopping import AcceptancePredictor
+    from simspec.sim.bound import (
+        HISTORY_DECAY,
+        HISTORY_FEATURES,
+        HISTORY_PRIOR,
+        full_tree_bayes,
+        history_bound,
+        history_predictor,
+        information_bound,
+    )
+    from simspec.sim.labels import WHOLE_TREE, node_examples
+
+    traces, cost = shipped
+    traces = traces.subset(np.arange(0, traces.n_prompts, 16))
+    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=300, top=WHOLE_TREE), steps=100)
+    plain = information_bound(traces, cost, predictor, kappas=(2.0,))
+    same = history_bound(traces, cost, _NodeOnly(predictor), kappas=(2.0,))
+    assert np.array_equal(same.speedup, plain.speedup) and np.array_equal(same.depths, plain.depths)
+
+    visits: list = []
+    full_tree_bayes(traces, cost, lambda at, h: node_probabilities(predictor, traces.level_scores[at].astype(
+        np.float32), traces.depth_max), 2.0, visits)
+    first_at, first = visits[0]
+    second_at, second = visits[1]
+    assert np.allclose(first[:, :2], HISTORY_PRIOR)
+    assert np.allclose(first[:, 2], np.log(traces.context_length[first_at]))
+    # the prompts still decoding after the first cycle: each advanced by its accepted tokens + 1
+    prompt_of = np.searchsorted(traces.prompt_offsets, second_at, side="right") - 1
+    accepted = second_at - first_at[np.isin(np.searchsorted(traces.prompt_offsets, first_at, side="right") - 1,
+                                             prompt_of)] - 1
+    assert np.allclose(second[:, 0], HISTORY_DECAY * HISTORY_PRIOR[0] + (1 - HISTORY_DECAY) * accepted)
+    assert accepted.std() > 0  # the prompts' histories differ
+
+    fitted = history_predictor(traces, cost, predictor, 2.0, positions=40)
+    assert fitted.w1.shape[0] == 4 + HISTORY_FEATURES

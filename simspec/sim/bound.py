@@ -10,6 +10,11 @@ prompts themselves, nothing it learns from node scores calibrates better. What
 the bound still misses of the hindsight oracle is what node scores do not tell about the
 target's choice. Its remaining optimism: per-node features (C2T's four), one classifier class,
 and lambda picked on the evaluated prompts.
+
+``history_bound`` adds what a policy knows besides the tree: the prompt's recent acceptance (moving
+averages of its own cycles' accepted tokens and of how often they took the whole drafted path, both
+under the bound's own decisions, as a policy sees them) and the context length, as three more
+features of every node, its classifier fitted on the cycles the node-score bound visits.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ import numpy as np
 from simspec.errors import SimspecError
 from simspec.policies.base import tree_capacities
 from simspec.policies.rules.bayes import KAPPAS, expected_tokens, node_probabilities
+from simspec.policies.rules.c2t import N_NODE_FEATURES, node_features
+from simspec.policies.stopping import AcceptancePredictor
 from simspec.sim.costmodel import CostModel
-from simspec.sim.labels import path_by_rank
+from simspec.sim.labels import WHOLE_TREE, path_by_rank
 from simspec.sim.replay import greedy_seconds, positions_limit
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -34,21 +41,36 @@ class BoundResult:
     depths: np.ndarray  # histogram of the depths chosen, index = D
 
 
-def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float) -> tuple[np.ndarray, np.ndarray]:
+# the history a cycle is decided with: moving averages of the prompt's accepted tokens and of
+# whether a cycle took its whole drafted path (starting at a neutral prior), and log context
+HISTORY_FEATURES, HISTORY_DECAY, HISTORY_PRIOR = 3, 0.7, (1.0, 0.5)
+
+
+def _history(accepted_ema: np.ndarray, whole_ema: np.ndarray, context: np.ndarray) -> np.ndarray:
+    return np.column_stack([accepted_ema, whole_ema, np.log(np.maximum(context, 1))])
+
+
+def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float, visits: list | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """(speedup per prompt, chosen-depth histogram) of the full-tree Bayes decision at ``kappa``;
-    ``probabilities(at) -> [rows, levels * W**2]`` is P(node on path) at trace positions ``at``."""
+    ``probabilities(at, history) -> [rows, levels * W**2]`` is P(node on path) at trace positions
+    ``at``, ``history`` the rows' ``[rows, HISTORY_FEATURES]``; ``visits`` collects (at, history)."""
     width, dmax = traces.width, traces.depth_max
     limit = positions_limit(traces, None)
     start, n = traces.prompt_offsets[:-1], traces.n_prompts
     position, previous, seconds = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n)
     level_of = np.repeat(np.arange(dmax - 1), width * width)
     depths = np.zeros(dmax + 1, np.int64)
+    accepted_ema, whole_ema = np.full(n, HISTORY_PRIOR[0]), np.full(n, HISTORY_PRIOR[1])
     active = position < limit
     while active.any():
         rows = np.flatnonzero(active)
         at = start[rows] + position[rows]
         context, committed = traces.context_length[at], previous[rows] + 1
-        scores, p = traces.level_scores[at].astype(np.float32), probabilities(at)
+        history = _history(accepted_ema[rows], whole_ema[rows], context)
+        if visits is not None:
+            visits.append((at, history))
+        scores, p = traces.level_scores[at].astype(np.float32), probabilities(at, history)
         rate = kappa / cost.verify(np.ones(len(rows)), context)
         best = np.full(len(rows), -np.inf)
         depth, size = np.ones(len(rows), np.int64), np.ones(len(rows), np.int64)
@@ -69,6 +91,9 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
         depths += np.bincount(depth, minlength=dmax + 1)
         position[rows] += accepted + 1
         previous[rows] = accepted
+        accepted_ema[rows] = HISTORY_DECAY * accepted_ema[rows] + (1 - HISTORY_DECAY) * accepted
+        whole = (depth > 1) & (accepted == depth - 1)
+        whole_ema[rows] = HISTORY_DECAY * whole_ema[rows] + (1 - HISTORY_DECAY) * whole
         active = position < limit
     prefill = cost.prefill(traces.prompt_lengths)
     return (greedy_seconds(traces, cost, limit) + prefill) / (seconds + prefill), depths
@@ -78,23 +103,74 @@ def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tupl
                       ) -> BoundResult:
     """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
     value with the best median speedup on ``traces`` themselves."""
+    def probabilities(at, history=None):
+        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
+
+    return _best_kappa(traces, cost, probabilities, kappas)
+
+
+def _greedy(traces: TraceSet) -> None:
     if traces.sampled:
         raise SimspecError("the information bound reads the target's greedy path: it needs greedy traces "
                            "(temperature 0)")
 
-    def probabilities(at):
-        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
 
+def _best_kappa(traces, cost, probabilities, kappas) -> BoundResult:
+    _greedy(traces)
     runs = {k: full_tree_bayes(traces, cost, probabilities, k) for k in kappas}
     kappa = max(runs, key=lambda k: float(np.median(runs[k][0])))
     return BoundResult(runs[kappa][0], kappa, runs[kappa][1])
+
+
+def history_predictor(traces: TraceSet, cost: CostModel, predictor, kappa: float, positions: int = 3000,
+                      seed: int = 0) -> AcceptancePredictor:
+    """A node classifier over C2T's features plus the cycle's history, fitted on up to ``positions``
+    cycles that the node-score bound (``predictor`` at ``kappa``) starts on ``traces``, the best
+    ``WHOLE_TREE`` nodes of each labelled by the greedy path."""
+    _greedy(traces)
+    visits: list = []
+
+    def plain(at, history=None):
+        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
+
+    full_tree_bayes(traces, cost, plain, kappa, visits)
+    at, history = np.concatenate([v[0] for v in visits]), np.concatenate([v[1] for v in visits])
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(len(at), min(positions, len(at)), replace=False))
+    at, history = at[chosen], history[chosen]
+    scores = traces.level_scores[at].astype(np.float32)
+    features, valid = node_features(scores, traces.depth_max)
+    flat = np.where(valid, scores.reshape(len(at), -1), -np.inf)
+    order = np.argsort(-flat, axis=1, kind="stable")[:, :WHOLE_TREE]
+    line = np.arange(len(at))[:, None]
+    kept = valid[line, order]
+    x = np.concatenate([features[line, order], np.broadcast_to(history[:, None, :], (*order.shape, HISTORY_FEATURES))],
+                       axis=2)[kept]
+    y = path_by_rank(traces, at, order.shape[1])[kept]
+    if len(x) > 60_000:
+        keep = rng.choice(len(x), 60_000, replace=False)
+        x, y = x[keep], y[keep]
+    return AcceptancePredictor.fit(x, y, np.ones(len(y)), seed=seed)
+
+
+def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS) -> BoundResult:
+    """The full-tree Bayes decision with node probabilities from ``history_predictor``'s classifier,
+    each cycle's history its own (under its decisions), at the best ``kappas`` value on ``traces``."""
+
+    def probabilities(at, history):
+        features, valid = node_features(traces.level_scores[at].astype(np.float32), traces.depth_max)
+        extra = np.broadcast_to(history[:, None, :], (*valid.shape, HISTORY_FEATURES))
+        x = np.concatenate([features, extra], axis=2).reshape(-1, N_NODE_FEATURES + HISTORY_FEATURES)
+        return np.where(valid, predictor.predict(x).reshape(valid.shape), 0.0)
+
+    return _best_kappa(traces, cost, probabilities, kappas)
 
 
 def perfect_probabilities(traces: TraceSet):
     """P(node on path) known exactly (1 on the greedy path's nodes, else 0): the bound then knows
     what the oracle knows, so it must come close to it (a check of the machinery)."""
 
-    def probabilities(at):
+    def probabilities(at, history=None):
         flat = traces.level_scores[at].astype(np.float32).reshape(len(at), -1)
         order = np.argsort(np.where(np.isfinite(flat), -flat, np.inf), axis=1, kind="stable")
         p = np.zeros(flat.shape)
