@@ -29,7 +29,7 @@ from simspec.policies.rules.bayes import KAPPAS, expected_tokens, node_probabili
 from simspec.policies.rules.c2t import N_NODE_FEATURES, node_features
 from simspec.policies.stopping import AcceptancePredictor
 from simspec.sim.costmodel import CostModel
-from simspec.sim.labels import WHOLE_TREE, path_by_rank
+from simspec.sim.labels import WHOLE_TREE, node_examples, path_by_rank
 from simspec.sim.replay import greedy_seconds, positions_limit
 from simspec.sim.traces import TraceSet, accepted_at
 
@@ -135,22 +135,10 @@ def history_predictor(traces: TraceSet, cost: CostModel, predictor, kappa: float
 
     full_tree_bayes(traces, cost, plain, kappa, visits)
     at, history = np.concatenate([v[0] for v in visits]), np.concatenate([v[1] for v in visits])
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # one stream: the cycles drawn, then the examples kept of theirs
     chosen = np.sort(rng.choice(len(at), min(positions, len(at)), replace=False))
-    at, history = at[chosen], history[chosen]
-    scores = traces.level_scores[at].astype(np.float32)
-    features, valid = node_features(scores, traces.depth_max)
-    flat = np.where(valid, scores.reshape(len(at), -1), -np.inf)
-    order = np.argsort(-flat, axis=1, kind="stable")[:, :WHOLE_TREE]
-    line = np.arange(len(at))[:, None]
-    kept = valid[line, order]
-    x = np.concatenate([features[line, order], np.broadcast_to(history[:, None, :], (*order.shape, HISTORY_FEATURES))],
-                       axis=2)[kept]
-    y = path_by_rank(traces, at, order.shape[1])[kept]
-    if len(x) > 60_000:
-        keep = rng.choice(len(x), 60_000, replace=False)
-        x, y = x[keep], y[keep]
-    return AcceptancePredictor.fit(x, y, np.ones(len(y)), seed=seed)
+    examples = node_examples(traces, top=WHOLE_TREE, seed=rng, rows=at[chosen], extra=history[chosen])
+    return AcceptancePredictor.fit(*examples, seed=seed)
 
 
 def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS) -> BoundResult:

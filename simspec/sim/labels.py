@@ -85,16 +85,23 @@ def reach_by_slot(traces: TraceSet, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000, seed: int = 0
+def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000,
+                  seed: int | np.random.Generator = 0,
+                  rows: np.ndarray | None = None, extra: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features, labels, weights) for C2T and the Bayes rule: at up to ``positions`` random
-    positions, the ``top`` best nodes of the full tree in the engine's order (score descending,
-    ties to the shallower), labelled 1 where the node is on the greedy path (``path_rank`` at the
-    full depth); at T > 0 by the probability that the walk reaches it, for the recorded nodes."""
+    positions (or at ``rows``), the ``top`` best nodes of the full tree in the engine's order (score
+    descending, ties to the shallower), labelled 1 where the node is on the greedy path (``path_rank``
+    at the full depth); at T > 0 by the probability that the walk reaches it, for the recorded nodes.
+    ``extra`` (``[rows, k]``) joins each row's own features to every node's; ``seed`` may be a
+    generator to draw on."""
     rng = np.random.default_rng(seed)
-    rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
+    if rows is None:
+        rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
     scores = traces.level_scores[rows].astype(np.float32)
     features, valid = node_features(scores, traces.depth_max)
+    if extra is not None:
+        features = np.concatenate([features, np.broadcast_to(extra[:, None, :], (*valid.shape, extra.shape[1]))], 2)
     flat = np.where(valid, scores.reshape(len(rows), -1), -np.inf)
     order = np.argsort(-flat, axis=1, kind="stable")[:, :top]
     line = np.arange(len(rows))[:, None]
