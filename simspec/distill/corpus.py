@@ -24,6 +24,7 @@ import logging
 import math
 import random
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,19 +98,48 @@ def cut_at_eos(sequence: list[int], prompt_length: int, eos: frozenset[int]) -> 
     return sequence
 
 
-def _fp16_array(shape: tuple[int, ...], file: Path | None, write: bool = True) -> torch.Tensor:
-    """fp16 zeros in memory, or the contents of ``file`` mapped into memory (``write``: created
-    zero-filled, and what is written to the tensor goes to the file)."""
+def _mapped(shape: tuple[int, ...], file: Path | None, dtype: torch.dtype = torch.float16, write: bool = True
+            ) -> torch.Tensor:
+    """Zeros in memory, or the contents of ``file`` mapped into memory (``write``: created
+    zero-filled, or kept as it is when it exists, and what is written to the tensor goes to the file)."""
     if file is None:
-        return torch.zeros(shape, dtype=torch.float16)
-    return torch.from_file(str(file), shared=write, size=math.prod(shape), dtype=torch.float16).view(shape)
+        return torch.zeros(shape, dtype=dtype)
+    return torch.from_file(str(file), shared=write, size=math.prod(shape), dtype=dtype).view(shape)
+
+
+PROGRESS_FILE, PROGRESS_SECONDS = "progress.json", 60.0
+
+
+def _digest(sequences: list[list[int]], seq_len: int, target: LoadedModel) -> str:
+    """What the teacher pass's output depends on: the text, its cut and the target (name, dtype)."""
+    h = hashlib.sha256(f"{target.name}|{dtype_name(target.model.dtype)}|{seq_len}|{len(sequences)}".encode())
+    for seq in sequences:
+        h.update(len(seq).to_bytes(4, "little"))
+        h.update(torch.tensor(seq[:seq_len], dtype=torch.int32).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _resume_point(store: Path, digest: str) -> int:
+    """Rows (in the pass's order) an earlier pass over the same text finished in ``store``; 0 when
+    there is none, its files then cleared so nothing of another text is mapped."""
+    try:
+        progress = json.loads((store / PROGRESS_FILE).read_text())
+        if progress["digest"] == digest:
+            return int(progress["rows_done"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    for name in ("features.f16", "aux.f16", "labels.i64", PROGRESS_FILE):
+        (store / name).unlink(missing_ok=True)
+    return 0
 
 
 @torch.inference_mode()
 def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, batch: int = 8,
                  advance: Callable[[int], None] = lambda n: None, store: Path | None = None) -> Corpus:
     """Features and greedy labels of the target at every position of every sequence; with
-    ``store`` (a folder), features are written to files there instead of kept in memory."""
+    ``store`` (a folder), features and labels are written to files there instead of kept in memory,
+    and the pass resumes where an earlier one over the same text stopped (its progress recorded
+    every ``PROGRESS_SECONDS``: a 6 M-token corpus's pass takes hours on a CPU)."""
     base, head = base_and_head(target.model)
     hidden = target.model.config.hidden_size
     layers = aux_layer_ids(target.model.config.num_hidden_layers)
@@ -120,25 +150,47 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
         seq = seq[:seq_len]
         tokens[i, : len(seq)] = torch.tensor(seq)
         valid[i, : len(seq)] = True
-    features = _fp16_array((n, seq_len, hidden), store and store / "features.f16")
-    aux = _fp16_array((n, seq_len, len(layers) * hidden), store and store / "aux.f16")
-    labels = torch.zeros((n, seq_len), dtype=torch.long)
+    done, digest = 0, None
+    if store is not None:
+        digest = _digest(sequences, seq_len, target)
+        done = _resume_point(store, digest)
+    features = _mapped((n, seq_len, hidden), store and store / "features.f16")
+    aux = _mapped((n, seq_len, len(layers) * hidden), store and store / "aux.f16")
+    labels = _mapped((n, seq_len), store and store / "labels.i64", torch.long)
     lengths = valid.sum(1)
     # Similar lengths batched (little padding computed), longest first: later, smaller batches reuse the
     # memory the first ones freed (ascending, each batch outgrew the heap glibc kept: +1.6 GB per 400 rows).
     order = torch.argsort(lengths, descending=True, stable=True)
-    for start in range(0, n, batch):
-        rows = order[start:start + batch]
-        width = int(lengths[rows].max())
-        # Right padding + causal attention: padded tail positions never influence real ones.
-        out = base(input_ids=tokens[rows, :width].to(target.device), output_hidden_states=True)
-        h = out.last_hidden_state
-        features[rows, :width] = h.to(torch.float16).cpu()
-        # hidden_states[i] is the input of decoder layer i (0: the embeddings).
-        aux[rows, :width] = torch.cat([out.hidden_states[i] for i in layers], -1).to(torch.float16).cpu()
-        labels[rows, :width] = head_logits(head, h.reshape(-1, hidden)).argmax(-1).view(len(rows), width).cpu()
-        advance(len(rows))
+    if done:
+        advance(done)
+    saved, start = time.monotonic(), done
+    try:
+        for start in range(done, n, batch):
+            rows = order[start:start + batch]
+            width = int(lengths[rows].max())
+            # Right padding + causal attention: padded tail positions never influence real ones.
+            out = base(input_ids=tokens[rows, :width].to(target.device), output_hidden_states=True)
+            h = out.last_hidden_state
+            features[rows, :width] = h.to(torch.float16).cpu()
+            # hidden_states[i] is the input of decoder layer i (0: the embeddings).
+            aux[rows, :width] = torch.cat([out.hidden_states[i] for i in layers], -1).to(torch.float16).cpu()
+            labels[rows, :width] = head_logits(head, h.reshape(-1, hidden)).argmax(-1).view(len(rows), width).cpu()
+            advance(len(rows))
+            if store is not None and time.monotonic() - saved > PROGRESS_SECONDS:
+                # mapped pages stay the kernel's when the process dies: rows written are rows kept
+                _save_progress(store, digest, start + len(rows))
+                saved = time.monotonic()
+    except BaseException:  # stopped (SIGINT/SIGTERM, an error): the rows before this batch are whole
+        if store is not None and start > done:
+            _save_progress(store, digest, start)
+        raise
     return Corpus(tokens, features, aux, labels, valid, {"aux_layers": list(layers)})
+
+
+def _save_progress(store: Path, digest: str, rows_done: int) -> None:
+    tmp = store / (PROGRESS_FILE + ".tmp")
+    tmp.write_text(json.dumps({"digest": digest, "rows_done": rows_done}))
+    tmp.replace(store / PROGRESS_FILE)
 
 
 def corpus_sequences(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
@@ -190,17 +242,18 @@ def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str,
             log.warning("teacher cache %s unreadable; rebuilding", path)
     folder = path.with_name(path.name + ".text") if text_store is None else Path(text_store)
     sequences, counts = corpus_sequences(target, spec, progress, TextStore(folder), batch)
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = path.with_name(path.name + ".tmp")  # kept if the pass stops: the next build resumes it
+    tmp.mkdir(parents=True, exist_ok=True)
     tick = progress("teacher pass (features + greedy labels)", len(sequences))
     corpus = teacher_pass(target, sequences, spec.seq_len, advance=tick, store=tmp)
     corpus.meta |= {"spec": asdict(spec), "target": target.name, "sources": counts, "simspec_version": __version__}
     # corpus.pt last: the folder is complete once it is there, and renamed into place only then
     # (the mapped features follow the rename: same files).
-    torch.save({"tokens": corpus.tokens, "labels": corpus.labels, "valid": corpus.valid,
+    torch.save({"tokens": corpus.tokens, "labels": corpus.labels.clone(), "valid": corpus.valid,
                 "widths": [corpus.features.shape[-1], corpus.aux.shape[-1]], "meta": json.dumps(corpus.meta)},
                tmp / "corpus.pt")
+    for name in ("labels.i64", PROGRESS_FILE):  # the labels live in corpus.pt now
+        (tmp / name).unlink(missing_ok=True)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
     if text_store is None:
@@ -213,6 +266,6 @@ def _load_cached(folder: Path) -> Corpus:
     blob = torch.load(folder / "corpus.pt", weights_only=True)
     rows, length = blob["tokens"].shape
     feature_width, aux_width = blob["widths"]
-    return Corpus(blob["tokens"], _fp16_array((rows, length, feature_width), folder / "features.f16", write=False),
-                  _fp16_array((rows, length, aux_width), folder / "aux.f16", write=False), blob["labels"],
+    return Corpus(blob["tokens"], _mapped((rows, length, feature_width), folder / "features.f16", write=False),
+                  _mapped((rows, length, aux_width), folder / "aux.f16", write=False), blob["labels"],
                   blob["valid"], json.loads(blob["meta"]))
