@@ -81,6 +81,13 @@ def in_validation(text: str) -> bool:
     return bucket < VALIDATION_FRACTION
 
 
+def in_part(text: str, part: tuple[int, int]) -> bool:
+    """Whether *text* lies in part k of n (``part = (k, n)``, 1-based) of a corpus trained part by
+    part (``train-draft --part``): a third sha256 bucket, salted apart from the splits'."""
+    k, n = part
+    return int.from_bytes(sha256(b"part\0" + text.encode("utf-8")).digest()[:8], "big") % n == k - 1
+
+
 def load_prompts(
     spec: str,
     *,

@@ -318,6 +318,8 @@ row("train-draft", "--labels unknown", lambda d, a: ["train-draft", "--labels", 
     "soft or hard")
 row("train-draft", "--text-only without --text-store", lambda d, a: ["train-draft", "--text-only"],
     "give it with --text-store DIR")
+row("train-draft", "--part out of range", lambda d, a: ["train-draft", "--part", "5/4", "--out", out(d)],
+    "--part takes K/N, the K-th of N parts")
 row("train-draft", "existing --out", lambda d, a: ["train-draft", "--out", existing(d / "out")], "exists")
 row("train-draft", "unknown model", lambda d, a: ["train-draft", "--target", "no-such-model", "--out", out(d)],
     "unknown model")

@@ -131,3 +131,16 @@ def test_a_card_shows_the_validation_agreement_its_settings_were_chosen_on(tmp_p
     write_card(tmp_path, "title", "description", card.with_(validation_agreement=None),
                json.loads((DRAFTERS / "eagle" / "measured.json").read_text()))
     assert "validation corpus" not in (tmp_path / "README.md").read_text()
+
+
+def test_a_card_says_which_part_of_its_text_a_head_was_trained_on(tmp_path):
+    from simspec.distill.card import write_card
+
+    card = read_provenance(DRAFTERS / "eagle").with_(parameters=1, config={"draft_vocab": 8192})
+    measured = json.loads((DRAFTERS / "eagle" / "measured.json").read_text())
+    assert card.part is None
+    write_card(tmp_path, "title", "description", card, measured)
+    assert "(`--part`)" not in (tmp_path / "README.md").read_text()
+    data = {**card.data.raw, "spec": {**card.data.raw.get("spec", {}), "part": [2, 4]}}
+    write_card(tmp_path, "title", "description", card.with_(data=data), measured)
+    assert "; part 2/4 of that text (`--part`)" in (tmp_path / "README.md").read_text()

@@ -87,3 +87,32 @@ def test_the_eagle3_trainer_multiplies_in_bf16_only_where_the_cpu_does():
     from simspec.engine.models import native_bf16
 
     assert TrainDraftRequest().eagle3_config().autocast_bf16 == native_bf16()
+
+
+def test_parts_cut_every_split_into_disjoint_pieces_that_make_it_whole():
+    """train-draft --part K/N: each part its own K-th of every pool (a third hash, independent of the
+    splits': each part holds about 1/N of the train and of the validation side), the parts together
+    the whole split, and a part never reaches a held-out prompt."""
+    texts = [p.text for p in load_prompts("sharegpt")] + [p.text for p in load_prompts("humaneval")]
+    for split in ("train", "validation"):
+        whole = {t for t in texts if in_split(t, split)}
+        parts = [{t for t in texts if in_split(t, split, (k, 3))} for k in (1, 2, 3)]
+        assert set().union(*parts) == whole and sum(map(len, parts)) == len(whole)
+        assert all(abs(len(p) / len(whole) - 1 / 3) < 0.04 for p in parts), [len(p) for p in parts]
+    assert not {t for t in texts if in_split(t, "train", (2, 3))} & {t for t in texts if split_of(t) == "heldout"}
+    turns = lambda part: {m[0]["content"] for m in sharegpt_later_turns("train", part=part)}  # noqa: E731
+    assert turns((1, 2)) | turns((2, 2)) == turns(None) and not turns((1, 2)) & turns((2, 2))
+
+
+def test_a_part_is_its_own_corpus_and_the_whole_keeps_its_cache_key():
+    from simspec.distill.corpus import CorpusSpec
+    from simspec.distill.run import TrainDraftRequest
+
+    whole = CorpusSpec(("self", "code"), 480000, (0.5, 0.5), split="fit")
+    assert whole.key("SmolLM2-135M-Instruct") == "e81b9c30ffe10f81"  # the key before parts existed
+    train, heldout, validation = TrainDraftRequest(part="2/4", validation=True).corpus_specs()
+    assert train.part == (2, 4) and heldout.part is None and validation.part is None
+    assert len({CorpusSpec(("self",), 4096, part=p).key("t") for p in (None, (1, 2), (2, 2))}) == 3
+    for bad in ("5/4", "1/1", "0/3", "half", "2"):
+        with pytest.raises(SimspecError, match="--part takes K/N"):
+            TrainDraftRequest(part=bad).corpus_specs()

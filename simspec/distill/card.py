@@ -99,7 +99,8 @@ def write_card(directory: Path, title: str, description: str, provenance: Drafte
         f"- target: `{p.target}`; simspec {p.simspec_version}",
         f"- trainable parameters: {p.parameters:,}" if p.parameters else "- trainable parameters: see config.json",
         f"- training data: {json.dumps(p.sources if p.sources is not None else {})} "
-        f"(ShareGPT *train* split, Python stdlib source, the target's own greedy continuations of train prompts)",
+        f"(ShareGPT *train* split, Python stdlib source, the target's own greedy continuations of train prompts)"
+        + (f"; part {p.part} of that text (`--part`)" if p.part else ""),
         f"- training: {json.dumps(p.train_config if p.train_config is not None else {})}, {p.steps} steps",
         f"- wall time: data {p.data_seconds or 0:.0f} s, training {p.train_seconds or 0:.0f} s on {p.machine}",
         f"- draft vocabulary: {p.draft_vocab} tokens covering "

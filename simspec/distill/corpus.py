@@ -58,6 +58,7 @@ class CorpusSpec:
     split: str = "train"  # prompt split the text comes from (``CORPUS_SPLITS``); "heldout" only for evaluation sets
     dtype: str = "fp32"  # the teacher's dtype: labels and features are the target's in that dtype
     cut_at_eos: bool = True  # self-distilled text ends at its first end-of-sequence token
+    part: tuple[int, int] | None = None  # (k, n): the k-th of n disjoint parts of every source (``in_part``)
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sources if s not in SOURCES]
@@ -69,12 +70,17 @@ class CorpusSpec:
             raise SimspecError(f"--data shares must be positive and sum to 1, got {list(self.shares)}")
         if self.split not in CORPUS_SPLITS:
             raise SimspecError(f"unknown corpus split {self.split!r}: one of {', '.join(CORPUS_SPLITS)}")
+        if self.part is not None and not (len(self.part) == 2 and 1 <= self.part[0] <= self.part[1] >= 2):
+            raise SimspecError(f"--part takes K/N, the K-th of N parts (N >= 2, 1 <= K <= N), e.g. 2/4; got "
+                               f"{'/'.join(map(str, self.part))}")
         if self.tokens < self.seq_len:
             raise SimspecError(f"--tokens must be at least one sequence ({self.seq_len}), got {self.tokens}")
 
     def key(self, target_name: str) -> str:
         fields = asdict(self)
         version = 3 if fields.pop("cut_at_eos") else 2  # version 2: the corpus before the cut, same key as then
+        if fields["part"] is None:  # the whole corpus keeps the key it had before parts
+            del fields["part"]
         blob = json.dumps({**fields, "target": target_name, "version": version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -207,12 +213,12 @@ def corpus_sequences(target: LoadedModel, spec: CorpusSpec, progress: Callable[[
     for source, share in zip(spec.sources, shares):
         per_source = int(spec.tokens * share)
         if source == "sharegpt":
-            seqs = sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split)
+            seqs = sharegpt_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.split, spec.part)
         elif source == "code":
-            seqs = code_texts(target.tokenizer, per_source, spec.seq_len, rng)
+            seqs = code_texts(target.tokenizer, per_source, spec.seq_len, rng, spec.part)
         else:
             prompts = self_prompts(target.tokenizer, source, per_source, spec.seq_len, spec.self_new_tokens,
-                                   spec.split, rng)
+                                   spec.split, rng, spec.part)
             temperature = SAMPLED.get(source, 0.0)
             kind = f"sampled at T = {temperature:g}" if temperature else "greedy"
             tick = progress(f"self-distillation of {source} prompts (target {kind} text)", len(prompts))

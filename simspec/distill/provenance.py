@@ -41,6 +41,7 @@ class CorpusSummary(Record):
     """``data``: the training corpus's metadata (its spec, target and the like in ``raw``)."""
 
     sources: dict | None = None  # per source: sequences and tokens
+    spec: dict | None = None  # the CorpusSpec it was built from
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +79,12 @@ class DrafterProvenance(Record):
     def sources(self) -> dict | None:
         """The training corpus's sequences and tokens per source."""
         return None if self.data is None else self.data.sources
+
+    @property
+    def part(self) -> str | None:
+        """``K/N`` for a head trained on a part of its text (``train-draft --part``)."""
+        part = None if self.data is None or self.data.spec is None else self.data.spec.get("part")
+        return None if not part else "/".join(map(str, part))
 
     @property
     def draft_vocab(self) -> int | None:

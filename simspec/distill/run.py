@@ -67,6 +67,11 @@ class TrainDraftRequest:
                            "machine) and score the drafter on the target's text for them too, as "
                            "validation_top1: settings are chosen on it, not on the held-out prompts the card "
                            "scores. Training then uses the other 15/16.", flag="--validation/--no-validation")
+    part: str | None = opt(None, "Train on the K-th of N disjoint parts of the teacher text (K/N, e.g. 2/4: every "
+                           "prompt, conversation and stub assigned by a hash of its text, the same on every "
+                           "machine); --tokens is the part's. A corpus larger than one session's teacher pass "
+                           "and training is trained part by part, each run continuing the last with --init. "
+                           "Held-out and validation text stay whole.")
     text_store: str | None = opt(None, "Folder of the target's self-distilled text, kept per prompt: what it holds "
                                  "is used as stored, what is missing is generated into it, and it is never "
                                  "deleted, so the text accumulates across runs, budgets and machines (commit it, or "
@@ -98,13 +103,25 @@ class TrainDraftRequest:
         if any(s is None for s in shares) and not all(s is None for s in shares):
             raise SimspecError("--data: give a share to every source or to none (NAME:SHARE, shares summing to 1)")
         train = CorpusSpec(tuple(names), self.tokens, None if shares[0] is None else tuple(shares), seed=self.seed,
-                           dtype=self.dtype, cut_at_eos=self.cut_at_eos, split="fit" if self.validation else "train")
+                           dtype=self.dtype, cut_at_eos=self.cut_at_eos, split="fit" if self.validation else "train",
+                           part=self.corpus_part())
         heldout = CorpusSpec(("self",), max(4096, self.tokens // 20), seed=self.seed + 1, split="heldout",
                              dtype=self.dtype, cut_at_eos=self.cut_at_eos)
         # the whole slice (421 prompts of the self pool, 75 k tokens), whatever the budget: a fixed yardstick
         validation = CorpusSpec(("self",), VALIDATION_TOKENS, seed=self.seed + 2, split="validation",
                                 dtype=self.dtype, cut_at_eos=self.cut_at_eos) if self.validation else None
         return train, heldout, validation
+
+    def corpus_part(self) -> tuple[int, int] | None:
+        """``--part K/N`` as (K, N)."""
+        if self.part is None:
+            return None
+        k, _, n = self.part.partition("/")
+        try:
+            return int(k), int(n)
+        except ValueError:
+            raise SimspecError(f"--part takes K/N, the K-th of N parts (N >= 2, 1 <= K <= N), e.g. 2/4; got "
+                               f"{self.part}") from None
 
     def eagle3_config(self):
         """The EAGLE-3 trainer's settings; bf16 matmuls only where this CPU multiplies bf16 natively

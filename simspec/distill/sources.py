@@ -13,6 +13,9 @@ prompts that the target continues itself (its own text is what a drafter faces):
 Never a held-out prompt: ShareGPT conversations are split by their first question's hash, as the
 prompt sets are; stubs by their own text's hash. ``train-draft --validation`` splits the train side
 once more (``in_split``): ``fit`` text to train on, ``validation`` text to choose settings on.
+``train-draft --part K/N`` keeps the K-th of N disjoint parts of every source (by another hash of
+the same key text; stdlib files by their name), so a corpus larger than one session's teacher pass
+and training is trained part by part.
 The new pools are deduplicated by token ids (``self`` and ``selfcode`` stay as the shipped head's
 corpus was built from them).
 """
@@ -28,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simspec.data import in_validation, load_prompts, render_chat, render_messages, sharegpt_records, split_of
+from simspec.data import in_part, in_validation, load_prompts, render_chat, render_messages, sharegpt_records, split_of
 
 SELF_SOURCES = ("self", "selfturns", "selfcode", "selfpkg", "selft1")
 SAMPLED = {"selft1": 1.0}  # sources continued by sampling, at this temperature; the rest greedily
@@ -36,8 +39,14 @@ SAMPLED = {"selft1": 1.0}  # sources continued by sampling, at this temperature;
 CORPUS_SPLITS = ("train", "heldout", "fit", "validation")
 
 
-def in_split(text: str, split: str) -> bool:
-    """Whether ``text`` (a conversation's first question, a prompt, a stub) belongs to ``split``."""
+Part = tuple[int, int] | None  # (k, n): the k-th of n parts (1-based), or None: the whole split
+
+
+def in_split(text: str, split: str, part: Part = None) -> bool:
+    """Whether ``text`` (a conversation's first question, a prompt, a stub) belongs to ``split``
+    (and to ``part`` of it)."""
+    if part is not None and not in_part(text, part):
+        return False
     if split in ("train", "heldout"):
         return split_of(text) == split
     return split_of(text) == "train" and in_validation(text) == (split == "validation")
@@ -55,10 +64,10 @@ def _first_exchange(record: Any) -> tuple[str, str] | None:
     return None
 
 
-def sharegpt_conversations(split: str) -> list[tuple[str, str]]:
+def sharegpt_conversations(split: str, part: Part = None) -> list[tuple[str, str]]:
     """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's hash,
     the same split as the prompts), in dataset order."""
-    return [(q, a) for q, a in sharegpt_records(_first_exchange) if in_split(q, split)]
+    return [(q, a) for q, a in sharegpt_records(_first_exchange) if in_split(q, split, part)]
 
 
 def _dialogue(record: Any) -> list[tuple[str, str]] | None:
@@ -79,12 +88,12 @@ def _dialogues() -> tuple:
     return tuple(sharegpt_records(_dialogue))  # parsed once per process: both splits read it
 
 
-def sharegpt_later_turns(split: str, max_turns: int = 4) -> list[list[dict]]:
+def sharegpt_later_turns(split: str, max_turns: int = 4, part: Part = None) -> list[list[dict]]:
     """Every conversation of ``split`` (by its first question's hash) up to and including its
     human turn k, for k = 2..``max_turns``, the real answers between."""
     out = []
     for turns in _dialogues():
-        if not in_split(turns[0][1], split):
+        if not in_split(turns[0][1], split, part):
             continue
         for k in range(2, max_turns + 1):
             if len(turns) < 2 * k - 1:
@@ -93,9 +102,10 @@ def sharegpt_later_turns(split: str, max_turns: int = 4) -> list[list[dict]]:
     return out
 
 
-def sharegpt_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, split: str) -> list[list[int]]:
+def sharegpt_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, split: str, part: Part = None
+                   ) -> list[list[int]]:
     out, total = [], 0
-    conversations = sharegpt_conversations(split)
+    conversations = sharegpt_conversations(split, part)
     rng.shuffle(conversations)
     for question, answer in conversations:
         messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
@@ -111,9 +121,9 @@ def sharegpt_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, s
     return out
 
 
-def code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random) -> list[list[int]]:
+def code_texts(tokenizer, n_tokens: int, seq_len: int, rng: random.Random, part: Part = None) -> list[list[int]]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in stdlib.glob("*.py"))  # top level only: a stable, ample corpus
+    files = sorted(p for p in stdlib.glob("*.py") if part is None or in_part(p.name, part))  # top level: stable
     rng.shuffle(files)
     out, total = [], 0
     for path in files:
@@ -166,22 +176,22 @@ def package_stubs(rng: random.Random) -> Iterator[str]:
 
 
 def self_prompts(tokenizer, source: str, n_tokens: int, seq_len: int, new_tokens: int, split: str,
-                 rng: random.Random) -> list[list[int]]:
+                 rng: random.Random, part: Part = None) -> list[list[int]]:
     """Distinct chat-rendered prompts of ``source``'s pool whose prompt + continuation add up to
     ``n_tokens``; prompts leaving no room for the continuation are skipped, not cut."""
     if source in ("self", "selft1"):
-        chat = [p for p in load_prompts("sharegpt", max_chars=1500) if in_split(p.text, split)]
-        code = [p for p in load_prompts("humaneval") if in_split(p.text, split)]
+        chat = [p for p in load_prompts("sharegpt", max_chars=1500) if in_split(p.text, split, part)]
+        code = [p for p in load_prompts("humaneval") if in_split(p.text, split, part)]
         rng.shuffle(chat)
         rng.shuffle(code)
         rendered = (render_chat(tokenizer, p.text) for p in code[: len(chat) // 8] + chat)
     elif source == "selfturns":
-        turns = sharegpt_later_turns(split)
+        turns = sharegpt_later_turns(split, part=part)
         rng.shuffle(turns)
         rendered = (render_messages(tokenizer, messages) for messages in turns)
     else:
         stubs = stdlib_stubs(rng) if source == "selfcode" else package_stubs(rng)
-        rendered = (render_chat(tokenizer, t) for t in stubs if in_split(t, split))
+        rendered = (render_chat(tokenizer, t) for t in stubs if in_split(t, split, part))
     distinct = source not in ("self", "selfcode")  # the shipped head's pools stay as they were built
     out, seen, total = [], set(), 0
     for ids in rendered:
