@@ -67,7 +67,12 @@ def _first_exchange(record: Any) -> tuple[str, str] | None:
 def sharegpt_conversations(split: str, part: Part = None) -> list[tuple[str, str]]:
     """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's hash,
     the same split as the prompts), in dataset order."""
-    return [(q, a) for q, a in sharegpt_records(_first_exchange) if in_split(q, split, part)]
+    return [(q, a) for q, a in _exchanges() if in_split(q, split, part)]
+
+
+@functools.cache
+def _exchanges() -> tuple:
+    return tuple(sharegpt_records(_first_exchange))  # parsed once per process: every split and part reads it
 
 
 def _dialogue(record: Any) -> list[tuple[str, str]] | None:
