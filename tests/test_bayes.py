@@ -193,7 +193,7 @@ def test_the_history_bound_decides_each_cycle_with_its_own_prompts_recent_accept
 
     traces, cost = shipped
     traces = traces.subset(np.arange(0, traces.n_prompts, 16))
-    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=300, top=WHOLE_TREE), steps=100)
+    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=120, top=WHOLE_TREE), steps=60)
     plain = information_bound(traces, cost, predictor, kappas=(2.0,))
     same = history_bound(traces, cost, _NodeOnly(predictor), kappas=(2.0,))
     assert np.array_equal(same.speedup, plain.speedup) and np.array_equal(same.depths, plain.depths)
