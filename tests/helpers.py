@@ -354,3 +354,16 @@ def tiny_drafters(target, lm_layers: int) -> dict:
     head.d2t.copy_(kept - torch.arange(12))
     return {"eagle3": EagleDrafter(head, head.target_ids(), target, "eagle3"),
             "lm": CausalLMDrafter(truncated_target(target, lm_layers), "lm")}
+
+
+def killed_in_batch(k: int):
+    """A progress tick that interrupts its run (KeyboardInterrupt, as SIGINT does) as the ``k``-th
+    batch ends, before the run records it: the long jobs that resume (text store, teacher pass)."""
+    ticks = []
+
+    def tick(n=1, **_):
+        ticks.append(n)
+        if len(ticks) == k:
+            raise KeyboardInterrupt
+
+    return tick

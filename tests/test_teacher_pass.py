@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import TINY_VOCAB
+from helpers import TINY_VOCAB, killed_in_batch
 
 from simspec.distill import corpus as corpus_module
 from simspec.distill.corpus import PROGRESS_FILE, teacher_pass
@@ -18,20 +18,6 @@ from simspec.distill.corpus import PROGRESS_FILE, teacher_pass
 def _texts(seed: int, n: int = 21) -> list[list[int]]:
     rng = np.random.default_rng(seed)
     return [rng.integers(0, TINY_VOCAB, size=int(rng.integers(4, 30))).tolist() for _ in range(n)]
-
-
-class _Stop(Exception):
-    pass
-
-
-def _stopping_after(calls: int):
-    seen = []
-
-    def advance(n):
-        seen.append(n)
-        if len(seen) == calls:
-            raise _Stop
-    return advance
 
 
 def _same(a, b) -> None:
@@ -44,8 +30,8 @@ def test_a_stopped_pass_resumes_after_its_rows_and_ends_as_one_whole_pass(tiny, 
     whole = teacher_pass(tiny, texts, 32, batch=4)
     store = tmp_path / "pass"
     store.mkdir()
-    with pytest.raises(_Stop):  # stopped inside its third batch's bookkeeping: two batches whole
-        teacher_pass(tiny, texts, 32, batch=4, advance=_stopping_after(3), store=store)
+    with pytest.raises(KeyboardInterrupt):  # stopped inside its third batch's bookkeeping: two batches whole
+        teacher_pass(tiny, texts, 32, batch=4, advance=killed_in_batch(3), store=store)
     assert json.loads((store / PROGRESS_FILE).read_text())["rows_done"] == 8
     ticks: list[int] = []
     resumed = teacher_pass(tiny, texts, 32, batch=4, advance=ticks.append, store=store)
@@ -54,8 +40,8 @@ def test_a_stopped_pass_resumes_after_its_rows_and_ends_as_one_whole_pass(tiny, 
 
     # another text in the same folder starts over rather than mapping the first text's rows
     other = _texts(1)
-    with pytest.raises(_Stop):
-        teacher_pass(tiny, other, 32, batch=4, advance=_stopping_after(2), store=store)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_pass(tiny, other, 32, batch=4, advance=killed_in_batch(2), store=store)
     _same(teacher_pass(tiny, other, 32, batch=4, store=store), teacher_pass(tiny, other, 32, batch=4))
 
 

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import TINY_VOCAB
+from helpers import TINY_VOCAB, killed_in_batch
 
 from simspec.distill import textstore
 from simspec.distill.textstore import TextStore, stored_continuations
@@ -32,22 +32,10 @@ def _rows(folder):
             for line in gzip.open(shard, "rt")}
 
 
-def _killed_in_batch(k):
-    """A progress tick that interrupts the run as its ``k``-th batch ends (before it is recorded)."""
-    ticks = []
-
-    def tick(n):
-        ticks.append(n)
-        if len(ticks) == k:
-            raise KeyboardInterrupt
-
-    return tick
-
-
 def test_a_killed_generation_keeps_its_finished_batches_and_a_rerun_generates_only_the_rest(tiny, prompts, tmp_path):
     whole = greedy_continuations(tiny, prompts, NEW, BATCH)
     with pytest.raises(KeyboardInterrupt):
-        stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path), _killed_in_batch(3), every_s=3600)
+        stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path), killed_in_batch(3), every_s=3600)
     kept = _rows(tmp_path)
     assert len(kept) == 2 * BATCH  # the two batches finished before the kill, saved on the way out
     assert sorted(kept.values()) == sorted(seq[len(p):] for seq, p in zip(whole, prompts)
@@ -129,7 +117,7 @@ def test_text_generated_in_one_dtype_serves_a_build_in_another_and_records_its_d
 def test_a_killed_sampled_generation_resumes_to_the_text_one_run_gives(tiny, prompts, tmp_path):
     whole = greedy_continuations(tiny, prompts, NEW, BATCH, temperature=1.0, seed=5)
     with pytest.raises(KeyboardInterrupt):
-        stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path), _killed_in_batch(2),
+        stored_continuations(tiny, prompts, NEW, BATCH, TextStore(tmp_path), killed_in_batch(2),
                              temperature=1.0, seed=5)
     store = TextStore(tmp_path)
     assert len(store) == BATCH
