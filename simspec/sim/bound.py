@@ -26,7 +26,6 @@ import numpy as np
 from simspec.errors import SimspecError
 from simspec.policies.base import tree_capacities
 from simspec.policies.rules.bayes import KAPPAS, expected_tokens, node_probabilities
-from simspec.policies.rules.c2t import N_NODE_FEATURES, node_features
 from simspec.policies.stopping import AcceptancePredictor
 from simspec.sim.costmodel import CostModel
 from simspec.sim.labels import WHOLE_TREE, node_examples, path_by_rank
@@ -146,10 +145,8 @@ def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[fl
     each cycle's history its own (under its decisions), at the best ``kappas`` value on ``traces``."""
 
     def probabilities(at, history):
-        features, valid = node_features(traces.level_scores[at].astype(np.float32), traces.depth_max)
-        extra = np.broadcast_to(history[:, None, :], (*valid.shape, HISTORY_FEATURES))
-        x = np.concatenate([features, extra], axis=2).reshape(-1, N_NODE_FEATURES + HISTORY_FEATURES)
-        return np.where(valid, predictor.predict(x).reshape(valid.shape), 0.0)
+        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max,
+                                  extra=history)
 
     return _best_kappa(traces, cost, probabilities, kappas)
 

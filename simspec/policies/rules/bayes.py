@@ -31,17 +31,20 @@ import numpy as np
 
 from simspec.policies.base import BatchPolicy, Costs, tree_capacity
 from simspec.policies.registry import RuleContext, register_baseline
-from simspec.policies.rules.c2t import N_NODE_FEATURES, node_features
+from simspec.policies.rules.c2t import node_features
 
 
-def node_probabilities(predictor, tree_scores: np.ndarray, depth_max: int, first_level: np.ndarray | None = None
-                       ) -> np.ndarray:
+def node_probabilities(predictor, tree_scores: np.ndarray, depth_max: int, first_level: np.ndarray | None = None,
+                       extra: np.ndarray | None = None) -> np.ndarray:
     """P(node on the greedy path) per node of ``[rows, levels, W**2]`` trees, 0 on padding;
-    ``first_level`` (0-based, per row) places a one-level slice at its true depth."""
+    ``first_level`` (0-based, per row) places a one-level slice at its true depth; ``extra``
+    (``[rows, k]``) joins each row's own features to every node's."""
     features, valid = node_features(tree_scores, depth_max)
     if first_level is not None:
         features[:, :, 1] += (np.asarray(first_level)[:, None]) / depth_max
-    p = predictor.predict(features.reshape(-1, N_NODE_FEATURES)).reshape(valid.shape)
+    if extra is not None:
+        features = np.concatenate([features, np.broadcast_to(extra[:, None, :], (*valid.shape, extra.shape[1]))], 2)
+    p = predictor.predict(features.reshape(-1, features.shape[-1])).reshape(valid.shape)
     return np.where(valid, p, 0.0)
 
 
