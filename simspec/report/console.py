@@ -1,5 +1,6 @@
-"""What the verbs show a person: progress bars on stderr while they work, then tables and
-one-line results on stdout, rendered from the same summaries their ``--json`` lines hold."""
+"""What the verbs show a person: progress bars on stderr while they work (plain lines, at most one a
+minute per bar, when stderr is a log file: ``progress_log``), then tables and one-line results on
+stdout, rendered from the same summaries their ``--json`` lines hold."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+from simspec.report.progress_log import ProgressLog
 
 if TYPE_CHECKING:
     from simspec.report.validation import ValidationReport
@@ -35,9 +38,11 @@ def run_with_progress(work, threads: int | None = None):
     import torch
 
     torch.set_num_threads(threads or default_threads())
+    if not err.is_terminal:  # a log file gets plain lines, not frames
+        log = ProgressLog(sys.stderr)
+        return work(log.bar, log.status)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False,
-                        disable=not err.is_terminal)  # a log file gets no frames, only the results
+                        TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
 
     def bar(description: str, total: int):
         task = progress.add_task(description, total=total)

@@ -1,0 +1,89 @@
+"""Progress for a log file. When stderr is not a terminal (a job under ``nohup``, a CI log) rich
+draws no bars, and a run of hours (a teacher pass, a drafter's training) would say nothing until
+its result. Here a bar writes a plain line at most once per ``every`` seconds while it advances,
+and one when it completes if it ran that long; a step without a count writes one line when it
+ends, if it took that long. A run shorter than that writes nothing (a refused input's log stays
+its one error line)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TextIO
+
+EVERY_SECONDS = 60.0
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``: what a person reads in a log."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+@dataclass
+class _Task:
+    description: str
+    total: int
+    started: float
+    done: int = 0
+    written: float = 0.0  # when the last line was written (the start, before any)
+    written_done: int = 0  # the count then: the eta's rate is the last interval's
+    closed: bool = False
+
+
+class ProgressLog:
+    """``bar`` and ``status`` with ``run_with_progress``'s signatures, writing lines to ``stream``."""
+
+    def __init__(self, stream: TextIO, every: float | None = None, clock=time.monotonic):
+        self.stream, self.clock = stream, clock
+        self.every = EVERY_SECONDS if every is None else every
+
+    def _write(self, text: str) -> None:
+        self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        self.stream.flush()
+
+    def _line(self, t: _Task, now: float) -> str:
+        elapsed = now - t.started
+        text = f"{t.description}: {t.done:,}/{t.total:,}"
+        if t.total > 0:
+            text += f" ({100 * t.done / t.total:.0f} %)"
+        text += f", {duration(elapsed)} elapsed"
+        if t.written_done < t.done < t.total:
+            # The last interval's rate, not the whole run's: a resumed pass counts what it skips
+            # as done in its first seconds, which would promise an end far too early.
+            rate = (t.done - t.written_done) / max(now - t.written, 1e-9)
+            text += f", eta {duration((t.total - t.done) / rate)}"
+        return text
+
+    def bar(self, description: str, total: int):
+        now = self.clock()
+        t = _Task(description, int(total), now, written=now)
+
+        def advance(n: int = 1, description: str | None = None) -> None:
+            now = self.clock()
+            t.done += n
+            if description:
+                t.description = description
+            if t.closed:
+                return
+            # One line per interval; a finished bar's line once, if it ran that long.
+            t.closed = t.done >= t.total > 0
+            if now - (t.started if t.closed else t.written) >= self.every:
+                self._write(self._line(t, now))
+                t.written, t.written_done = now, t.done
+        return advance
+
+    @contextmanager
+    def status(self, text: str):
+        started = self.clock()
+        try:
+            yield
+        finally:
+            took = self.clock() - started
+            if took >= self.every:
+                self._write(f"{text}: {duration(took)}")
