@@ -133,6 +133,22 @@ def test_a_card_shows_the_validation_agreement_its_settings_were_chosen_on(tmp_p
     assert "validation corpus" not in (tmp_path / "README.md").read_text()
 
 
+def test_a_continued_heads_card_says_what_its_start_scored_on_the_same_corpora(tmp_path):
+    from simspec.distill.card import write_card
+
+    start = {"heldout": {"top1": 0.25, "top10": 0.5, "positions": 9},
+             "validation": {"top1": 0.125, "top10": 0.5, "positions": 9}}
+    card = read_provenance(DRAFTERS / "eagle").with_(parameters=1, config={"draft_vocab": 8192},
+                                                     init_agreement=start)
+    measured = json.loads((DRAFTERS / "eagle" / "measured.json").read_text())
+    write_card(tmp_path, "title", "description", card, measured)
+    said = (tmp_path / "README.md").read_text()
+    assert ("The head it continued (`--init`), scored in the same run before training: top-1 0.250 on that "
+            "held-out corpus, 0.125 on the validation corpus.") in said
+    write_card(tmp_path, "title", "description", card.with_(init_agreement=None), measured)
+    assert "scored in the same run before training" not in (tmp_path / "README.md").read_text()
+
+
 def test_a_card_says_which_part_of_its_text_a_head_was_trained_on(tmp_path):
     from simspec.distill.card import write_card
 

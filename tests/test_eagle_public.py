@@ -492,3 +492,25 @@ def test_init_widens_the_mlp_keeping_what_the_head_computes(target, prompt_ids, 
     assert loaded.cfg.intermediate == 2048
     with pytest.raises(SimspecError, match="pass 1536 or more"):
         Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "intermediate": 1024}))
+
+
+def test_a_continued_run_reports_its_starting_heads_agreement_measured_alike(target, prompt_ids, tmp_path):
+    """--init: the starting weights are scored before training on the run's own held-out corpus,
+    and the score is kept so that a resumed run (whose weights have moved) reports the start."""
+    from contextlib import nullcontext
+
+    from simspec.distill.eagle3_trainer import Eagle3Trainer
+    from simspec.distill.provenance import read_provenance
+    from simspec.distill.run import init_agreement
+    from simspec.distill.trainer import Eagle3TrainConfig
+
+    trainer, second, cfg = _saved_head(target, prompt_ids, tmp_path / "head")
+    continued = Eagle3Trainer(target, second, Eagle3TrainConfig(**{**cfg.__dict__, "init": str(tmp_path / "head")}))
+    partial = tmp_path / "out.partial"
+    start = init_agreement(continued, second, None, partial, lambda text: nullcontext())
+    assert start == {"heldout": trainer.agreement(second), "validation": None}  # the saved head, scored alike
+    continued.train(partial / "checkpoint.pt")
+    assert continued.agreement(second) != start["heldout"]  # training moved it: the kept score is the start's
+    assert init_agreement(continued, second, None, partial, lambda text: nullcontext()) == start
+    continued.save(tmp_path / "continued", {"heldout_agreement": continued.agreement(second), "init_agreement": start})
+    assert read_provenance(tmp_path / "continued").init_agreement.heldout.top1 == start["heldout"]["top1"]

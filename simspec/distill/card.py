@@ -116,7 +116,12 @@ def write_card(directory: Path, title: str, description: str, provenance: Drafte
         + ("." if p.validation_agreement is None else
            f"; on its validation corpus (train prompts held apart, where its settings were chosen): top-1 "
            f"{p.validation_agreement.top1:.3f}, top-10 {p.validation_agreement.top10:.3f} over "
-           f"{p.validation_agreement.positions} positions."),
+           f"{p.validation_agreement.positions} positions.")
+        + ("" if p.init_agreement is None else
+           f" The head it continued (`--init`), scored in the same run before training: top-1 "
+           f"{p.init_agreement.heldout.top1:.3f} on that held-out corpus"
+           + ("" if p.init_agreement.validation is None else
+              f", {p.init_agreement.validation.top1:.3f} on the validation corpus") + "."),
         "",
         "Draft step latency at context 256 (median ms; top-W and host copy included), and one target forward of "
         f"1 token: {measured['target_forward_1_token_ms_at_L256']:.1f} ms.", "",

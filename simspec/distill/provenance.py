@@ -37,6 +37,18 @@ class Agreement(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class InitAgreement(Record):
+    """``init_agreement``: a continued head's (``--init``) starting weights, scored in the same run,
+    before training, on the same held-out (and validation) corpus as the trained head: what the
+    run added, measured alike. Scored as the run grew them (``--draft-vocab``,
+    ``--intermediate-size``): a widened MLP computes what it did, added vocabulary rows may win
+    argmaxes."""
+
+    heldout: Agreement
+    validation: Agreement | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CorpusSummary(Record):
     """``data``: the training corpus's metadata (its spec, target and the like in ``raw``)."""
 
@@ -73,6 +85,7 @@ class DrafterProvenance(Record):
     machine: str | None = None
     config: DraftShape | None = None
     init: dict | None = None  # a continued head: the card of the run it started from
+    init_agreement: InitAgreement | None = None  # a continued head: its start, scored before training
     parameters: int | None = None  # never stored: the model card counts them
 
     @property

@@ -238,6 +238,7 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
                              kv_heads=max(1, r.hidden // 128), intermediate=int(r.hidden * 2.75) // 16 * 16)
         trainer = LMTrainer(loaded, corpus, LMTrainConfig(draft_vocab=r.draft_vocab, epochs=r.epochs, lr=r.lr,
                                                           seed=r.seed, shape=shape))
+    start = None if r.init is None else init_agreement(trainer, heldout_corpus, validation_corpus, partial, status)
     advance, done = bar("training", trainer.total_steps), [0]
 
     def tick(stats: dict) -> None:  # a resumed run starts past step 0
@@ -258,12 +259,28 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
                      "validation_top10": meta["validation_agreement"]["top10"]}
     if r.init is not None:
         meta["init"] = initial_provenance(Path(r.init))
+        meta["init_agreement"] = start
+        chosen_on |= {f"init_{where}_top1": a["top1"] for where, a in start.items() if a is not None}
     with atomic_directory(out_dir, replace=r.force) as tmp:
         trainer.save(tmp, meta)
     shutil.rmtree(partial, ignore_errors=True)
     return {"drafter": str(out_dir), "kind": r.kind, "heldout_top1": agreement["top1"],
             "heldout_top10": agreement["top10"], **chosen_on, "coverage": trainer.coverage(),
             "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}
+
+
+def init_agreement(trainer, heldout, validation, partial: Path, status) -> dict:
+    """The starting head's agreement on the run's held-out and validation corpora, before any step
+    (kept in ``OUT.partial/`` so that a resumed run, whose weights have moved, reports it too)."""
+    kept = partial / "init-agreement.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    with status("scoring the starting head (--init) before training"):
+        start = {"heldout": trainer.agreement(heldout),
+                 "validation": None if validation is None else trainer.agreement(validation)}
+    partial.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(start))
+    return start
 
 
 def generate_text(loaded, specs: tuple[CorpusSpec, ...], folder: Path, bar: Bar, started: float, batch: int) -> dict:

@@ -157,7 +157,9 @@ def train_draft(s: dict) -> None:
     out.print(f"drafter written to {s['drafter']}: held-out top-1 {s['heldout_top1']:.3f}, top-10 "
               f"{s['heldout_top10']:.3f} on the target's own greedy text; draft vocabulary covers "
               f"{s['coverage']:.1%} of its greedy tokens; data {s['data_seconds']:.0f} s, training "
-              f"{s['train_seconds']:.0f} s")
+              f"{s['train_seconds']:.0f} s"
+              + (f" (the --init head it continued: held-out top-1 {s['init_heldout_top1']:.3f} before training)"
+                 if "init_heldout_top1" in s else ""))
 
 
 def drafter_card(s: dict) -> None:
