@@ -257,15 +257,16 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
         meta["validation_agreement"] = trainer.agreement(validation_corpus)
         chosen_on = {"validation_top1": meta["validation_agreement"]["top1"],
                      "validation_top10": meta["validation_agreement"]["top10"]}
+    started_at = {}  # a continued head: where it started, on the same corpora
     if r.init is not None:
         meta["init"] = initial_provenance(Path(r.init))
         meta["init_agreement"] = start
-        chosen_on |= {f"init_{where}_top1": a["top1"] for where, a in start.items() if a is not None}
+        started_at = {f"init_{where}_top1": a["top1"] for where, a in start.items() if a is not None}
     with atomic_directory(out_dir, replace=r.force) as tmp:
         trainer.save(tmp, meta)
     shutil.rmtree(partial, ignore_errors=True)
     return {"drafter": str(out_dir), "kind": r.kind, "heldout_top1": agreement["top1"],
-            "heldout_top10": agreement["top10"], **chosen_on, "coverage": trainer.coverage(),
+            "heldout_top10": agreement["top10"], **chosen_on, **started_at, "coverage": trainer.coverage(),
             "data_seconds": data_s, "train_seconds": train_s, "steps": trainer.step}
 
 
