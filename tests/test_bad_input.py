@@ -592,6 +592,7 @@ row("train --simulated", "--train-hold for LTD",
     "--train-hold applies to --algo resps")
 # demo
 row("demo", "unknown algo", lambda d, a: ["demo", "--algos", "ltd,medusa", "--out", out(d)], "--algos")
+row("demo", "unknown preset", lambda d, a: ["demo", "--preset", "quick", "--out", out(d)], "unknown --preset 'quick'")
 row("demo", "existing --out", lambda d, a: ["demo", "--out", existing(d / "out")], "exists")
 # bench-sim
 row("bench-sim", "missing profile", lambda d, a: ["bench-sim", "--profile", str(d / "none")], "no profile at")

@@ -188,10 +188,11 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
 @pytest.mark.model
 @pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
-    """calibrate (quick) -> train RADAR (fast) -> validate --real -> figures -> summary."""
+    """calibrate (quick) -> train RADAR -> validate --real -> figures -> summary. The smoke preset:
+    the loop's wiring is tested here, RADAR's learning in test_train.py."""
     out = tmp_path / "demo"
-    result = simspec("demo", "--algos", "radar", "--n-prompts", "2", "--max-new-tokens", "10", "--out", str(out),
-                     "--json")
+    result = simspec("demo", "--algos", "radar", "--preset", "smoke", "--n-prompts", "2", "--max-new-tokens", "10",
+                     "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
     line = last_json(result)  # the run's summary, its validation as `validate --json` gives it
@@ -200,6 +201,7 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     report = json.loads((out / "validate" / "report.json").read_text())
     assert report["schema"] == "simspec-validation" and report["n_prompts"] == 2 and report["inputs_hash"]
     assert report["profile"]["name"] == "profile" and report["policies"][0]["algo"] == "radar"
+    assert json.loads((out / "policies" / "radar" / "policy.json").read_text())["preset"] == "smoke"
     rows = {r["method"]: r for r in report["rows"]}
     assert len(rows) == 4 and "radar" in rows
     for row in rows.values():
