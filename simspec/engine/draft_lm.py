@@ -71,6 +71,18 @@ def save_draft_lm(directory: Path, model: torch.nn.Module, tokenizer, vocab_ids:
     (directory / PROVENANCE_FILE).write_text(json.dumps(meta, indent=2))
 
 
+def draft_vocab_size(directory: Path) -> int | None:
+    """How many tokens the reduced vocabulary beside a draft LM holds (its header alone), or None
+    if it has none."""
+    from safetensors import safe_open
+
+    path = directory / DRAFT_VOCAB_FILE
+    if not path.exists():
+        return None
+    with safe_open(str(path), "pt") as f:
+        return int(f.get_slice("vocab_ids").get_shape()[0])
+
+
 def load_draft_vocab(directory: Path, name: str, vocab_size: int) -> torch.Tensor | None:
     """The reduced output vocabulary stored beside a draft LM, or None if it has none."""
     from safetensors import SafetensorError

@@ -12,7 +12,7 @@ import torch
 
 from simspec.engine.eagle import EagleDrafter
 from simspec.engine.eagle_public import Eagle1Head, Eagle3Head, PublicConfig
-from simspec.engine.formats import PROVENANCE_FILE
+from simspec.engine.formats import PROVENANCE_FILE, head_shapes
 from simspec.engine.modeling import aux_layer_ids, base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -95,10 +95,27 @@ def aux_layers_from(config: dict, n_layers: int, where: str) -> tuple[int, ...]:
     return tuple(ids)
 
 
+def checkpoint_kind(config: dict, names) -> str:
+    """eagle3 (a one-layer ``midlayer`` with a draft vocabulary) or eagle1 (EAGLE-1/2), from the
+    config's architectures and the weights' names."""
+    if any(k.startswith("midlayer.") or k in ("d2t", "t2d") for k in names) \
+            or any("eagle3" in str(a).lower() for a in config.get("architectures") or []):
+        return "eagle3"
+    return "eagle1"
+
+
+def public_shapes(directory: Path, config: dict) -> dict:
+    """The head's shapes (``formats.head_shapes``) from its public-layout config and its weights'
+    names (nothing read but the header). Raises KeyError on a config without them."""
+    vocab, heads = config["vocab_size"], config["num_attention_heads"]
+    eagle3 = checkpoint_kind(config, _weight_names(directory)) == "eagle3"
+    return head_shapes(config["hidden_size"], heads, config.get("num_key_value_heads", heads),
+                       config["intermediate_size"], config.get("draft_vocab_size", vocab) if eagle3 else vocab)
+
+
 def public_config(config: dict, tensors: dict[str, torch.Tensor], target: LoadedModel, where: str) -> PublicConfig:
     tc = target.model.config
-    kind = "eagle3" if any(k.startswith("midlayer.") or k in ("d2t", "t2d") for k in tensors) \
-        or any("eagle3" in str(a).lower() for a in config.get("architectures") or []) else "eagle1"
+    kind = checkpoint_kind(config, tensors)
     if kind == "eagle3" and config.get("num_hidden_layers", 1) != 1:
         raise SimspecError(f"{where}: config field 'num_hidden_layers' is {config.get('num_hidden_layers')!r}: "
                            "simspec runs one-layer EAGLE-3 heads")

@@ -45,16 +45,20 @@ class DrafterFormat:
     match_ref: Callable[[str], bool] | None = None  # claims a reference by its text, before any path lookup
     match_folder: Callable[[Path, dict], bool] | None = None  # claims a folder by its config.json
     fallback: bool = False  # takes what no other format claims (one format)
+    # The drafter's shapes from its config and the target's (a transformers config), no weights
+    # read: what analytic curves need (``config_shapes``' fields). None: load it to know.
+    shapes: Callable[[DraftSource, object], dict] | None = None
 
 
 DRAFTER_FORMATS: Registry[DrafterFormat] = Registry("drafter format", ("simspec.engine.formats",))
 
 
 def register_drafter_format(name: str, *, help: str, match_ref: Callable[[str], bool] | None = None,
-                            match_folder: Callable[[Path, dict], bool] | None = None, fallback: bool = False):
+                            match_folder: Callable[[Path, dict], bool] | None = None, fallback: bool = False,
+                            shapes: Callable[[DraftSource, object], dict] | None = None):
     """Decorator: registers ``load(source, target) -> Drafter`` as the drafter format ``name``."""
     def decorate(load: Callable[[DraftSource, LoadedModel], Drafter]):
-        DRAFTER_FORMATS.add(name, DrafterFormat(name, help, load, match_ref, match_folder, fallback))
+        DRAFTER_FORMATS.add(name, DrafterFormat(name, help, load, match_ref, match_folder, fallback, shapes))
         return load
     return decorate
 
@@ -67,9 +71,31 @@ def draft_help() -> str:
             + ", ".join(phrases[:-1]) + ", or " + phrases[-1] + ".")
 
 
+def config_shapes(config, vocab: int | None = None, layers: int | None = None) -> dict:
+    """A causal LM's shapes from its transformers config, as ``simspec.sim.analytic.Architecture``
+    takes them (the engine stays below the simulator: a dict, not the class); ``vocab``: a
+    reduced output vocabulary, ``layers``: its first ``layers`` only."""
+    heads = config.num_attention_heads
+    return {"layers": layers or config.num_hidden_layers, "hidden": config.hidden_size, "heads": heads,
+            "kv_heads": getattr(config, "num_key_value_heads", heads), "intermediate": config.intermediate_size,
+            "vocab": vocab or config.vocab_size}
+
+
+def head_shapes(hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int) -> dict:
+    """An EAGLE-style head's shapes: one decoder layer over [feature ; embedding]."""
+    return {"layers": 1, "hidden": hidden, "heads": heads, "kv_heads": kv_heads, "intermediate": intermediate,
+            "vocab": vocab, "input_mix": 2}
+
+
 # --- the built-in formats ----------------------------------------------------------------------
+def _simspec_eagle_shapes(source: DraftSource, target_config) -> dict:
+    c = source.config["config"]
+    return head_shapes(c["hidden"], c["heads"], c["kv_heads"], c["intermediate"], c["draft_vocab"])
+
+
 @register_drafter_format("simspec-eagle", help="a simspec drafter directory",
-                         match_folder=lambda path, config: config.get("format") == SIMSPEC_EAGLE)
+                         match_folder=lambda path, config: config.get("format") == SIMSPEC_EAGLE,
+                         shapes=_simspec_eagle_shapes)
 def _simspec_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.eagle import load_eagle
 
@@ -82,9 +108,16 @@ def _is_speculators(path: Path, config: dict) -> bool:
     return is_speculators(config)
 
 
+def _speculators_shapes(source: DraftSource, target_config) -> dict:
+    from simspec.engine.eagle_checkpoint import public_shapes
+    from simspec.engine.speculators import public_fields
+
+    return public_shapes(source.path, public_fields(source.config, f"EAGLE head {source.ref!r}"))
+
+
 # Before the public layout: a speculators config also names an EAGLE architecture.
 @register_drafter_format("speculators", help="an EAGLE-3 checkpoint in the speculators format (vLLM's "
-                         "Eagle3Speculator)", match_folder=_is_speculators)
+                         "Eagle3Speculator)", match_folder=_is_speculators, shapes=_speculators_shapes)
 def _speculators(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.speculators import load_speculators
 
@@ -97,16 +130,27 @@ def _is_public_eagle(path: Path, config: dict) -> bool:
     return is_public_eagle(path, config)
 
 
+def _public_eagle_shapes(source: DraftSource, target_config) -> dict:
+    from simspec.engine.eagle_checkpoint import public_shapes
+
+    return public_shapes(source.path, source.config)
+
+
 @register_drafter_format("eagle-public", help="an EAGLE-3 or EAGLE-1/2 checkpoint directory (the public layout "
-                         "SGLang and vLLM load)", match_folder=_is_public_eagle)
+                         "SGLang and vLLM load)", match_folder=_is_public_eagle, shapes=_public_eagle_shapes)
 def _public_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.eagle_checkpoint import load_public_eagle
 
     return load_public_eagle(source.path, source.config, target, source.ref)
 
 
+def _target_layers_shapes(source: DraftSource, target_config) -> dict:
+    return config_shapes(target_config, layers=int(source.ref.split(":", 1)[1]))
+
+
 @register_drafter_format("target-layers", help="'target-layers:N' (the target's first N layers with its norm and "
-                         "head, a zero-training stand-in)", match_ref=lambda ref: ref.startswith("target-layers:"))
+                         "head, a zero-training stand-in)", match_ref=lambda ref: ref.startswith("target-layers:"),
+                         shapes=_target_layers_shapes)
 def _target_layers(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.drafter import CausalLMDrafter, truncated_target
     from simspec.errors import SimspecError
@@ -119,14 +163,23 @@ def _target_layers(source: DraftSource, target: LoadedModel) -> Drafter:
 
 
 @register_drafter_format("target", help="'target' (the target itself: everything is accepted)",
-                         match_ref=lambda ref: ref == "target")
+                         match_ref=lambda ref: ref == "target", shapes=lambda source, config: config_shapes(config))
 def _target(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.drafter import CausalLMDrafter
 
     return CausalLMDrafter(target.model, "target")
 
 
-@register_drafter_format("causal-lm", help="a model directory / .gguf sharing the target's tokenizer", fallback=True)
+def _causal_lm_shapes(source: DraftSource, target_config) -> dict:
+    from simspec.engine.draft_lm import draft_vocab_size
+    from simspec.engine.models import model_config
+
+    vocab = draft_vocab_size(source.path) if source.path is not None and source.path.is_dir() else None
+    return config_shapes(model_config(str(source.path or source.ref)), vocab=vocab)
+
+
+@register_drafter_format("causal-lm", help="a model directory / .gguf sharing the target's tokenizer", fallback=True,
+                         shapes=_causal_lm_shapes)
 def _causal_lm(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.load import load_causal_lm
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter
-from simspec.engine.formats import DRAFTER_FORMATS, DraftSource
+from simspec.engine.formats import DRAFTER_FORMATS, DrafterFormat, DraftSource
 from simspec.engine.models import BUILTIN_MODELS, LoadedModel, check_same_vocabulary, dtype_name, load_model
 from simspec.errors import SimspecError, read_json
 from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
@@ -21,10 +21,16 @@ from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
 def load_drafter(ref: str, target: LoadedModel) -> Drafter:
     """``target`` (the target itself), ``target-layers:N``, a shipped drafter name (``eagle``),
     a simspec drafter directory, or any causal LM reference sharing the target's tokenizer."""
+    fmt, source = resolve_drafter(ref)
+    return fmt.load(source, target)
+
+
+def resolve_drafter(ref: str) -> tuple[DrafterFormat, DraftSource]:
+    """The format that claims ``ref``, and what ``ref`` resolved to; no weights read."""
     formats = list(DRAFTER_FORMATS.specs())
     for fmt in formats:
         if fmt.match_ref is not None and fmt.match_ref(ref):
-            return fmt.load(DraftSource(ref), target)
+            return fmt, DraftSource(ref)
     path = shipped_drafter(ref) or Path(ref)
     if not path.exists() and ref not in BUILTIN_MODELS:
         raise SimspecError(f"unknown drafter {ref!r}: no such folder. Give a shipped drafter "
@@ -38,9 +44,9 @@ def load_drafter(ref: str, target: LoadedModel) -> Drafter:
                            _retrain_advice(path))
         for fmt in formats:
             if fmt.match_folder is not None and fmt.match_folder(path, config):
-                return fmt.load(DraftSource(ref, path, config), target)
+                return fmt, DraftSource(ref, path, config)
     [fallback] = [fmt for fmt in formats if fmt.fallback]
-    return fallback.load(DraftSource(ref, path, config), target)
+    return fallback, DraftSource(ref, path, config)
 
 
 def _retrain_advice(path: Path) -> str:

@@ -179,6 +179,20 @@ def _load(source: ModelSource, device: str, dtype: torch.dtype) -> LoadedModel:
     return LoadedModel(source, model, tokenizer)
 
 
+def model_config(ref: str):
+    """``ref``'s transformers config, its weights left unread (a GGUF file: its converted copy's
+    config, else its header's)."""
+    import transformers
+    from transformers import AutoConfig
+
+    transformers.logging.set_verbosity_error()
+    source = resolve_model(ref)
+    if source.gguf_file and (_converted_copy(source) / "config.json").is_file():
+        return AutoConfig.from_pretrained(str(_converted_copy(source)), local_files_only=True)
+    extra = {"gguf_file": source.gguf_file} if source.gguf_file else {}
+    return AutoConfig.from_pretrained(str(source.directory), local_files_only=True, **extra)
+
+
 def load_model(ref: str, device: str = "cpu", dtype: str = "fp32") -> LoadedModel:
     """Load a causal LM and its tokenizer in ``dtype`` (fp32, bf16, fp16), cached per process:
     tests and benchmarks share it."""

@@ -255,8 +255,10 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         drafter_architecture,
         measure_batched,
         measure_curves,
+        pair_shapes,
+        target_architecture,
     )
-    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, Architecture, device_spec
+    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, device_spec
     from simspec.sim.profile import write_profile
     from simspec.sim.trace_files import save_traces
 
@@ -266,16 +268,22 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     grid = CurveGrid.quick() if r.quick else CurveGrid()
     torch.manual_seed(r.seed)
     run_device = "cuda" if torch.cuda.is_available() and kind == "measured" and gpu != "cpu" else "cpu"
-    loaded = drafter = None
+    loaded = drafter = shapes = None
     if kind == "imported":
         return _imported(r, source, out_dir)
-    if r.target not in ARCH_TARGETS:
+    named = r.target not in ARCH_TARGETS  # models named, not an architecture alone
+    if named:
         from simspec.engine.load import load_pair
         from simspec.fingerprint import check_fingerprint
 
         if source:  # curves measured with another drafter than the one that drafted the traces would not fit them
             check_fingerprint(source[1].get("draft_fingerprint"), r.draft, f"--traces-from {r.traces_from}")
-        loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
+        if kind == "analytic" and not plan.prompts:  # modelled curves need the shapes: the weights stay on disk
+            shapes = pair_shapes(r.target, r.draft)
+        if shapes is None:
+            loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
+            shapes = target_architecture(loaded), drafter_architecture(drafter)
+    target_arch, draft_arch = shapes or (LLAMA31_8B, LLAMA31_8B_DRAFT)
     started = time.perf_counter()
     if r.traces_only:
         samples, device_label = [], "none (traces only)"
@@ -292,8 +300,6 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats,
                                    bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
                                    sampling=r.sampling())
-        target_arch = Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B
-        draft_arch = drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT
         samples = analytic_curves(spec, target_arch, draft_arch, grid, book) + analytic_batched(
             spec, target_arch, draft_arch, r.batch_sizes, BatchGrid())
         device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
@@ -306,10 +312,9 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     meta = {
         "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
         "device_model": device_model(run_device) if kind == "measured" else gpu.upper(),
-        "target": r.target, "draft": r.draft if loaded else "eagle3-style one-layer draft",
-        "architecture": {"target": (Architecture.from_config(loaded.model.config) if loaded else LLAMA31_8B).to_dict(),
-                         "draft": (drafter_architecture(drafter) if drafter else LLAMA31_8B_DRAFT).to_dict()},
-        "dtype": r.dtype if loaded else "bf16 (modelled)",
+        "target": r.target, "draft": r.draft if named else "eagle3-style one-layer draft",
+        "architecture": {"target": target_arch.to_dict(), "draft": draft_arch.to_dict()},
+        "dtype": r.dtype if named else "bf16 (modelled)",
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
         "temperature": r.temperature, "batch_sizes": list(r.batch_sizes),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),

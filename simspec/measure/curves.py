@@ -235,12 +235,40 @@ def analytic_curves(device: DeviceSpec, target: Architecture, draft: Architectur
 
 def drafter_architecture(drafter: Drafter, bytes_per_param: int = 2) -> Architecture:
     """The shapes an analytic model of ``drafter``'s step needs (reduced vocabulary included)."""
+    from simspec.engine.formats import config_shapes, head_shapes
+
     cfg = getattr(getattr(drafter, "head", None), "cfg", None)
     if cfg is not None:  # EAGLE-style: [feature ; embedding] -> linear -> one decoder layer -> head
-        return Architecture(1, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.intermediate, cfg.draft_vocab,
-                            bytes_per_param, input_mix=2)
-    vocab = None if drafter.draft_vocab is None else len(drafter.draft_vocab)
-    return Architecture.from_config(drafter.model.config, vocab=vocab, bytes_per_param=bytes_per_param)
+        shapes = head_shapes(cfg.hidden, cfg.heads, cfg.kv_heads, cfg.intermediate, cfg.draft_vocab)
+    else:
+        vocab = None if drafter.draft_vocab is None else len(drafter.draft_vocab)
+        shapes = config_shapes(drafter.model.config, vocab=vocab)
+    return Architecture(**shapes, bytes_per_param=bytes_per_param)
+
+
+def target_architecture(target: LoadedModel) -> Architecture:
+    from simspec.engine.formats import config_shapes
+
+    return Architecture(**config_shapes(target.model.config))
+
+
+def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | None:
+    """The target's and the drafter's shapes from their configs alone, as ``drafter_architecture``
+    gives them for the loaded pair (analytic curves need no more: an 8B target's weights stay on
+    disk). None where they cannot be read so (a format without a ``shapes`` reader, a config that
+    lacks a field): load the pair, whose loader says what is wrong."""
+    from simspec.engine.formats import config_shapes
+    from simspec.engine.load import resolve_drafter
+    from simspec.engine.models import model_config
+
+    fmt, source = resolve_drafter(draft)
+    if fmt.shapes is None:
+        return None
+    try:
+        target_config = model_config(target)
+        return Architecture(**config_shapes(target_config)), Architecture(**fmt.shapes(source, target_config))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def device_name(target: LoadedModel) -> str:

@@ -68,13 +68,6 @@ class Architecture:
     bytes_per_param: int = 2
     input_mix: int = 0  # EAGLE-style drafters: a [input_mix * hidden -> hidden] projection first
 
-    @classmethod
-    def from_config(cls, config, vocab: int | None = None, bytes_per_param: int = 2, input_mix: int = 0
-                    ) -> Architecture:
-        return cls(config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-                   getattr(config, "num_key_value_heads", config.num_attention_heads), config.intermediate_size,
-                   vocab or config.vocab_size, bytes_per_param, input_mix)
-
     def to_dict(self) -> dict:
         return asdict(self)
 
