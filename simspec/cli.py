@@ -104,7 +104,7 @@ def drafter_card(request, threads: Threads = None, as_json: Json = False) -> Non
     from simspec.distill.card import make_card
 
     request.check()
-    summary = _run(lambda bar, status: make_card(request, status), threads)
+    summary = _run(lambda bar, status: make_card(request, bar, status), threads)
     show.drafter_card(summary)
     _json(as_json, summary)
 

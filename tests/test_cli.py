@@ -124,6 +124,26 @@ def test_drafter_card_out_leaves_the_drafters_card_alone(tmp_path):
     assert {name: (head / name).read_bytes() for name in before} == before
 
 
+@pytest.mark.model
+def test_the_cards_bar_counts_each_held_out_prompts_three_runs(target):
+    """Agreement, the chain and the tree, per held-out prompt of each source: the bar's total
+    is what the card runs, and it ends full."""
+    from simspec.distill.card import measure_card
+    from simspec.engine.load import load_drafter
+
+    bars = []
+
+    def bar(description: str, total: int):
+        bars.append([total, 0])
+
+        def advance(n: int = 1, description: str | None = None) -> None:
+            bars[-1][1] += n
+        return advance
+
+    measure_card(target, load_drafter("eagle", target), n_prompts=1, max_new_tokens=4, repeats=1, bar=bar)
+    assert bars == [[6, 6]]
+
+
 def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_path, monkeypatch):
     """A reinstalled wheel writes the same GGUF with a new mtime: it must map to the cached copy
     (not another half-GiB one); a file with other contents must not."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +18,18 @@ from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.profiler import draft_latency, target_latency
 from simspec.policies import StaticPolicy
 
+Bar = Callable[[str, int], Callable[..., None]]  # run_with_progress's bar(description, total)
+
 
 def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], depth: int, width: int,
-                        max_new_tokens: int) -> dict:
+                        max_new_tokens: int, tick: Callable[[], object] = lambda: None) -> dict:
     """Share of cycles whose accepted length reaches k, for k = 1 .. depth-1, with a fixed
-    (depth, width, full-tree) config; plus tau."""
-    accepted = np.array([c.accepted for ids in prompts
-                         for c in engine.generate(ids, StaticPolicy(depth, width, 10**6), max_new_tokens).cycles])
+    (depth, width, full-tree) config; plus tau. ``tick()`` after each prompt."""
+    accepted = []
+    for ids in prompts:
+        accepted += [c.accepted for c in engine.generate(ids, StaticPolicy(depth, width, 10**6), max_new_tokens).cycles]
+        tick()
+    accepted = np.array(accepted)
     return {
         "config": {"depth": depth, "width": width, "size": "whole tree"},
         "cycles": int(len(accepted)),
@@ -33,10 +39,12 @@ def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], dep
 
 
 @torch.inference_mode()
-def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_new_tokens: int) -> dict:
+def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_new_tokens: int,
+                     tick: Callable[[], object] = lambda: None) -> dict:
     """Top-1 / top-10 agreement of the drafter's first draft step with the target's greedy token,
     teacher-forced along the target's own greedy continuation of each prompt (through the
-    engine's drafter interface, exactly as a cycle drafts its root's children)."""
+    engine's drafter interface, exactly as a cycle drafts its root's children); ``tick()``
+    after each prompt."""
     from simspec.engine.target_cache import TargetCache
 
     drafter, device = engine.drafter, engine.device
@@ -57,13 +65,14 @@ def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_ne
             hits1 += int(top[0, 0] == truth)
             hits10 += int(truth in top[0])
             n += 1
+        tick()
     return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
 
 
 def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_new_tokens: int = 64,
-                 repeats: int = 7) -> dict:
+                 repeats: int = 7, bar: Bar | None = None) -> dict:
     """Held-out agreement, latency vs W (next to one target forward of 1 token) and acceptance
-    on held-out prompts."""
+    on held-out prompts; ``bar(description, total)`` counts the prompts' runs."""
     device = target.device
     widths = [1, 2, 4, 6, 8, 10]
     drafts = draft_latency(drafter, target.model.config.vocab_size, widths, [256], repeats, device)
@@ -72,7 +81,9 @@ def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_
     chosen = {src: [render_chat(target.tokenizer, p.text)
                     for p in load_prompts(src, split="heldout", n=n_prompts, max_chars=1500)]
               for src in ("humaneval", "sharegpt")}
-    agreement = {src: greedy_agreement(engine, ids, max_new_tokens) for src, ids in chosen.items()}
+    tick = bar("held-out prompts: agreement, chain D 8, tree D 6 W 4", 3 * sum(map(len, chosen.values()))) \
+        if bar else (lambda: None)
+    agreement = {src: greedy_agreement(engine, ids, max_new_tokens, tick) for src, ids in chosen.items()}
     n = sum(a["positions"] for a in agreement.values())
     agreement["all"] = {"positions": n, **{k: sum(a[k] * a["positions"] for a in agreement.values()) / max(1, n)
                                            for k in ("top1", "top10")}}
@@ -81,8 +92,8 @@ def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_
         "draft_step_ms_vs_width_at_L256": {str(r.tokens): r.median * 1e3 for r in drafts},
         "target_forward_1_token_ms_at_L256": verify1.median * 1e3,
         "draft_step_W10_over_target_forward": drafts[-1].median / verify1.median,
-        "acceptance": {src: {"chain_D8": acceptance_by_depth(engine, ids, 8, 1, max_new_tokens),
-                             "tree_D6_W4": acceptance_by_depth(engine, ids, 6, 4, max_new_tokens)}
+        "acceptance": {src: {"chain_D8": acceptance_by_depth(engine, ids, 8, 1, max_new_tokens, tick),
+                             "tree_D6_W4": acceptance_by_depth(engine, ids, 6, 4, max_new_tokens, tick)}
                        for src, ids in chosen.items()},
         "acceptance_prompts": {"n_per_source": n_prompts, "split": "heldout", "max_new_tokens": max_new_tokens},
     }
@@ -172,10 +183,10 @@ def _lm_description(config) -> str:
             "over a reduced output vocabulary (draft_vocab.safetensors).")
 
 
-def make_card(request: CardRequest, status) -> dict:
+def make_card(request: CardRequest, bar: Bar, status) -> dict:
     """Measures the drafter and writes its card (README.md + measured.json) into its folder;
-    returns the summary (the ``--json`` line). ``status(text)`` is a context manager shown
-    while it works."""
+    returns the summary (the ``--json`` line). ``bar`` counts the held-out prompts' runs;
+    ``status(text)`` is a context manager shown during the steps without a count."""
     from simspec.engine.load import load_pair
     from simspec.shipped import shipped_drafter
 
@@ -197,8 +208,7 @@ def make_card(request: CardRequest, status) -> dict:
         shape["draft_vocab"] = None if drafter.draft_vocab is None else len(drafter.draft_vocab)
         description = _lm_description(drafter.model.config)
     provenance = provenance.with_(parameters=parameters, config=shape)
-    with status("measuring latency and acceptance"):
-        measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens)
+    measured = measure_card(loaded, drafter, request.n_prompts, request.max_new_tokens, bar=bar)
     measured["dtype"] = request.dtype
     # A second card (another dtype, another machine) goes to --out so the shipped one stays as it is.
     card_dir = Path(request.out) if request.out is not None else directory
