@@ -45,11 +45,10 @@ class DemoRequest:
         from simspec.engine.runtime import check_runtime
         from simspec.policies.algorithms import LEARNED, algo_names
         from simspec.shipped import locate, missing_hint
-        from simspec.train.run import PRESETS
+        from simspec.train.run import check_preset
 
         check_runtime(self.runtime)
-        if self.preset not in PRESETS:
-            raise SimspecError(f"unknown --preset {self.preset!r}: choose from {', '.join(PRESETS)}")
+        check_preset(self.preset)
         if not self.algos or any(a not in LEARNED for a in self.algos):
             *most, last = algo_names()
             raise SimspecError(f"--algos takes {', '.join(most)} and/or {last}, got {','.join(self.algos)!r}")

@@ -42,7 +42,7 @@ def test_every_formats_shapes_read_from_configs_equal_the_loaded_pairs(folders, 
         fmt, _ = resolve_drafter(ref)
         covered.add(fmt.name)
         assert case.startswith(fmt.name), (case, fmt.name)
-        assert pair_shapes(TARGET, ref) == (target_architecture(target),
+        assert pair_shapes(TARGET, ref) == (target_architecture(target.model.config),
                                            drafter_architecture(load_drafter(ref, target))), case
     assert covered == {f.name for f in DRAFTER_FORMATS.specs()}  # a new format gets a case here
 
@@ -67,5 +67,5 @@ def test_analytic_curves_for_recorded_traces_load_no_weights(target, tmp_path):
     after = _load.cache_info()
     assert (after.hits, after.misses) == (before.hits, before.misses)
     shapes = json.loads((tmp_path / "h100" / "profile.json").read_text())["architecture"]
-    assert shapes == {"target": target_architecture(target).to_dict(),
+    assert shapes == {"target": target_architecture(target.model.config).to_dict(),
                       "draft": drafter_architecture(load_drafter("eagle", target)).to_dict()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,7 +19,8 @@ from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.profiler import draft_latency, target_latency
 from simspec.policies import StaticPolicy
 
-Bar = Callable[[str, int], Callable[..., None]]  # run_with_progress's bar(description, total)
+if TYPE_CHECKING:
+    from simspec.distill.run import Bar
 
 
 def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], depth: int, width: int,

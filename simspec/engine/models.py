@@ -187,10 +187,12 @@ def model_config(ref: str):
 
     transformers.logging.set_verbosity_error()
     source = resolve_model(ref)
-    if source.gguf_file and (_converted_copy(source) / "config.json").is_file():
-        return AutoConfig.from_pretrained(str(_converted_copy(source)), local_files_only=True)
-    extra = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-    return AutoConfig.from_pretrained(str(source.directory), local_files_only=True, **extra)
+    if not source.gguf_file:
+        return AutoConfig.from_pretrained(str(source.directory), local_files_only=True)
+    copy_dir = _converted_copy(source)  # hashes 2 MiB of the file: once
+    if (copy_dir / "config.json").is_file():
+        return AutoConfig.from_pretrained(str(copy_dir), local_files_only=True)
+    return AutoConfig.from_pretrained(str(source.directory), local_files_only=True, gguf_file=source.gguf_file)
 
 
 def load_model(ref: str, device: str = "cpu", dtype: str = "fp32") -> LoadedModel:

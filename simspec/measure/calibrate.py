@@ -282,7 +282,7 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
             shapes = pair_shapes(r.target, r.draft)
         if shapes is None:
             loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
-            shapes = target_architecture(loaded), drafter_architecture(drafter)
+            shapes = target_architecture(loaded.model.config), drafter_architecture(drafter)
     target_arch, draft_arch = shapes or (LLAMA31_8B, LLAMA31_8B_DRAFT)
     started = time.perf_counter()
     if r.traces_only:

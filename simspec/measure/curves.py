@@ -246,10 +246,11 @@ def drafter_architecture(drafter: Drafter, bytes_per_param: int = 2) -> Architec
     return Architecture(**shapes, bytes_per_param=bytes_per_param)
 
 
-def target_architecture(target: LoadedModel) -> Architecture:
+def target_architecture(config) -> Architecture:
+    """A target's shapes from its transformers config (a loaded model's, or one read alone)."""
     from simspec.engine.formats import config_shapes
 
-    return Architecture(**config_shapes(target.model.config))
+    return Architecture(**config_shapes(config))
 
 
 def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | None:
@@ -257,7 +258,6 @@ def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | 
     gives them for the loaded pair (analytic curves need no more: an 8B target's weights stay on
     disk). None where they cannot be read so (a format without a ``shapes`` reader, a config that
     lacks a field): load the pair, whose loader says what is wrong."""
-    from simspec.engine.formats import config_shapes
     from simspec.engine.load import resolve_drafter
     from simspec.engine.models import model_config
 
@@ -266,7 +266,7 @@ def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | 
         return None
     try:
         target_config = model_config(target)
-        return Architecture(**config_shapes(target_config)), Architecture(**fmt.shapes(source, target_config))
+        return target_architecture(target_config), Architecture(**fmt.shapes(source, target_config))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

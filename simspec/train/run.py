@@ -31,6 +31,12 @@ from simspec.train.trainers import trainer
 PRESETS = ("paper", "fast", "smoke")
 
 
+def check_preset(preset: str) -> None:
+    """``--preset``: one of ``PRESETS`` (train's, and the schedule demo hands to it)."""
+    if preset not in PRESETS:
+        raise SimspecError(f"unknown --preset {preset!r}: choose from {', '.join(PRESETS)}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainRequest:
     profile: str = opt(help=flags.PROFILE)
@@ -72,8 +78,7 @@ class TrainRequest:
         from simspec.cache import check_out
 
         learned(self.algo)  # a registered algorithm, else one line naming them
-        if self.preset not in PRESETS:
-            raise SimspecError(f"unknown --preset {self.preset!r}: choose from {', '.join(PRESETS)}")
+        check_preset(self.preset)
         if self.reward not in REWARDS:
             raise SimspecError(f"unknown --reward {self.reward!r}: choose from {', '.join(REWARDS)}")
         if self.variant not in VARIANTS:
