@@ -124,8 +124,10 @@ def export_draft(request, as_json: Json = False) -> None:
 # --- calibration -----------------------------------------------------------------------------
 @command(app, "calibrate", "simspec.measure.calibrate:CalibrateRequest")
 def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Measure latency curves (or model them for an absent GPU), fit the cost model, and record
-    draft-tree traces into one profile folder: everything the simulator needs."""
+    """Measure latency curves (or model them for an absent GPU), scale them to what whole
+    engine cycles cost (the engine fit: plain decoding and static trees on train prompts), fit
+    the cost model, and record draft-tree traces into one profile folder: everything the
+    simulator needs to predict the real engine, with no refit."""
     from simspec.measure.calibrate import calibrate as run
 
     plan = request.check()
@@ -142,9 +144,9 @@ def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) 
     """Refit a measured profile's latency curves in situ: run plain greedy decoding and a ladder
     of static trees (V = 2..128) on the live engine, on train prompts, and scale each curve to the
     engine's own cycle timings (per verified size for verify and bookkeeping, per context for
-    the plain step). Calibration's tight loops miss what a forward costs inside the decoding
-    loop; this profile predicts the real engine. Takes minutes on a CPU at the defaults (times:
-    docs/results.md). Writes a new profile that names the one it refits."""
+    the plain step), as calibrate's engine fit does: for a machine whose speed has moved since
+    it was calibrated. Takes minutes on a CPU at the defaults (times: docs/results.md). Writes a
+    new profile that names the one it refits."""
     from simspec.measure.insitu import recalibrate as run
 
     checked = request.check()

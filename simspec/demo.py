@@ -65,8 +65,9 @@ class DemoRequest:
         """The simspec commands the demo runs, in order."""
         root = Path(self.out)
         profile, figures = root / "profile", root / "figures"
+        # The engine fit runs as many new tokens as the validation: the contexts it prices.
         steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile),
-                  "--runtime", self.runtime],
+                  "--runtime", self.runtime, "--engine-tokens", str(self.max_new_tokens)],
                  ["plot", "curves", "--profile", str(profile), "--out", str(figures)]]
         for algo, policy in zip(self.algos, self.policies()):
             steps += [["train", "--simulated", "--profile", str(profile), "--algo", algo, "--preset", self.preset,
@@ -114,5 +115,6 @@ def summary(request: DemoRequest, seconds: float) -> dict:
                          "speedup": nan if held.speedup is None else held.speedup,
                          "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
     return {"root": str(root), "device": profile.meta.device, "curves_seconds": profile.meta.seconds["curves"],
+            "engine_fit_seconds": profile.meta.seconds.get("engine_fit"),
             "fit_error_median": profile.meta.fit_error.median, "policies": policies,
             "report": read_report(root / "validate"), "seconds": seconds}

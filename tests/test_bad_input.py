@@ -392,6 +392,10 @@ row("calibrate", "--traces-from profile.json not an object",
 row("calibrate", "empty prompt file",
     lambda d, a: ["calibrate", "--traces-only", "--prompts", prompts_file(d / "empty.jsonl", ""), "--out", out(d)],
     "empty", model=True)
+row("calibrate", "engine fit with no train prompts",
+    lambda d, a: ["calibrate", "--gpu", "cpu", "--quick", "--out", out(d), "--prompts",
+                  prompts_file(d / "heldout.jsonl", '{"prompt": "Write a poem."}\n{"prompt": "Hi"}\n')],
+    "the engine fit runs on train prompts")
 # recalibrate: everything it reads is checked before the models load.
 row("recalibrate", "missing profile", lambda d, a: ["recalibrate", "--profile", str(d / "none"), "--out", out(d)],
     "no profile at")

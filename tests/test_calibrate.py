@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -225,7 +226,8 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "1", "--out", str(out), "--json")
+                      "--check-prompts", "1", "--engine-prompts", "1", "--engine-tokens", "8", "--out", str(out),
+                      "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0
@@ -234,6 +236,8 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     profile = load_profile(out)
     traces = profile.traces()
     assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
+    assert summary["engine_fit"]["cycles"] > 0 and profile.meta.engine_fit["trees"]  # fitted to the engine
+    assert np.isfinite(profile.meta.fit_error.median)  # the tight-loop curves' held-out error
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta.policy_seconds["static"] > 0 and profile.meta.policy_seconds["radar_call"] > 0
     deepest = str(traces.depth_max)  # and by depth, which the simulator charges each cycle at
@@ -293,3 +297,42 @@ def test_operating_points_are_timed_in_rounds_so_drift_falls_on_each_alike():
     assert calls[:3] == ["a", "b", "c"] and calls[3:] == ["a", "b", "c"] * 6  # warm-up, then rounds
     assert len({np.median(samples) for samples in timed.values()}) == 1  # the slowdown shared alike
     assert sum(ticks) == pytest.approx(3)
+
+
+@pytest.mark.model
+@pytest.mark.e2e
+def test_a_calibrated_profile_prices_the_engines_plain_step_and_bookkeeping_without_a_refit(tmp_path):
+    """Calibrate (quick grid, with its engine fit), then a short real run on held-out prompts it
+    never saw: the profile's greedy step, bookkeeping and verify must price that run's cycles
+    within the stated tolerances. Calibrate's tight loops alone time other code paths (the
+    bookkeeping without the models, the plain step without the engine's loop around it); the
+    fit's own record shows how far off they were here, which is this test's power."""
+    import numpy as np
+
+    from simspec.data import load_prompts
+    from simspec.measure.interleave import DriftMeter, load_engine
+    from simspec.policies.base import StaticPolicy
+
+    out = tmp_path / "cpu"
+    result = simspec("calibrate", "--gpu", "cpu", "--quick", "--traces-from", "calibration/traces-humaneval-eagle",
+                      "--engine-prompts", "2", "--engine-tokens", "24", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    profile = load_profile(out)
+    fit = profile.meta.engine_fit
+    assert fit and fit["split"] == "train" and len(fit["prompt_ids"]) == 2 and fit["cycles"] > 0
+    assert set(fit["spread"]) >= {"greedy", "verify", "bookkeeping"} and len(fit["replicates"]) > 0
+    held_out = load_prompts("humaneval", split="heldout", n=2)
+    assert not {p.id for p in held_out} & set(fit["prompt_ids"])
+    engine, ids = load_engine(profile, [p.text for p in held_out], 40, lambda text: contextlib.nullcontext())
+    meter = DriftMeter(profile.cost, profile.meta.traces.width)
+    tree = StaticPolicy(4, profile.meta.traces.width, 8)
+    engine.plain(ids[0], 8)  # warm
+    for one in ids:
+        meter.greedy(engine.plain(one, 24))
+        meter.speculative(engine.generate(one, tree, 24))
+    live = meter.ratios()
+    tolerance = {"greedy step": 0.25, "verify": 0.25, "bookkeeping": 0.5}
+    for op, tol in tolerance.items():
+        assert abs(np.log(live[op])) < np.log1p(tol), (op, live, fit["live_over_tight_loop"])
+    # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here.
+    assert abs(np.log(fit["live_over_tight_loop"]["bookkeeping"])) > np.log1p(tolerance["bookkeeping"])

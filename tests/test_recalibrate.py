@@ -270,3 +270,75 @@ def test_a_refit_at_batch_4_scales_that_batch_s_curves_and_keeps_the_others():
         assert np.allclose(now.verify(sizes, contexts[:, None]), was.verify(sizes, contexts[:, None]))
         assert np.allclose(now.bookkeeping(sizes, 4), was.bookkeeping(sizes, 4))
         assert np.allclose(now.greedy(contexts), was.greedy(contexts))
+
+
+def _timing(slot: int, method: str, ratio: float, size: int = 8):
+    """A RunTiming whose every operation ran ``ratio`` times its prediction."""
+    from simspec.measure.interleave import RunTiming
+
+    if method == "greedy":
+        predicted = {"greedy step": np.full(120, 0.02)}
+        cycles = {"context": 100 + np.arange(120)}
+    else:
+        predicted = {"verify": np.full(5, 0.03), "draft": np.array([0.0, 0.01, 0.01, 0.01, 0.01]),
+                     "bookkeeping": np.full(5, 0.001)}
+        cycles = {"context": 100 + 4 * np.arange(5), "size": np.full(5, size), "depth": np.array([1, 4, 4, 4, 4])}
+    measured = {k: v * ratio for k, v in predicted.items()}
+    return RunTiming(method, 100, 1.0, 0.1 * ratio, 0.1, measured, predicted, cycles, slot)
+
+
+SAMPLES = [r for r in load_profile(ROOT / "calibration" / "cpu-demo").samples if r.get("batch", 1) == 1]
+
+
+def _meter(runs):
+    meter = DriftMeter(cost_model(SAMPLES), 10)
+    meter.runs = runs
+    for run in runs:
+        meter.add_timing(run)
+    return meter
+
+
+def test_a_refits_spread_comes_from_its_prompts_and_is_zero_when_they_agree():
+    """The bootstrap over a refit's prompts: prompts that disagree on an operation's ratio give it a
+    spread (and replicates around 1), prompts that agree give none; a replicate's factors price
+    a profile's records by size."""
+    from simspec.measure.refit import bootstrap_spread, replicate_samples
+
+    agree = [_timing(s, m, 1.2, v) for s in range(4) for m in ("greedy", "static") for v in (4, 8)]
+    flat = bootstrap_spread(_meter(agree), SAMPLES)
+    assert set(flat["spread"]) == {"greedy", "verify", "draft", "bookkeeping", "prefill"}
+    assert all(v == pytest.approx(0, abs=1e-9) for v in flat["spread"].values()), flat["spread"]
+    differ = [_timing(s, "greedy", 1.0 + 0.1 * s) for s in range(4)] + [_timing(s, "static", 1.0, v)
+                                                                        for s in range(4) for v in (4, 8)]
+    spread = bootstrap_spread(_meter(differ), SAMPLES)
+    assert spread["spread"]["greedy"] > 0.02 and spread["spread"]["verify"] == pytest.approx(0, abs=1e-9)
+    factors = [np.mean(list(r["greedy"].values())) if isinstance(r["greedy"], dict) else r["greedy"]
+               for r in spread["replicates"]]
+    assert min(factors) < 1 < max(factors) and np.mean(factors) == pytest.approx(1, abs=0.03)
+    assert bootstrap_spread(_meter(differ[:1]), SAMPLES)["replicates"] == []  # one prompt: nothing to resample
+    scaled = replicate_samples(SAMPLES, {"verify": {"4": 1.0, "8": 2.0}, "draft": 1.5})
+    for before, after in zip(SAMPLES, scaled):
+        want = {"draft": 1.5, "verify": 1.0 if before["n"] <= 4 else 2.0 if before["n"] >= 8 else None}.get(
+            before["kind"], 1.0)
+        if want is not None:
+            assert after["median"] == pytest.approx(before["median"] * want)
+
+
+def test_plain_decodings_drift_is_read_in_thirds_of_the_runs():
+    from simspec.measure.staleness import thirds
+
+    runs = [_timing(s, "greedy", 1.0 + 0.05 * (s // 3)) for s in range(9)] + [_timing(0, "static", 3.0)]
+    assert thirds(runs) == {"start": 1.0, "middle": 1.05, "end": 1.1}
+
+
+def test_a_real_speedup_outside_its_predicted_interval_is_counted_out():
+    from simspec.measure.staleness import add_intervals
+
+    report = {"rows": [{"method": "a", "speedup_real_set": 1.30}, {"method": "b", "speedup_real_set": 1.10}]}
+    add_intervals(report, {"a": {"profile": [1.26, 1.31], "with_drift": [1.25, 1.33]},
+                           "b": {"profile": [1.15, 1.20], "with_drift": [1.14, 1.21]}})
+    assert [r["in_interval"] for r in report["rows"]] == [True, False]
+    assert report["intervals"]["coverage"] == 0.5
+    bare = {"rows": [{"method": "a", "speedup_real_set": 1.3}]}
+    add_intervals(bare, {})  # a profile without a spread: no interval, no coverage claimed
+    assert "intervals" not in bare and "in_interval" not in bare["rows"][0]

@@ -13,9 +13,10 @@ from simspec.engine.speculative import CycleRecord, Generation
 from simspec.measure.insitu import LADDER
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.markdown import render_markdown
-from simspec.report.validation import ValidationReport, build_report, paired_p, summary_line
+from simspec.report.validation import ValidationReport, build_report, summary_line
 from simspec.sim.profile import load_profile
 from simspec.sim.replay import ReplayResult
+from simspec.stats import paired_p
 
 
 def _runs(name: str, family: str, speedups) -> MethodRuns:
@@ -80,10 +81,11 @@ def test_report_errors_ranks_and_paired_tests():
     assert rows["ltd"]["p_vs_eagle3"] < 0.01 and rows["ltd"]["gain_vs_eagle3"] > 0.8
     assert paired_p(base, base) == 1.0
     line = summary_line(_typed(report), "real/x")
-    assert set(line) == {"run", "temperature", "rows", "mean_abs_rel_error", "rank_agreement", "fidelity"}
+    assert set(line) == {"run", "temperature", "rows", "mean_abs_rel_error", "rank_agreement", "fidelity",
+                         "over_the_set", "intervals", "staleness"}
     assert set(line["rows"][0]) == {"method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "tau",
                                     "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3", "speedup_real_set",
-                                    "speedup_sim_set", "rel_error_set"}
+                                    "speedup_sim_set", "rel_error_set", "speedup_sim_set_interval", "in_interval"}
     # No co-timed refit here: the headline is the profile over the set, then the median over prompts.
     assert [(f["prediction"], f["statistic"]) for f in line["fidelity"]] == [
         ("profile", "over the set"), ("profile", "median over prompts")]
@@ -195,12 +197,21 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
                      "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
+    assert "over the set, no refit: mean |error|" in " ".join(result.stdout.split())  # the headline, no refit
     line = last_json(result)  # the run's summary, its validation as `validate --json` gives it
     assert line["root"] == str(out) and line["report"]["run"] == f"{out}/validate"
     assert {r["method"] for r in line["report"]["rows"]} >= {"radar"} and "actions" not in line["report"]["rows"][0]
     report = json.loads((out / "validate" / "report.json").read_text())
     assert report["schema"] == "simspec-validation" and report["n_prompts"] == 2 and report["inputs_hash"]
     assert report["profile"]["name"] == "profile" and report["policies"][0]["algo"] == "radar"
+    # Calibrated with its engine fit: staleness stated, every predicted speedup with an interval.
+    staleness = report["staleness"]
+    assert staleness["engine_fit"] and staleness["same_device"] and staleness["age_hours"] < 1
+    assert set(staleness["plain_live_over_profile"]) >= {"before", "start", "after"}
+    assert report["intervals"]["rows"] == 4
+    for row in report["rows"]:
+        low, high = row["speedup_sim_set_interval"]
+        assert low <= row["speedup_sim_set"] <= high and row["in_interval"] == (low <= row["speedup_real_set"] <= high)
     assert json.loads((out / "policies" / "radar" / "policy.json").read_text())["preset"] == "smoke"
     rows = {r["method"]: r for r in report["rows"]}
     assert len(rows) == 4 and "radar" in rows

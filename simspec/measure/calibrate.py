@@ -17,6 +17,7 @@ from simspec import __version__, flags
 from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.measure.engine_fit import fit_prompts
 from simspec.measure.traces_from import traces_source
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -24,8 +25,6 @@ Bar = Callable[[str, int], Callable[..., None]]
 ARCH_TARGETS = {"arch:llama-3.1-8b": "Llama-3.1-8B-class target (32 layers, hidden 4096, GQA 32/8, vocab 128,256) "
                                      "with an EAGLE-3-style one-layer draft (32k draft vocabulary)"}
 GPU_NAMES = ("auto", "cpu", "a100", "h100", "h200", "a40", "l4", "rtx3090", "rtx4090", "v100")
-# (D, V) of the live engine's replay check against the recorded traces (depth_max: the deepest).
-REPLAY_CHECK = ((3, 8), (6, 16), (8, 60))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +47,12 @@ class CalibrateRequest:
     check_prompts: int = opt(4, "Prompts for the replay check (live engine vs trace, per cycle).", min=0)
     check_tokens: int = opt(48, "New tokens per replay-check run.", min=2)
     quick: bool = opt(False, "A small latency grid (tests, demo).")
+    engine_prompts: int | None = opt(None, "The engine fit: train prompts on which plain decoding and a ladder of "
+                                     "static trees run on the live engine, to which the tight-loop curves are then "
+                                     "scaled, so that the profile prices what the engine spends (default 3 with "
+                                     "--quick, else 8; 0: the tight-loop curves as they are).", min=0)
+    engine_tokens: int | None = opt(None, "The engine fit: new tokens per run (default 32 with --quick, else 48).",
+                                    min=4)
     out: str | None = flags.out("Profile folder (default calibration/GPU-DRAFT; with --traces-only "
                                 "calibration/traces-PROMPTS-DRAFT)")
     force: bool = flags.force()
@@ -129,7 +134,7 @@ class CalibrateRequest:
             from simspec.cluster import require_ray
 
             require_ray()
-        return Plan(gpu, kind, source, chosen)
+        return Plan(gpu, kind, source, chosen, fit_prompts(self, kind, source))
 
     def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
@@ -156,6 +161,7 @@ class Plan:
     kind: str  # measured or analytic
     source: tuple[Path, dict] | None  # (folder, reference) of reused traces
     prompts: list = field(default_factory=list)
+    fit_prompts: list = field(default_factory=list)  # train prompts of the engine fit
 
 
 def gpu_present(gpu: str) -> bool:
@@ -170,55 +176,7 @@ def gpu_present(gpu: str) -> bool:
     return gpu.replace("rtx", "") in device_model("cuda:0").lower().replace(" ", "")
 
 
-def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar: Bar):
-    """Records the drafter's trees on ``chosen`` and replays a few static trees on the live engine
-    against them; returns (traces, seconds, replay checks)."""
-    import torch
-
-    from simspec.data import render_chat
-    from simspec.engine.speculative import SpeculativeEngine
-    from simspec.fingerprint import drafter_fingerprint
-    from simspec.measure.recorder import RecordSpec, TraceRecorder, replay_check
-    from simspec.sim.traces import assemble
-
-    r = request
-    recorder = TraceRecorder(loaded, drafter, RecordSpec(r.depth_max, r.width, r.max_new_tokens, r.sampling(),
-                                                         r.nodes))
-    engine = SpeculativeEngine(loaded, drafter, runtime=r.runtime)  # the replay check runs what is timed
-    ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
-    for one in ids:
-        engine.check_length(one, r.max_new_tokens + r.depth_max)
-    started = time.perf_counter()
-    threads = torch.get_num_threads()
-    if r.ray is not None:
-        from simspec.measure.shards import record_sharded
-
-        tick = bar(f"recording traces on Ray ({r.workers} shards, {threads} threads each)", len(ids))
-        recorded = record_sharded(r.target, r.draft, r.dtype, recorder.spec, ids, r.ray, r.workers, threads, tick)
-    else:
-        recorded = recorder.record_all(ids, bar)
-    record_s = time.perf_counter() - started
-    meta = {"target": r.target, "draft": r.draft, "prompts": r.prompts, "prompt_ids": [p.id for p in chosen],
-            "splits": [p.split for p in chosen], "max_new_tokens": r.max_new_tokens, "depth_max": r.depth_max,
-            "width": r.width, "seed": r.seed, "simspec_version": __version__, "dtype": r.dtype,
-            "near_tie_cuts": int(sum(x.near_tie_cut for x in recorded)), "record_seconds": round(record_s, 1),
-            "temperature": r.temperature, "threads": threads, "draft_fingerprint": drafter_fingerprint(r.draft)}
-    if r.ray is not None:
-        meta["ray"] = {"address": r.ray, "shards": r.workers}
-    if r.temperature > 0:
-        meta.update(top_p=r.top_p, nodes=r.nodes)
-    traces = assemble(recorded, ids, meta)
-    checks = []
-    # The check compares each cycle's length with the trace's; at T > 0 lengths are random.
-    if r.check_prompts and r.temperature == 0:
-        k = min(r.check_prompts, len(ids))
-        configs = [*REPLAY_CHECK, (r.depth_max, 240)]
-        tick = bar("replay check (live engine)", k * len(configs))
-        checks = replay_check(engine, traces, ids[:k], configs, min(r.check_tokens, r.max_new_tokens), tick)
-    return traces, record_s, checks
-
-
-def _policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -> dict:
+def policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -> dict:
     """The profile's decision-time fields: ``policy_seconds_by_depth``, each baseline family's
     seconds per cycle at a few tree depths, on this host (the policies run here whatever the
     accelerator; the simulator charges a cycle at its own depth), and ``policy_seconds``, the
@@ -306,9 +264,21 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         runtime = spec.runtime()
     curves_s = time.perf_counter() - started
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
-    decisions = _policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {"policy_seconds": {}}
-    traces, record_s, checks = (record_traces(loaded, drafter, r, plan.prompts, bar) if plan.prompts
-                                else (None, 0.0, []))
+    engine_fit = tight_fit = None
+    if plan.fit_prompts:  # the tight loops' curves scaled to whole engine cycles, right after them
+        from simspec.sim.profile import cost_model
+
+        tight_fit = cost_model(samples).fit_error()  # the curves' shapes, which the scaling keeps
+        from simspec.measure.engine_fit import fit_engine
+
+        samples, engine_fit = fit_engine(loaded, drafter, r, samples, width, plan.fit_prompts, bar)
+    decisions = policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {"policy_seconds": {}}
+    if plan.prompts:
+        from simspec.measure.record_traces import record_traces
+
+        traces, record_s, checks = record_traces(loaded, drafter, r, plan.prompts, bar)
+    else:
+        traces, record_s, checks = None, 0.0, []
     meta = {
         "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
         "device_model": device_model(run_device) if kind == "measured" else gpu.upper(),
@@ -318,10 +288,13 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
         "temperature": r.temperature, "batch_sizes": list(r.batch_sizes),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
-        "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1)},
+        "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1),
+                    **({"engine_fit": engine_fit["seconds"]} if engine_fit else {})},
         "replay_check": [c.to_dict() for c in checks],
         **decisions,
     }
+    if engine_fit:
+        meta.update(engine_fit=engine_fit, fit_error=tight_fit)
     if r.target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[r.target]
     if kind == "analytic":
@@ -345,24 +318,27 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
                            "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
                            "width": r.width, "temperature": r.temperature}
         elif source:
-            traces_meta = _source_reference(source, out_dir)
+            traces_meta = source_reference(source, out_dir)
         meta["traces"] = traces_meta
         profile = write_profile(tmp, meta, samples)
-    return _profile_summary(out_dir, profile)
+    return profile_summary(out_dir, profile)
 
 
-def _source_reference(source: tuple[Path, dict], out_dir: Path) -> dict:
+def source_reference(source: tuple[Path, dict], out_dir: Path) -> dict:
     """A profile's reference to reused traces, by a path relative to the profile."""
     return {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
 
 
-def _profile_summary(out_dir: Path, profile) -> dict:
+def profile_summary(out_dir: Path, profile) -> dict:
     """The ``--json`` line of a written profile."""
     meta, fit, traces = profile.meta, profile.meta.fit_error, profile.meta.traces
     return {"profile": str(out_dir), "device": meta.device, "kind": meta.kind,
             "fit_error_median": fit.median, "fit_error_p90": fit.p90,
             "prompts": (traces and traces.n_prompts) or 0, "positions": (traces and traces.positions) or 0,
-            "seconds": meta.seconds, "replay_check": meta.extra("replay_check")}
+            "seconds": meta.seconds, "replay_check": meta.extra("replay_check"),
+            **({"engine_fit": {k: meta.engine_fit[k] for k in ("live_over_tight_loop", "spread", "cycles",
+                                                               "prompt_ids", "seconds")}}
+               if meta.engine_fit else {})}
 
 
 def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Path) -> dict:
@@ -384,12 +360,12 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
         "draft": curves.get("draft", r.draft), "dtype": curves.get("dtype", "unknown"), "seed": r.seed,
         "temperature": r.temperature, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(), "seconds": {"curves": 0.0, "traces": 0.0}, "replay_check": [],
-        **_policy_seconds(samples, width, depth, 25),
+        **policy_seconds(samples, width, depth, 25),
     }
     if source and (meta["target"], meta["draft"]) != (r.target, r.draft):
         raise SimspecError(f"curves {r.import_curves} are for {meta['target']} + {meta['draft']}, but the traces "
                            f"are for {r.target} + {r.draft}: the trees and their prices must be of the same models")
     with atomic_directory(out_dir, replace=r.force) as tmp:
-        meta["traces"] = _source_reference(source, out_dir) if source else None
+        meta["traces"] = source_reference(source, out_dir) if source else None
         profile = write_profile(tmp, meta, samples)
-    return _profile_summary(out_dir, profile)
+    return profile_summary(out_dir, profile)

@@ -137,30 +137,30 @@ def operating_points(runs) -> list[tuple[int, int]]:
     return points
 
 
-def refit_in_situ(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                  bar: Bar) -> InSitu:
-    """Runs greedy decoding and the ladder of static trees on ``prompts`` (train prompts, never
-    the ones a validation scores), interleaved, and scales the profile's curves to the live
-    cycles."""
+def refit_in_situ(engine, cost, samples: list[dict], width: int, prompts: list[tuple[str, list[int]]],
+                  max_new_tokens: int, bar: Bar, ladder_points=LADDER) -> InSitu:
+    """Runs greedy decoding and the ladder of static trees (``ladder_points``, each (D, V), at
+    ``width``) on ``prompts`` (train prompts, never the ones a validation scores), interleaved,
+    and scales ``samples`` (priced by ``cost``, their cost model) to the live cycles."""
     from simspec.measure.interleave import run_real
-    from simspec.measure.refit import refit_samples
+    from simspec.measure.refit import bootstrap_spread, refit_samples
 
-    engine.warm_up([len(ids) for _, ids in prompts], max_new_tokens, [v for _, v in LADDER])
+    engine.warm_up([len(ids) for _, ids in prompts], max_new_tokens, [v for _, v in ladder_points])
     started = time.perf_counter()
-    ladder = ladder_trees(profile.meta.traces.width)
-    tick = bar("in-situ runs (greedy + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
-    runs, drift = run_real(engine, prompts, ladder, max_new_tokens, profile.cost, tick)
+    ladder = ladder_trees(width, ladder_points)
+    tick = bar("engine cycles (plain + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
+    runs, drift = run_real(engine, prompts, ladder, max_new_tokens, cost, tick)
     diverged = [r.name for r in runs if r.divergences]
     if diverged:  # a lossless engine never gets here; refuse to build on one that is not
         raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration: the engine "
                            "is not lossless here; run `simspec bench-engine` and report it")
-    samples, scales = refit_samples(profile.samples, drift)
-    return InSitu(samples, {
+    refitted, scales = refit_samples(samples, drift)
+    return InSitu(refitted, {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train",
         "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
-        "trees": [list(t) for t in LADDER], "cycles": int(sum(sum(r.cycles) for r in runs)),
+        "trees": [list(t) for t in ladder_points], "cycles": int(sum(sum(r.cycles) for r in runs)),
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
-        "scales": scales, "seconds": round(time.perf_counter() - started, 1),
+        "scales": scales, **bootstrap_spread(drift, samples), "seconds": round(time.perf_counter() - started, 1),
     }, tuple(drift.runs))
 
 
@@ -271,7 +271,8 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
     warning = check_device(profile, request.allow_other_device, refit=True)
     engine, ids = load_engine(profile, [p.text for p in chosen], request.max_new_tokens + max(d for d, _ in LADDER),
                               status)
-    refit = refit_in_situ(engine, profile, [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)
+    refit = refit_in_situ(engine, profile.cost, profile.samples, profile.meta.traces.width,
+                          [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)
     out_dir = request.out_dir()
     meta = refitted_meta(profile, request.profile, refit, profile.meta.traces.prompts, out_dir,
                          str(engine.target.device))

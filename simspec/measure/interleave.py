@@ -221,6 +221,18 @@ class DriftMeter:
         self._add("prefill", run.prefill_s, float(np.sum(cost.prefill(np.array([g.prompt_length
                                                                                   for g in run.generations])))))
 
+    def add_timing(self, run: RunTiming) -> None:
+        """Sums a run another meter timed (a bootstrap's resample of a refit's runs), as
+        ``greedy`` and ``speculative`` summed it."""
+        self._add("prefill", run.prefill_s, run.prefill_predicted_s)
+        if run.method == "greedy":
+            self._add("greedy step", run.measured["greedy step"], run.predicted["greedy step"], run.cycles["context"])
+            return
+        size, drafted = run.cycles["size"], run.cycles["depth"] >= 2
+        self._add("verify", run.measured["verify"], run.predicted["verify"], size)
+        self._add("draft", run.measured["draft"][drafted], run.predicted["draft"][drafted])
+        self._add("bookkeeping", run.measured["bookkeeping"], run.predicted["bookkeeping"], size)
+
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
 

@@ -19,6 +19,7 @@ import numpy as np
 # thousands of steps a refit times.
 CONTEXT_PRIOR_STEPS = 5.0
 MIN_PLAIN_STEPS = 100  # fewer, and the plain step keeps one ratio: too few for a shape along the context
+REPLICATES = 40  # resamples of a refit's prompts, kept in the profile as scale factors (validate's intervals)
 
 
 def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float]:
@@ -149,3 +150,74 @@ def _between_grid_points(mine: list[dict], drift, batch: int) -> list[dict]:
                               "q25": median, "q75": median, "interpolated": True,
                               **({"batch": batch} if batch != 1 else {})})
     return added
+
+
+def _relative(scales: dict, point: dict) -> dict:
+    """A replicate's scales over the point fit's, curve by curve: one factor, or one per key
+    (verified size, or context for the plain step) of the point fit's."""
+    out: dict[str, object] = {}
+    for curve, base in point.items():
+        mine = scales.get(curve, base)
+        if isinstance(base, dict):
+            keys = np.array(sorted(base), dtype=float)
+            if isinstance(mine, dict):
+                have = np.array(sorted(mine), dtype=float)
+                values = np.interp(keys, have, [mine[k] for k in sorted(mine)])
+            else:
+                values = np.full(len(keys), float(mine))
+            out[curve] = {str(int(k)): round(float(v / base[int(k)]), 4) for k, v in zip(keys, values)}
+        else:
+            ratio = float(np.mean(list(mine.values()))) if isinstance(mine, dict) else float(mine)
+            out[curve] = round(ratio / float(base), 4)
+    return out
+
+
+def bootstrap_spread(drift, samples: list[dict], draws: int = REPLICATES, seed: int = 0) -> dict:
+    """The refit again on its prompts resampled with replacement (``draws`` times): every
+    replicate's scales over the whole refit's (``replicates``: per curve one factor, or one per
+    verified size or context, as the refit resolves it) and each curve's spread (``spread``: the
+    median over its keys of the factors' standard deviation). A replicate resamples whole prompts,
+    so the per-size ratios move together as the prompts make them: what ``validate`` replays."""
+    from simspec.measure.interleave import DriftMeter
+
+    runs = drift.runs
+    slots = sorted({r.slot for r in runs})
+    if len(slots) < 2:
+        return {"spread": {}, "replicates": [], "resampled": {"prompts": len(slots), "draws": 0}}
+    by_slot = {s: [r for r in runs if r.slot == s] for s in slots}
+    _, point = refit_samples(samples, drift)
+    rng = np.random.default_rng(seed)
+    replicates = []
+    for _ in range(draws):
+        meter = DriftMeter(drift.cost, drift.width)
+        for i in rng.integers(0, len(slots), size=len(slots)):
+            for run in by_slot[slots[i]]:
+                meter.add_timing(run)
+        replicates.append(_relative(refit_samples(samples, meter)[1], point))
+    spread = {}
+    for curve, base in point.items():
+        if isinstance(base, dict):
+            per_key = np.array([[r[curve][str(k)] for k in sorted(base)] for r in replicates])
+            spread[curve] = round(float(np.median(per_key.std(axis=0))), 4)
+        else:
+            spread[curve] = round(float(np.std([r[curve] for r in replicates])), 4)
+    return {"spread": spread, "replicates": replicates, "resampled": {"prompts": len(slots), "draws": draws}}
+
+
+def replicate_samples(samples: list[dict], factors: dict) -> list[dict]:
+    """``samples`` with each batch-1 record's median times its curve's factor in a replicate
+    (``bootstrap_spread``): per size (log V) for verify and bookkeeping and per context for the
+    plain step, interpolated between the replicate's keys and flat beyond them."""
+    out = []
+    for record in samples:
+        factor = factors.get(record["kind"], 1.0)
+        if record.get("batch", 1) != 1 and record["kind"] != "prefill":
+            factor = 1.0  # the fit scaled batch 1's curves only
+        elif isinstance(factor, dict):
+            keys = np.array([float(k) for k in factor])
+            order = np.argsort(keys)
+            at = record["context"] if record["kind"] == "greedy" else record["n"]
+            x = (np.log(keys[order]), np.log(max(float(at), 1.0))) if record["kind"] != "greedy" else (keys[order], at)
+            factor = float(np.interp(x[1], x[0], np.array(list(factor.values()), dtype=float)[order]))
+        out.append({**record, "median": record["median"] * factor})
+    return out

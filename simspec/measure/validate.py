@@ -185,6 +185,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     from simspec.measure.interleave import load_engine, rescaled_cost, run_real
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.measure.residuals import cycle_table, residual_breakdown
+    from simspec.measure.staleness import add_intervals, intervals, plain_ratio, replicate_factors, staleness
     from simspec.policies.artifact import read_policy_meta
     from simspec.policies.base import tree_capacity
     from simspec.report.markdown import render_markdown
@@ -213,7 +214,8 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     target, drafter = engine.target, engine.drafter
     out_dir = request.out_dir()
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        refit = refit_in_situ(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
+        refit = refit_in_situ(engine, base.cost, base.samples, ref.width,
+                              [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
         refit_meta = refitted_meta(base, request.profile, refit, request.prompts, out_dir / "profile",
                                    str(target.device))
         profile = build_profile(out_dir / "profile", refit_meta, refit.samples)
@@ -247,8 +249,10 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         if refit_on else None
     tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
                len(ids) * (len(methods) + 1) * request.repeats)
+    before = plain_ratio(engine, ids[0], tokens, profile.cost, width)  # the machine against the profile, now
     runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens, profile.cost,
                            tick, request.repeats, None if co_timed is None else co_timed.step)
+    after = plain_ratio(engine, ids[0], tokens, profile.cost, width)
 
     policies = []
     for path in request.policies:
@@ -284,7 +288,11 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
                                    "traces_hash", "simspec_version", "temperature", "top_p", "seed")}
     meta["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
-    report = build_report(meta, runs, simulated, drift, simulate(rescaled_cost(profile.samples, drift.ratios())))
+    meta["staleness"] = staleness(profile, meta["device_model"], drift.runs, before, after)
+    corrected = simulate(rescaled_cost(profile.samples, drift.ratios()))
+    report = build_report(meta, runs, simulated, drift, corrected)
+    add_intervals(report, intervals(profile.samples, simulate, simulated, corrected,
+                                    replicate_factors(profile)))
     report["residuals"] = residual_breakdown(drift.runs, charge)
     co_profile = None
     if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs

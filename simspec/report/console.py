@@ -184,6 +184,13 @@ def calibrate(s: dict) -> None:
               f"median {s['fit_error_median']:.1%}, p90 {s['fit_error_p90']:.1%}"
               + (f"; {s['prompts']} prompts, {s['positions']} positions" if s["prompts"] else "")
               + _replay_verdict(s["replay_check"]))
+    fit = s.get("engine_fit")
+    if fit:
+        ratios = ", ".join(f"{op} {r:.2f}" for op, r in fit["live_over_tight_loop"].items())
+        spread = ", ".join(f"{curve} {v:.1%}" for curve, v in fit["spread"].items())
+        out.print(f"engine fit: {fit['cycles']:,} live cycles on {len(fit['prompt_ids'])} train prompts in "
+                  f"{fit['seconds']:.0f} s; live / tight loop: {ratios}; the curves scaled to them (spread over the "
+                  f"prompts: {spread or 'n/a, one prompt'})")
 
 
 def recalibrate(s: dict) -> None:
@@ -254,7 +261,7 @@ def validate_real(report: ValidationReport, run_dir) -> None:
     if report.drift.advice:
         warn(report.drift.advice)
     divergences([(r.method, r.divergences) for r in report.rows])
-    out.print(predicted_by(report.profile))
+    out.print(predicted_by(report.profile, report.staleness))
     out.print(f"report written to {run_dir}/ (report.json, report.md, figures) in {report.seconds:.0f} s")
 
 
@@ -279,18 +286,34 @@ def demo_step(i: int, n: int, step: list[str]) -> None:
 
 
 def demo(s: dict) -> None:
-
     report = s["report"]
     err.rule("demo summary", align="left")
-    out.print(f"calibrated {s['device']} in {s['curves_seconds']:.0f} s: cost model held-out error median "
+    fit = f", fitted to the engine's cycles in {s['engine_fit_seconds']:.0f} s" if s.get("engine_fit_seconds") else ""
+    out.print(f"calibrated {s['device']} in {s['curves_seconds']:.0f} s{fit}: cost model held-out error median "
               f"{s['fit_error_median']:.1%}")
     for p in s["policies"]:
         out.print(f"trained {p['algo']} (fast) in {p['train_seconds']:.0f} s: simulated held-out speedup "
                   f"{p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
-    table(f"real validation: {report.n_prompts} held-out HumanEval prompts, {report.max_new_tokens} new tokens",
-          ("method", "real speedup", "simulated", "error", "lossless"),
-          [(r.method, f"{r.speedup_real:.3f}", f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}",
-            r.verdict()) for r in sorted(report.rows, key=lambda r: -r.speedup_real)])
+    table(f"real validation: {report.n_prompts} held-out HumanEval prompts, {report.max_new_tokens} new tokens; "
+          "speedup over the set (time per token summed over the prompts)",
+          ("method", "real", "simulated", "error", "interval", "lossless"),
+          [(r.method, f"{r.speedup_real_set:.3f}", f"{r.speedup_sim_set:.3f}", f"{r.rel_error_set:+.1%}",
+            "—" if r.speedup_sim_set_interval is None else
+            f"{r.speedup_sim_set_interval[0]:.3f}-{r.speedup_sim_set_interval[1]:.3f}"
+            + ("" if r.in_interval else " (out)"), r.verdict())
+           for r in sorted(report.rows, key=lambda r: -r.speedup_real_set)])
+    whole = report.over_the_set
+    line = (f"simulator, over the set, no refit: mean |error| {whole.mean_abs_rel_error:.1%}, max "
+            f"{whole.max_abs_rel_error:.1%}, rank agreement {whole.rank_agreement:.2f}")
+    if report.intervals:
+        inside = sum(bool(r.in_interval) for r in report.rows)
+        line += f"; real speedup inside its interval for {inside} of {len(report.rows)} methods"
+    out.print(line)
+    staleness = report.staleness or {}
+    for note in staleness.get("notes", []):
+        out.print(f"note: {note}")
+    if staleness and not staleness.get("notes"):
+        out.print(f"the machine held still: plain decoding moved {staleness['plain_moved']:.1%} through the runs")
     if report.drift.advice:
         out.print(f"note: {report.drift.advice}")
     out.print(f"demo finished in {s['seconds'] / 60:.1f} min; everything is in {s['root']}/ (profile/, policies/, "

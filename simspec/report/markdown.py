@@ -49,7 +49,52 @@ def render_residuals(residuals: dict) -> list[str]:
     return lines
 
 
-def predicted_by(profile: ReportProfile) -> str:
+def over_the_set_table(m: ValidationReport) -> list[str]:
+    """Per method over the set: real, simulated and error; the prediction's interval (the
+    profile's spread and this run's drift) where the profile has one; the co-timed refit's."""
+    co_rows = {r["method"]: r for r in (m.co_timed_refit.rows if m.co_timed_refit else [])}
+    with_co = bool(co_rows) and "speedup_sim_set" in next(iter(co_rows.values()))
+    with_interval = m.intervals is not None
+    lines = ["", "Over the set, per method" + (f" (interval: the prediction's {m.intervals['percentiles'][0]}-"
+                                               f"{m.intervals['percentiles'][1]} % under {m.intervals['sources']}; "
+                                               f"the real speedup inside it for {m.intervals['coverage']:.0%} of "
+                                               "the methods)" if with_interval else "") + ":", "",
+             "| method | real | sim | error |" + (" interval | inside |" if with_interval else "")
+             + (" sim (co-timed) | error |" if with_co else ""),
+             "| --- | ---: | ---: | ---: |" + (" ---: | :---: |" if with_interval else "")
+             + (" ---: | ---: |" if with_co else "")]
+    for r in sorted(m.rows, key=lambda r: -r.speedup_real_set):
+        c = co_rows.get(r.method) if with_co else None
+        interval = ""
+        if with_interval and r.speedup_sim_set_interval:
+            lo, hi = r.speedup_sim_set_interval
+            interval = f" {lo:.3f}–{hi:.3f} | {'yes' if r.in_interval else '**no**'} |"
+        lines.append(f"| {r.method} | {r.speedup_real_set:.3f} | {r.speedup_sim_set:.3f} | {r.rel_error_set:+.1%} |"
+                     + interval + (f" {c['speedup_sim_set']:.3f} | {c['rel_error_set']:+.1%} |" if c else ""))
+    corrected = m.drift_corrected.over_the_set if m.drift_corrected else None
+    if corrected:
+        lines += ["", f"Over the set, net of this run's drift (each curve rescaled by its live / profile ratio): "
+                  f"mean |error| {corrected.mean_abs_rel_error:.1%}, max {corrected.max_abs_rel_error:.1%}."]
+    return lines
+
+
+def render_staleness(m: ValidationReport) -> list[str]:
+    """The profile's age and machine, and plain decoding's drift before, through and after the runs."""
+    st = m.staleness
+    if not st:
+        return []
+    age = "unknown" if st.get("age_hours") is None else f"{st['age_hours']:.1f} h"
+    plain = st["plain_live_over_profile"]
+    lines = ["", f"**Profile staleness:** fitted {st.get('fitted')} ({age} before this run; "
+             + ("calibrate's engine fit" if st.get("engine_fit") else "no engine fit: tight-loop curves")
+             + f"); measured on {st['profile_device_model']}, run on {st['device_model']}"
+             + ("" if st["same_device"] else " (**another machine**)") + ". Plain decoding, live / profile: "
+             + ", ".join(f"{k} {v:.3f}" for k, v in plain.items()) + f" (moved {st['plain_moved']:.1%})."]
+    lines += [f"- {note}." for note in st.get("notes", [])]
+    return lines
+
+
+def predicted_by(profile: ReportProfile, staleness: dict | None = None) -> str:
     """One sentence: which profile predicted, and when its latencies were measured."""
     when = f", measured {profile.created}" if profile.created else ""
     if profile.refit == "this run":
@@ -58,7 +103,9 @@ def predicted_by(profile: ReportProfile) -> str:
     if profile.in_situ:
         return (f"Predicted with {profile.path}: {profile.in_situ['name']} refitted in situ "
                 f"(`simspec recalibrate`){when}.")
-    return f"Predicted with {profile.path}: calibrate's latency curves{when}."
+    if staleness and staleness.get("engine_fit"):
+        return f"Predicted with {profile.path}: calibrate's latency curves, fitted to the engine's cycles{when}."
+    return f"Predicted with {profile.path}: calibrate's tight-loop latency curves, not fitted to the engine{when}."
 
 
 def render_markdown(report: ValidationReport) -> str:
@@ -89,7 +136,7 @@ def render_markdown(report: ValidationReport) -> str:
         f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
         + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
         f"simspec {m.simspec_version}, {m.created}."
-        + " " + predicted_by(m.profile),
+        + " " + predicted_by(m.profile, m.staleness),
         "",
         how,
         "",
@@ -133,16 +180,7 @@ def render_markdown(report: ValidationReport) -> str:
         f"Spearman {_rank(m.drift_corrected.rank_agreement)}.",
     ]
     if m.rows[0].speedup_real_set is not None:
-        co_rows = {r["method"]: r for r in (m.co_timed_refit.rows if m.co_timed_refit else [])}
-        with_co = bool(co_rows) and "speedup_sim_set" in next(iter(co_rows.values()))
-        lines += ["", "Over the set, per method:", "",
-                  "| method | real | sim | error |" + (" sim (co-timed) | error |" if with_co else ""),
-                  "| --- | ---: | ---: | ---: |" + (" ---: | ---: |" if with_co else "")]
-        for r in sorted(m.rows, key=lambda r: -r.speedup_real_set):
-            c = co_rows.get(r.method) if with_co else None
-            lines.append(f"| {r.method} | {r.speedup_real_set:.3f} | {r.speedup_sim_set:.3f} | "
-                         f"{r.rel_error_set:+.1%} |"
-                         + (f" {c['speedup_sim_set']:.3f} | {c['rel_error_set']:+.1%} |" if c else ""))
+        lines += over_the_set_table(m)
     noise = m.measurement_noise
     if noise:
         lines += ["", f"**Measurement noise:** the real runs' own pass-to-pass standard error of a method's median "
@@ -171,6 +209,7 @@ def render_markdown(report: ValidationReport) -> str:
               + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift.ratios.items()) + "."]
     if drift.advice:
         lines.append(f"**Warning:** {drift.advice}.")
+    lines += render_staleness(m)
     bad = [(r.method, d) for r in m.rows for d in r.divergences]
     lines += [""]
     if sampled:

@@ -13,6 +13,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.schema import Artifact, Record
+from simspec.stats import gain, mean_ci, paired_p, spearman
 
 REPORT_SCHEMA = "simspec-validation"
 REPORT_VERSION = 1
@@ -53,6 +54,13 @@ class CoTimedRefit(Fidelity):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DriftCorrected(Fidelity):
+    """``drift_corrected``: the errors once each curve is rescaled by the run's own drift."""
+
+    over_the_set: Fidelity | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Drift(Record):
     """``drift``: live latency over the profile's curve per operation, and advice when it is large."""
 
@@ -81,6 +89,8 @@ class ReportRow(Record):
     speedup_real_set: float | None = None
     speedup_sim_set: float | None = None
     rel_error_set: float | None = None
+    speedup_sim_set_interval: list | None = None  # 5-95 %: the profile's spread and the run's drift
+    in_interval: bool | None = None
     tau: float | None = None
     tau_sim: float | None = None
     tau_real: float | None = None
@@ -128,7 +138,9 @@ class ValidationReport(Artifact):
     seed: int | None = None
     seconds: float | None = None
     drift: Drift | None = None
-    drift_corrected: Fidelity | None = None
+    drift_corrected: DriftCorrected | None = None
+    staleness: dict | None = None  # the profile's age and machine, plain decoding's drift through the runs
+    intervals: dict | None = None  # coverage of the predicted speedups' intervals
     over_the_set: Fidelity | None = None
     co_timed_refit: CoTimedRefit | None = None
     measurement_noise: dict | None = None
@@ -150,45 +162,8 @@ def lossless_label(exact_match: bool | None, lossless: bool | None, pit_p: float
     return "yes" if exact_match else ("near-tie" if lossless else no)
 
 
-def paired_p(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Two-sided Wilcoxon signed-rank p-value of paired per-prompt speedups (None: too few
-    prompts; 1.0: identical everywhere)."""
-    from scipy.stats import wilcoxon
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(a) < 2:
-        return None
-    if np.allclose(a, b):
-        return 1.0
-    return float(wilcoxon(a, b).pvalue)
-
-
-def _gain(a: np.ndarray, b: np.ndarray) -> float:
-    """Median over prompts of a's speedup over b's, minus one (paired)."""
-    return float(np.median(np.asarray(a) / np.asarray(b)) - 1)
-
-
-def _spearman(x: list[float], y: list[float]) -> float:
-    from scipy.stats import spearmanr
-
-    if len(x) < 3:
-        return float("nan")
-    return float(spearmanr(x, y).statistic)
-
-
 def _finite(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Student-t confidence interval of the mean of ``values`` (one value: that value twice)."""
-    from scipy import stats
-
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2 or np.allclose(values, values[0]):
-        return float(values.mean()), float(values.mean())
-    low, high = stats.t.interval(level, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
-    return float(low), float(high)
 
 
 def per_prompt(values: np.ndarray, prompts: int) -> np.ndarray:
@@ -222,6 +197,8 @@ def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) ->
         "repeat_set": runs.set_by_repeat,
         "speedup_sim_drift_corrected": speedup_corrected,
         "rel_error_drift_corrected": (speedup_corrected - speedup_real) / speedup_real,
+        "speedup_sim_set_drift_corrected": corrected.set_speedup,
+        "rel_error_set_drift_corrected": (corrected.set_speedup - runs.set_speedup) / runs.set_speedup,
         "tau": tau, "tau_real": tau, "tau_sim": tau_sim, "tau_rel_error": (tau_sim - tau) / tau,
         "cycles": float(np.mean(runs.cycles)), "cycles_sim": float(np.mean(simulated.cycles)),
         "decision_seconds_per_cycle": float(np.sum(runs.policy_seconds) / max(np.sum(runs.cycles), 1)),
@@ -240,7 +217,7 @@ def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) ->
     for family, reference in references.items():
         same = runs.family == family
         row[f"p_vs_{family}"] = None if same else paired_p(runs.paired, reference)
-        row[f"gain_vs_{family}"] = None if same else _gain(runs.paired, reference)
+        row[f"gain_vs_{family}"] = None if same else gain(runs.paired, reference)
     return row
 
 
@@ -283,8 +260,12 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         "drift_corrected": {
             "mean_abs_rel_error": float(np.mean(corrected_errors)),
             "max_abs_rel_error": float(np.max(corrected_errors)),
-            "rank_agreement": _finite(_spearman([r["speedup_sim_drift_corrected"] for r in rows],
-                                                [r["speedup_real"] for r in rows]))},
+            "rank_agreement": _finite(spearman([r["speedup_sim_drift_corrected"] for r in rows],
+                                                [r["speedup_real"] for r in rows])),
+            "over_the_set": error_summary([{"speedup_real_set": r["speedup_real_set"],
+                                            "speedup_sim_set": r["speedup_sim_set_drift_corrected"],
+                                            "rel_error_set": r["rel_error_set_drift_corrected"]} for r in rows],
+                                          "_set")},
         "drift": {"ratios": ratios, "drifted": drifted, "tolerance": 0.10,
                   "advice": (f"live latencies differ from the profile's by more than 10 % ({', '.join(drifted)}): "
                              "refit the profile in situ (`simspec recalibrate --profile PROFILE`) right before "
@@ -299,7 +280,7 @@ def error_summary(rows: list[dict], statistic: str = "") -> dict:
     over the set)."""
     errors = np.abs([r[f"rel_error{statistic}"] for r in rows])
     return {"mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
-            "rank_agreement": _finite(_spearman([r[f"speedup_sim{statistic}"] for r in rows],
+            "rank_agreement": _finite(spearman([r[f"speedup_sim{statistic}"] for r in rows],
                                                 [r[f"speedup_real{statistic}"] for r in rows]))}
 
 
@@ -350,12 +331,15 @@ def read_report(path) -> ValidationReport:
 def summary_line(report: ValidationReport, run_path: str) -> dict:
     """The ``--json`` line."""
     keep = ("method", "speedup_real", "speedup_real_ci95", "speedup_sim", "rel_error", "speedup_real_set",
-            "speedup_sim_set", "rel_error_set", "tau", "tau_real", "tau_sim", "lossless", "pit_p", "p_vs_eagle3")
+            "speedup_sim_set", "rel_error_set", "speedup_sim_set_interval", "in_interval", "tau", "tau_real",
+            "tau_sim", "lossless", "pit_p", "p_vs_eagle3")
     co = report.co_timed_refit
     return {"run": run_path, "temperature": report.temperature,
             "rows": [{k: getattr(r, k) for k in keep} for r in report.rows],
             "mean_abs_rel_error": report.mean_abs_rel_error, "rank_agreement": report.rank_agreement,
             "fidelity": fidelity_rows(report),
+            "over_the_set": report.over_the_set and report.over_the_set.to_json(),
+            "intervals": report.intervals, "staleness": report.staleness,
             **({"co_timed_refit": {"mean_abs_rel_error": co.mean_abs_rel_error, "max_abs_rel_error":
                                    co.max_abs_rel_error, "rank_agreement": co.rank_agreement}} if co else {})}
 

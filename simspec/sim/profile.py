@@ -114,6 +114,8 @@ class ProfileMeta(Artifact):
     seconds: dict | None = None  # wall time of calibrate's phases
     fit_error: FitError | None = None
     in_situ: dict | None = None  # an in-situ refit: its base profile, split, ratios
+    # calibrate's engine fit (measure/engine_fit.py): live / tight-loop ratios, scales, spread, replicates
+    engine_fit: dict | None = None
     traces: TracesRef | None = field(default=None, metadata={"what": "an object naming the profile's traces, or null"})
 
 
@@ -238,8 +240,10 @@ def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
     """A profile from its metadata and samples, fitted and hashed, in memory (``directory``: where
     it is, or will be, written)."""
     cost = cost_model(samples)
+    # A fit error given (calibrate's engine fit: the tight-loop curves' held-out error, which the
+    # engine's scaling keeps) stands; else the held-out error of these samples' fits.
     meta = {"schema": PROFILE_SCHEMA, "schema_version": PROFILE_VERSION, **meta,
-            "fit": cost.report, "fit_error": cost.fit_error()}
+            "fit": cost.report, "fit_error": meta.get("fit_error") or cost.fit_error()}
     meta["inputs_hash"] = inputs_hash(meta, samples)
     return Profile(directory, ProfileMeta.of(meta), samples, cost)
 

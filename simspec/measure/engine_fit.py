@@ -1,0 +1,107 @@
+"""Calibrate's engine fit: the tight-loop curves scaled to what whole engine cycles cost.
+
+Calibrate's curves time each operation alone, in a tight loop. The decoding loop runs the same
+forwards after other work (the drafter's forwards, the host building and trimming the tree), and
+on a CPU they cost another amount, by a factor that differs between operations and between tree
+sizes; the host's bookkeeping, timed without the models, costs many times more inside the engine
+(caches are cold after a model forward). A profile priced by the tight loops alone mispredicts
+every speedup by 10-25 % (docs/calibration.md#the-engine-fit). So ``calibrate`` ends its
+measurement by running the engine itself: plain decoding and a ladder of static trees on train
+prompts (never held-out ones), interleaved, each cycle held against the tight-loop curves
+(``DriftMeter``), and writes the curves scaled to those cycles (``simspec.measure.refit``): the
+profile predicts the engine with no separate refit.
+
+The fit also measures its own spread: its prompts are resampled (bootstrap) and each
+operation's live / tight-loop ratio taken again. The profile carries each operation's relative
+spread and a set of replicate scale factors; ``validate --real`` replays every method under each
+replicate, which gives every predicted speedup an interval.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Bar = Callable[[str, int], Callable[..., None]]
+
+# The quick grid's ladder: every V a small CPU tree uses most (2-12), then the larger trees of
+# EAGLE's defaults; the full grid runs ``insitu.LADDER``.
+QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10), (5, 12), (6, 16), (7, 32),
+                (8, 64))
+
+
+@dataclass(frozen=True)
+class EngineFitSpec:
+    """How much engine to run: train prompts, new tokens per run, the static trees' (D, V)."""
+
+    prompts: int
+    tokens: int
+    ladder: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def for_grid(cls, quick: bool, prompts: int | None, tokens: int | None) -> EngineFitSpec:
+        from simspec.measure.insitu import LADDER
+
+        default = cls(3, 32, QUICK_LADDER) if quick else cls(8, 48, LADDER)
+        return cls(default.prompts if prompts is None else prompts, tokens or default.tokens, default.ladder)
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    """The profile's samples scaled to the engine's cycles, and the record of the fit."""
+
+    samples: list[dict]
+    record: dict  # the profile's ``engine_fit``
+
+
+def fit_to_engine(engine, samples: list[dict], width: int, dataset: str, prompts: list[tuple[str, list[int]]],
+                  spec: EngineFitSpec, bar: Bar) -> EngineFit:
+    """Runs plain decoding and ``spec.ladder``'s static trees on ``prompts`` (train prompts),
+    interleaved, and scales ``samples`` (the tight-loop curves) to the live cycles."""
+    from simspec.measure.insitu import refit_in_situ
+    from simspec.sim.profile import cost_model
+
+    started = time.perf_counter()
+    refit = refit_in_situ(engine, cost_model(samples), samples, width, prompts, spec.tokens, bar, spec.ladder)
+    record = {"prompts": dataset, **{k: v for k, v in refit.record.items() if k != "live_over_profile"}}
+    record["live_over_tight_loop"] = refit.record["live_over_profile"]
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    return EngineFit(refit.samples, record)
+
+
+def fit_prompts(request, kind: str, source) -> list:
+    """The train prompts of ``request``'s (a ``CalibrateRequest``) engine fit: of its traces'
+    prompt set, else of ``--prompts``; none for an analytic profile, traces alone, or
+    ``--engine-prompts 0``."""
+    from simspec.data import DataError, load_prompts
+    from simspec.errors import SimspecError
+
+    if kind != "measured" or request.traces_only or request.engine_prompts == 0:
+        return []
+    prompts = (source[1].get("prompts") or request.prompts) if source else request.prompts
+    spec = EngineFitSpec.for_grid(request.quick, request.engine_prompts, request.engine_tokens)
+    try:
+        return load_prompts(prompts, split="train", n=spec.prompts)
+    except DataError:
+        raise SimspecError(f"the engine fit runs on train prompts of {prompts}, and it has none: pass --prompts "
+                           "a set with a train split, or --engine-prompts 0 (the tight-loop curves, which "
+                           "mispredict the engine)") from None
+
+
+def fit_engine(loaded, drafter, request, samples: list[dict], width: int, chosen: list, bar: Bar
+               ) -> tuple[list[dict], dict]:
+    """Calibrate's engine fit on the loaded pair: ``samples`` scaled to the live engine's cycles
+    on ``chosen`` train prompts, at the request's temperature and runtime; returns the scaled
+    samples and the profile's ``engine_fit`` record."""
+    from simspec.data import render_chat
+    from simspec.engine.speculative import SpeculativeEngine
+
+    spec = EngineFitSpec.for_grid(request.quick, request.engine_prompts, request.engine_tokens)
+    engine = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime)
+    ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
+    for one in ids:
+        engine.check_length(one, spec.tokens + max(d for d, _ in spec.ladder))
+    fit = fit_to_engine(engine, samples, width, chosen[0].source, [(p.id, i) for p, i in zip(chosen, ids)], spec,
+                        bar)
+    return fit.samples, fit.record
