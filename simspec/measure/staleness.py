@@ -27,7 +27,10 @@ DRIFT_NOTE = 0.03  # plain decoding moving more than this over the runs is said 
 
 
 def plain_ratio(engine, ids: list[int], tokens: int, cost, width: int) -> float:
-    """One plain decode of ``ids``, its steps' live time over the profile's price of them."""
+    """One plain decode of ``ids``, its steps' live time over the profile's price of them. A
+    short untimed decode first: the first one after other work (recording traces) runs cold,
+    up to a fifth slower here, which is not the machine's drift."""
+    engine.plain(ids, min(8, tokens))
     meter = DriftMeter(cost, width)
     meter.greedy(engine.plain(ids, tokens))
     return meter.ratios()["greedy step"]
