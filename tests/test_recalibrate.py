@@ -292,7 +292,6 @@ SAMPLES = [r for r in load_profile(ROOT / "calibration" / "cpu-demo").samples if
 
 def _meter(runs):
     meter = DriftMeter(cost_model(SAMPLES), 10)
-    meter.runs = runs
     for run in runs:
         meter.add_timing(run)
     return meter

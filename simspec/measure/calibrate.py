@@ -264,14 +264,12 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         runtime = spec.runtime()
     curves_s = time.perf_counter() - started
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
-    engine_fit = tight_fit = None
+    fit = None
     if plan.fit_prompts:  # the tight loops' curves scaled to whole engine cycles, right after them
-        from simspec.sim.profile import cost_model
-
-        tight_fit = cost_model(samples).fit_error()  # the curves' shapes, which the scaling keeps
         from simspec.measure.engine_fit import fit_engine
 
-        samples, engine_fit = fit_engine(loaded, drafter, r, samples, width, plan.fit_prompts, bar)
+        fit = fit_engine(loaded, drafter, r, source, samples, width, plan.fit_prompts, bar)
+        samples = fit.samples
     decisions = policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {"policy_seconds": {}}
     if plan.prompts:
         from simspec.measure.record_traces import record_traces
@@ -289,12 +287,12 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         "temperature": r.temperature, "batch_sizes": list(r.batch_sizes),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
         "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1),
-                    **({"engine_fit": engine_fit["seconds"]} if engine_fit else {})},
+                    **({"engine_fit": fit.record["seconds"]} if fit else {})},
         "replay_check": [c.to_dict() for c in checks],
         **decisions,
     }
-    if engine_fit:
-        meta.update(engine_fit=engine_fit, fit_error=tight_fit)
+    if fit:
+        meta.update(engine_fit=fit.record, fit_error=fit.tight_fit_error)
     if r.target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[r.target]
     if kind == "analytic":

@@ -19,7 +19,6 @@ replicate, which gives every predicted speedup an interval.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,19 +39,29 @@ class EngineFitSpec:
     ladder: tuple[tuple[int, int], ...]
 
     @classmethod
-    def for_grid(cls, quick: bool, prompts: int | None, tokens: int | None) -> EngineFitSpec:
+    def of(cls, request) -> EngineFitSpec:
+        """A ``CalibrateRequest``'s: its grid's defaults, less what ``--engine-prompts`` and
+        ``--engine-tokens`` set."""
         from simspec.measure.insitu import LADDER
 
-        default = cls(3, 32, QUICK_LADDER) if quick else cls(8, 48, LADDER)
-        return cls(default.prompts if prompts is None else prompts, tokens or default.tokens, default.ladder)
+        default = cls(3, 32, QUICK_LADDER) if request.quick else cls(8, 48, LADDER)
+        prompts = default.prompts if request.engine_prompts is None else request.engine_prompts
+        return cls(prompts, request.engine_tokens or default.tokens, default.ladder)
 
 
 @dataclass(frozen=True)
 class EngineFit:
-    """The profile's samples scaled to the engine's cycles, and the record of the fit."""
+    """The profile's samples scaled to the engine's cycles, the record of the fit, and the
+    tight-loop curves' held-out error (the profile's ``fit_error``: the scaling keeps their shapes)."""
 
     samples: list[dict]
     record: dict  # the profile's ``engine_fit``
+    tight_fit_error: dict
+
+
+def fit_set(request, source) -> str:
+    """The prompt set whose train split the fit runs on: the reused traces', else ``--prompts``."""
+    return (source[1].get("prompts") or request.prompts) if source else request.prompts
 
 
 def fit_to_engine(engine, samples: list[dict], width: int, dataset: str, prompts: list[tuple[str, list[int]]],
@@ -62,12 +71,11 @@ def fit_to_engine(engine, samples: list[dict], width: int, dataset: str, prompts
     from simspec.measure.insitu import refit_in_situ
     from simspec.sim.profile import cost_model
 
-    started = time.perf_counter()
-    refit = refit_in_situ(engine, cost_model(samples), samples, width, prompts, spec.tokens, bar, spec.ladder)
+    tight = cost_model(samples)
+    refit = refit_in_situ(engine, tight, samples, width, prompts, spec.tokens, bar, spec.ladder)
     record = {"prompts": dataset, **{k: v for k, v in refit.record.items() if k != "live_over_profile"}}
     record["live_over_tight_loop"] = refit.record["live_over_profile"]
-    record["seconds"] = round(time.perf_counter() - started, 1)
-    return EngineFit(refit.samples, record)
+    return EngineFit(refit.samples, record, tight.fit_error())
 
 
 def fit_prompts(request, kind: str, source) -> list:
@@ -79,8 +87,7 @@ def fit_prompts(request, kind: str, source) -> list:
 
     if kind != "measured" or request.traces_only or request.engine_prompts == 0:
         return []
-    prompts = (source[1].get("prompts") or request.prompts) if source else request.prompts
-    spec = EngineFitSpec.for_grid(request.quick, request.engine_prompts, request.engine_tokens)
+    prompts, spec = fit_set(request, source), EngineFitSpec.of(request)
     try:
         return load_prompts(prompts, split="train", n=spec.prompts)
     except DataError:
@@ -89,19 +96,17 @@ def fit_prompts(request, kind: str, source) -> list:
                            "mispredict the engine)") from None
 
 
-def fit_engine(loaded, drafter, request, samples: list[dict], width: int, chosen: list, bar: Bar
-               ) -> tuple[list[dict], dict]:
+def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int, chosen: list, bar: Bar
+               ) -> EngineFit:
     """Calibrate's engine fit on the loaded pair: ``samples`` scaled to the live engine's cycles
-    on ``chosen`` train prompts, at the request's temperature and runtime; returns the scaled
-    samples and the profile's ``engine_fit`` record."""
+    on ``chosen`` train prompts (of ``fit_set``), at the request's temperature and runtime."""
     from simspec.data import render_chat
     from simspec.engine.speculative import SpeculativeEngine
 
-    spec = EngineFitSpec.for_grid(request.quick, request.engine_prompts, request.engine_tokens)
+    spec = EngineFitSpec.of(request)
     engine = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime)
     ids = [render_chat(loaded.tokenizer, p.text) for p in chosen]
     for one in ids:
         engine.check_length(one, spec.tokens + max(d for d, _ in spec.ladder))
-    fit = fit_to_engine(engine, samples, width, chosen[0].source, [(p.id, i) for p, i in zip(chosen, ids)], spec,
-                        bar)
-    return fit.samples, fit.record
+    return fit_to_engine(engine, samples, width, fit_set(request, source), [(p.id, i) for p, i in zip(chosen, ids)],
+                         spec, bar)

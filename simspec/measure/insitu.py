@@ -160,7 +160,8 @@ def refit_in_situ(engine, cost, samples: list[dict], width: int, prompts: list[t
         "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
         "trees": [list(t) for t in ladder_points], "cycles": int(sum(sum(r.cycles) for r in runs)),
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
-        "scales": scales, **bootstrap_spread(drift, samples), "seconds": round(time.perf_counter() - started, 1),
+        "scales": scales, **bootstrap_spread(drift, samples, scales),
+        "seconds": round(time.perf_counter() - started, 1),
     }, tuple(drift.runs))
 
 

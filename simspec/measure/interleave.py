@@ -172,11 +172,9 @@ class DriftMeter:
         contexts = run.prompt_length + np.arange(len(run.cycles))
         steps, predicted = np.array([c.verify_s for c in run.cycles]), self.cost.greedy(contexts)
         prefill = float(self.cost.prefill(run.prompt_length))
-        self._add("greedy step", steps, predicted, contexts)
-        self._add("prefill", run.prefill_s, prefill)
-        self.runs.append(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
-                                   {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
-                                   {"context": contexts}, self.slot))
+        self.add_timing(RunTiming("greedy", run.prompt_length, run.total_s, run.prefill_s, prefill,
+                                  {"greedy step": steps}, {"greedy step": np.asarray(predicted, dtype=float)},
+                                  {"context": contexts}, self.slot))
 
     def speculative(self, run: Generation, method: str = "") -> None:
         if not run.cycles:
@@ -192,13 +190,10 @@ class DriftMeter:
                     for op in ("draft", "verify", "policy", "bookkeeping")}
         predicted = {"draft": drafting, "verify": np.asarray(self.cost.verify(size, contexts), dtype=float),
                      "bookkeeping": np.asarray(self.cost.bookkeeping(size, depth), dtype=float)}
-        self._add("verify", measured["verify"], predicted["verify"], size)
-        self._add("draft", measured["draft"][drafted], drafting[drafted])
-        self._add("bookkeeping", measured["bookkeeping"], predicted["bookkeeping"], size)
         prefill = float(self.cost.prefill(run.prompt_length))
-        self.runs.append(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
-                                   predicted, {"context": contexts, "size": size, "depth": depth,
-                                               "committed": committed, "accepted": accepted}, self.slot))
+        self.add_timing(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
+                                  predicted, {"context": contexts, "size": size, "depth": depth,
+                                              "committed": committed, "accepted": accepted}, self.slot))
 
     def batch(self, run: BatchRun, plain: bool) -> None:
         """A queue decoded by the batched engine, plainly or speculatively, against this meter's
@@ -222,11 +217,13 @@ class DriftMeter:
                                                                                   for g in run.generations])))))
 
     def add_timing(self, run: RunTiming) -> None:
-        """Sums a run another meter timed (a bootstrap's resample of a refit's runs), as
-        ``greedy`` and ``speculative`` summed it."""
-        self._add("prefill", run.prefill_s, run.prefill_predicted_s)
+        """Keeps a timed run and sums its operations: what ``greedy`` and ``speculative`` do with
+        the runs they time, and a bootstrap with the runs it resamples. The prefill is summed from
+        plain runs only (every method's prompt pays the same one)."""
+        self.runs.append(run)
         if run.method == "greedy":
             self._add("greedy step", run.measured["greedy step"], run.predicted["greedy step"], run.cycles["context"])
+            self._add("prefill", run.prefill_s, run.prefill_predicted_s)
             return
         size, drafted = run.cycles["size"], run.cycles["depth"] >= 2
         self._add("verify", run.measured["verify"], run.predicted["verify"], size)

@@ -172,9 +172,11 @@ def _relative(scales: dict, point: dict) -> dict:
     return out
 
 
-def bootstrap_spread(drift, samples: list[dict], draws: int = REPLICATES, seed: int = 0) -> dict:
+def bootstrap_spread(drift, samples: list[dict], point: dict | None = None, draws: int = REPLICATES,
+                     seed: int = 0) -> dict:
     """The refit again on its prompts resampled with replacement (``draws`` times): every
-    replicate's scales over the whole refit's (``replicates``: per curve one factor, or one per
+    replicate's scales over the whole refit's (``point``, ``refit_samples``' scales on ``drift``,
+    computed when not given) (``replicates``: per curve one factor, or one per
     verified size or context, as the refit resolves it) and each curve's spread (``spread``: the
     median over its keys of the factors' standard deviation). A replicate resamples whole prompts,
     so the per-size ratios move together as the prompts make them: what ``validate`` replays."""
@@ -185,7 +187,7 @@ def bootstrap_spread(drift, samples: list[dict], draws: int = REPLICATES, seed: 
     if len(slots) < 2:
         return {"spread": {}, "replicates": [], "resampled": {"prompts": len(slots), "draws": 0}}
     by_slot = {s: [r for r in runs if r.slot == s] for s in slots}
-    _, point = refit_samples(samples, drift)
+    point = point if point is not None else refit_samples(samples, drift)[1]
     rng = np.random.default_rng(seed)
     replicates = []
     for _ in range(draws):
