@@ -22,20 +22,24 @@ from simspec.report.console import err, out
 from simspec.report.console import json_line as _json
 from simspec.report.console import run_with_progress as _run
 
+# Click's plain help, not rich's panels: at 80 columns rich squeezes each flag's help into a
+# column a fifth of the screen wide.
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,
     no_args_is_help=True,
     help="simspec: calibrate speculative decoding once, simulate it fast, train tree policies, "
     "validate on real models.",
 )
-plot_app = typer.Typer(no_args_is_help=True, help="Draw figures from profiles and runs into figures/.")
+plot_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                       help="Draw figures from profiles and runs into figures/.")
 app.add_typer(plot_app, name="plot")
 
 # --- the verbs' own options (not the work's: those are the requests' fields) -----------------
-Threads = Annotated[int | None, typer.Option(
-    help="torch CPU threads (default: $OMP_NUM_THREADS if set, else all cores).")]
-ProfileThreads = Annotated[int | None, typer.Option("--threads", help="torch CPU threads (default: the profile's).")]
-Json = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the results.")]
+# Declared once, as the requests' shared flags are (simspec.flags).
+Threads = Annotated[int | None, typer.Option("--threads", help=flags.THREADS)]
+Json = Annotated[bool, typer.Option("--json", help=flags.JSON)]
+Simulated = Annotated[bool, typer.Option("--simulated", help=flags.SIMULATED)]
 
 
 def _version_callback(value: bool) -> None:
@@ -60,7 +64,7 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
     interleaved; median speedup, acceptance length tau, time shares, and a lossless check
     (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
     from simspec.measure.bench import bench_engine as run
-    from simspec.measure.bench import capped_note
+    from simspec.measure.tree_grid import capped_note
 
     checked = request.check()
     summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
@@ -71,10 +75,10 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
 
 
 @command(app, "latency", "simspec.measure.latency:LatencyRequest")
-def latency(request, threads: Threads = None, as_json: Annotated[bool, typer.Option(
-        "--json", help="End stdout with one JSON line of every sample.")] = False) -> None:
+def latency(request, threads: Threads = None, as_json: Json = False) -> None:
     """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR),
-    and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth)."""
+    and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth).
+    --json: every sample."""
     from simspec.engine.models import resolve_dtype
     from simspec.measure.latency import measure_latency  # torch: after the flags are checked
 
@@ -87,7 +91,8 @@ def latency(request, threads: Threads = None, as_json: Annotated[bool, typer.Opt
 @command(app, "train-draft", "simspec.distill.run:TrainDraftRequest")
 def train_draft(request, threads: Threads = None, as_json: Json = False) -> None:
     """Train a drafter for TARGET on teacher data it labels itself; resumable (a stopped run
-    continues from OUT.partial/), deterministic from --seed."""
+    continues from OUT.partial/), deterministic from --seed (data order, initialisation,
+    sampling). Writes real/drafters/KIND unless --out."""
     from simspec.distill.run import train_draft as run
 
     request.check()
@@ -100,7 +105,9 @@ def train_draft(request, threads: Threads = None, as_json: Json = False) -> None
 def drafter_card(request, threads: Threads = None, as_json: Json = False) -> None:
     """Measure a trained drafter (held-out agreement with the target's greedy token, draft-step
     latency vs W, acceptance per depth on held-out HumanEval and ShareGPT prompts) and write its
-    model card (README.md + measured.json)."""
+    model card (README.md + measured.json) into the drafter's own folder, or --out for a second
+    card (another dtype or machine) that must not replace the drafter's. --n-prompts: held-out
+    prompts per source."""
     from simspec.distill.card import make_card
 
     request.check()
@@ -112,7 +119,8 @@ def drafter_card(request, threads: Threads = None, as_json: Json = False) -> Non
 @command(app, "export-draft", "simspec.distill.export:ExportRequest")
 def export_draft(request, as_json: Json = False) -> None:
     """Write an EAGLE-3 head (shipped, public or speculators layout) in the layout a serving
-    engine loads: speculators (vLLM serves the folder alone) or public (SGLang, vLLM)."""
+    engine loads: speculators (vLLM serves the folder alone) or public (SGLang, vLLM), into
+    --out. --draft: the EAGLE-3 head to export."""
     from simspec.distill.export import run
 
     request.check()
@@ -127,7 +135,15 @@ def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
     """Measure latency curves (or model them for an absent GPU), scale them to what whole
     engine cycles cost (the engine fit: plain decoding and static trees on train prompts), fit
     the cost model, and record draft-tree traces into one profile folder: everything the
-    simulator needs to predict the real engine, with no refit."""
+    simulator needs to predict the real engine, with no refit.
+
+    Writes calibration/GPU-DRAFT (with --traces-only calibration/traces-PROMPTS-DRAFT) unless
+    --out. --n-prompts: prompts recorded, of both splits (each trace remembers its split).
+    --seed: the latency runs' context token ids; at T > 0 prompt n's continuation samples from
+    seed + n, and each tree keeps the target's probability of every node a cycle of V <= --nodes
+    may verify (the simulator draws acceptance from them). --ray: the merged traces equal a
+    single-process recording's (same content hash); each of --workers tasks asks Ray for
+    --threads CPUs (and a GPU where the cluster has them)."""
     from simspec.measure.calibrate import calibrate as run
 
     plan = request.check()
@@ -140,13 +156,14 @@ def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
 
 
 @command(app, "recalibrate", "simspec.measure.insitu:RecalibrateRequest")
-def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) -> None:
+def recalibrate(request, threads: Threads = None, as_json: Json = False) -> None:
     """Refit a measured profile's latency curves in situ: run plain greedy decoding and a ladder
     of static trees (V = 2..128) on the live engine, on train prompts, and scale each curve to the
     engine's own cycle timings (per verified size for verify and bookkeeping, per context for
     the plain step), as calibrate's engine fit does: for a machine whose speed has moved since
     it was calibrated. Takes minutes on a CPU at the defaults (times: docs/results.md). Writes a
-    new profile that names the one it refits."""
+    new profile that names the one it refits: PROFILE-insitu beside it, unless --out.
+    --n-prompts: train prompts of the profile's set (never held-out ones)."""
     from simspec.measure.insitu import recalibrate as run
 
     checked = request.check()
@@ -159,12 +176,11 @@ def recalibrate(request, threads: ProfileThreads = None, as_json: Json = False) 
 @command(app, "validate", "simspec.measure.validate:ValidateRequest", lead=("simulated", "real"))
 def validate(
     request,
-    simulated: Annotated[bool, typer.Option("--simulated", help="Replay the profile's traces (fast, no models).")]
-    = False,
+    simulated: Simulated = False,
     real: Annotated[bool, typer.Option("--real", help="Run every method on the real engine, interleaved with plain "
                                        "greedy decoding, next to the simulator's prediction for the same "
                                        "prompts.")] = False,
-    threads: ProfileThreads = None,
+    threads: Threads = None,
     as_json: Json = False,
 ) -> None:
     """Score baselines and learned policies against plain decoding (greedy, or sampling at the
@@ -172,7 +188,11 @@ def validate(
     the profile's held-out traces, next to the hindsight oracle (seconds). --real: run them on
     the real models and report real and simulated speedups side by side, paired tests against
     EAGLE-3's default tree and the grid best, latency drift, and a lossless check; writes
-    real/RUN/ (report.json, report.md, figures)."""
+    real/validate-PROFILE-PROMPTS/ unless --out (report.json, report.md, figures).
+
+    --prompts, --n-prompts, --repeats, --recalibrate: --real only. At T > 0 each pass over the
+    prompts is one seed per prompt (pass k, prompt i: seed + k * prompts + i), speedups and tau
+    are means over the passes, and outputs are checked by a KS test of their PIT."""
     if real == simulated:
         raise SimspecError("choose one of --simulated (replay, seconds) or --real (the real engine)")
     if real and request.drafters:
@@ -203,10 +223,8 @@ def validate(
 @command(app, "train", "simspec.train.run:TrainRequest", lead=("simulated",))
 def train(
     request,
-    simulated: Annotated[bool, typer.Option("--simulated", help="Train against the profile's replay (the only "
-                                            "mode).")] = False,
-    threads: Annotated[int | None, typer.Option(
-        help="Torch threads (default: $OMP_NUM_THREADS if set, else all cores).")] = None,
+    simulated: Simulated = False,
+    threads: Threads = None,
     as_json: Json = False,
 ) -> None:
     """Train a tree policy in the simulator, in minutes on a CPU. Learns on the profile's
@@ -214,7 +232,8 @@ def train(
     policy's decision time here, scores it on the held-out prompts against EAGLE-3's default
     tree, the best static tree and the hindsight oracle, and writes policies/NAME/: the
     exported inference networks, the SB3/torch checkpoints, metadata, training.csv and
-    TensorBoard logs (tb/)."""
+    TensorBoard logs (tb/). NAME: ALGO-PROFILE[-PRESET] unless --out. --simulated is the only
+    mode."""
     from simspec.train.run import total_work, train_policy
 
     if not simulated:
@@ -228,26 +247,31 @@ def train(
 
 @command(app, "sweep", "simspec.train.sweep:SweepRequest")
 def sweep(request, as_json: Json = False) -> None:
-    """Train every combination of --algo x --reward x --seeds on one profile (each trial is
+    """Train every combination of --algos x --rewards x --seeds on one profile (each trial is
     `simspec train --simulated`), one after another or as Ray tasks, and print the
-    held-out speedup per configuration: mean and sd over seeds, beside the grid best."""
+    held-out speedup per configuration: mean and sd over seeds, beside the grid best.
+    Writes policies/sweep-PROFILE (one policy folder per trial and sweep.json) unless --out."""
     from simspec.train.sweep import run
 
     request.check()
-    s = _run(lambda bar, status: run(request, bar, status), request.threads)
+    s = _run(lambda bar, status: run(request, bar, status), request.trial_threads)
     show.sweep(s)
     _json(as_json, s)
 
 
 @command(app, "demo", "simspec.demo:DemoRequest")
-def demo(request, as_json: Annotated[bool, typer.Option(
-        "--json", help="End stdout with one JSON line of the summary.")] = False) -> None:
+def demo(request, as_json: Json = False) -> None:
     """The whole loop on the shipped defaults, in minutes on a laptop CPU: a small
     calibration of this machine (quick latency grid; the shipped HumanEval draft-tree traces,
     which do not depend on the hardware), `fast` training of LTD and RADAR against it, a short
     real validation (the learned policies, EAGLE-3's default tree, the grid best and
     GammaTune, interleaved with plain greedy decoding), the figures, and a summary. Each step
-    is an ordinary simspec command, printed before it runs."""
+    is an ordinary simspec command, printed before it runs.
+
+    --n-prompts, --max-new-tokens: the real validation's held-out HumanEval prompts. --preset:
+    fast took 168 s for LTD and 26 s for RADAR on a 2-core EPYC. --runtime: eager, the default,
+    is the faster end to end here, as the calibration and the validation would each compile
+    their own graphs (docs/concepts.md#runtimes)."""
     from simspec.demo import run_demo
 
     summary = run_demo(request, _invoke, show.demo_step)
@@ -294,7 +318,7 @@ def tune(request, as_json: Json = False) -> None:
 
 
 # --- figures ---------------------------------------------------------------------------------
-FigureJson = Annotated[bool, typer.Option("--json", help="End stdout with one JSON line of the figures written.")]
+
 
 
 def _figures(paths: list, as_json: bool) -> None:
@@ -304,7 +328,7 @@ def _figures(paths: list, as_json: bool) -> None:
 
 
 @command(plot_app, "curves", "simspec.report.figure_requests:CurvesPlot")
-def plot_curves_command(request, as_json: FigureJson = False) -> None:
+def plot_curves_command(request, as_json: Json = False) -> None:
     """Draft time vs depth and verify time vs V (LTD Figure 2, left): the profile's
     measurements with the fitted cost model drawn over them."""
     from simspec.report.figures import curves
@@ -316,7 +340,7 @@ def plot_curves_command(request, as_json: FigureJson = False) -> None:
 
 
 @command(plot_app, "surface", "simspec.report.figure_requests:SurfacePlot")
-def plot_surface_command(request, as_json: FigureJson = False) -> None:
+def plot_surface_command(request, as_json: Json = False) -> None:
     """Simulated speedup of every static (D, V) tree at the traces' width: the throughput
     surface a policy moves on, with the grid best and the oracle marked."""
     from simspec.report.figures import surface
@@ -326,7 +350,7 @@ def plot_surface_command(request, as_json: FigureJson = False) -> None:
 
 
 @command(plot_app, "training", "simspec.report.figure_requests:TrainingPlot")
-def plot_training_command(request, as_json: FigureJson = False) -> None:
+def plot_training_command(request, as_json: Json = False) -> None:
     """Training curves of a policy (LTD Figure 3 style): reward per step and validation
     speedup against environment steps, phase by phase, from its training.csv."""
     from simspec.report.figures import training
@@ -335,9 +359,10 @@ def plot_training_command(request, as_json: FigureJson = False) -> None:
 
 
 @command(plot_app, "validation", "simspec.report.figure_requests:ValidationPlot")
-def plot_validation_command(request, as_json: FigureJson = False) -> None:
+def plot_validation_command(request, as_json: Json = False) -> None:
     """Redraw a real validation's figures from its report.json: simulated vs real speedup per
-    method, the time breakdown (LTD Fig. 2 right), and action maps (LTD Fig. 6)."""
+    method, the time breakdown (LTD Fig. 2 right), and action maps (LTD Fig. 6), into the run
+    folder unless --out."""
     from simspec.report.figures import validation
 
     paths = validation(request.report, request.out, request.method, force=request.force)

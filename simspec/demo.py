@@ -12,7 +12,6 @@ from pathlib import Path
 
 from simspec import flags
 from simspec.errors import SimspecError
-from simspec.flags import opt
 
 TRACES = "calibration/traces-humaneval-eagle"
 
@@ -25,18 +24,12 @@ def _algos() -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class DemoRequest:
-    out: str = opt("demo", "Folder for everything the demo makes; refused if it exists, unless --force.")
-    algos: tuple[str, ...] = opt(("ltd", "radar"), lambda: f"Policies to train: {', '.join(_algos())}.",
-                                 parse=flags.names)
-    preset: str = opt("fast", "Their training schedule (as train --preset): fast, the paper's networks with about a "
-                      "tenth of its steps (minutes: LTD's took 168 s on a 2-core EPYC, RADAR's 26 s); paper, the full "
-                      "schedule (LTD's: 23-30 min on a 2-core Xeon); smoke, seconds: the loop's wiring, policies that "
-                      "learn little.")
-    n_prompts: int = opt(8, "Held-out HumanEval prompts of the real validation.", min=1)
-    max_new_tokens: int = opt(32, "New tokens per prompt in the real validation.", min=4)
-    runtime: str = flags.runtime("The engine's runtime for the calibration and the real validation: eager (the "
-                                 "default: the faster end to end here, as each of those two processes would compile "
-                                 "its own graphs) or compiled (docs/concepts.md#runtimes).")
+    out: str = flags.out("demo")
+    algos: tuple[str, ...] = flags.algos(("ltd", "radar"), _algos)
+    preset: str = flags.preset("fast")
+    n_prompts: int = flags.n_prompts(8)
+    max_new_tokens: int = flags.max_new_tokens(32, min=4)
+    runtime: str = flags.runtime()
     force: bool = flags.force()
 
     def check(self) -> Path:

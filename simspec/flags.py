@@ -36,16 +36,32 @@ def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", 
     return dataclasses.field(default=default, metadata=metadata)
 
 
-# --- flags several requests share: each declared here, once ---------------------------------
-TARGET = "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, or a .gguf file."
+# --- flags several verbs share: each declared here, once, with one help text ------------------
+# A verb's own facts about a shared flag (its --out's default, what its --seed draws) go in the
+# verb's docstring, its help; a flag that means something else in a verb takes another name.
+# tests/test_cli_flags.py fails on a flag name declared with a second help text.
+TARGET = ("Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, a .gguf file, or for "
+          "an analytic profile an architecture (arch:llama-3.1-8b).")
 PROMPTS = ("Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL file with a "
            "'prompt' string or 'turns' list per line, or a mix "
            "taken in turn, e.g. humaneval+sharegpt.")
-PROFILE = "A profile folder with traces (calibration/NAME)."
+PROFILE = "A profile folder (calibration/NAME): its latency curves and the draft trees recorded with them."
+OUT = "The folder to write (its default: the verb's help); refused if it exists, unless --force."
+THREADS = ("torch CPU threads (default: the profile's where the verb reads one, else $OMP_NUM_THREADS if set, else "
+           "all cores).")
+JSON = "End stdout with one JSON line of the results."
+SIMULATED = "Replay the profile's traces in the simulator (fast, no models)."
+RUNTIME = ("eager: the Hugging Face forwards as they are. compiled: the target's forwards under torch.compile "
+           "over a static cache, in shape buckets (tokens padded to a power of two); each bucket compiles on first "
+           "use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. Batch size 1.")
 
 
-def target(help: str = TARGET) -> Any:
-    return opt("smollm2-135m-instruct", help)
+def profile() -> Any:
+    return opt(help=PROFILE)
+
+
+def target() -> Any:
+    return opt("smollm2-135m-instruct", TARGET)
 
 
 def draft(help: Callable[[], str]) -> Any:
@@ -54,12 +70,35 @@ def draft(help: Callable[[], str]) -> Any:
     return opt("eagle", help)
 
 
-def prompts(help: str = PROMPTS) -> Any:
-    return opt("humaneval", help)
+def prompts() -> Any:
+    return opt("humaneval", PROMPTS)
 
 
-def split(help: str = "Prompts: heldout, train or all.") -> Any:
-    return opt("heldout", help)
+def n_prompts(default: int) -> Any:
+    return opt(default, "How many prompts: the first N of the set (of its split, where the verb takes one).", min=1)
+
+
+def split() -> Any:
+    return opt("heldout", "Prompts: heldout, train or all.")
+
+
+REAL_TOKENS = 48  # the real engine's new tokens per prompt where --max-new-tokens is unset
+
+
+def max_new_tokens(default: int | None, min: int = 1) -> Any:
+    return opt(default, "New tokens per prompt (unset: a replay runs every token its traces recorded, the real "
+               f"engine {REAL_TOKENS}).", min=min)
+
+
+def repeats(default: int, min: int = 1) -> Any:
+    return opt(default, "Times each measurement is repeated, interleaved with the others (a pass over the prompts, "
+               "a timed replay); the median is reported.", min=min)
+
+
+def temperature(default: float | None) -> Any:
+    return opt(default, "Sampling temperature: 0 decodes greedily (outputs checked token for token), above 0 samples "
+               "from softmax(logits / T) (outputs checked in distribution). A profile's traces fix it: unset, "
+               "theirs; another is refused.", min=0.0)
 
 
 def device() -> Any:
@@ -72,18 +111,49 @@ def dtype() -> Any:
 
 
 def batch_size() -> Any:
-    return opt(1, "Sequences decoded together (greedy): a queue of the prompts feeds B rows, each with its own "
-               "tree, one target forward verifying every row; a finished row takes the next prompt (continuous "
-               "batching). Speedups compare with plain decoding at the same batch size.", min=1)
+    return opt(1, "Sequences decoded together (greedy): B rows, each with its own tree, share every draft and verify "
+               "forward; a finished row takes the next prompt (continuous batching). Speedups compare with plain "
+               "decoding at the same batch size; the profile needs curves at B (calibrate --batch-sizes).", min=1)
 
 
-RUNTIME = ("eager: the Hugging Face forwards as they are. compiled: the target's forwards under torch.compile "
-           "over a static cache, in shape buckets (tokens padded to a power of two); each bucket compiles on first "
-           "use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. Batch size 1.")
+def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
+    return opt(default, "Batch sizes to cover besides 1, e.g. 1,2,4,8: calibrate measures (or models) the verify, "
+               "draft and plain-step curves at each; tune tunes for each.", parse=parse)
 
 
-def runtime(help: str = RUNTIME) -> Any:
-    return opt("eager", help)
+def runtime() -> Any:
+    return opt("eager", RUNTIME)
+
+
+def tree_widths(default: tuple[int, ...], parse: Parse) -> Any:
+    return opt(default, "Tree widths W: the nodes a draft step expands, top-k children each.", parse=parse)
+
+
+def tree_sizes(default: tuple[int, ...], parse: Parse) -> Any:
+    return opt(default, "Verified nodes V (root included): the target's tokens per forward; a tree's capped at its "
+               "node count.", parse=parse)
+
+
+def algos(default: Any, registered: Callable[[], tuple[str, ...]]) -> Any:
+    """``--algos``: learned algorithms, comma-separated; ``registered`` names them (read when the
+    help is built, after plugins register)."""
+    return opt(default, lambda: f"Comma-separated learned algorithms: {', '.join(registered())}.", parse=names)
+
+
+def preset(default: str) -> Any:
+    return opt(default, "Training schedule: paper (the seed's networks, hyper-parameters and step counts), fast (the "
+               "same networks, about a tenth of the steps: minutes) or smoke (seconds: checks the wiring, learns "
+               "little).")
+
+
+def ray() -> Any:
+    return opt(None, "Run the work as Ray tasks: 'local' (a Ray instance on this machine) or a cluster's ADDRESS "
+               "(host:port); without it, one task after another in this process. Needs pip install "
+               "\"simspec[ray]\".")
+
+
+def workers(default: int) -> Any:
+    return opt(default, "With --ray: tasks at once (calibrate: the prompt shards, each of --threads threads).", min=1)
 
 
 def top_p() -> Any:
@@ -91,16 +161,17 @@ def top_p() -> Any:
 
 
 def seed() -> Any:
-    return opt(0, "Sampling seed (T > 0): pass k, prompt i draw from seed + k * prompts + i.")
+    return opt(0, "Seeds everything the verb draws at random (sampling at T > 0, initialisation, data order): same "
+               "seed, same result.")
 
 
-def out(what: str) -> Any:
-    """``--out``: what it holds and its default, then the refusal every verb shares."""
-    return opt(None, f"{what}; refused if it exists, unless --force.")
+def out(default: Any = None) -> Any:
+    """``--out``; ``dataclasses.MISSING``: a required one."""
+    return opt(default, OUT)
 
 
 def force() -> Any:
-    return opt(False, "Replace an existing --out.")
+    return opt(False, "Replace what --out holds (a plot: its figure of the same name).")
 
 
 def allow_other_device() -> Any:

@@ -666,16 +666,16 @@ row("tune", "bit-flipped traces.npz", lambda d, a: ["tune", "--profile", profile
 row("tune", "curves-only profile", lambda d, a: ["tune", "--profile", CURVES_ONLY], "latency curves only")
 # sweep: every trial's settings are checked before the first one trains.
 SWEEP = ["sweep", "--profile", "calibration/cpu-demo"]
-row("sweep", "unknown algo", lambda d, a: [*SWEEP, "--algo", "ltd,nope", "--out", out(d)], "unknown --algo 'nope'")
-row("sweep", "seeds not integers", lambda d, a: [*SWEEP, "--algo", "ltd", "--seeds", "1,x", "--out", out(d)],
+row("sweep", "unknown algo", lambda d, a: [*SWEEP, "--algos", "ltd,nope", "--out", out(d)], "unknown --algo 'nope'")
+row("sweep", "seeds not integers", lambda d, a: [*SWEEP, "--algos", "ltd", "--seeds", "1,x", "--out", out(d)],
     "--seeds takes comma-separated integers")
-row("sweep", "a seed twice", lambda d, a: [*SWEEP, "--algo", "ltd", "--seeds", "1,1", "--out", out(d)],
+row("sweep", "a seed twice", lambda d, a: [*SWEEP, "--algos", "ltd", "--seeds", "1,1", "--out", out(d)],
     "--seeds names a value twice")
-row("sweep", "unknown reward", lambda d, a: [*SWEEP, "--algo", "ltd", "--reward", "money", "--out", out(d)],
+row("sweep", "unknown reward", lambda d, a: [*SWEEP, "--algos", "ltd", "--rewards", "money", "--out", out(d)],
     "unknown --reward")
-row("sweep", "existing --out", lambda d, a: [*SWEEP, "--algo", "ltd", "--out", existing(d / "out")], "exists")
+row("sweep", "existing --out", lambda d, a: [*SWEEP, "--algos", "ltd", "--out", existing(d / "out")], "exists")
 row("sweep", "curves-only profile",
-    lambda d, a: ["sweep", "--profile", CURVES_ONLY, "--algo", "ltd", "--out", out(d)], "latency curves only")
+    lambda d, a: ["sweep", "--profile", CURVES_ONLY, "--algos", "ltd", "--out", out(d)], "latency curves only")
 
 FAST = [r for r in ROWS if not r.model]
 SLOW = [r for r in ROWS if r.model]

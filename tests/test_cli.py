@@ -202,6 +202,47 @@ def test_requests_are_keyword_only_and_declare_every_flag_once():
             assert field.metadata.get("help"), f"{request.__name__}.{field.name} has no --help text"
 
 
+def _verbs() -> dict:
+    import typer
+
+    from simspec.cli import app
+
+    group = typer.main.get_command(app)
+    verbs = {name: cmd for name, cmd in group.commands.items() if not hasattr(cmd, "commands")}
+    verbs.update({f"plot {n}": c for n, c in group.commands["plot"].commands.items()})
+    return verbs
+
+
+def test_a_flag_several_verbs_take_is_declared_once_with_one_help_text():
+    """A second declaration of a shared flag (its own help text) fails here: a verb whose flag
+    means something else must name it otherwise (sweep's --algos, --trial-threads)."""
+    from collections import defaultdict
+
+    helps: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for name, cmd in _verbs().items():
+        for param in cmd.params:
+            if getattr(param, "param_type_name", "") == "option" and param.opts[0] != "--help":
+                helps[param.opts[0]][param.help].add(name)
+    shared = {flag: texts for flag, texts in helps.items() if sum(map(len, texts.values())) > 1}
+    assert {"--profile", "--out", "--force", "--seed", "--max-new-tokens", "--json", "--threads"} <= set(shared)
+    twice = {flag: {text[:50]: sorted(verbs) for text, verbs in texts.items()}
+             for flag, texts in shared.items() if len(texts) > 1}
+    assert not twice, f"flags declared with more than one help text: {twice}"
+
+
+def test_help_reads_at_80_columns(capsys, monkeypatch):
+    """``simspec --help`` and each verb's fit 80 columns, and the verb list shows one line per
+    verb (a docstring's hard line breaks once split each summary over several)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    listed = out.split("Commands:")[1].strip().splitlines()
+    assert len(listed) == len({v.split()[0] for v in _verbs()}), listed
+    for verb in ["calibrate"], ["validate"], ["plot", "surface"]:
+        code, out, _ = run_cli(capsys, *verb, "--help")
+        assert code == 0 and max(map(len, out.splitlines())) <= 80, verb
+
+
 def test_a_list_flags_text_default_is_its_requests_tuple():
     from simspec.flags import build, parameters
     from simspec.measure.bench import BenchRequest

@@ -6,7 +6,7 @@ Dependency rule (simspec/<subpackage>):
   stable-baselines3, nor engine / measure / distill / train / report / cli;
 - policies never imports sim (the simulator drives policies, not the reverse);
 - engine (models, drafters, the tree engine) never imports sim / measure / distill / train / cli;
-- no cycle between subpackages.
+- no cycle between subpackages, nor between the modules of one package.
 
 The import graph is read from the source with ``ast`` (imports at module level and inside
 functions alike); the ``sys.modules`` and ``os.environ`` checks run in fresh interpreters."""
@@ -44,8 +44,9 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return out
 
 
-def imports(root: Path = ROOT) -> dict[str, set[str]]:
-    """module -> the simspec modules it imports, anywhere in its source."""
+def imports(root: Path = ROOT, run_time: bool = False) -> dict[str, set[str]]:
+    """module -> the simspec modules it imports, anywhere in its source; ``run_time``: less those
+    under ``if TYPE_CHECKING:`` (annotations only: never executed)."""
     known = modules(root)
 
     def resolve(name: str) -> str | None:  # `simspec.sim.replay.replay` -> `simspec.sim.replay`
@@ -57,7 +58,12 @@ def imports(root: Path = ROOT) -> dict[str, set[str]]:
     for module, path in known.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         names = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for stmt in block.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if run_time and id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -95,11 +101,26 @@ def layering_violations(root: Path = ROOT) -> list[str]:
     found = [f"{a} must not import {b}: {', '.join(sorted(why))}"
              for (a, b), why in sorted(edges.items()) if b in NEVER.get(a, ()) or
              (a in NUMPY_ONLY_PACKAGES and b in NEVER["sim"])]
-    # Cycles: strongly connected components of the subpackage graph (Tarjan).
     graph: dict[str, set[str]] = {}
     for a, b in edges:
         graph.setdefault(a, set()).add(b)
         graph.setdefault(b, set())
+    for component in cycles(graph):
+        why = sorted(m for (a, b), ms in edges.items() if a in component and b in component for m in ms)
+        found.append(f"package cycle {' <-> '.join(sorted(component))}: {', '.join(why)}")
+    # ... and no cycle between the modules of one package either (an import inside a function
+    # counts: the cycle is still there, only deferred; one for annotations only does not run).
+    modules_graph = imports(root, run_time=True)
+    for package in sorted({m.rpartition(".")[0] for m in modules_graph}):
+        inside = {m: {t for t in ts if t.rpartition(".")[0] == package} for m, ts in modules_graph.items()
+                  if m.rpartition(".")[0] == package}
+        found += [f"module cycle {' <-> '.join(sorted(c))}" for c in cycles(inside)]
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    graph = {v: set(ws) & set(graph) for v, ws in graph.items()}
     index, low, stack, on_stack, components = {}, {}, [], set(), []
 
     def visit(v: str) -> None:
@@ -126,10 +147,7 @@ def layering_violations(root: Path = ROOT) -> list[str]:
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    for component in components:
-        why = sorted(m for (a, b), ms in edges.items() if a in component and b in component for m in ms)
-        found.append(f"package cycle {' <-> '.join(sorted(component))}: {', '.join(why)}")
-    return found
+    return components
 
 
 def loaded_after_import(names: list[str], root: Path = ROOT, path: tuple[Path, ...] = ()) -> set[str]:
@@ -207,24 +225,31 @@ def test_the_layering_checks_catch_a_torch_import_in_replay(tmp_path):
     assert any(p.startswith("policies must not import sim: simspec.policies.baselines -> simspec.sim.replay")
                for p in problems), problems
     assert any(p.startswith("package cycle policies <-> sim") for p in problems), problems
+    # A cycle between two modules of one package, through an import inside a function, too.
+    cost = tmp_path / "simspec" / "sim" / "costmodel.py"
+    cost.write_text(cost.read_text() + "\n\ndef _late():\n    from simspec.sim.replay import replay\n")
+    assert any(p.startswith("module cycle") and "simspec.sim.costmodel" in p for p in layering_violations(tmp_path))
 
 
-MODULE_LINES, CLI_LINES = 400, 450  # one job per module; the CLI only parses and renders
+FUNCTION_LINES = 80  # a function longer than this is several steps: name them
 
 
-def oversized_modules(package: Path) -> list[str]:
-    """Modules of ``package`` longer than the house's bound (the CLI has its own)."""
+def long_functions(package: Path) -> list[str]:
+    """Functions (and methods) of ``package`` longer than the house's bound, docstring included."""
     found = []
     for path in sorted(package.rglob("*.py")):
-        lines = len(path.read_text().splitlines())
-        if lines > (CLI_LINES if path.name == "cli.py" else MODULE_LINES):
-            found.append(f"{path.relative_to(package.parent)}: {lines} lines")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > FUNCTION_LINES:
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno} {node.name}: {lines} lines")
     return found
 
 
-def test_no_module_outgrows_its_bound(tmp_path):
-    assert not oversized_modules(ROOT / "simspec")
-    # ... and the check can fail: a module one line past the bound is named.
+def test_no_function_outgrows_its_bound(tmp_path):
+    assert not long_functions(ROOT / "simspec")
+    # ... and the check can fail: a function one line past the bound is named.
     (tmp_path / "simspec").mkdir()
-    (tmp_path / "simspec" / "big.py").write_text("x = 1\n" * (MODULE_LINES + 1))
-    assert oversized_modules(tmp_path / "simspec") == [f"simspec/big.py: {MODULE_LINES + 1} lines"]
+    body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES))
+    (tmp_path / "simspec" / "big.py").write_text(f"def steps():\n{body}")
+    assert long_functions(tmp_path / "simspec") == [f"simspec/big.py:1 steps: {FUNCTION_LINES + 1} lines"]

@@ -29,7 +29,7 @@ def _arrays(folder) -> dict:
 
 @pytest.mark.long
 def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
-    args = ["sweep", "--profile", profile_dir, "--algo", "radar", "--seeds", "1,2", "--preset", "smoke", "--json"]
+    args = ["sweep", "--profile", profile_dir, "--algos", "radar", "--seeds", "1,2", "--preset", "smoke", "--json"]
     # Side by side (every trial trains with one torch thread either way): the Ray sweep as a user
     # runs it, and the plain one through the same entry point in this process, which has loaded
     # torch already (a trial's policy must not depend on the process it trains in either).

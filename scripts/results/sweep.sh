@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"
 OUT=${OUT:-/tmp/simspec-sweep}
-ARGS=(sweep --profile calibration/cpu-demo --algo ltd,radar --seeds 1,2 --preset fast --force --json)
+ARGS=(sweep --profile calibration/cpu-demo --algos ltd,radar --seeds 1,2 --preset fast --force --json)
 /usr/bin/time -f "plain: %e s" simspec "${ARGS[@]}" --out "$OUT/plain" | tail -1
 /usr/bin/time -f "ray: %e s" simspec "${ARGS[@]}" --out "$OUT/ray" --ray local --workers 2 | tail -1
 python3 - "$OUT" <<'PY'

@@ -7,19 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simspec import flags
+from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
-from simspec.flags import opt
 
 
 @dataclass(frozen=True, kw_only=True)
 class CardRequest:
-    draft: str = opt("eagle", "A shipped drafter name or a drafter directory (simspec or EAGLE).")
+    draft: str = flags.draft(draft_help)
     target: str = flags.target()
-    n_prompts: int = opt(8, "Held-out prompts per source for agreement and acceptance.", min=1)
-    max_new_tokens: int = opt(64, "New tokens per prompt.", min=1)
+    n_prompts: int = flags.n_prompts(8)
+    max_new_tokens: int = flags.max_new_tokens(64)
     dtype: str = flags.dtype()
-    out: str | None = opt(None, "Folder for the card (README.md + measured.json); default: the drafter's own folder. "
-                          "Use it for a second card (another dtype or machine) that must not replace the drafter's.")
+    out: str | None = flags.out()
 
     def check(self) -> None:
         from simspec.engine.models import resolve_dtype

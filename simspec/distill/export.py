@@ -6,11 +6,13 @@ head's, rounded to fp16 as both layouts store them; simspec's provenance card go
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from simspec import __version__, flags
+from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
 
@@ -21,7 +23,7 @@ HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 @dataclass(frozen=True, kw_only=True)
 class ExportRequest:
-    draft: str = opt("eagle", "The EAGLE-3 head to export: a shipped name or a checkpoint folder.")
+    draft: str = flags.draft(draft_help)
     target: str = flags.target()
     layout: str = opt("speculators", "speculators (vLLM's Eagle3Speculator: the folder alone serves) or public "
                       "(the EAGLE-3 layout SGLang and vLLM load).")
@@ -29,7 +31,7 @@ class ExportRequest:
                                   "(vLLM's num_speculative_tokens).", min=1)
     verifier: str | None = opt(None, "speculators: the target's name as a server loads it (default: the built-in "
                                "target's Hugging Face id, else --target).")
-    out: str = opt(help="Folder to write the head into.")
+    out: str = flags.out(dataclasses.MISSING)
     force: bool = flags.force()
 
     def check(self) -> None:

@@ -50,7 +50,7 @@ class TrainDraftRequest:
     hidden: int = opt(256, "lm: hidden size.", min=16)
     layers: int = opt(2, "lm: decoder layers.", min=1)
     lr: float = opt(1e-3, "Peak learning rate (AdamW, warm-up then cosine).")
-    seed: int = opt(0, "Seed for data order, initialisation and sampling.")
+    seed: int = flags.seed()
     labels: str = opt("soft", "eagle3: soft (cross-entropy against the target's distribution over the draft "
                       "vocabulary, EAGLE's loss) or hard (against its greedy token).")
     init: str | None = opt(None, "eagle3: continue training this head (its weights and draft vocabulary) on the "
@@ -84,7 +84,7 @@ class TrainDraftRequest:
     text_only: bool = opt(False, "Only generate the corpora's self-distilled text into --text-store, then stop: no "
                           "teacher pass, no training, no drafter.", flag="--text-only")
     dtype: str = flags.dtype()  # the target's (teacher's) dtype
-    out: str | None = flags.out("Output directory (default real/drafters/KIND)")
+    out: str | None = flags.out()
     force: bool = flags.force()
 
     def corpus_specs(self) -> tuple[CorpusSpec, CorpusSpec, CorpusSpec | None]:

@@ -10,9 +10,8 @@ speculative time, with the inter-quartile range.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -22,44 +21,11 @@ from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.measure.interleave import MethodRuns
-from simspec.policies.base import StaticPolicy, tree_capacity
+from simspec.measure.tree_grid import TreeConfig, config_grid
+from simspec.policies.base import StaticPolicy
 
 Bar = Callable[[str, int], Callable[..., None]]
 BENCH_SCHEMA, BENCH_VERSION = "simspec-bench-engine", 1
-
-
-@dataclass(frozen=True)
-class TreeConfig:
-    depth: int
-    width: int
-    size: int
-
-    @property
-    def label(self) -> str:
-        return f"D={self.depth} W={self.width} V={self.size}"
-
-
-def config_grid(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[int]) -> list[TreeConfig]:
-    """The grid's distinct trees: V is capped at the tree's node count, so (D=3, W=1, V=60)
-    and (D=3, W=1, V=8) are the same tree and appear once (with the effective V)."""
-    seen: dict[tuple[int, int, int], TreeConfig] = {}
-    for depth, width, size in itertools.product(depths, widths, sizes):
-        width = 1 if depth == 1 else width  # nothing is drafted: the width is moot
-        key = (depth, width, min(size, tree_capacity(depth, width)))
-        seen.setdefault(key, TreeConfig(*key))
-    return list(seen.values())
-
-
-def capped_note(depths: Sequence[int], widths: Sequence[int], sizes: Sequence[int]) -> str | None:
-    """One line naming the requested sizes V that no tree of the grid holds, so that every config
-    asking for them runs capped at its tree's node count (None: each V is used as given at least
-    once). Depth 1 drafts nothing, so its V is moot like its W."""
-    largest = max((tree_capacity(d, w) for d, w in itertools.product(depths, widths) if d > 1), default=None)
-    over = sorted({v for v in sizes if largest is not None and v > largest})
-    if not over:
-        return None
-    return (f"V={','.join(map(str, over))} exceeds every tree of the grid (the largest holds {largest} nodes): "
-            "those configs ran with V capped at their tree's node count")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,20 +34,17 @@ class BenchRequest:
     draft: str = flags.draft(draft_help)
     prompts: str = flags.prompts()
     split: str = flags.split()
-    n_prompts: int = opt(3, "How many prompts (first N of the split).", min=1)
+    n_prompts: int = flags.n_prompts(3)
     offset: int = opt(0, "Skip this many prompts of the split first (to run a long grid in chunks).", min=0)
-    max_new_tokens: int = opt(48, "Tokens to generate per prompt.", min=1)
+    max_new_tokens: int = flags.max_new_tokens(48)
     depths: tuple[int, ...] = opt((1, 3, 5), "Tree depths D (levels, root included; D-1 draft steps).",
                                   parse=flags.sizes)
-    widths: tuple[int, ...] = opt((1, 4), "Beam widths W (top-k per expanded node).", parse=flags.sizes)
-    sizes: tuple[int, ...] = opt((6, 12), "Verified nodes V (root included): the target's tokens per forward; "
-                                 "capped at the tree's node count.", parse=flags.sizes)
-    repeats: int = opt(1, "Passes over the prompt set (speedup per prompt = median over passes).", min=1)
+    widths: tuple[int, ...] = flags.tree_widths((1, 4), flags.sizes)
+    sizes: tuple[int, ...] = flags.tree_sizes((6, 12), flags.sizes)
+    repeats: int = flags.repeats(1)
     device: str = flags.device()
     dtype: str = flags.dtype()
-    temperature: float = opt(0.0, "0: greedy decoding (outputs checked token for token). Above 0: speculative "
-                             "sampling from softmax(logits / T), outputs checked by a KS test of their probability "
-                             "integral transform under the target.")
+    temperature: float = flags.temperature(0.0)
     top_p: float = flags.top_p()
     seed: int = flags.seed()
     batch_size: int = flags.batch_size()

@@ -14,7 +14,7 @@ import numpy as np
 
 from simspec.engine.batch import BatchEngine, BatchRun
 from simspec.engine.lossless import divergence_record
-from simspec.measure.bench import TreeConfig
+from simspec.measure.tree_grid import TreeConfig
 from simspec.policies.base import BatchPolicy, StaticPolicy
 
 

@@ -32,11 +32,11 @@ class CalibrateRequest:
     gpu: str = opt("auto", "auto (the device present), cpu, or a GPU name: a100, h100, h200, a40, l4, rtx3090, "
                    "rtx4090, v100. A named GPU that torch does not see gets an ANALYTIC roofline profile, marked as "
                    "such everywhere.")
-    target: str = flags.target(flags.TARGET + " Analytic only: arch:llama-3.1-8b.")
+    target: str = flags.target()
     draft: str = flags.draft(draft_help)
     prompts: str = flags.prompts()
-    n_prompts: int = opt(164, "Prompts to record (first N; both splits, each trace remembers its split).", min=1)
-    max_new_tokens: int = opt(128, "Greedy tokens per prompt.", min=2)
+    n_prompts: int = flags.n_prompts(164)
+    max_new_tokens: int = flags.max_new_tokens(128, min=2)
     depth_max: int = opt(12, "Tree levels recorded (root included).", min=2, max=32)
     width: int = opt(10, "Beam width W of the recorded trees.", min=1, max=32)
     traces_from: str | None = opt(None, "Reuse traces (a traces folder or a profile with traces; same models) "
@@ -53,31 +53,22 @@ class CalibrateRequest:
                                      "--quick, else 8; 0: the tight-loop curves as they are).", min=0)
     engine_tokens: int | None = opt(None, "The engine fit: new tokens per run (default 32 with --quick, else 48).",
                                     min=4)
-    out: str | None = flags.out("Profile folder (default calibration/GPU-DRAFT; with --traces-only "
-                                "calibration/traces-PROMPTS-DRAFT)")
+    out: str | None = flags.out()
     force: bool = flags.force()
-    seed: int = opt(0, "Seed (context token ids of the latency runs; at T > 0 prompt n's continuation is sampled "
-                    "with seed + n).")
+    seed: int = flags.seed()
     dtype: str = flags.dtype()
-    temperature: float = opt(0.0, "0: greedy traces. Above 0: sampled continuations, and per tree the target's "
-                             "probability of every node a cycle of V <= --nodes may verify: the simulator then draws "
-                             "(or takes the expectation of) acceptance.", min=0.0)
+    temperature: float = flags.temperature(0.0)
     top_p: float = flags.top_p()
     nodes: int = opt(64, "T > 0: the largest V (root included) the traces support; recording costs one target "
                      "forward over about this many nodes per position.", min=2)
-    ray: str | None = opt(None, "Record the traces as Ray tasks: 'local' (a Ray instance on this machine) or a "
-                          "cluster's ADDRESS (host:port). The merged traces equal a single-process recording's (same "
-                          "content hash). Needs pip install \"simspec[ray]\".")
+    ray: str | None = flags.ray()
     import_curves: str | None = opt(None, "Build the profile from latency curves measured in another engine (the "
                                     "server you deploy: JSON or CSV, schema in docs/calibration.md), paired with "
                                     "--traces-from; no models are loaded. The profile is marked IMPORTED and cannot "
                                     "be validated with simspec's engine.")
-    batch_sizes: tuple[int, ...] = opt((1,), "Also measure (or model) the verify, draft and plain-step curves for "
-                                       "batches of these sizes, e.g. 1,2,4,8, so that `simspec tune --batch-size B` "
-                                       "can answer for a server batching B sequences.", parse=flags.ints)
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), flags.ints)
     runtime: str = flags.runtime()
-    workers: int = opt(2, "--ray: shards (tasks) to split the prompts into; each task runs --threads torch threads "
-                       "and asks Ray for that many CPUs (and one GPU where the cluster has them).", min=1)
+    workers: int = flags.workers(2)
 
     def sampling(self):
         from simspec.engine.sampling import Sampling
@@ -200,69 +191,15 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
     ``traces_only`` a traces folder's)."""
     import torch
 
-    from simspec.cache import atomic_directory
-    from simspec.engine.runtime import compiled_seconds
-    from simspec.machine import device_model, machine
-    from simspec.measure.curves import (
-        BatchGrid,
-        CurveGrid,
-        analytic_batched,
-        analytic_curves,
-        bookkeeping_latency,
-        device_name,
-        drafter_architecture,
-        measure_batched,
-        measure_curves,
-        pair_shapes,
-        target_architecture,
-    )
-    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT, device_spec
-    from simspec.sim.profile import write_profile
-    from simspec.sim.trace_files import save_traces
-
     r = request
     plan = plan or r.check()
-    gpu, kind, source, out_dir = plan.gpu, plan.kind, plan.source, r.out_dir()
-    grid = CurveGrid.quick() if r.quick else CurveGrid()
+    if plan.kind == "imported":
+        return _imported(r, plan.source, r.out_dir())
     torch.manual_seed(r.seed)
-    run_device = "cuda" if torch.cuda.is_available() and kind == "measured" and gpu != "cpu" else "cpu"
-    loaded = drafter = shapes = None
-    if kind == "imported":
-        return _imported(r, source, out_dir)
-    named = r.target not in ARCH_TARGETS  # models named, not an architecture alone
-    if named:
-        from simspec.engine.load import load_pair
-        from simspec.fingerprint import check_fingerprint
-
-        if source:  # curves measured with another drafter than the one that drafted the traces would not fit them
-            check_fingerprint(source[1].get("draft_fingerprint"), r.draft, f"--traces-from {r.traces_from}")
-        if kind == "analytic" and not plan.prompts:  # modelled curves need the shapes: the weights stay on disk
-            shapes = pair_shapes(r.target, r.draft)
-        if shapes is None:
-            loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
-            shapes = target_architecture(loaded.model.config), drafter_architecture(drafter)
-    target_arch, draft_arch = shapes or (LLAMA31_8B, LLAMA31_8B_DRAFT)
-    started = time.perf_counter()
-    if r.traces_only:
-        samples, device_label = [], "none (traces only)"
-    elif kind == "measured":
-        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(), r.runtime)
-        if len(r.batch_sizes) > 1:
-            batched = BatchGrid()
-            samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
-                                       bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
-                                           batched.count(r.batch_sizes)))
-        device_label = device_name(loaded)
-    else:
-        spec = device_spec(gpu)
-        book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.repeats,
-                                   bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
-                                   sampling=r.sampling())
-        samples = analytic_curves(spec, target_arch, draft_arch, grid, book) + analytic_batched(
-            spec, target_arch, draft_arch, r.batch_sizes, BatchGrid())
-        device_label = f"{gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
-        runtime = spec.runtime()
-    curves_s = time.perf_counter() - started
+    run_device = "cuda" if torch.cuda.is_available() and plan.kind == "measured" and plan.gpu != "cpu" else "cpu"
+    loaded, drafter, shapes = _models(r, plan, run_device, status)
+    curves = _curves(r, plan, loaded, drafter, shapes, bar)
+    source, samples = plan.source, curves.samples
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
     fit = None
     if plan.fit_prompts:  # the tight loops' curves scaled to whole engine cycles, right after them
@@ -270,23 +207,108 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
 
         fit = fit_engine(loaded, drafter, r, source, samples, width, plan.fit_prompts, bar)
         samples = fit.samples
-    decisions = policy_seconds(samples, width, depth, grid.repeats * 5) if samples else {"policy_seconds": {}}
+    decisions = policy_seconds(samples, width, depth, _grid(r).repeats * 5) if samples else {"policy_seconds": {}}
     if plan.prompts:
         from simspec.measure.record_traces import record_traces
 
         traces, record_s, checks = record_traces(loaded, drafter, r, plan.prompts, bar)
     else:
         traces, record_s, checks = None, 0.0, []
+    meta = _meta(r, plan, run_device, shapes, curves, fit, record_s, checks, decisions, loaded)
+    return _write(r, plan, meta, samples, traces)
+
+
+def _grid(r: CalibrateRequest):
+    from simspec.measure.curves import CurveGrid  # torch: not on the CLI's start
+
+    return CurveGrid.quick() if r.quick else CurveGrid()
+
+
+@dataclass(frozen=True)
+class _Curves:
+    """What the latency measurement (or model) gave: the samples, the device as the profile names
+    it, an analytic profile's runtime, and the seconds it took."""
+
+    samples: list[dict]
+    device: str
+    runtime: str | None
+    seconds: float
+
+
+def _models(r: CalibrateRequest, plan: Plan, run_device: str, status: Callable[[str], object]):
+    """The loaded target and drafter (none where the shapes alone serve: an analytic profile of
+    named models with no traces to record, or an architecture), and their shapes."""
+    from simspec.measure.curves import drafter_architecture, pair_shapes, target_architecture
+    from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT
+
+    if r.target in ARCH_TARGETS:  # an architecture alone, no models
+        return None, None, (LLAMA31_8B, LLAMA31_8B_DRAFT)
+    from simspec.engine.load import load_pair
+    from simspec.fingerprint import check_fingerprint
+
+    if plan.source:  # curves measured with another drafter than the one that drafted the traces would not fit them
+        check_fingerprint(plan.source[1].get("draft_fingerprint"), r.draft, f"--traces-from {r.traces_from}")
+    shapes = pair_shapes(r.target, r.draft) if plan.kind == "analytic" and not plan.prompts else None
+    if shapes is not None:  # modelled curves need the shapes: the weights stay on disk
+        return None, None, shapes
+    loaded, drafter = load_pair(r.target, r.draft, run_device, status, r.dtype)
+    return loaded, drafter, (target_architecture(loaded.model.config), drafter_architecture(drafter))
+
+
+def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) -> _Curves:
+    """The latency curves: measured on the device, or modelled for an absent GPU (with the host's
+    bookkeeping measured here); none for traces alone."""
+    from simspec.measure.curves import (
+        BatchGrid,
+        analytic_batched,
+        analytic_curves,
+        bookkeeping_latency,
+        device_name,
+        measure_batched,
+        measure_curves,
+    )
+    from simspec.sim.analytic import device_spec
+
+    grid, started = _grid(r), time.perf_counter()
+    if r.traces_only:
+        return _Curves([], "none (traces only)", None, 0.0)
+    if plan.kind == "measured":
+        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(), r.runtime)
+        if len(r.batch_sizes) > 1:
+            batched = BatchGrid()
+            samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
+                                       bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
+                                           batched.count(r.batch_sizes)))
+        return _Curves(samples, device_name(loaded), None, time.perf_counter() - started)
+    spec, (target_arch, draft_arch) = device_spec(plan.gpu), shapes
+    book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.book_repeats,
+                               bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
+                               sampling=r.sampling())
+    samples = analytic_curves(spec, target_arch, draft_arch, grid, book) + analytic_batched(
+        spec, target_arch, draft_arch, r.batch_sizes, BatchGrid())
+    device = f"{plan.gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
+    return _Curves(samples, device, spec.runtime(), time.perf_counter() - started)
+
+
+def _meta(r: CalibrateRequest, plan: Plan, run_device: str, shapes, curves: _Curves, fit, record_s: float,
+          checks: list, decisions: dict, loaded) -> dict:
+    """The profile's description of itself (``simspec.sim.profile.ProfileMeta``)."""
+    import torch
+
+    from simspec.engine.runtime import compiled_seconds
+    from simspec.machine import device_model, machine
+
+    named, (target_arch, draft_arch) = r.target not in ARCH_TARGETS, shapes
     meta = {
-        "simspec_version": __version__, "kind": kind, "gpu": gpu, "device": device_label,
-        "device_model": device_model(run_device) if kind == "measured" else gpu.upper(),
+        "simspec_version": __version__, "kind": plan.kind, "gpu": plan.gpu, "device": curves.device,
+        "device_model": device_model(run_device) if plan.kind == "measured" else plan.gpu.upper(),
         "target": r.target, "draft": r.draft if named else "eagle3-style one-layer draft",
         "architecture": {"target": target_arch.to_dict(), "draft": draft_arch.to_dict()},
         "dtype": r.dtype if named else "bf16 (modelled)",
         "threads": torch.get_num_threads(), "seed": r.seed, "grid": "quick" if r.quick else "full",
         "temperature": r.temperature, "batch_sizes": list(r.batch_sizes),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(run_device),
-        "seconds": {"curves": round(curves_s, 1), "traces": round(record_s, 1),
+        "seconds": {"curves": round(curves.seconds, 1), "traces": round(record_s, 1),
                     **({"engine_fit": fit.record["seconds"]} if fit else {})},
         "replay_check": [c.to_dict() for c in checks],
         **decisions,
@@ -295,19 +317,29 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
         meta.update(engine_fit=fit.record, fit_error=fit.tight_fit_error)
     if r.target in ARCH_TARGETS:
         meta["target_description"] = ARCH_TARGETS[r.target]
-    if kind == "analytic":
-        meta["runtime"] = runtime
-    elif kind == "measured":
+    if plan.kind == "analytic":
+        meta["runtime"] = curves.runtime
+    elif plan.kind == "measured":
         meta["engine_runtime"] = r.runtime
         if r.runtime == "compiled":
             meta["seconds"]["compile"] = round(compiled_seconds(loaded), 1)
+    return meta
+
+
+def _write(r: CalibrateRequest, plan: Plan, meta: dict, samples: list[dict], traces) -> dict:
+    """The traces folder (``traces_only``) or the profile, whole or not at all; its summary."""
+    from simspec.cache import atomic_directory
+    from simspec.sim.profile import write_profile
+    from simspec.sim.trace_files import save_traces
+
+    out_dir = r.out_dir()
     if r.traces_only:
         with atomic_directory(out_dir, replace=r.force) as tmp:
             traces.meta = traces.meta.with_(replay_check=meta["replay_check"], machine=meta["machine"])
             save_traces(tmp, traces)
         return {"traces": str(out_dir), "prompts": traces.n_prompts, "positions": traces.positions,
-                "megabytes": sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6, "record_seconds": record_s,
-                "replay_check": meta["replay_check"]}
+                "megabytes": sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6,
+                "record_seconds": meta["seconds"]["traces"], "replay_check": meta["replay_check"]}
     with atomic_directory(out_dir, replace=r.force) as tmp:
         traces_meta = None
         if traces is not None:
@@ -315,8 +347,8 @@ def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], objec
             traces_meta = {"path": "traces", "content_hash": content, "positions": traces.positions,
                            "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
                            "width": r.width, "temperature": r.temperature}
-        elif source:
-            traces_meta = source_reference(source, out_dir)
+        elif plan.source:
+            traces_meta = source_reference(plan.source, out_dir)
         meta["traces"] = traces_meta
         profile = write_profile(tmp, meta, samples)
     return profile_summary(out_dir, profile)

@@ -75,6 +75,11 @@ def fit_to_engine(engine, samples: list[dict], width: int, dataset: str, prompts
     refit = refit_in_situ(engine, tight, samples, width, prompts, spec.tokens, bar, spec.ladder)
     record = {"prompts": dataset, **{k: v for k, v in refit.record.items() if k != "live_over_profile"}}
     record["live_over_tight_loop"] = refit.record["live_over_profile"]
+    # The written profile interpolates the scaled points; the tight-loop fits' held-out errors,
+    # per curve, say how well the curves' shapes were measured.
+    record["tight_loop_fit"] = {kind: {"method": rep["method"], "held_out": rep["held_out"],
+                                       "median": rep[rep["method"]]["median"], "p90": rep[rep["method"]]["p90"]}
+                                for kind, rep in tight.report.items() if rep["method"] in rep}
     return EngineFit(refit.samples, record, tight.fit_error())
 
 

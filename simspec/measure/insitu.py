@@ -33,7 +33,6 @@ from pathlib import Path
 
 from simspec import __version__, flags
 from simspec.errors import SimspecError
-from simspec.flags import opt
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -47,10 +46,10 @@ LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10
 
 @dataclass(frozen=True, kw_only=True)
 class RecalibrateRequest:
-    profile: str = opt(help="A measured profile with traces (calibration/NAME).")
-    n_prompts: int = opt(8, "Train-split prompts of the profile's dataset to run (never held-out ones).", min=1)
-    max_new_tokens: int = opt(48, "New tokens per run.", min=4)
-    out: str | None = flags.out("The refitted profile (default: PROFILE-insitu beside it)")
+    profile: str = flags.profile()
+    n_prompts: int = flags.n_prompts(8)
+    max_new_tokens: int = flags.max_new_tokens(48, min=4)
+    out: str | None = flags.out()
     force: bool = flags.force()
     allow_other_device: bool = flags.allow_other_device()
 

@@ -38,7 +38,7 @@ from simspec.sim.profile import Profile, load_live_profile
 Bar = Callable[[str, int], Callable[..., None]]
 
 
-REAL_TOKENS = 48  # --real's new tokens per prompt without --max-new-tokens (--simulated: everything recorded)
+REAL_TOKENS = flags.REAL_TOKENS  # --real's new tokens per prompt without --max-new-tokens (--simulated: all)
 
 
 def _methods(text: str, flag: str) -> tuple[str, ...]:
@@ -50,20 +50,18 @@ class ValidateRequest:
     """``simspec validate``, both modes: ``--real`` runs it (``validate_real``), ``--simulated``
     replays it (``simulated()``, read by ``simspec.sim.run``)."""
 
-    profile: str = opt(help=flags.PROFILE)
+    profile: str = flags.profile()
     baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=_methods)
     drafters: tuple[str, ...] = opt((), "--simulated with the select baseline: comma-separated profiles of other "
                                     "drafters of the same target, their traces recorded on the same prompts.",
                                     parse=flags.names)
     policies: tuple[str, ...] = opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the "
                                     "baselines; each is charged its measured decision time.", parse=flags.names)
-    split: str = flags.split("Prompts scored: heldout, train or all.")
-    max_new_tokens: int | None = opt(None, "Token budget per prompt (simulated default: everything recorded; real "
-                                     f"default: {REAL_TOKENS}).", min=2)
-    prompts: str = flags.prompts("--real: " + flags.PROMPTS)
-    n_prompts: int = opt(40, "--real: prompts to run (first N of the split).", min=1)
-    repeats: int = opt(1, "--real: passes over the prompts (per-prompt speedup: median over passes; at T > 0 each "
-                       "pass is another seed, and the mean is taken).", min=1)
+    split: str = flags.split()
+    max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
+    prompts: str = flags.prompts()
+    n_prompts: int = flags.n_prompts(40)
+    repeats: int = flags.repeats(1)
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
                             "train-split prompts of --prompts, in this process right before the scored runs, and "
@@ -72,14 +70,11 @@ class ValidateRequest:
                             flag="--recalibrate")
     recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
     allow_other_device: bool = flags.allow_other_device()
-    temperature: float | None = opt(None, "The temperature the profile's traces were recorded at (default: the "
-                                    "profile's; another is refused). At T > 0 --real samples: each pass is one seed "
-                                    "per prompt, speedups and tau are means over seeds, outputs are checked by a KS "
-                                    "test of their PIT.", min=0.0)
+    temperature: float | None = flags.temperature(None)
     seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
     batch_size: int = flags.batch_size()  # --real above 1: measure/validate_batch.py
     runtime: str = flags.runtime()
-    out: str | None = flags.out("--real: run folder (default real/validate-PROFILE-PROMPTS)")
+    out: str | None = flags.out()
     force: bool = flags.force()
 
     def tokens(self) -> int:
@@ -177,30 +172,81 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     """Run the whole validation; returns the report and the folder it was written to.
     ``status(text)`` is a context manager shown during steps without a progress count;
     ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
-    from simspec.cache import atomic_directory
-    from simspec.engine.runtime import compiled_mode
-    from simspec.machine import device_model, machine
-    from simspec.measure.curves import device_name
-    from simspec.measure.insitu import LADDER, CoTimedRefit, check_device, refit_in_situ, refitted_meta
-    from simspec.measure.interleave import load_engine, rescaled_cost, run_real
-    from simspec.measure.recorder import RecordSpec, TraceRecorder
-    from simspec.measure.residuals import cycle_table, residual_breakdown
+    from simspec.measure.insitu import CoTimedRefit
+    from simspec.measure.interleave import rescaled_cost, run_real
+    from simspec.measure.residuals import residual_breakdown
     from simspec.measure.staleness import add_intervals, intervals, plain_ratio, replicate_factors, staleness
-    from simspec.policies.artifact import read_policy_meta
-    from simspec.policies.base import tree_capacity
-    from simspec.report.markdown import render_markdown
-    from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report
-    from simspec.sim.evaluate import GRID_SIZES, method_set, split_traces
-    from simspec.sim.profile import build_profile, save_profile
     from simspec.sim.replay import replay
-    from simspec.sim.traces import assemble
+
+    started = time.perf_counter()
+    s = _setup(request, checked, bar, status)
+    traces, recorded = _scored_traces(request, s, bar)
+    charge = {m.name: s.charged.get(m.family, DecisionCharge.flat(0.0)) for m in s.methods}
+
+    def simulate(cost):
+        return {m.name: replay(traces, cost, m, s.tokens, charge[m.name], seed=s.sampling.seed) for m in s.methods}
+
+    simulated = simulate(s.profile.cost)
+    refit_prompts = [(p.id, i) for p, i in zip(s.refit_on, s.refit_ids)]
+    co_timed = CoTimedRefit(s.engine, s.base, refit_prompts, s.tokens) if s.refit_on else None
+    tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
+               len(s.ids) * (len(s.methods) + 1) * request.repeats)
+    before = plain_ratio(s.engine, s.ids[0], s.tokens, s.profile.cost, s.width)  # the machine against the profile
+    runs, drift = run_real(s.engine, [(p.id, i) for p, i in zip(s.chosen, s.ids)], s.methods, s.tokens,
+                           s.profile.cost, tick, request.repeats, None if co_timed is None else co_timed.step)
+    after = plain_ratio(s.engine, s.ids[0], s.tokens, s.profile.cost, s.width)
+    meta = _run_meta(request, s, traces, recorded, simulated)
+    meta["staleness"] = staleness(s.profile, meta["device_model"], drift.runs, before, after)
+    corrected = simulate(rescaled_cost(s.profile.samples, drift.ratios()))
+    report = build_report(meta, runs, simulated, drift, corrected)
+    add_intervals(report, intervals(s.profile.samples, simulate, simulated, corrected,
+                                    replicate_factors(s.profile)))
+    report["residuals"] = residual_breakdown(drift.runs, charge)
+    co_profile, phases = None, {"scored": drift.runs}
+    if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs
+        refit_co = co_timed.result()
+        co_profile = _refitted_profile(request, s, refit_co, "profile-cotimed")
+        report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(co_profile.cost), refit_co.record)
+        phases = {"refit": s.refit.timings, "co-timed": refit_co.timings, **phases}
+    elif s.refit_on:
+        phases = {"refit": s.refit.timings, **phases}
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return _write_run(request, s, report, phases, co_profile), s.out_dir
+
+
+@dataclass
+class _Setup:
+    """A real validation's engine, prompts and methods, with the profile that predicts (the given
+    one, or with ``--recalibrate`` its refit on train prompts, made here)."""
+
+    base: Profile
+    profile: Profile
+    chosen: list
+    refit_on: list
+    engine: object
+    ids: list
+    refit_ids: list
+    refit: object | None
+    methods: list
+    charged: dict
+    notes: list[str]
+    sampling: object
+    tokens: int
+    depth_max: int
+    width: int
+    out_dir: Path
+
+
+def _setup(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> _Setup:
+    from simspec.measure.insitu import LADDER, check_device, refit_in_situ
+    from simspec.measure.interleave import load_engine
+    from simspec.policies.base import tree_capacity
+    from simspec.sim.evaluate import GRID_SIZES, method_set, split_traces
 
     profile, chosen = checked or request.check()
     warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
-    started = time.perf_counter()
-    base = profile
-    ref = profile.meta.traces
+    base, ref = profile, profile.meta.traces
     depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
     refit_on = request.refit_prompts()
     room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
@@ -211,48 +257,58 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         with status("compiling the target's forwards for every shape the runs meet (once per process)"):
             engine.warm_up([len(i) for i in all_ids], tokens,  # any size a policy may choose
                            range(1, min(tree_capacity(depth_max, width), max(GRID_SIZES)) + 1))
-    target, drafter = engine.target, engine.drafter
-    out_dir = request.out_dir()
+    s = _Setup(base, profile, chosen, refit_on, engine, ids, refit_ids, None, [], {}, [], sampling, tokens, depth_max,
+               width, request.out_dir())
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        refit = refit_in_situ(engine, base.cost, base.samples, ref.width,
-                              [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
-        refit_meta = refitted_meta(base, request.profile, refit, request.prompts, out_dir / "profile",
-                                   str(target.device))
-        profile = build_profile(out_dir / "profile", refit_meta, refit.samples)
-        profile._traces = base.traces()  # the same traces, already read and checked
+        s.refit = refit_in_situ(engine, base.cost, base.samples, ref.width,
+                                [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
+        s.profile = _refitted_profile(request, s, s.refit, "profile")
+        s.profile._traces = base.traces()  # the same traces, already read and checked
     with status("tuning baselines on the profile's train split"):
-        train = split_traces(profile.traces(), "train")
-        methods, charged, notes = method_set(list(request.baselines), list(request.policies), profile, train, tokens)
-    if warning:
-        notes = [warning, *notes]
+        train = split_traces(s.profile.traces(), "train")
+        s.methods, s.charged, notes = method_set(list(request.baselines), list(request.policies), s.profile, train,
+                                                 tokens)
+    s.notes = [warning, *notes] if warning else notes
+    return s
 
-    # At T > 0 one sampled continuation per (pass, prompt), with the seed the real runs use there:
-    # the recorder's prompt n draws from seed + n, and n = pass * prompts + prompt.
-    passes = 1 if sampling.greedy else request.repeats
-    nodes = profile.traces().nodes if not sampling.greedy else 64
-    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens, sampling, nodes))
-    recorded = recorder.record_all(ids * passes, bar)
-    traces = assemble(recorded, ids * passes, {
-        "target": profile.meta.target, "draft": profile.meta.draft, "prompts": request.prompts,
-        "prompt_ids": [p.id for p in chosen] * passes, "splits": [p.split for p in chosen] * passes,
-        "max_new_tokens": tokens, "depth_max": depth_max, "width": width,
-        **({} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p,
-                                       "nodes": nodes, "seed": sampling.seed})})
-    charge = {m.name: charged.get(m.family, DecisionCharge.flat(0.0)) for m in methods}
 
-    def simulate(cost):
-        return {m.name: replay(traces, cost, m, tokens, charge[m.name], seed=sampling.seed) for m in methods}
+def _refitted_profile(request: ValidateRequest, s: _Setup, refit, name: str) -> Profile:
+    """A refit of the base profile, as it is saved in the run's folder ``name``."""
+    from simspec.measure.insitu import refitted_meta
+    from simspec.sim.profile import build_profile
 
-    simulated = simulate(profile.cost)
+    meta = refitted_meta(s.base, request.profile, refit, request.prompts, s.out_dir / name, str(s.engine.target.device))
+    return build_profile(s.out_dir / name, meta, refit.samples)
 
-    co_timed = CoTimedRefit(engine, base, [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens) \
-        if refit_on else None
-    tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
-               len(ids) * (len(methods) + 1) * request.repeats)
-    before = plain_ratio(engine, ids[0], tokens, profile.cost, width)  # the machine against the profile, now
-    runs, drift = run_real(engine, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens, profile.cost,
-                           tick, request.repeats, None if co_timed is None else co_timed.step)
-    after = plain_ratio(engine, ids[0], tokens, profile.cost, width)
+
+def _scored_traces(request: ValidateRequest, s: _Setup, bar: Bar):
+    """The scored prompts' draft trees, recorded here. At T > 0 one sampled continuation per
+    (pass, prompt), with the seed the real runs use there: the recorder's prompt n draws from
+    seed + n, and n = pass * prompts + prompt."""
+    from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.sim.traces import assemble
+
+    greedy = s.sampling.greedy
+    passes = 1 if greedy else request.repeats
+    nodes = s.profile.traces().nodes if not greedy else 64
+    recorder = TraceRecorder(s.engine.target, s.engine.drafter, RecordSpec(s.depth_max, s.width, s.tokens, s.sampling,
+                                                                           nodes))
+    recorded = recorder.record_all(s.ids * passes, bar)
+    traces = assemble(recorded, s.ids * passes, {
+        "target": s.profile.meta.target, "draft": s.profile.meta.draft, "prompts": request.prompts,
+        "prompt_ids": [p.id for p in s.chosen] * passes, "splits": [p.split for p in s.chosen] * passes,
+        "max_new_tokens": s.tokens, "depth_max": s.depth_max, "width": s.width,
+        **({} if greedy else {"temperature": s.sampling.temperature, "top_p": s.sampling.top_p,
+                              "nodes": nodes, "seed": s.sampling.seed})})
+    return traces, recorded
+
+
+def _run_meta(request: ValidateRequest, s: _Setup, traces, recorded: list, simulated: dict) -> dict:
+    """The report's description of the run (``ValidationReport``'s header fields), hashed."""
+    from simspec.engine.runtime import compiled_mode
+    from simspec.machine import device_model, machine
+    from simspec.measure.curves import device_name
+    from simspec.policies.artifact import read_policy_meta
 
     policies = []
     for path in request.policies:
@@ -260,25 +316,26 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         policies.append({"path": str(path), "name": meta.name, "algo": meta.algo, "preset": meta.preset,
                          "seed": meta.seed, "npz_hash": _file_hash(directory / "policy.npz"),
                          "decision_seconds": meta.decision_seconds})
+    profile, target, refit_on = s.profile, s.engine.target, bool(s.refit_on)
     meta = {
         "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
         "device": device_name(target), "target": profile.meta.target, "draft": profile.meta.draft,
-        "profile": {"name": f"{base.directory.name}, refitted in this run" if refit_on else profile.directory.name,
+        "profile": {"name": f"{s.base.directory.name}, refitted in this run" if refit_on else profile.directory.name,
                     "path": str(request.profile), "hash": profile.meta.inputs_hash,
                     "device": profile.meta.device, "device_model": profile.meta.device_model,
                     "threads": profile.meta.threads, "created": profile.meta.created,
                     "in_situ": (profile.meta.in_situ or {}).get("base"),  # None: calibrate's tight loops
                     # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
                     "refit": "this run" if refit_on else None,
-                    "refit_live_over_profile": refit.record["live_over_profile"] if refit_on else None},
-        "policies": policies, "baselines": list(request.baselines), "warnings": notes,
-        "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
-        "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
-        "runtime": engine.runtime, "compile_s": round(engine.compile_s, 1),
-        "compile_mode": compiled_mode(engine.target),
-        **sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
+                    "refit_live_over_profile": s.refit.record["live_over_profile"] if refit_on else None},
+        "policies": policies, "baselines": list(request.baselines), "warnings": s.notes,
+        "prompts": request.prompts, "split": request.split, "n_prompts": len(s.chosen),
+        "prompt_ids": [p.id for p in s.chosen], "max_new_tokens": s.tokens, "repeats": request.repeats,
+        "runtime": s.engine.runtime, "compile_s": round(s.engine.compile_s, 1),
+        "compile_mode": compiled_mode(target),
+        **s.sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
         "traces_hash": traces.content_hash(),
         "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
         # per cycle on the scored prompts, as the simulator charged it (each cycle at its own depth)
@@ -288,36 +345,30 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
                                    "traces_hash", "simspec_version", "temperature", "top_p", "seed")}
     meta["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
-    meta["staleness"] = staleness(profile, meta["device_model"], drift.runs, before, after)
-    corrected = simulate(rescaled_cost(profile.samples, drift.ratios()))
-    report = build_report(meta, runs, simulated, drift, corrected)
-    add_intervals(report, intervals(profile.samples, simulate, simulated, corrected,
-                                    replicate_factors(profile)))
-    report["residuals"] = residual_breakdown(drift.runs, charge)
-    co_profile = None
-    if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs
-        refit_co = co_timed.result()
-        co_profile = build_profile(out_dir / "profile-cotimed", refitted_meta(
-            base, request.profile, refit_co, request.prompts, out_dir / "profile-cotimed", str(target.device)),
-            refit_co.samples)
-        report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(co_profile.cost), refit_co.record)
-    report["seconds"] = round(time.perf_counter() - started, 1)
-    phases = {"scored": drift.runs}
-    if refit_on:
-        phases = {"refit": refit.timings, **({"co-timed": refit_co.timings} if co_profile else {}), **phases}
-    # What is stored is what is rendered: the JSON, read back through the reader's record.
+    return meta
+
+
+def _write_run(request: ValidateRequest, s: _Setup, report: dict, phases: dict, co_profile) -> ValidationReport:
+    """The run folder, whole or not at all: what is stored is what is rendered (the JSON, read
+    back through the reader's record)."""
+    from simspec.cache import atomic_directory
+    from simspec.measure.residuals import cycle_table
+    from simspec.report.markdown import render_markdown
+    from simspec.report.plots import plot_validation
+    from simspec.sim.profile import save_profile
+
     stored = json.loads(json.dumps(report, default=_json_default))
-    typed = ValidationReport.check(stored, out_dir / "report.json", "this is a bug in simspec")
-    with atomic_directory(out_dir, replace=request.force) as tmp:
+    typed = ValidationReport.check(stored, s.out_dir / "report.json", "this is a bug in simspec")
+    with atomic_directory(s.out_dir, replace=request.force) as tmp:
         np.savez_compressed(tmp / "cycles.npz", **cycle_table(phases))
-        if refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
-            save_profile(profile, tmp / "profile")  # the one built above, not fitted again
+        if s.refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
+            save_profile(s.profile, tmp / "profile")  # the one built above, not fitted again
         if co_profile is not None:
             save_profile(co_profile, tmp / "profile-cotimed")
         (tmp / "report.json").write_text(json.dumps(stored, indent=1))
         (tmp / "report.md").write_text(render_markdown(typed))
         plot_validation(typed, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
-    return typed, out_dir
+    return typed
 
 
 def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) -> dict:

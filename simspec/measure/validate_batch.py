@@ -25,20 +25,16 @@ from simspec.sim.charge import DecisionCharge
 
 
 def validate_batch(request, bar, status: Callable[[str], object], checked) -> tuple[BatchValidationReport, Path]:
-    from simspec.cache import atomic_directory
     from simspec.engine.batch import BatchEngine
     from simspec.machine import device_model
     from simspec.measure.bench_batch import interleaved
     from simspec.measure.curves import device_name
     from simspec.measure.insitu import LADDER, check_device, refitted_meta
     from simspec.measure.insitu_batch import refit_batch
-    from simspec.measure.interleave import DriftMeter, load_engine
-    from simspec.measure.recorder import RecordSpec, TraceRecorder
-    from simspec.report.validation_batch import render_markdown
+    from simspec.measure.interleave import load_engine
     from simspec.sim.batch import replay_batch
     from simspec.sim.evaluate import method_set, split_traces
-    from simspec.sim.profile import build_profile, save_profile
-    from simspec.sim.traces import assemble
+    from simspec.sim.profile import build_profile
 
     profile, chosen = checked
     base, batch = profile, request.batch_size
@@ -65,11 +61,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         methods, charged, notes = method_set(list(request.baselines), list(request.policies), at_batch, train, tokens)
     if warning:
         notes = [warning, *notes]
-    recorded = TraceRecorder(target, drafter, RecordSpec(depth_max, width, tokens)).record_all(ids, bar)
-    traces = assemble(recorded, ids, {"target": profile.meta.target, "draft": profile.meta.draft,
-                                      "prompts": request.prompts, "prompt_ids": [p.id for p in chosen],
-                                      "splits": [p.split for p in chosen], "max_new_tokens": tokens,
-                                      "depth_max": depth_max, "width": width})
+    traces = _scored_traces(request, base, engine, chosen, ids, bar)
     charge = {m.name: charged.get(m.family, DecisionCharge.flat(0.0)) for m in methods}
     simulated = {m.name: replay_batch(traces, profile.cost, m, batch, tokens, charge[m.name]) for m in methods}
 
@@ -77,22 +69,8 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
                (len(methods) + 1) * request.repeats * len(ids))
     plain, measured = interleaved(engine_rows, [(p.id, i) for p, i in zip(chosen, ids)], methods, tokens,
                                   request.repeats, tick)
-    # The scored runs held against the predicting curves at B (after the fact: nothing is fitted on
-    # them): where the live machine ran off the profile while they ran, operation by operation.
-    drift = DriftMeter(profile.cost.at_batch(batch), width)
-    for run in plain:
-        drift.batch(run, plain=True)
-    for real in measured:
-        for run in real.runs:
-            drift.batch(run, plain=False)
-    rows = []
-    for method, real in zip(methods, measured):
-        sim = simulated[method.name]
-        rows.append({"method": method.name, "speedup_real": real.speedup, "speedup_real_passes": real.ratios,
-                     "speedup_sim": sim.speedup, "rel_error": (sim.speedup - real.speedup) / real.speedup,
-                     "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.runs[0].cycles,
-                     "cycles_sim": sim.cycles, "lossless": real.lossless, "exact_match": not real.divergences,
-                     "divergences": real.divergences})
+    drift = _drift(profile.cost.at_batch(batch), width, plain, measured)
+    rows = _rows(methods, measured, simulated)
     errors = [abs(r["rel_error"]) for r in rows]
     any_sim = next(iter(simulated.values()))
     report = {
@@ -121,11 +99,61 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     hashed = {k: report[k] for k in ("profile", "baselines", "policies", "prompt_ids", "max_new_tokens", "repeats",
                                      "traces_hash", "simspec_version", "batch_size")}
     report["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
+    return _write(report, out_dir, request.force, profile if refit else None), out_dir
+
+
+def _scored_traces(request, profile, engine, chosen: list, ids: list, bar):
+    """The scored prompts' draft trees (greedy), recorded here."""
+    from simspec.measure.recorder import RecordSpec, TraceRecorder
+    from simspec.sim.traces import assemble
+
+    ref = profile.meta.traces
+    spec = RecordSpec(ref.depth_max, ref.width, request.tokens())
+    recorded = TraceRecorder(engine.target, engine.drafter, spec).record_all(ids, bar)
+    return assemble(recorded, ids, {"target": profile.meta.target, "draft": profile.meta.draft,
+                                    "prompts": request.prompts, "prompt_ids": [p.id for p in chosen],
+                                    "splits": [p.split for p in chosen], "max_new_tokens": spec.max_new_tokens,
+                                    "depth_max": ref.depth_max, "width": ref.width})
+
+
+def _drift(cost, width: int, plain: list, measured: list):
+    """The scored runs held against the predicting curves at B (after the fact: nothing is fitted
+    on them): where the live machine ran off the profile while they ran, operation by operation."""
+    from simspec.measure.interleave import DriftMeter
+
+    drift = DriftMeter(cost, width)
+    for run in plain:
+        drift.batch(run, plain=True)
+    for real in measured:
+        for run in real.runs:
+            drift.batch(run, plain=False)
+    return drift
+
+
+def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
+    """A method's real speedup at B beside the replayed queue's."""
+    rows = []
+    for method, real in zip(methods, measured):
+        sim = simulated[method.name]
+        rows.append({"method": method.name, "speedup_real": real.speedup, "speedup_real_passes": real.ratios,
+                     "speedup_sim": sim.speedup, "rel_error": (sim.speedup - real.speedup) / real.speedup,
+                     "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.runs[0].cycles,
+                     "cycles_sim": sim.cycles, "lossless": real.lossless, "exact_match": not real.divergences,
+                     "divergences": real.divergences})
+    return rows
+
+
+def _write(report: dict, out_dir: Path, force: bool, refitted) -> BatchValidationReport:
+    """The run folder, whole or not at all; ``refitted``: the predicting profile (--recalibrate)."""
+    from simspec.cache import atomic_directory
+    from simspec.report.validation_batch import render_markdown
+    from simspec.sim.profile import save_profile
+
     stored = json.loads(json.dumps(report))
     typed = BatchValidationReport.check(stored, out_dir / "report.json", "this is a bug in simspec")
-    with atomic_directory(out_dir, replace=request.force) as tmp:
-        if refit:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
-            save_profile(profile, tmp / "profile")
+    with atomic_directory(out_dir, replace=force) as tmp:
+        if refitted is not None:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
+            save_profile(refitted, tmp / "profile")
         (tmp / "report.json").write_text(json.dumps(stored, indent=1))
         (tmp / "report.md").write_text(render_markdown(typed))
-    return typed, out_dir
+    return typed

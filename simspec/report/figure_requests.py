@@ -8,36 +8,33 @@ from dataclasses import dataclass
 from simspec import flags
 from simspec.flags import opt
 
-FOLDER = "Folder for the figure."
-FORCE = "Replace an existing figure of the same name."
-
 
 @dataclass(frozen=True, kw_only=True)
 class CurvesPlot:
-    profile: str = opt(help="A profile folder (calibration/NAME).")
-    out: str = opt("figures", FOLDER)
-    force: bool = opt(False, FORCE)
+    profile: str = flags.profile()
+    out: str = flags.out("figures")
+    force: bool = flags.force()
 
 
 @dataclass(frozen=True, kw_only=True)
 class SurfacePlot:
-    profile: str = opt(help="A profile folder with traces.")
+    profile: str = flags.profile()
     split: str = flags.split()
-    max_new_tokens: int | None = opt(None, "Token budget per prompt (default: everything recorded).", min=2)
-    out: str = opt("figures", FOLDER)
-    force: bool = opt(False, FORCE)
+    max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
+    out: str = flags.out("figures")
+    force: bool = flags.force()
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingPlot:
     policy: str = opt(help="A policy folder (policies/NAME).")
-    out: str = opt("figures", FOLDER)
-    force: bool = opt(False, FORCE)
+    out: str = flags.out("figures")
+    force: bool = flags.force()
 
 
 @dataclass(frozen=True, kw_only=True)
 class ValidationPlot:
     report: str = opt(help="A validate --real run folder (real/RUN) or its report.json.")
-    out: str | None = opt(None, "Folder for the figures (default: the run folder).")
+    out: str | None = flags.out()
     method: str | None = opt(None, "Also draw this method's action map (learned policies' are always drawn).")
-    force: bool = opt(False, FORCE)
+    force: bool = flags.force()

@@ -111,8 +111,45 @@ def predicted_by(profile: ReportProfile, staleness: dict | None = None) -> str:
 def render_markdown(report: ValidationReport) -> str:
     """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
     m = report
-    sampled = bool(m.temperature)
-    if sampled:
+    lines = [
+        f"# validate --real: {m.profile.name}",
+        "",
+        f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
+        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
+        + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
+        f"simspec {m.simspec_version}, {m.created}."
+        + " " + predicted_by(m.profile, m.staleness),
+        "",
+        _method_text(m),
+        "",
+        *_rows_table(m),
+        *_fidelity(m),
+    ]
+    if m.rows[0].speedup_real_set is not None:
+        lines += over_the_set_table(m)
+    lines += _noise_and_refit(m)
+    if m.rank_inversions:
+        lines.append("")
+        lines.append("Pairs the simulator orders differently from the real runs:")
+        for inv in m.rank_inversions:
+            lines.append(f"- {inv['a']} vs {inv['b']}: real {inv['real_difference']:+.3f}, sim "
+                         f"{inv['sim_difference']:+.3f}; real paired p = {_p(inv['p_real'])}"
+                         + (" (the real runs cannot tell them apart)" if (inv["p_real"] or 0) > 0.05 else ""))
+    drift = m.drift
+    lines += ["", "**Drift** (live latency / profile's curve, summed over the run): "
+              + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift.ratios.items()) + "."]
+    if drift.advice:
+        lines.append(f"**Warning:** {drift.advice}.")
+    lines += render_staleness(m)
+    lines += ["", *_lossless(m)]
+    if m.residuals:
+        lines += ["", *render_residuals(m.residuals)]
+    return "\n".join(lines) + "\n"
+
+
+def _method_text(m: ValidationReport) -> str:
+    """How the table's numbers were made: paired runs, the statistic, the tests."""
+    if m.temperature:
         how = (f"Temperature {m.temperature:g} (top-p {m.top_p:g}): every pass samples each prompt with its "
                f"own seed (pass k, prompt i: {m.seed} + k · prompts + i), the same for plain sampling and every "
                "method. Speedup = plain sampling's time per token / the method's, on the same prompt and seed, "
@@ -129,18 +166,13 @@ def render_markdown(report: ValidationReport) -> str:
                "prompts (their trees recorded in this run, replayed with the profile's cost model); "
                "*drift-corrected*: the same with each latency curve rescaled by its live / profile ratio in this "
                "run. p: two-sided Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.")
+    return how
+
+
+def _rows_table(m: ValidationReport) -> list[str]:
+    """One row per method, fastest first."""
     lines = [
-        f"# validate --real: {m.profile.name}",
-        "",
-        f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
-        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
-        + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
-        f"simspec {m.simspec_version}, {m.created}."
-        + " " + predicted_by(m.profile, m.staleness),
-        "",
-        how,
-        "",
-        f"| method | real | {'95 % CI' if sampled else 'IQR'} | sim | sim error | sim, drift-corrected | error | "
+        f"| method | real | {'95 % CI' if m.temperature else 'IQR'} | sim | sim error | sim, drift-corrected | error | "
         "τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
         "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
@@ -158,9 +190,14 @@ def render_markdown(report: ValidationReport) -> str:
             f"{s['bookkeeping']:.1%} | {_pct(r.gain_vs_eagle3)} | {_p(r.p_vs_eagle3)} | "
             f"{_pct(r.gain_vs_grid)} | {_p(r.p_vs_grid)} | "
             f"{r.verdict(no='**NO**')} |")
+    return lines
+
+
+def _fidelity(m: ValidationReport) -> list[str]:
+    """Every prediction of the run, scored both ways (over the set, median over prompts)."""
     fidelity = fidelity_rows(m)
     head = fidelity[0]
-    lines += [
+    return [
         "",
         f"**Simulator fidelity** ({head['prediction']}, {head['statistic']}): mean |relative error| "
         f"{head['mean']:.1%}, max {head['max']:.1%} over {len(m.rows)} methods; rank agreement (Spearman) "
@@ -179,8 +216,11 @@ def render_markdown(report: ValidationReport) -> str:
         f"{m.drift_corrected.mean_abs_rel_error:.1%}, max {m.drift_corrected.max_abs_rel_error:.1%}, "
         f"Spearman {_rank(m.drift_corrected.rank_agreement)}.",
     ]
-    if m.rows[0].speedup_real_set is not None:
-        lines += over_the_set_table(m)
+
+
+def _noise_and_refit(m: ValidationReport) -> list[str]:
+    """The runs' own noise, and the co-timed refit's predictions where the run made one."""
+    lines: list[str] = []
     noise = m.measurement_noise
     if noise:
         lines += ["", f"**Measurement noise:** the real runs' own pass-to-pass standard error of a method's median "
@@ -197,22 +237,14 @@ def render_markdown(report: ValidationReport) -> str:
                   "| method | real | sim (co-timed) | error |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
                   for r in co.rows]
-    if m.rank_inversions:
-        lines.append("")
-        lines.append("Pairs the simulator orders differently from the real runs:")
-        for inv in m.rank_inversions:
-            lines.append(f"- {inv['a']} vs {inv['b']}: real {inv['real_difference']:+.3f}, sim "
-                         f"{inv['sim_difference']:+.3f}; real paired p = {_p(inv['p_real'])}"
-                         + (" (the real runs cannot tell them apart)" if (inv["p_real"] or 0) > 0.05 else ""))
-    drift = m.drift
-    lines += ["", "**Drift** (live latency / profile's curve, summed over the run): "
-              + ", ".join(f"{op} {ratio:.2f}" for op, ratio in drift.ratios.items()) + "."]
-    if drift.advice:
-        lines.append(f"**Warning:** {drift.advice}.")
-    lines += render_staleness(m)
+    return lines
+
+
+def _lossless(m: ValidationReport) -> list[str]:
+    """Whether every output was the target's: token for token (greedy), or in distribution."""
     bad = [(r.method, d) for r in m.rows for d in r.divergences]
-    lines += [""]
-    if sampled:
+    lines: list[str] = []
+    if m.temperature:
         failed = [r.method for r in m.rows if not r.lossless]
         lines.append("**Lossless (statistical):** τ simulated vs real, mean |error| "
                      f"{m.mean_abs_tau_rel_error:.1%}. "
@@ -228,6 +260,6 @@ def render_markdown(report: ValidationReport) -> str:
     if m.near_tie_cut_traces:
         lines.append(f"\n{m.near_tie_cut_traces} recorded trace(s) were cut short where batched and "
                      "unbatched arithmetic split a near-tie; their simulated runs are shorter.")
-    if m.residuals:
-        lines += ["", *render_residuals(m.residuals)]
-    return "\n".join(lines) + "\n"
+    return lines
+
+

@@ -49,7 +49,8 @@ class ProgressLog:
 
     def _line(self, t: _Task, now: float) -> str:
         elapsed = now - t.started
-        text = f"{t.description}: {t.done:,}/{t.total:,}"
+        # a share of a point (a round of interleaved timings) counts as done only once whole
+        text = f"{t.description}: {int(t.done):,}/{t.total:,}"
         if t.total > 0:
             text += f" ({100 * t.done / t.total:.0f} %)"
         text += f", {duration(elapsed)} elapsed"

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.sim.evaluate import PROMPT_LEVEL
@@ -127,15 +128,13 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
 
 @dataclass(frozen=True, kw_only=True)
 class BenchSimRequest:
-    profile: str = opt(help="A profile folder with traces.")
+    profile: str = flags.profile()
     copies: int = opt(200, "Copies of every trace prompt replayed at once.", min=1)
     depth: int = opt(8, "Static tree depth D.", min=1)
     size: int = opt(60, "Static verified tokens V.", min=1)
-    repeats: int = opt(3, "Timed replays (median reported).", min=1)
+    repeats: int = flags.repeats(3)
     # None: the profile's; else it must be the profile's
-    temperature: float | None = opt(None, "The temperature the profile's traces must have been recorded at "
-                                    "(default: the profile's). At T > 0 every cycle draws its accepted length from "
-                                    "the tree's distribution.", min=0.0)
+    temperature: float | None = flags.temperature(None)
 
 
 def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:

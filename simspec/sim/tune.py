@@ -37,6 +37,7 @@ import numpy as np
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.sim.surface import mean_speedup, ranking, tree_surface
 
 ENGINES = ("sglang", "vllm", "eagle", "json")
 CHAIN_ENGINES = ("vllm",)
@@ -45,20 +46,16 @@ BAND_EDGES = (0, 256, 512, 1024, 2048, 4096, 1 << 30)  # context bands, tokens
 
 @dataclass(frozen=True, kw_only=True)
 class TuneRequest:
-    profile: str = opt(help="A profile folder with traces (measured, analytic or imported).")
+    profile: str = flags.profile()
     engine: str = opt("json", "Print the tree in this engine's settings: sglang (--speculative-* flags), vllm "
                       "(speculative_config; vLLM's EAGLE drafts a chain), eagle (EaModel.from_pretrained arguments) "
                       "or json (simspec's D, W, V).")
     draft_path: str | None = opt(None, "The draft model path the printed settings name (default: the profile's "
                                  "draft).")
-    max_new_tokens: int | None = opt(None, "Token budget per prompt (default: everything recorded).", min=2)
+    max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
     # sequences a server batches: every cycle's draft and verify time is shared by them
-    batch_size: int = opt(1, "Sequences the server batches: each cycle's draft and verify time is shared by them "
-                          "(the profile needs curves at that batch size: `simspec calibrate --batch-sizes`).", min=1)
-    batch_sizes: tuple[int, ...] = opt((), "Also tune for each of these batch sizes (from 1, e.g. 1,2,4,8; the "
-                                       "profile needs curves at each) and print the per-batch-size configuration: "
-                                       "SGLang's adaptive speculation file (chains), vLLM's "
-                                       "num_speculative_tokens_per_batch_size.", parse=flags.optional_sizes)
+    batch_size: int = flags.batch_size()
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((), flags.optional_sizes)
 
     def check(self) -> None:
         if self.engine not in ENGINES:
@@ -105,10 +102,6 @@ class Tuned:
     notes: list[str] = field(default_factory=list)
 
 
-def _mean(result) -> float:
-    return float(np.mean(result.speedup))
-
-
 def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> list[dict]:
     """Per context band: the candidate with the best throughput, estimated with every position
     of the band as a cycle's root (greedy time of the tokens a cycle yields over its time)."""
@@ -130,28 +123,6 @@ def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> l
         out.append({"context": [int(lo), int(min(hi, context.max() + 1))], "positions": int(len(at)),
                     "depth": candidates[best][0], "size": candidates[best][1], "speedup": scores[best]})
     return out
-
-
-def tree_surface(train, cost, max_new_tokens: int | None, chain: bool) -> dict:
-    """(D, V) -> the replay of that static tree on ``train``: every chain (V = D) for an engine
-    that drafts chains, else every distinct tree of the grid."""
-    from simspec.policies.base import StaticPolicy, tree_capacities
-    from simspec.sim.evaluate import GRID_DEPTHS, GRID_SIZES, static_surface
-    from simspec.sim.replay import replay
-
-    width = train.width
-    if chain:
-        return {(d, d): replay(train, cost, StaticPolicy(d, width, d), max_new_tokens)
-                for d in GRID_DEPTHS if d <= train.depth_max}
-    surface = {}
-    for (d, v), res in static_surface(train, cost, max_new_tokens, GRID_DEPTHS, GRID_SIZES).items():
-        surface.setdefault((d, int(min(v, tree_capacities(d, width)))), res)
-    return surface
-
-
-def ranking(surface: dict) -> list[tuple[int, int]]:
-    """The surface's trees, fastest first (mean speedup over prompts; ties: the smaller tree)."""
-    return sorted(surface, key=lambda k: (-_mean(surface[k]), k[1], k[0]))
 
 
 def run(request: TuneRequest) -> Tuned:
@@ -201,13 +172,13 @@ def run(request: TuneRequest) -> Tuned:
         "temperature": profile.temperature, "batch_size": r.batch_size,
         "batch_sizes": profile.cost.batch_sizes,
         "depth": tree.depth, "width": tree.width, "size": tree.size,
-        "speedup": _mean(held_best), "speedup_train": _mean(surface[best]),
+        "speedup": mean_speedup(held_best), "speedup_train": mean_speedup(surface[best]),
         "speedup_q25": float(np.percentile(held_best.speedup, 25)),
         "speedup_q75": float(np.percentile(held_best.speedup, 75)),
         "runner_up": {"depth": second.depth, "width": second.width, "size": second.size,
-                      "speedup": _mean(held_runner), "speedup_train": _mean(surface[runner])},
-        "margin": _mean(held_best) / _mean(held_runner) - 1,
-        "margin_train": _mean(surface[best]) / _mean(surface[runner]) - 1,
+                      "speedup": mean_speedup(held_runner), "speedup_train": mean_speedup(surface[runner])},
+        "margin": mean_speedup(held_best) / mean_speedup(held_runner) - 1,
+        "margin_train": mean_speedup(surface[best]) / mean_speedup(surface[runner]) - 1,
         "settings": tree.settings(r.engine, draft), "flags": tree.flags(r.engine, draft),
         "bands": bands, "bands_differ": bool(differing),
         "prompts": {"train": int(len(train_idx)), "heldout": int(len(held_idx))},

@@ -33,7 +33,7 @@ from simspec.errors import SimspecError
 def _best(train, held, cost, max_new_tokens, chain: bool) -> dict:
     from simspec.policies.base import StaticPolicy
     from simspec.sim.replay import replay
-    from simspec.sim.tune import ranking, tree_surface
+    from simspec.sim.surface import ranking, tree_surface
 
     surface = tree_surface(train, cost, max_new_tokens, chain)
     ranked = ranking(surface)

@@ -39,11 +39,9 @@ def check_preset(preset: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainRequest:
-    profile: str = opt(help=flags.PROFILE)
+    profile: str = flags.profile()
     algo: str = opt(help=algos_help)
-    preset: str = opt("paper", "paper: the seed's networks, hyper-parameters and step counts; fast: the same "
-                      "networks with about a tenth of the steps (minutes); smoke: seconds, checks the wiring, learns "
-                      "little.")
+    preset: str = flags.preset("paper")
     reward: str = opt("throughput", "throughput (tokens per second of each cycle, LTD's), acceptance (tokens per "
                       "cycle, the proxy) or time (seconds saved over greedy).")
     variant: str = opt("standard", "Re-SpS only: standard or maxent (entropy coefficient 0.1).")
@@ -53,8 +51,8 @@ class TrainRequest:
     hold: int | None = opt(None, "Re-SpS only: cycles the deployed policy holds an action (the paper's N, 30 by "
                            "default).")
     train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
-    seed: int = opt(0, "Seeds the networks, the environments and the sampling: same seed, same policy.")
-    out: str | None = flags.out("Policy folder (default policies/ALGO-PROFILE[-PRESET])")
+    seed: int = flags.seed()
+    out: str | None = flags.out()
     force: bool = flags.force()
     precision: str = opt("auto", "PPO's hidden layers: fp32, or bf16 (autocast; weights, heads, losses, Adam and the "
                          "exported policy stay fp32). auto: bf16 for ltd where the CPU has native bf16 (twice as "

@@ -12,6 +12,7 @@ The folder is renamed into place only when every trial has finished.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import shutil
@@ -45,22 +46,18 @@ class Trial:
 
 @dataclass(frozen=True, kw_only=True)
 class SweepRequest:
-    profile: str = opt(help=flags.PROFILE)
-    algos: tuple[str, ...] = opt(help=lambda: f"Comma-separated algorithms: {', '.join(algo_names())}.",
-                                 flag="--algo", parse=flags.names)
+    profile: str = flags.profile()
+    algos: tuple[str, ...] = flags.algos(dataclasses.MISSING, algo_names)
     seeds: tuple[int, ...] = opt((0,), "Comma-separated seeds, e.g. 1,2,3.", parse=flags.ints)
     rewards: tuple[str, ...] = opt(("throughput",), "Comma-separated rewards: throughput, acceptance, time.",
-                                   flag="--reward", parse=flags.names)
-    preset: str = opt("fast", "Every trial's schedule: paper, fast or smoke (see train --preset).")
+                                   parse=flags.names)
+    preset: str = flags.preset("fast")
     # "local" or a cluster address; None: one trial after another, here
-    ray: str | None = opt(None, "Run the trials as Ray tasks: 'local' (a Ray instance on this machine) or a "
-                          "cluster's ADDRESS. Without it they run one after another in this process. Needs pip "
-                          "install \"simspec[ray]\".")
-    workers: int = opt(2, "--ray local: trials at once.", min=1)
-    threads: int = opt(1, "torch threads of every trial, with or without Ray (a seed gives the same policy at the "
-                       "same thread count); under Ray, the CPUs a trial asks for.", min=1)
-    out: str | None = flags.out("Sweep folder (default policies/sweep-PROFILE): one policy folder per trial and "
-                                "sweep.json")
+    ray: str | None = flags.ray()
+    workers: int = flags.workers(2)
+    trial_threads: int = opt(1, "torch threads of every trial, with or without Ray (a seed gives the same policy at "
+                             "the same thread count); under Ray, the CPUs a trial asks for.", min=1)
+    out: str | None = flags.out()
     force: bool = flags.force()
 
     def trials(self) -> list[Trial]:
@@ -80,12 +77,12 @@ class SweepRequest:
         from simspec.cache import check_out
 
         if not self.algos or not self.seeds or not self.rewards:
-            raise SimspecError("a sweep needs at least one --algo, one --seeds value and one --reward")
-        for name, values in (("--algo", self.algos), ("--seeds", self.seeds), ("--reward", self.rewards)):
+            raise SimspecError("a sweep needs at least one --algos, one --seeds value and one --rewards")
+        for name, values in (("--algos", self.algos), ("--seeds", self.seeds), ("--rewards", self.rewards)):
             if len(set(values)) < len(values):
                 raise SimspecError(f"{name} names a value twice: {', '.join(map(str, values))}")
-        if self.threads < 1 or self.workers < 1:
-            raise SimspecError("--threads and --workers take a number >= 1")
+        if self.trial_threads < 1 or self.workers < 1:
+            raise SimspecError("--trial-threads and --workers take a number >= 1")
         check_out(self.out_dir(), self.force)
         if self.ray is not None:
             from simspec.cluster import require_ray
@@ -106,7 +103,7 @@ def run_trial(request: SweepRequest, trial: Trial, folder: Path, advance: Callab
 
     from simspec.train.run import train_policy
 
-    torch.set_num_threads(request.threads)
+    torch.set_num_threads(request.trial_threads)
     return train_policy(request.train_request(trial, folder), advance)
 
 
@@ -126,8 +123,8 @@ def _ray_trial(request: SweepRequest, trial: Trial) -> tuple[dict, dict[str, byt
 def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
     from simspec.cluster import connect
 
-    ray, _ = connect(request.ray, request.workers, request.threads)
-    task = ray.remote(num_cpus=request.threads, max_retries=MAX_FAILURES, retry_exceptions=True)(_ray_trial)
+    ray, _ = connect(request.ray, request.workers, request.trial_threads)
+    task = ray.remote(num_cpus=request.trial_threads, max_retries=MAX_FAILURES, retry_exceptions=True)(_ray_trial)
     pending = [task.remote(request, trial) for trial in trials]
     summaries = []
     with status(f"{len(trials)} trials as Ray tasks ({request.ray})"):
@@ -179,7 +176,7 @@ def run(request: SweepRequest, bar, status) -> dict:
         rows = [{**s, "policy": str(request.out_dir() / t.name), "reward": t.reward, "seed": t.seed}
                 for s, t in zip(summaries, trials)]
         summary = {"sweep": str(request.out_dir()), "profile": request.profile, "preset": request.preset,
-                   "ray": request.ray, "threads": request.threads, "trials": rows, "table": table(rows),
+                   "ray": request.ray, "threads": request.trial_threads, "trials": rows, "table": table(rows),
                    "seconds": time.perf_counter() - started}
         (folder / "sweep.json").write_text(json.dumps(summary, indent=1))
     return summary
