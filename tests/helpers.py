@@ -320,23 +320,42 @@ def last_json(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+# Transformers' config and model classes of the tiny targets: the families an EAGLE-3 head is
+# trained for, beside Llama. Each gets the same shapes (head_dim 16 where a family sets its own).
+TINY_ARCHITECTURES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": None}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}),
+}
+
+
 def tiny_llama(layers: int):
     """A Llama with random weights over TINY_VOCAB tokens; its head scaled so that the next
     token is predictable (top token ~0.5-0.8), as a language model's often is."""
+    return tiny_model("llama", layers)
+
+
+def tiny_model(architecture: str, layers: int, **overrides):
+    """``tiny_llama``'s shapes in another family of ``TINY_ARCHITECTURES`` (``overrides``: its
+    config's fields, e.g. a sliding window)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
     from simspec.engine.models import LoadedModel, ModelSource
 
+    config_class, model_class, own = TINY_ARCHITECTURES[architecture]
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=512, eos_token_id=None, bos_token_id=None, pad_token_id=None,
-                         tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    config = getattr(transformers, config_class)(
+        vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, eos_token_id=None,
+        bos_token_id=None, pad_token_id=None, tie_word_embeddings=False, **{**own, **overrides})
+    model = getattr(transformers, model_class)(config).eval().requires_grad_(False)
     with torch.no_grad():
         model.lm_head.weight.mul_(12)
-    return LoadedModel(ModelSource("tiny", Path(".")), model, None)
+    return LoadedModel(ModelSource(f"tiny-{architecture}", Path(".")), model, None)
 
 
 def tiny_drafters(target, lm_layers: int) -> dict:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from simspec.blas import one_blas_thread
+from simspec.engine.context import served_context
 from simspec.engine.drafter import Drafter
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
@@ -169,7 +170,7 @@ class SpeculativeEngine:
         self.chain_verifier = chain_verifier or ChainVerifier()
         self.device = target.device
         self.eos = eos_token_ids(target)
-        self.max_positions = int(getattr(target.model.config, "max_position_embeddings", 1 << 30))
+        self.max_positions, self._limit = served_context(target.model.config)
         self.vocab_size = int(target.model.config.vocab_size)
 
     @property
@@ -210,7 +211,7 @@ class SpeculativeEngine:
         if len(prompt_ids) + max_new_tokens > self.max_positions:
             raise SimspecError(
                 f"prompt of {len(prompt_ids)} tokens + {max_new_tokens} new tokens exceeds the target's "
-                f"context of {self.max_positions}: shorten the prompt or lower --max-new-tokens"
+                f"{self._limit}: shorten the prompt or lower --max-new-tokens"
             )
 
     def _generator(self, seed: int | None) -> tuple[np.random.Generator | None, int | None]:
