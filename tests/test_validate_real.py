@@ -172,7 +172,7 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
         (("--profile", "calibration/cpu-demo", "--prompts", str(empty)), "empty"),
         (("--profile", "calibration/cpu-demo", "--baselines", "", "--policies", ""), "nothing to validate"),
         (("--profile", "calibration/cpu-demo", "--batch-size", "4"), "no curves at batch size 4"),
-        (("--profile", "calibration/cpu-demo-T1", "--batch-size", "4"), "decodes greedily"),
+        (("--profile", "calibration/cpu-demo-T1", "--batch-size", "4"), "greedy only"),
     ]
     for args, message in cases:
         result = cli("validate", "--real", *args, "--out", str(out))

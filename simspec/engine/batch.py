@@ -1,4 +1,5 @@
-"""Batched decoding: ``B`` sequences decode together, plain or speculative, greedy.
+"""Batched decoding: ``B`` sequences decode together, plain or speculative, greedy or sampling
+at a temperature.
 
 A queue of prompts feeds ``B`` rows. Each cycle every busy row gets its own tree from the
 policy, asked through its batch methods for every busy row at once, exactly as the simulator's
@@ -15,7 +16,11 @@ no context (``TargetRows.release``), so attention reads as far as the longest bu
 ``simspec.sim.batch`` replays the same rules.
 
 Every sequence's output equals its own plain greedy decoding (the padded forwards only reorder
-floating-point sums, which ``simspec.engine.lossless`` reports with the top-2 logit gap)."""
+floating-point sums, which ``simspec.engine.lossless`` reports with the top-2 logit gap). At
+T > 0 each sequence draws from its own generator (its seed: ``seeds``, by default the sampling's
+seed plus its index in the queue), and every row's tree is verified by EAGLE's walk over
+deterministic drafts (``TreeVerifier``), a chain (W = 1) included: the output's distribution is
+the target's. (The batch-1 engine verifies a chain drafted by sampling with the q-aware rule.)"""
 
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from simspec.engine.kv_rows import causal
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
+from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
 from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
 from simspec.engine.tree import DraftTree, ShapedTree, Verification
 from simspec.errors import SimspecError
@@ -102,15 +108,19 @@ class _Row:
 
 
 class BatchEngine:
-    """Greedy decoding of a queue of prompts, ``batch_size`` at a time, plainly or speculatively
-    with ``drafter``."""
+    """Decoding of a queue of prompts, ``batch_size`` at a time, plainly or speculatively with
+    ``drafter``: greedy, or sampling at ``sampling.temperature`` > 0 (``tree_verifier`` decides
+    acceptance there; a deliberately broken one shows the statistical tests' power)."""
 
-    def __init__(self, target: LoadedModel, drafter: Drafter, batch_size: int, runtime: str = "eager") -> None:
+    def __init__(self, target: LoadedModel, drafter: Drafter, batch_size: int, runtime: str = "eager",
+                 sampling: Sampling = GREEDY, tree_verifier: TreeVerifier | None = None) -> None:
         if batch_size < 1:
             raise SimspecError(f"--batch-size must be >= 1, got {batch_size}")
         self.target, self.drafter, self.batch = target, drafter, batch_size
+        self.sampling, self.tree_verifier = sampling, tree_verifier or TreeVerifier()
+        self._rngs: dict[int, np.random.Generator] = {}  # at T > 0: each queued sequence's generator
         # length checks, end-of-sequence tokens, the runtime's name checked
-        self.single = SpeculativeEngine(target, drafter, runtime=runtime)
+        self.single = SpeculativeEngine(target, drafter, sampling, runtime=runtime)
         self.runtime = runtime
         self.device = target.device
         self.tree_slots: int | None = None  # cache slack past a sequence's tokens (None: kv_slots.TREE_SLOTS)
@@ -145,9 +155,15 @@ class BatchEngine:
         return time.perf_counter() - started
 
     # -- the queue ---------------------------------------------------------------------------
-    def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: BatchPolicy | None) -> BatchRun:
+    def _run(self, prompts: list[list[int]], max_new_tokens: int, policy: BatchPolicy | None,
+             seeds: Sequence[int] | None = None) -> BatchRun:
         if not prompts:
             raise SimspecError("no prompts to decode")
+        if not self.sampling.greedy:
+            seeds = list(seeds) if seeds is not None else [self.sampling.seed + i for i in range(len(prompts))]
+            if len(seeds) != len(prompts):
+                raise SimspecError(f"{len(seeds)} seeds for {len(prompts)} prompts: one seed per prompt")
+            self._rngs = {i: np.random.default_rng(seed) for i, seed in enumerate(seeds)}
         for p in prompts:
             self.single.check_length(p, max_new_tokens)
         capacity = max(len(p) for p in prompts) + max_new_tokens + (self.tree_slots or TREE_SLOTS)
@@ -176,7 +192,7 @@ class BatchEngine:
             t = clock(self.device)
             ids = torch.tensor(prompt, device=self.device)
             hidden, features = target.prefill(b, ids)
-            root = int(head_logits(target.head, hidden[-1:]).argmax(-1))
+            root = self._pick(head_logits(target.head, hidden[-1:]).reshape(-1), index)
             row = _Row(index, prompt, t, 0.0, root, tokens=[root])
             if speculative:
                 wants = drafter.uses_target_hidden
@@ -221,16 +237,25 @@ class BatchEngine:
 
     # -- plain decoding: one token per row per step --------------------------------------------
     @torch.inference_mode()
-    def plain(self, prompts: list[list[int]], max_new_tokens: int) -> BatchRun:
-        """Plain greedy decoding of every prompt, ``batch_size`` sequences per forward."""
-        return self._run(prompts, max_new_tokens, None)
+    def plain(self, prompts: list[list[int]], max_new_tokens: int, seeds: Sequence[int] | None = None) -> BatchRun:
+        """Plain decoding of every prompt (greedy, or sampling with ``seeds``), ``batch_size``
+        sequences per forward."""
+        return self._run(prompts, max_new_tokens, None, seeds)
+
+    def _pick(self, logits: torch.Tensor, index: int) -> int:
+        """The next token after ``logits`` ([vocab]) for the queue's sequence ``index``."""
+        if self.sampling.greedy:
+            return int(logits.argmax(-1))
+        return draw(distribution(logits, self.sampling), self._rngs[index])
 
     def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> float:
         context = int(target.lengths[busy].max())
         t = clock(self.device)
         one = np.ones((1, 1), dtype=bool)
         hidden, _ = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one) for b in busy})
-        nxt = head_logits(target.head, hidden[:, 0]).argmax(-1).cpu().numpy()
+        logits = head_logits(target.head, hidden[:, 0])
+        nxt = logits.argmax(-1).cpu().numpy() if self.sampling.greedy else \
+            {b: self._pick(logits[b], rows[b].index) for b in busy}
         seconds = clock(self.device) - t
         ones = np.ones(len(busy), dtype=np.int64)
         self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, 0.0, 0.0))
@@ -244,10 +269,12 @@ class BatchEngine:
 
     # -- speculative decoding -------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, prompts: list[list[int]], policy: BatchPolicy, max_new_tokens: int) -> BatchRun:
-        """Speculative greedy decoding of every prompt, every row's tree from ``policy``."""
+    def generate(self, prompts: list[list[int]], policy: BatchPolicy, max_new_tokens: int,
+                 seeds: Sequence[int] | None = None) -> BatchRun:
+        """Speculative decoding of every prompt (greedy, or sampling with ``seeds``), every row's
+        tree from ``policy``."""
         with one_blas_thread():  # as the batch-1 engine: policies multiply small matrices per cycle
-            return self._run(prompts, max_new_tokens, policy)
+            return self._run(prompts, max_new_tokens, policy, seeds)
 
     def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]
                ) -> tuple[float, float]:
@@ -283,15 +310,15 @@ class BatchEngine:
         verifications: dict[int, Verification] = {b: trees[b].verification(int(sizes[i])) for i, b in enumerate(busy)}
         t = clock(device)
         hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
-        target_next = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1)
-        target_next = target_next.view(hidden.shape[0], -1).cpu().numpy()
+        logits = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).view(*hidden.shape[:2], -1)
+        target_next = logits.argmax(-1).cpu().numpy() if self.sampling.greedy else None
         verify_s = clock(device) - t
 
         drafter.end_cycle()
         accepted_counts, hits = np.zeros(len(busy), dtype=np.int64), np.zeros(len(busy), dtype=np.int64)
         for i, b in enumerate(busy):
             v, row = verifications[b], rows[b]
-            accepted, bonus = v.accept(target_next[b, : len(v)])
+            accepted, bonus = self._accept(v, logits[b], target_next, b, row.index)
             target.keep(b, accepted)
             new_tokens = v.tokens[accepted].tolist()[1:] + [bonus]
             path = features[b, torch.as_tensor(accepted, device=device)] if drafter.uses_target_hidden else None
@@ -317,6 +344,21 @@ class BatchEngine:
         self._log.append(BatchCycle(depth, np.array([len(verifications[b]) for b in busy]), int(lengths.max()), fed,
                                     draft_s, verify_s, policy_s, rest))
         return draft_s, verify_s
+
+    def _accept(self, v: Verification, logits: torch.Tensor, target_next: np.ndarray | None, b: int, index: int
+                ) -> tuple[np.ndarray, int]:
+        """Row ``b``'s accepted rows (root first) and the token after them: the target's greedy
+        path, or at T > 0 the walk over its tree with the sequence's own generator."""
+        if target_next is not None:
+            return v.accept(target_next[b, : len(v)])
+        rows: dict[int, np.ndarray] = {}
+
+        def probs_of(r: int) -> np.ndarray:
+            if r not in rows:
+                rows[r] = distribution(logits[r], self.sampling)
+            return rows[r]
+
+        return self.tree_verifier.accept(v.tokens, v.parent_rows, probs_of, self._rngs[index])
 
     def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], busy: list[int], ids: np.ndarray,
                caps: np.ndarray) -> tuple[dict[int, int], float, float]:

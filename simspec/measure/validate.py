@@ -130,7 +130,8 @@ class ValidateRequest:
                                f"calibrate a profile with --runtime {self.runtime}")
         if self.batch_size > 1:
             if profile.temperature > 0:
-                raise SimspecError("--batch-size above 1 decodes greedily: use a profile recorded at temperature 0")
+                raise SimspecError("validate above --batch-size 1 is greedy only (its replay at B > 1 has no sampled "
+                                   "acceptance yet): use a profile recorded at temperature 0")
             profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")

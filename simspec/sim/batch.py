@@ -105,8 +105,8 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     rows with ``policy``, and plainly; ``cost`` is the profile's batch-1 model (its curves at
     ``batch`` price the cycles)."""
     if traces.sampled:
-        raise SimspecError("batches replay greedy traces: the batched engine decodes greedily (record traces at "
-                           "temperature 0, or replay at --batch-size 1)")
+        raise SimspecError("replay above batch size 1 is greedy only (no sampled acceptance yet): record traces "
+                           "at temperature 0, or replay at --batch-size 1")
     if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
