@@ -220,7 +220,8 @@ def validate(
     _json(as_json, result.summary)
 
 
-@command(app, "train", "simspec.train.run:TrainRequest", lead=("simulated",))
+@command(app, "train", "simspec.train.run:TrainRequest", lead=("simulated",),
+         options=("simspec.train.trainers:algorithm_options", "algo"))
 def train(
     request,
     simulated: Simulated = False,

@@ -24,13 +24,14 @@ Parse = Callable[[str, str], tuple]  # (the flag's text, the flag's name) -> the
 
 def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", *, flag: str | None = None,
         min: float | None = None, max: float | None = None, parse: Parse | None = None,
-        factory: Callable[[], Any] | None = None) -> Any:
+        factory: Callable[[], Any] | None = None, cli: bool = True) -> Any:
     """A request field that is also a flag: its default (none: a required flag), its ``--help``
     text, its name when it is not the field's (``--intermediate-size``, ``--cut-at-eos/--no-cut-at-eos``),
     its bounds, and for a comma-separated list the ``parse`` that reads it. A default or help a
     registry makes (the default baselines, the drafter formats) is a ``factory`` / a callable,
-    read when the request is made / the verb is built, after every plugin has registered."""
-    metadata = {"help": help, "flag": flag, "min": min, "max": max, "parse": parse}
+    read when the request is made / the verb is built, after every plugin has registered.
+    ``cli=False``: a field the verb fills itself, not a flag (an algorithm's own options)."""
+    metadata = {"help": help, "flag": flag, "min": min, "max": max, "parse": parse, "cli": cli}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -231,6 +232,8 @@ def parameters(request: type) -> list[inspect.Parameter]:
     params = []
     for f in dataclasses.fields(request):
         m = f.metadata
+        if not m.get("cli", True):
+            continue
         kind, help = _cli_type(hints[f.name]), m.get("help", "")
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         if m.get("parse"):  # the flag takes text; its default is the field's, written out
@@ -247,6 +250,8 @@ def build(request: type, values: dict[str, Any]) -> Any:
     """The request from parsed flag values, by keyword (list flags through their ``parse``)."""
     kwargs = {}
     for f in dataclasses.fields(request):
+        if f.name not in values and not f.metadata.get("cli", True):
+            continue  # the verb did not fill it: its default
         value, parse = values[f.name], f.metadata.get("parse")
         kwargs[f.name] = parse(value, _flag_name(f)) if parse and isinstance(value, str) else value
     return request(**kwargs)
@@ -279,15 +284,20 @@ class Verb:
     fields, those named in ``lead`` (a mode: ``--simulated``) right after the first field; the
     body is called with the request built by keyword. The body's docstring is the verb's help."""
 
-    def __init__(self, name: str, request: str, body: Callable, lead: tuple[str, ...]) -> None:
-        self.name, self._request, self._body, self._lead = name, request, body, lead
+    def __init__(self, name: str, request: str, body: Callable, lead: tuple[str, ...],
+                 options: tuple[str, str] | None = None) -> None:
+        self.name, self._request, self._body, self._lead, self._options = name, request, body, lead, options
         self.__name__, self.__qualname__, self.__doc__ = body.__name__, body.__qualname__, body.__doc__
         self.__module__, self.__annotations__ = body.__module__, {}
 
     def request(self) -> type:
         """The request class (``module:Class``), imported now."""
-        module, _, name = self._request.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _imported(self._request)
+
+    def option_classes(self) -> dict[str, type]:
+        """Choice -> its own options class (``options``: a ``module:function`` returning them, and
+        the request field that chooses), read after every plugin registered; none without."""
+        return _imported(self._options[0])() if self._options else {}
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -297,6 +307,11 @@ class Verb:
                for p in list(inspect.signature(self._body).parameters.values())[1:]]
         try:
             params = parameters(self.request())
+            seen = {p.name for p in params}
+            for options in self.option_classes().values():  # each choice's own flags, once
+                fresh = [p for p in parameters(options) if p.name not in seen]
+                seen |= {p.name for p in fresh}
+                params += fresh
         except AttributeError as exc:  # inside a property it would read as "no signature": typer takes __call__'s
             raise RuntimeError(f"verb {self.name}: {exc}") from exc
         first = [p for p in own if p.name in self._lead]
@@ -305,16 +320,46 @@ class Verb:
     def __call__(self, **values: Any) -> Any:
         request = self.request()
         fields = {f.name for f in dataclasses.fields(request)}
+        chosen = self._chosen_options(values)
         extras = {k: values.pop(k) for k in list(values) if k not in fields}
-        return self._body(build(request, values), **extras)
+        return self._body(build(request, {**values, **chosen}), **extras)
+
+    def _chosen_options(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Pops every choice's own flags from ``values``; returns ``{"options": the chosen one's
+        options}`` (none without ``options``), refusing a flag of another choice given a value."""
+        classes = self.option_classes()
+        if not classes:
+            return {}
+        selector = self._options[1]
+        chosen = values.get(selector)
+        mine = {f.name for f in dataclasses.fields(classes[chosen])} if chosen in classes else set()
+        own = {}
+        for name, options in classes.items():
+            defaults = {p.name: p.default for p in parameters(options)}
+            for f in dataclasses.fields(options):
+                if f.name in mine:
+                    own[f.name] = values.get(f.name, defaults[f.name])
+                elif f.name in values and values[f.name] != defaults[f.name]:
+                    raise SimspecError(f"{_flag_name(f)} applies to --{selector} {name} only")
+        for options in classes.values():
+            for f in dataclasses.fields(options):
+                values.pop(f.name, None)
+        return {"options": build(classes[chosen], own)} if chosen in classes else {}
 
 
-def command(app: Any, name: str, request: str, lead: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+def _imported(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def command(app: Any, name: str, request: str, lead: tuple[str, ...] = (), options: tuple[str, str] | None = None
+            ) -> Callable[[Callable], Callable]:
     """Registers ``body(request, **extras)`` as verb ``name`` of ``app``, its options the fields
-    of ``request`` (``module:Class``): see ``Verb``."""
+    of ``request`` (``module:Class``) and, with ``options`` (``module:function``, the request's
+    field that chooses), each choice's own options class's fields: see ``Verb``."""
 
     def register(body: Callable) -> Callable:
-        app.command(name)(Verb(name, request, body, lead))
+        app.command(name)(Verb(name, request, body, lead, options))
         return body
 
     return register

@@ -57,6 +57,10 @@ class Registry(Generic[Spec]):
         self._load()
         return iter(tuple(self._specs.values()))
 
+    def __iter__(self) -> Iterator[str]:
+        """The names, in the order registered."""
+        return iter(self.names())
+
     def __contains__(self, name: object) -> bool:
         self._load()
         return isinstance(name, str) and name in self._specs

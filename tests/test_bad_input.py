@@ -582,7 +582,7 @@ row("train --simulated", "--variant for LTD", lambda d, a: [*TRAIN, *CPU_DEMO, "
     "--variant applies to --algo resps only")
 row("train --simulated", "--precision bf16 for RADAR",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "radar", "--precision", "bf16"],
-    "--precision bf16 applies to the PPO algorithms")
+    "--precision bf16 does not apply to --algo radar")
 row("train --simulated", "--ablate for RADAR",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "radar", "--ablate", "size", "--out", out(d)],
     "--ablate applies to --algo ltd")
@@ -590,7 +590,7 @@ row("train --simulated", "unknown --ablate",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "ltd", "--ablate", "width", "--out", out(d)], "not 'width'")
 row("train --simulated", "--hold 0",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--hold", "0", "--out", out(d)],
-    "--hold applies to --algo resps")
+    "--hold takes a number of cycles >= 1")
 row("train --simulated", "--train-hold for LTD",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "ltd", "--train-hold", "5", "--out", out(d)],
     "--train-hold applies to --algo resps")

@@ -38,6 +38,7 @@ from simspec.policies.features import (
     size_feature_dim,
     size_features,
 )
+from simspec.registry import Registry
 from simspec.sim.costmodel import CostModel
 from simspec.sim.mdp import BatchedMDP
 from simspec.sim.replay import positions_limit
@@ -362,12 +363,25 @@ class ChainWindow:
         return reward, np.ones(self.core.n, dtype=bool)  # one cycle, one episode
 
 
-MDPS = {"ltd-depth": LTDDepth, "ltd-size": LTDSize, "resps": ReSpS, "radar": Radar, "chain-window": ChainWindow}
+# The MDPs training runs against, by name: a new one registers here (``register_mdp``) from any
+# module, as an algorithm or a baseline does, and its trainer names it.
+MDPS: Registry[type] = Registry("MDP", ("simspec.sim.envs",))
+
+
+def register_mdp(name: str, mdp: type) -> type:
+    """Registers ``mdp`` (a ``simspec.sim.mdp.BatchedMDP`` built from a ``Core`` and keyword
+    options) as ``name``."""
+    return MDPS.add(name, mdp)
+
+
+for _name, _mdp in {"ltd-depth": LTDDepth, "ltd-size": LTDSize, "resps": ReSpS, "radar": Radar,
+                    "chain-window": ChainWindow}.items():
+    register_mdp(_name, _mdp)
 
 
 def make_mdp(name: str, traces: TraceSet, cost: CostModel, n: int, seed: int = 0,
              max_new_tokens: int | None = None, reward: str = "throughput", **kwargs) -> BatchedMDP:
-    return MDPS[name](Core(traces, cost, n, max_new_tokens, seed, reward), **kwargs)
+    return MDPS.get(name)(Core(traces, cost, n, max_new_tokens, seed, reward), **kwargs)
 
 
 def spaces(mdp: BatchedMDP) -> tuple[gym.Space, gym.Space]:

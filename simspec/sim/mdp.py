@@ -1,7 +1,7 @@
 """The contract every simulator MDP keeps (``simspec.sim.envs``): a batched core stepping ``n``
 independent copies in numpy, which ``SimEnv`` (one copy, a Gymnasium env) and
 ``simspec.train.vecenv.SimVecEnv`` (all copies, an SB3 VecEnv) wrap without knowing which MDP
-they hold. A new MDP implements these members and is added to ``envs.MDPS``."""
+they hold. A new MDP implements these members and registers with ``envs.register_mdp``."""
 
 from __future__ import annotations
 

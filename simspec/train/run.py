@@ -25,8 +25,8 @@ from simspec.sim.evaluate import build_baselines, evaluate, grid_policy
 from simspec.sim.profile import Profile, load_profile
 from simspec.sim.replay import replay
 from simspec.train.log import TrainingLog
-from simspec.train.setting import ABLATIONS, PRECISIONS, VARIANTS, prepare
-from simspec.train.trainers import trainer
+from simspec.train.setting import PRECISIONS, prepare
+from simspec.train.trainers import TRAINERS, trainer
 
 PRESETS = ("paper", "fast", "smoke")
 
@@ -44,31 +44,23 @@ class TrainRequest:
     preset: str = flags.preset("paper")
     reward: str = opt("throughput", "throughput (tokens per second of each cycle, LTD's), acceptance (tokens per "
                       "cycle, the proxy) or time (seconds saved over greedy).")
-    variant: str = opt("standard", "Re-SpS only: standard or maxent (entropy coefficient 0.1).")
-    ablate: str | None = opt(None, "LTD only, the paper's ablations: size (no size policy: the best static V every "
-                             "cycle), depth (no depth policy: the best static depth) or rounds (no co-adaptation "
-                             "rounds).")
-    hold: int | None = opt(None, "Re-SpS only: cycles the deployed policy holds an action (the paper's N, 30 by "
-                           "default).")
-    train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
     seed: int = flags.seed()
     out: str | None = flags.out()
     force: bool = flags.force()
     precision: str = opt("auto", "PPO's hidden layers: fp32, or bf16 (autocast; weights, heads, losses, Adam and the "
-                         "exported policy stay fp32). auto: bf16 for ltd where the CPU has native bf16 (twice as "
-                         "fast), else fp32.")
+                         "exported policy stay fp32). auto: the algorithm's own choice (LTD's wide networks: bf16 "
+                         "where the CPU has native bf16, twice as fast; else fp32).")
+    # The algorithm's own options (``simspec.train.trainers``: its flags, filled by the verb);
+    # None: its defaults.
+    options: object = opt(None, "The algorithm's own options.", cli=False)
+
+    def __post_init__(self) -> None:
+        if self.options is None and self.algo in TRAINERS.names():
+            object.__setattr__(self, "options", trainer(self.algo).options())
 
     def resolved_precision(self) -> str:
-        """``auto``: bf16 for LTD's wide networks where this CPU has native bf16 (faster updates:
-        docs/results.md#ltds-paper-schedule-fp32-and-bf16), fp32 for Re-SpS's small ones (nothing
-        to gain) and everywhere else; RADAR's LSTM always trains in fp32."""
-        from simspec.train.ppo import native_bf16
-
-        if self.algo == "radar":
-            return "fp32"
-        if self.precision != "auto":
-            return self.precision
-        return "bf16" if self.algo == "ltd" and native_bf16() else "fp32"
+        """``auto``: the algorithm's own choice (``TrainerSpec.auto_precision``)."""
+        return trainer(self.algo).auto_precision() if self.precision == "auto" else self.precision
 
     def check(self) -> Profile:
         """Every flag, the output folder, the profile and its traces, before any work; returns
@@ -76,23 +68,18 @@ class TrainRequest:
         from simspec.cache import check_out
 
         learned(self.algo)  # a registered algorithm, else one line naming them
+        spec = trainer(self.algo)
         check_preset(self.preset)
         if self.reward not in REWARDS:
             raise SimspecError(f"unknown --reward {self.reward!r}: choose from {', '.join(REWARDS)}")
-        if self.variant not in VARIANTS:
-            raise SimspecError(f"unknown --variant {self.variant!r}: choose from {', '.join(VARIANTS)}")
-        if self.variant != "standard" and self.algo != "resps":
-            raise SimspecError("--variant applies to --algo resps only")
         if self.precision not in ("auto", *PRECISIONS):
             raise SimspecError(f"unknown --precision {self.precision!r}: choose from auto, {', '.join(PRECISIONS)}")
-        if self.ablate is not None and (self.algo != "ltd" or self.ablate not in ABLATIONS):
-            raise SimspecError(f"--ablate applies to --algo ltd and takes one of {', '.join(ABLATIONS)}"
-                               + (f", not {self.ablate!r}" if self.algo == "ltd" else ""))
-        for flag, value in (("--hold", self.hold), ("--train-hold", self.train_hold)):
-            if value is not None and (self.algo != "resps" or value < 1):
-                raise SimspecError(f"{flag} applies to --algo resps and takes a number of cycles >= 1")
-        if self.precision == "bf16" and self.algo == "radar":
-            raise SimspecError("--precision bf16 applies to the PPO algorithms (ltd, resps); radar trains in fp32")
+        if self.precision != "auto" and self.precision not in spec.precisions:
+            raise SimspecError(f"--precision {self.precision} does not apply to --algo {self.algo}: it trains in "
+                               f"{' or '.join(spec.precisions)}")
+        if not isinstance(self.options, spec.options):
+            raise SimspecError(f"--algo {self.algo} takes {spec.options.__name__}, not {type(self.options).__name__}")
+        self.options.check()
         check_out(self.out_dir(), self.force)
         profile = load_profile(self.profile)
         profile.traces()  # read and checked now (kept for the run), not after the progress bar is up
@@ -101,18 +88,12 @@ class TrainRequest:
     def out_dir(self) -> Path:
         if self.out:
             return Path(self.out)
-        parts = [self.algo + ("-maxent" if self.variant == "maxent" else ""), Path(self.profile).name]
+        parts = [self.options.label(self.algo), Path(self.profile).name]
         if self.preset != "paper":
             parts.append(self.preset)
         if self.reward != "throughput":
             parts.append(self.reward)
-        if self.ablate:
-            parts.append(f"no-{self.ablate}")
-        if self.hold is not None or self.train_hold is not None:
-            from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
-
-            parts.append(f"hold{self.hold or INFERENCE_HOLD}-{self.train_hold or TRAIN_HOLD}")
-        return Path("policies") / "-".join(parts)
+        return Path("policies") / "-".join(parts + self.options.name_parts())
 
 
 def total_work(request: TrainRequest) -> int:
@@ -150,9 +131,9 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         learned, eagle3, grid_row = rows
         log.write_csv(work / "training.csv")
         meta = {
-            "name": out.name, "algo": request.algo, "variant": request.variant if request.algo == "resps" else None,
+            "name": out.name, "algo": request.algo,
             "preset": request.preset, "reward": request.reward, "seed": request.seed, "precision": precision,
-            "ablate": request.ablate,
+            **request.options.meta(),  # the algorithm's own options (Re-SpS's variant, LTD's ablation, ...)
             "schedule": fitted.schedule,
             "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
             "steps_per_second": env_steps / train_seconds,

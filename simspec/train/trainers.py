@@ -1,9 +1,15 @@
 """The learned-algorithm registry, training side: for each ``--algo``, how much work a request
-is (the progress bar's units) and how it trains into what the policy artifact holds. The name
-must also be registered for inference (``simspec.policies.algorithms``: how a folder is read).
+is (the progress bar's units), how it trains into what the policy artifact holds, its own
+options (flags ``train`` offers and checks for it alone) and the precisions it trains in. The
+name must also be registered for inference (``simspec.policies.algorithms``: how a folder is
+read).
 
-    @register_trainer("ltd", work=lambda request: ...)
-    def ltd(request, setting, log, advance, work_dir) -> Fitted: ...
+    @dataclass(frozen=True, kw_only=True)
+    class MyOptions(AlgorithmOptions):
+        budget: int = opt(8, "my-algo only: ...", min=1)
+
+    @register_trainer("my-algo", work=lambda request: ..., options=MyOptions)
+    def fit(request, setting, log, advance, work_dir) -> Fitted: ...  # reads request.options.budget
 
 The built-ins (LTD, Re-SpS, RADAR) register below; their training code stays in ltd.py,
 resps.py and radar.py, imported when a run starts (torch loads only then)."""
@@ -17,8 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simspec.errors import SimspecError
+from simspec.flags import opt
 from simspec.policies.base import BatchPolicy
 from simspec.registry import Registry
+from simspec.train.setting import ABLATIONS, VARIANTS
 
 if TYPE_CHECKING:
     from simspec.train.log import TrainingLog
@@ -41,20 +50,48 @@ class Fitted:
     files: list[str]  # checkpoints written into the work folder, shipped beside the policy
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlgorithmOptions:
+    """An algorithm's own options: a frozen, keyword-only dataclass whose fields are ``train``'s
+    flags for that algorithm alone (``simspec.flags.opt``; given with another ``--algo``, refused
+    in one line). The hooks say how they shape the run's name and record."""
+
+    def check(self) -> None:
+        """One line (``SimspecError``) for a value out of its range."""
+
+    def label(self, algo: str) -> str:
+        """The default policy folder's first part."""
+        return algo
+
+    def name_parts(self) -> list[str]:
+        """Parts the default policy folder's name gains (after the preset and reward)."""
+        return []
+
+    def meta(self) -> dict:
+        """What ``policy.json`` records of them."""
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class TrainerSpec:
     name: str
     work: Callable[[TrainRequest], int]  # units of the progress bar: environment steps or updates
     fit: Callable[[TrainRequest, Setting, TrainingLog, Advance, Path], Fitted]
+    options: type = AlgorithmOptions  # its own flags (none: the base class)
+    precisions: tuple[str, ...] = ("fp32", "bf16")  # what --precision may ask of it
+    auto_precision: Callable[[], str] = lambda: "fp32"  # --precision auto
 
 
 TRAINERS: Registry[TrainerSpec] = Registry("trainer", ("simspec.train.trainers",))
 
 
-def register_trainer(name: str, *, work: Callable[[TrainRequest], int]):
-    """Decorator: registers ``fit(request, setting, log, advance, work_dir) -> Fitted`` for ``name``."""
+def register_trainer(name: str, *, work: Callable[[TrainRequest], int], options: type = AlgorithmOptions,
+                     precisions: tuple[str, ...] = ("fp32", "bf16"),
+                     auto_precision: Callable[[], str] = lambda: "fp32"):
+    """Decorator: registers ``fit(request, setting, log, advance, work_dir) -> Fitted`` for ``name``,
+    with its options class and precisions."""
     def decorate(fit: Callable[[TrainRequest, Setting, TrainingLog, Advance, Path], Fitted]):
-        TRAINERS.add(name, TrainerSpec(name, work, fit))
+        TRAINERS.add(name, TrainerSpec(name, work, fit, options, tuple(precisions), auto_precision))
         return fit
     return decorate
 
@@ -63,19 +100,46 @@ def trainer(name: str) -> TrainerSpec:
     return TRAINERS.get(name, lambda n: f"--algo {n!r} has no trainer registered (simspec.train.trainers)")
 
 
+def algorithm_options() -> dict[str, type]:
+    """Every trainer's options class (``train``'s flags for each ``--algo``)."""
+    return {spec.name: spec.options for spec in TRAINERS.specs()}
+
+
 # --- the built-in algorithms -----------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class LTDOptions(AlgorithmOptions):
+    ablate: str | None = opt(None, "LTD only, the paper's ablations: size (no size policy: the best static V every "
+                             "cycle), depth (no depth policy: the best static depth) or rounds (no co-adaptation "
+                             "rounds).")
+
+    def check(self) -> None:
+        if self.ablate is not None and self.ablate not in ABLATIONS:
+            raise SimspecError(f"--ablate takes one of {', '.join(ABLATIONS)}, not {self.ablate!r}")
+
+    def name_parts(self) -> list[str]:
+        return [f"no-{self.ablate}"] if self.ablate else []
+
+
+def _ltd_precision() -> str:
+    """bf16 for LTD's wide networks where this CPU has native bf16 (faster updates:
+    docs/results.md#ltds-paper-schedule-fp32-and-bf16)."""
+    from simspec.train.ppo import native_bf16
+
+    return "bf16" if native_bf16() else "fp32"
+
+
 def _ltd_work(request: TrainRequest) -> int:
     from simspec.train.ltd import LTD_PRESETS
 
-    return LTD_PRESETS[request.preset].steps_for(request.ablate)
+    return LTD_PRESETS[request.preset].steps_for(request.options.ablate)
 
 
-@register_trainer("ltd", work=_ltd_work)
+@register_trainer("ltd", work=_ltd_work, options=LTDOptions, auto_precision=_ltd_precision)
 def _ltd(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Advance, work: Path) -> Fitted:
     from simspec.train.ltd import LTD_PRESETS, train_ltd
 
     schedule = LTD_PRESETS[request.preset]
-    result = train_ltd(setting, schedule, log, advance, str(work / "tb"), request.ablate)
+    result = train_ltd(setting, schedule, log, advance, str(work / "tb"), request.options.ablate)
     policy, files, arrays = result.policy, [], {}
     for part, model in (("size", result.size_model), ("depth", result.depth_model)):
         if model is not None:
@@ -86,7 +150,32 @@ def _ltd(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Adv
             "size": setting.grid_size, "depth": setting.grid_depth,
             "has_depth_net": result.depth_model is not None, "has_size_net": result.size_model is not None}
     return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup,
-                  {**asdict(schedule), "ablate": request.ablate}, files)
+                  {**asdict(schedule), "ablate": request.options.ablate}, files)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReSpSOptions(AlgorithmOptions):
+    variant: str = opt("standard", "Re-SpS only: standard or maxent (entropy coefficient 0.1).")
+    hold: int | None = opt(None, "Re-SpS only: cycles the deployed policy holds an action (the paper's N, 30 by "
+                           "default).")
+    train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
+
+    def check(self) -> None:
+        if self.variant not in VARIANTS:
+            raise SimspecError(f"unknown --variant {self.variant!r}: choose from {', '.join(VARIANTS)}")
+        for flag, value in (("--hold", self.hold), ("--train-hold", self.train_hold)):
+            if value is not None and value < 1:
+                raise SimspecError(f"{flag} takes a number of cycles >= 1, got {value}")
+
+    def label(self, algo: str) -> str:
+        return algo + ("-maxent" if self.variant == "maxent" else "")
+
+    def name_parts(self) -> list[str]:
+        if self.hold is None and self.train_hold is None:
+            return []
+        from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
+
+        return [f"hold{self.hold or INFERENCE_HOLD}-{self.train_hold or TRAIN_HOLD}"]
 
 
 def _resps_work(request: TrainRequest) -> int:
@@ -95,20 +184,19 @@ def _resps_work(request: TrainRequest) -> int:
     return RESPS_PRESETS[request.preset].steps
 
 
-@register_trainer("resps", work=_resps_work)
+@register_trainer("resps", work=_resps_work, options=ReSpSOptions)
 def _resps(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Advance, work: Path) -> Fitted:
     from simspec.train.resps import INFERENCE_HOLD, RESPS_PRESETS, TRAIN_HOLD, train_resps
-    from simspec.train.setting import VARIANTS
 
-    config = RESPS_PRESETS[request.preset]
-    hold, train_hold = request.hold or INFERENCE_HOLD, request.train_hold or TRAIN_HOLD
-    result = train_resps(setting, config, request.variant, log, advance, str(work / "tb"), hold=hold,
+    config, options = RESPS_PRESETS[request.preset], request.options
+    hold, train_hold = options.hold or INFERENCE_HOLD, options.train_hold or TRAIN_HOLD
+    result = train_resps(setting, config, options.variant, log, advance, str(work / "tb"), hold=hold,
                          train_hold=train_hold)
     result.model.policy.save(work / "resps_policy.sb3")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
             "hold": policy.hold}
-    schedule = {**asdict(config), "entropy": VARIANTS[request.variant], "variant": request.variant,
+    schedule = {**asdict(config), "entropy": VARIANTS[options.variant], "variant": options.variant,
                 "train_hold": train_hold}
     return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
                   schedule, ["resps_policy.sb3"])
@@ -120,7 +208,7 @@ def _radar_work(request: TrainRequest) -> int:
     return RADAR_PRESETS[request.preset].updates
 
 
-@register_trainer("radar", work=_radar_work)
+@register_trainer("radar", work=_radar_work, precisions=("fp32",))  # its LSTM trains in fp32
 def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Advance, work: Path) -> Fitted:
     from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
 
