@@ -263,12 +263,24 @@ class EagleRows(RowDrafter):
         self.features[b], self.nodes[b] = [], []
 
 
+# Drafter class -> its rows' class: the capability a drafter kind declares to decode batches
+# (``declare_rows``; a subclass inherits its base's). A drafter format of a plugin declares its own.
+ROWS: dict[type, type] = {EagleDrafter: EagleRows, CausalLMDrafter: LMRows}
+
+
+def declare_rows(drafter_class: type, rows_class: type) -> None:
+    """``drafter_class``'s drafters decode batches through ``rows_class(drafter, batch, capacity)``
+    (a ``RowDrafter``)."""
+    ROWS[drafter_class] = rows_class
+
+
 def batched(drafter: Drafter, batch: int, capacity: int) -> RowDrafter:
-    """The batched form of a drafter; one line for a drafter kind that has none."""
-    if isinstance(drafter, EagleDrafter):
-        return EagleRows(drafter, batch, capacity)
-    if isinstance(drafter, CausalLMDrafter):
-        return LMRows(drafter, batch, capacity)
-    raise SimspecError(f"drafter {drafter.name!r} ({type(drafter).__name__}) cannot decode batches: use "
-                       "--batch-size 1, or an EAGLE head or a causal LM drafter")
+    """The batched form of a drafter, by the rows class its kind declared; one line for a kind
+    that declared none."""
+    rows = next((ROWS[kind] for kind in type(drafter).__mro__ if kind in ROWS), None)
+    if rows is None:
+        raise SimspecError(f"drafter {drafter.name!r} ({type(drafter).__name__}) cannot decode batches: use "
+                           "--batch-size 1, or a drafter whose kind declares batch rows "
+                           "(simspec.engine.batch_models.declare_rows)")
+    return rows(drafter, batch, capacity)
 
