@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#feature-regression-ablation: two EAGLE-head runs that differ only in the
+# docs/results/drafters.md#feature-regression-ablation: two EAGLE-head runs that differ only in the
 # feature-regression weight (2 epochs, 1 thread each; they reuse the cached teacher corpus).
 # Prints held-out top-1 / top-10 agreement; writes /tmp/abl-fw0 and /tmp/abl-fw1.
 set -euo pipefail

@@ -1,6 +1,6 @@
 """The in-situ refit at batch 4 on ShareGPT's 8 train prompts and on its 8 held-out prompts, in
 turn, twice (train, held-out, train, held-out): their live / profile ratios side by side. A
-probe of docs/results.md#validation-at-batch-4-refitted-in-situ: a ratio that differs between
+probe of docs/results/batches.md#validation-at-batch-4-refitted-in-situ: a ratio that differs between
 the two queues by more than the rounds differ is a cost the curves do not model.
 
 Usage: .venv/bin/python scripts/results/batch-refit-by-split.py PROFILE (curves at batch 4).

@@ -1,4 +1,4 @@
-"""docs/results.md#batches: the batched engine (``simspec.engine.batch``) on the demo target with
+"""docs/results/batches.md#batches: the batched engine (``simspec.engine.batch``) on the demo target with
 its EAGLE head at batch 1 and 4, against the simulator's prediction at each batch size
 (``simspec.sim.batch.replay_batch``, the profile's curves at that batch).
 

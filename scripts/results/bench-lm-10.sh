@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#the-draft-lm: chains and trees of
+# docs/results/drafters.md#the-draft-lm: chains and trees of
 # the draft LM vs plain greedy decoding on 10 held-out prompts per set, one pass.
 # Writes real/bench/demo-lm-{humaneval,sharegpt}10.txt.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#replay-throughput: replay throughput of static D 8 V 60 over 200 copies of the
+# docs/results/calibration.md#replay-throughput: replay throughput of static D 8 V 60 over 200 copies of the
 # 164 HumanEval traces, one core. Writes real/bench/bench-sim-cpu-demo.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

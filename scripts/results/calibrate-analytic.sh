@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#analytic-profiles: analytic roofline profiles (no GPU needed): the
+# docs/results/calibration.md#analytic-profiles: analytic roofline profiles (no GPU needed): the
 # demo pair on A100 and H100 naming the shipped traces, and a Llama-3.1-8B-class target (curves
 # only). Writes calibration/{a100,h100}-{demo,llama8b}-analytic/ (they ship: FORCE=--force
 # replaces them) and figures/curves-*-analytic.png.

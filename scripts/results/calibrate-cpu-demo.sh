@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#calibration-of-the-epyc: record the HumanEval draft-tree traces of the shipped
+# docs/results/calibration.md#calibration-of-the-epyc: record the HumanEval draft-tree traces of the shipped
 # EAGLE-3 head (715 s on the Xeon; no timing, may share the machine), then this machine's
 # latency curves (190 s on the EPYC; run them alone).
 # Writes calibration/traces-humaneval-eagle/, calibration/cpu-demo/ and figures/curves-cpu-demo.png;

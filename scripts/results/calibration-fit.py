@@ -1,5 +1,5 @@
 """Held-out errors of profiles' cost models, per curve and pooled, as a markdown table:
-``python scripts/results/calibration-fit.py PROFILE...`` (docs/results.md#cost-model-fit-per-runtime)."""
+``python scripts/results/calibration-fit.py PROFILE...`` (docs/results/calibration.md#cost-model-fit-per-runtime)."""
 
 import json
 import sys

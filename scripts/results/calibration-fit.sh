@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#cost-model-fit-per-runtime: this machine's curves under each runtime (eager
+# docs/results/calibration.md#cost-model-fit-per-runtime: this machine's curves under each runtime (eager
 # about 3 min, compiled about 17 min, most of it compiling), then each profile's held-out
 # errors per curve. Run it alone: it measures time. Writes OUT/eager and OUT/compiled
 # (OUT defaults to /tmp/calibration-fit).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#the-demo: `simspec demo` under /usr/bin/time (5.7 min on the EPYC, 7.3
+# docs/results/validation.md#the-demo: `simspec demo` under /usr/bin/time (5.7 min on the EPYC, 7.3
 # on the Xeon). Writes demo/ (FORCE=--force replaces it) and real/bench/demo.txt (the demo's output;
 # wall time and peak memory go to stderr).
 set -euo pipefail

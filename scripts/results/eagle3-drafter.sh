@@ -10,7 +10,7 @@
 #            train pool, and 1,100 stdlib stubs self-distilled), 1 epoch at a lower peak lr (generation ~100 min, teacher
 #            pass 20 min on the Xeon / 36 min on the EPYC-Z4, training 66 / 65 min; while it runs, the text is kept in
 #            real/drafters/eagle-stage3.partial/ so that a stopped run resumes on any machine).
-# Stages 1 and 2 are not in the tree (their hashes: docs/results.md#research-checkpoints-not-in-the-tree): each is
+# Stages 1 and 2 are not in the tree (their hashes: docs/results/drafters.md#research-checkpoints-not-in-the-tree): each is
 # trained only when a later stage is missing or DRAFTER names it.
 # DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter.sh retrains and measures stage 1 instead of the
 # shipped head (likewise DRAFTER=real/drafters/eagle-next).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two research heads that continue the shipped EAGLE-3 head (real/drafters/eagle) for one pass over stage 3's
 # corpus (rebuilt from its cached text), each with one change, then their fp32 cards; neither ships, neither is in
-# the tree (hashes: docs/results.md#research-checkpoints-not-in-the-tree). Resumable; skips a head that exists.
+# the tree (hashes: docs/results/drafters.md#research-checkpoints-not-in-the-tree). Resumable; skips a head that exists.
 #   stage 4, real/drafters/eagle-stage4/: draft vocabulary 8,192 -> 16,384 (a teacher pass of ~100 min, 1,168 steps
 #            ~61 min on the EPYC-Z4; card 285 s);
 #   stage 5, real/drafters/eagle-wide/: MLP 1,536 -> 3,072 units (1,168 steps at ~5 s on the EPYC-Z4; card 285 s).

@@ -1,4 +1,4 @@
-"""docs/results.md#simulator-fidelity-by-prompt-domain: how many passes a greedy `validate --real`
+"""docs/results/validation.md#simulator-fidelity-by-prompt-domain: how many passes a greedy `validate --real`
 run needs. From the run's own timed runs (RUN/cycles.npz: every plain and speculative run's total,
 in the order they ran) it rebuilds each method's speedup per (pass, prompt) — the plain run of the
 same slot over the method's — and scores the simulator's predictions (report.json: under the upfront

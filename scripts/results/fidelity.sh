@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#simulator-fidelity-by-prompt-domain: every baseline and the 4 shipped policies on
+# docs/results/validation.md#simulator-fidelity-by-prompt-domain: every baseline and the 4 shipped policies on
 # 8 held-out ShareGPT and 8 held-out HumanEval prompts, each predicted by the shipped profile
 # refitted in the same process on 8 train prompts of the same set (--recalibrate); three passes,
 # each prompt's speedup the median over them (one pass's per-prompt error spread 5-24 %: single

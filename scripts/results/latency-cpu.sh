@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#latency-of-the-target-and-the-drafts: target forward vs V and L, and the
+# docs/results/calibration.md#latency-of-the-target-and-the-drafts: target forward vs V and L, and the
 # stand-in draft target-layers:4 vs W and L; median and IQR of 7 runs after 2 warm-ups (run it
 # alone: it measures time). Writes real/bench/latency-cpu.json (the JSON line, indented).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#lossless-grid: 31 trees x 50 held-out prompts (25 HumanEval + 25 ShareGPT),
+# docs/results/engine.md#lossless-grid: 31 trees x 50 held-out prompts (25 HumanEval + 25 ShareGPT),
 # 16 new tokens, for the shipped EAGLE-3 head and the draft LM; every output must equal plain greedy
 # decoding. 1 torch thread (THREADS=N to change): it checks outputs, not timings; resumable
 # (finished chunks are skipped; the head's chunks take ~5 min each with 2 threads on the EPYC-Z4

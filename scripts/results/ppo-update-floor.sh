@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#ltds-paper-schedule-fp32-and-bf16 (the floor table): LTD's PPO gradient step
+# docs/results/training.md#ltds-paper-schedule-fp32-and-bf16 (the floor table): LTD's PPO gradient step
 # in bare torch, fp32 and bf16. Writes real/bench/ppo-update-floor.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,4 +1,4 @@
-"""docs/results.md#compiled-runtime: the compiled runtime (``simspec.engine.runtime``) against the
+"""docs/results/engine.md#compiled-runtime: the compiled runtime (``simspec.engine.runtime``) against the
 eager one on the demo target, fp32: plain greedy decoding, the shipped profile's best static tree
 and EAGLE-3's default tree, ms per generated token, the two runtimes interleaved prompt by prompt
 and pass by pass (who goes first alternates). The compiled engine's ``warm_up`` compiles every

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#speculative-sampling-lossless-at-t--0: bench-engine at T = 1 and T = 0.7 with
+# docs/results/sampling.md#speculative-sampling-lossless-at-t--0: bench-engine at T = 1 and T = 0.7 with
 # both shipped drafters (EAGLE-3 head: tree walk; draft LM: tree walk, and the q-aware rule in
 # its chains), 4 held-out HumanEval prompts x 2 passes (each its own seed), 48 new tokens. Every
 # output token's PIT under the target is KS-tested against Uniform(0, 1). ~10 min on the EPYC.

@@ -1,4 +1,4 @@
-"""docs/results.md#one-torch-thread: how noisy one decoding run is with 1 and with 2 torch threads
+"""docs/results/validation.md#one-torch-thread: how noisy one decoding run is with 1 and with 2 torch threads
 on this machine. Each round runs plain greedy decoding and a static tree (D 4, V 6) on 4 held-out
 ShareGPT prompts, 64 tokens, at 1 and at 2 threads, the thread counts alternating from round to
 round; per prompt and thread count it prints the mean time per token and the coefficient of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#the-draft-lm: the teacher corpus (1,583 s, cached under
+# docs/results/drafters.md#the-draft-lm: the teacher corpus (1,583 s, cached under
 # ~/.cache/simspec/distill/) and the draft LM (442 s), then the drafters' model cards. Writes
 # real/drafters/lm/ (it ships: FORCE=--force replaces it); the shipped EAGLE-3 head,
 # real/drafters/eagle/, is made by eagle3-drafter.sh. The shipped traces, profiles and policies were recorded with the shipped

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#ltds-paper-schedule-fp32-and-bf16: LTD's paper schedule against
+# docs/results/training.md#ltds-paper-schedule-fp32-and-bf16: LTD's paper schedule against
 # calibration/cpu-demo, timed. Usage: scripts/results/train-ltd-paper.sh [bf16|fp32]
 # bf16 (the default, --precision auto on a CPU with native bf16): 14 min; fp32: 23 min.
 # Writes real/bench/ltd-paper-schedule-PRECISION.txt, -policy.json (and -training.csv for bf16).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#trained-policies: LTD (preset fast), Re-SpS (standard and max-entropy) and
+# docs/results/training.md#trained-policies: LTD (preset fast), Re-SpS (standard and max-entropy) and
 # RADAR (preset paper) against calibration/cpu-demo, then scored in the simulator on the
 # held-out traces. The shipped LTD policy is the fast preset (168 s on the EPYC); its paper
 # schedule (LTD_PRESET=paper, ten times the steps) takes 23-30 min on the Xeon.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#real-validation-on-the-in-situ-profile (the README's headline table):
+# docs/results/validation.md#real-validation-on-the-in-situ-profile (the README's headline table):
 # refit calibration/cpu-demo in situ on 8 train prompts, then every baseline and the 4 shipped
 # policies (13 methods) x 40 held-out HumanEval prompts on the real engine beside the
 # simulator's prediction. ~40 min on the EPYC (recalibrate ~220 s, validate ~35 min). Writes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#simulated-validation: every baseline replayed on the 78 held-out HumanEval
+# docs/results/validation.md#simulated-validation: every baseline replayed on the 78 held-out HumanEval
 # traces with the measured CPU profile and the analytic H100 profile, and the static-tree
 # surfaces. Writes real/bench/validate-sim-{cpu-demo,h100-demo-analytic}.txt and
 # figures/surface-{cpu-demo,h100-demo-analytic}-heldout.png.

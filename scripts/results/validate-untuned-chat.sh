@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/results.md#batch-1-on-a-chat-set-nothing-was-tuned-on: this machine's curves (calibrate, the
+# docs/results/validation.md#batch-1-on-a-chat-set-nothing-was-tuned-on: this machine's curves (calibrate, the
 # shipped HumanEval traces), measured right before, then `validate --real --recalibrate` at batch 1
 # on 8 held-out prompts of `sharegpt-later` (each ShareGPT conversation's second human turn: no
 # profile, drafter, refit or table was made from it), the in-situ refit on 8 of its train prompts,

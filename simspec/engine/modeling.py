@@ -14,7 +14,7 @@ def head_logits(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """``head(hidden)`` for ``hidden`` of shape [n, d], computed as ``(W @ hidden.T).T``.
 
     Same dot products, but with MKL on a CPU the [vocab, d] x [d, n] orientation avoids a slow
-    small-M GEMM path at n = 2..6 (measured: docs/results.md#latency-of-the-target-and-the-drafts).
+    small-M GEMM path at n = 2..6 (measured: docs/results/calibration.md#latency-of-the-target-and-the-drafts).
     Plain greedy decoding uses this function too, so both sides of the
     lossless comparison compute logits the same way."""
     weight, bias = getattr(head, "weight", None), getattr(head, "bias", None)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # torch loads with the models, not with a request's checks
 
 RUNTIMES = ("eager", "compiled")
 # cache capacities are rounded up to this: a new capacity is a new graph, and attention reads the
-# whole capacity (1024 slots cost 24 ms per plain step where 256 cost 19.5: docs/results.md#compiled-runtime)
+# whole capacity (1024 slots cost 24 ms per plain step where 256 cost 19.5: docs/results/engine.md#compiled-runtime)
 CAPACITY_STEP = 256
 MAX_BUCKET = 512  # kv_slots.TREE_SLOTS: the slack every speculative cache has
 

@@ -180,7 +180,7 @@ class CoTimedRefit:
     ``LADDER`` in rotation: a point a method spends its cycles at is then measured on as many
     prompts as the method itself; rotated with the rest, it would be timed on a fraction of them,
     and one tree's time spreads from prompt to prompt (measured:
-    docs/results.md#measured-humaneval-six-passes-the-same-code)."""
+    docs/results/validation.md#measured-humaneval-six-passes-the-same-code)."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                  trees_per_step: int = 2) -> None:

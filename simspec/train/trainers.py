@@ -122,7 +122,7 @@ class LTDOptions(AlgorithmOptions):
 
 def _ltd_precision() -> str:
     """bf16 for LTD's wide networks where this CPU has native bf16 (faster updates:
-    docs/results.md#ltds-paper-schedule-fp32-and-bf16)."""
+    docs/results/training.md#ltds-paper-schedule-fp32-and-bf16)."""
     from simspec.train.ppo import native_bf16
 
     return "bf16" if native_bf16() else "fp32"
