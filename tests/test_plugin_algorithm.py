@@ -7,6 +7,7 @@ as plain greedy decoding (the recipe of docs/extending.md#a-learned-algorithm)."
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,13 +94,21 @@ def test_an_outside_algorithms_policy_decodes_on_the_engine_as_greedy(plugin, tr
                                                                    monkeypatch):
     from simspec.engine.load import load_drafter
     from simspec.engine.speculative import SpeculativeEngine
+    from simspec.policies.algorithms import LEARNED
     from simspec.policies.artifact import load_policy
+    from simspec.train.trainers import TRAINERS
 
     out, _ = trained
     monkeypatch.syspath_prepend(plugin["PYTHONPATH"].split(":")[0])
-    __import__("fixed_v")  # this process registers it as the CLI's did
-    policy, meta = load_policy(out)
-    assert meta.algo == "fixed-v" and policy.plan(None).size == 9
-    engine = SpeculativeEngine(target, load_drafter("eagle", target))
-    ids = prompt_ids[0][1]
-    assert engine.generate(ids, policy, 12).tokens == engine.greedy(ids, 12).tokens
+    monkeypatch.delitem(sys.modules, "fixed_v", raising=False)
+    __import__("fixed_v")  # this process registers it as the CLI's did; forgotten after the test
+    try:
+        policy, meta = load_policy(out)
+        assert meta.algo == "fixed-v" and policy.plan(None).size == 9
+        engine = SpeculativeEngine(target, load_drafter("eagle", target))
+        ids = prompt_ids[0][1]
+        assert engine.generate(ids, policy, 12).tokens == engine.greedy(ids, 12).tokens
+    finally:
+        LEARNED.remove("fixed-v")  # the worker's later tests see the built-in algorithms only
+        TRAINERS.remove("fixed-v")
+        sys.modules.pop("fixed_v", None)
