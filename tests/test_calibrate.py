@@ -222,11 +222,13 @@ def test_analytic_profile_for_an_absent_gpu(tmp_path):
 
 @pytest.mark.model
 @pytest.mark.e2e
-def test_measured_calibration_replays_the_live_engine(tmp_path):
-    """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces."""
+def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path):
+    """Tiny but whole: curves, traces, the replay check, the engine fit (its profile then prices a
+    held-out run: ``_prices_a_held_out_run``), and an analytic profile reusing the traces. One
+    calibration serves both halves: each is a minute of the suite."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "1", "--engine-prompts", "1", "--engine-tokens", "8", "--out", str(out),
+                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "24", "--out", str(out),
                       "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
@@ -238,6 +240,7 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
     assert summary["engine_fit"]["cycles"] > 0 and profile.meta.engine_fit["trees"]  # fitted to the engine
     assert np.isfinite(profile.meta.fit_error.median)  # the tight-loop curves' held-out error
+    _prices_a_held_out_run(out)
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta.policy_seconds["static"] > 0 and profile.meta.policy_seconds["radar_call"] > 0
     deepest = str(traces.depth_max)  # and by depth, which the simulator charges each cycle at
@@ -299,28 +302,23 @@ def test_operating_points_are_timed_in_rounds_so_drift_falls_on_each_alike():
     assert sum(ticks) == pytest.approx(3)
 
 
-@pytest.mark.model
-@pytest.mark.e2e
-def test_a_calibrated_profile_prices_the_engines_plain_step_and_bookkeeping_without_a_refit(tmp_path):
-    """Calibrate (quick grid, with its engine fit), then a short real run on held-out prompts it
-    never saw: the profile's greedy step, bookkeeping and verify must price that run's cycles
-    within the stated tolerances. Calibrate's tight loops alone time other code paths (the
-    bookkeeping without the models, the plain step without the engine's loop around it); the
-    fit's own record shows how far off they were here, which is this test's power."""
+def _prices_a_held_out_run(out):
+    """The profile's greedy step, bookkeeping and verify must price a short real run on held-out
+    prompts it never saw within the stated tolerances. Calibrate's tight loops alone time other
+    code paths (the bookkeeping without the models, the plain step without the engine's loop
+    around it); the fit's own record shows how far off they were here, which is this check's
+    power: it fails when calibrate times a different code path from the engine's."""
     import numpy as np
 
     from simspec.data import load_prompts
     from simspec.measure.interleave import DriftMeter, load_engine
     from simspec.policies.base import StaticPolicy
 
-    out = tmp_path / "cpu"
-    result = simspec("calibrate", "--gpu", "cpu", "--quick", "--traces-from", "calibration/traces-humaneval-eagle",
-                      "--engine-prompts", "2", "--engine-tokens", "24", "--out", str(out), "--json")
-    assert result.returncode == 0, result.stderr
     profile = load_profile(out)
     fit = profile.meta.engine_fit
     assert fit and fit["split"] == "train" and len(fit["prompt_ids"]) == 2 and fit["cycles"] > 0
     assert set(fit["spread"]) >= {"greedy", "verify", "bookkeeping"} and len(fit["replicates"]) > 0
+    assert set(fit["tight_loop_fit"]) >= {"verify", "bookkeeping"}
     held_out = load_prompts("humaneval", split="heldout", n=2)
     assert not {p.id for p in held_out} & set(fit["prompt_ids"])
     engine, ids = load_engine(profile, [p.text for p in held_out], 40, lambda text: contextlib.nullcontext())
@@ -336,3 +334,5 @@ def test_a_calibrated_profile_prices_the_engines_plain_step_and_bookkeeping_with
         assert abs(np.log(live[op])) < np.log1p(tol), (op, live, fit["live_over_tight_loop"])
     # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here.
     assert abs(np.log(fit["live_over_tight_loop"]["bookkeeping"])) > np.log1p(tolerance["bookkeeping"])
+
+
