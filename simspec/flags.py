@@ -282,7 +282,9 @@ class Verb:
     """A verb typer builds from its request's fields: typer reads ``__signature__``, the body's
     own keyword parameters (``--json``, ``--threads``: the verb's, not the work's) after the
     fields, those named in ``lead`` (a mode: ``--simulated``) right after the first field; the
-    body is called with the request built by keyword. The body's docstring is the verb's help."""
+    body is called with the request built by keyword. The body's docstring is the verb's help.
+    With ``options`` (``train``: one options class per ``--algo``), every class's fields are flags
+    too, and the chosen one's values become the request's ``options`` field."""
 
     def __init__(self, name: str, request: str, body: Callable, lead: tuple[str, ...],
                  options: tuple[str, str] | None = None) -> None:
