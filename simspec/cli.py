@@ -428,6 +428,9 @@ def _main(argv: list[str] | None) -> None:
     try:
         # Not standalone: typer would print usage errors as boxes and turn Ctrl-C into a
         # returned 130 (it catches KeyboardInterrupt and raises Exit(130), which it returns).
+        from simspec.registry import load_plugins
+
+        load_plugins()  # a plugin may add a verb (docs/extending.md#a-verb)
         with flags.naming(sys.argv[1:] if argv is None else argv):
             code = app(args=argv, standalone_mode=False)
     except SimspecError as exc:
@@ -452,5 +455,7 @@ def _main(argv: list[str] | None) -> None:
     sys.exit(code or 0)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # `python -m simspec.cli`: run the importable module, whose `app` a plugin's verb joins
+    from simspec.cli import main as entry
+
+    entry()

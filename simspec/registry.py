@@ -36,7 +36,7 @@ class Registry(Generic[Spec]):
 
     def _load(self) -> None:
         self._load_builtins()
-        _load_plugins()
+        load_plugins()
 
     def add(self, name: str, spec: Spec) -> Spec:
         self._load_builtins()  # built-ins first, whoever registers first
@@ -77,9 +77,10 @@ class Registry(Generic[Spec]):
 _plugins_loaded = False
 
 
-def _load_plugins() -> None:
+def load_plugins() -> None:
     """Imports the modules installed packages name under the ``simspec.plugins`` entry points,
-    then those ``$SIMSPEC_PLUGINS`` names (comma-separated, importable from ``sys.path``)."""
+    then those ``$SIMSPEC_PLUGINS`` names (comma-separated, importable from ``sys.path``); once.
+    The CLI calls it before it parses, so that a plugin may add a verb too."""
     global _plugins_loaded
     if _plugins_loaded:
         return
