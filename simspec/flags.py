@@ -40,7 +40,7 @@ def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", 
 # --- flags several verbs share: each declared here, once, with one help text ------------------
 # A verb's own facts about a shared flag (its --out's default, what its --seed draws) go in the
 # verb's docstring, its help; a flag that means something else in a verb takes another name.
-# tests/test_cli_flags.py fails on a flag name declared with a second help text.
+# tests/test_cli.py fails on a flag name declared with a second help text.
 TARGET = ("Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, a .gguf file, or for "
           "an analytic profile an architecture (arch:llama-3.1-8b).")
 PROMPTS = ("Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL file with a "

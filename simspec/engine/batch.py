@@ -39,7 +39,7 @@ from simspec.engine.kv_rows import causal
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
-from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
+from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, row_distributions
 from simspec.engine.speculative import CycleRecord, Generation, SpeculativeEngine, clock
 from simspec.engine.tree import DraftTree, ShapedTree, Verification
 from simspec.errors import SimspecError
@@ -192,7 +192,7 @@ class BatchEngine:
             t = clock(self.device)
             ids = torch.tensor(prompt, device=self.device)
             hidden, features = target.prefill(b, ids)
-            root = self._pick(head_logits(target.head, hidden[-1:]).reshape(-1), index)
+            root = self._pick(head_logits(target.head, hidden[-1:]), index)
             row = _Row(index, prompt, t, 0.0, root, tokens=[root])
             if speculative:
                 wants = drafter.uses_target_hidden
@@ -243,10 +243,9 @@ class BatchEngine:
         return self._run(prompts, max_new_tokens, None, seeds)
 
     def _pick(self, logits: torch.Tensor, index: int) -> int:
-        """The next token after ``logits`` ([vocab]) for the queue's sequence ``index``."""
-        if self.sampling.greedy:
-            return int(logits.argmax(-1))
-        return draw(distribution(logits, self.sampling), self._rngs[index])
+        """The next token after ``logits`` for the queue's sequence ``index`` (its generator at T > 0),
+        as the batch-1 engine picks it."""
+        return self.single._next_token(logits, self._rngs.get(index))
 
     def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> float:
         context = int(target.lengths[busy].max())
@@ -351,14 +350,8 @@ class BatchEngine:
         path, or at T > 0 the walk over its tree with the sequence's own generator."""
         if target_next is not None:
             return v.accept(target_next[b, : len(v)])
-        rows: dict[int, np.ndarray] = {}
-
-        def probs_of(r: int) -> np.ndarray:
-            if r not in rows:
-                rows[r] = distribution(logits[r], self.sampling)
-            return rows[r]
-
-        return self.tree_verifier.accept(v.tokens, v.parent_rows, probs_of, self._rngs[index])
+        return self.tree_verifier.accept(v.tokens, v.parent_rows, row_distributions(logits, self.sampling),
+                                         self._rngs[index])
 
     def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], busy: list[int], ids: np.ndarray,
                caps: np.ndarray) -> tuple[dict[int, int], float, float]:

@@ -77,6 +77,19 @@ def distribution(logits: torch.Tensor, sampling: Sampling) -> np.ndarray:
     return p
 
 
+def row_distributions(logits: torch.Tensor, sampling: Sampling) -> Callable[[int], np.ndarray]:
+    """The target's distribution after each verified row of ``logits``, computed when a walk
+    over the tree asks for it (most rows of a rejected tree are never asked)."""
+    rows: dict[int, np.ndarray] = {}
+
+    def probs_of(row: int) -> np.ndarray:
+        if row not in rows:
+            rows[row] = distribution(logits[row], sampling)
+        return rows[row]
+
+    return probs_of
+
+
 def draw(weights: np.ndarray, rng: np.random.Generator) -> int:
     """One index drawn with probability proportional to ``weights`` (inverse CDF; an index of
     zero weight is never returned)."""

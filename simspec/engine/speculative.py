@@ -31,7 +31,15 @@ from simspec.engine.drafter import Drafter
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
-from simspec.engine.sampling import GREEDY, ChainVerifier, Sampling, TreeVerifier, distribution, draw
+from simspec.engine.sampling import (
+    GREEDY,
+    ChainVerifier,
+    Sampling,
+    TreeVerifier,
+    distribution,
+    draw,
+    row_distributions,
+)
 from simspec.engine.target_cache import TargetCache, target_cache
 from simspec.engine.tree import DraftTree, ShapedTree
 from simspec.errors import SimspecError
@@ -350,7 +358,7 @@ class SpeculativeEngine:
         else:
             logits = head_logits(target.head, hidden)
             verify_s = clock(device) - t
-            probs_of = self._row_distributions(logits)
+            probs_of = row_distributions(logits, self.sampling)
             if chain is not None:  # a chain's verified rows are its first V nodes, in order
                 rows, bonus = self.chain_verifier.accept(verification.tokens, chain.q_rows, probs_of, rng)
             else:
@@ -380,13 +388,3 @@ class SpeculativeEngine:
         )
         return record, new_tokens
 
-    def _row_distributions(self, logits: torch.Tensor) -> Callable[[int], np.ndarray]:
-        """The target's distribution after each verified row, computed when the walk asks."""
-        rows: dict[int, np.ndarray] = {}
-
-        def probs_of(row: int) -> np.ndarray:
-            if row not in rows:
-                rows[row] = distribution(logits[row], self.sampling)
-            return rows[row]
-
-        return probs_of

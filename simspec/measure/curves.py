@@ -12,7 +12,7 @@ import torch
 from simspec.engine.drafter import Drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
-from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw
+from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw, row_distributions
 from simspec.engine.target_cache import TargetCache, target_cache
 from simspec.engine.tree import DraftTree
 from simspec.measure.profiler import (
@@ -132,14 +132,8 @@ def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callab
             if sampling.greedy:
                 verification.accept(verification.tokens)
             else:
-                rows: dict[int, np.ndarray] = {}
-
-                def probs_of(row: int) -> np.ndarray:
-                    if row not in rows:
-                        rows[row] = distribution(logits[row], sampling)
-                    return rows[row]
-
-                walker.accept(verification.tokens, verification.parent_rows, probs_of, walk_rng)
+                walker.accept(verification.tokens, verification.parent_rows, row_distributions(logits, sampling),
+                              walk_rng)
         return run
 
     runs = {}

@@ -55,7 +55,7 @@ class TrainRequest:
     options: object = opt(None, "The algorithm's own options.", cli=False)
 
     def __post_init__(self) -> None:
-        if self.options is None and self.algo in TRAINERS.names():
+        if self.options is None and self.algo in TRAINERS:
             object.__setattr__(self, "options", trainer(self.algo).options())
 
     def resolved_precision(self) -> str:
