@@ -180,7 +180,6 @@ def tiny_prompts(seed: int, n: int = 3) -> list[list[int]]:
 def decode_alone_or_batched(target, drafter, policy, prompts: list[list[int]], batch: int, tokens: int = 20):
     """(outputs, plain greedy outputs, every sequence's cycles) of ``policy`` decoding ``prompts``
     one at a time (``batch`` 1) or together on the batched engine (torch imported here only)."""
-    from simspec.engine.batch import BatchEngine
     from simspec.engine.speculative import SpeculativeEngine
 
     single = SpeculativeEngine(target, drafter)
@@ -188,7 +187,7 @@ def decode_alone_or_batched(target, drafter, policy, prompts: list[list[int]], b
     if batch == 1:
         runs = [single.generate(p, policy, tokens) for p in prompts]
     else:
-        runs = BatchEngine(target, drafter, batch).generate(prompts, policy, tokens).generations
+        runs = SpeculativeEngine(target, drafter, batch_size=batch).decode(prompts, policy, tokens).generations
     return [g.tokens for g in runs], reference, [c for g in runs for c in g.cycles]
 
 

@@ -15,7 +15,6 @@ from helpers import PASS, tiny_drafters, tiny_model
 from helpers import TINY_PROMPT as PROMPT
 from test_batch_sampling import first_two_p_value
 
-from simspec.engine.batch import BatchEngine
 from simspec.engine.context import attention_window, served_context
 from simspec.engine.sampling import Sampling
 from simspec.engine.speculative import SpeculativeEngine
@@ -56,15 +55,15 @@ def test_batches_of_each_family_decode_as_its_greedy_generate(family):
     prompts = [PROMPT, PROMPT[:4] + [7, 8, 9], [1, 2, 3]]
     expected = [reference(target, p) for p in prompts]
     for drafter_name, drafter in drafters.items():
-        engine = BatchEngine(target, drafter, 2)
-        assert [g.tokens for g in engine.plain(prompts, NEW).generations] == expected, (name, "plain")
-        run = engine.generate(prompts, StaticPolicy(3, 3, 7), NEW)
+        engine = SpeculativeEngine(target, drafter, batch_size=2)
+        assert [g.tokens for g in engine.decode(prompts, None, NEW).generations] == expected, (name, "plain")
+        run = engine.decode(prompts, StaticPolicy(3, 3, 7), NEW)
         assert [g.tokens for g in run.generations] == expected, (name, drafter_name)
 
 
 def test_sampling_from_each_family_keeps_the_targets_law(family):
     name, target, drafters = family
-    engine = BatchEngine(target, drafters["eagle3"], 8, sampling=Sampling(1.0))
+    engine = SpeculativeEngine(target, drafters["eagle3"], batch_size=8, sampling=Sampling(1.0))
     assert first_two_p_value(engine, StaticPolicy(3, 3, 7), 600) > PASS, name
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import cost_model, random_traces
 
-from simspec.policies.base import DraftPlan, DraftStep, StaticPolicy, drafted_depths
+from simspec.policies.base import StaticPolicy, drafted_depths, frontier_scores
 from simspec.policies.baselines import DDD, FSM, SVIP, AnalyticWindow, GammaTune, QLearning
 from simspec.sim.evaluate import GRID_SIZES, grid_best
 from simspec.sim.replay import replay
@@ -45,11 +45,13 @@ def test_ddd_stops_when_the_beams_mass_falls_under_its_threshold():
     assert keep(ddd, [above, below]) == [True, False]
     assert keep(ddd, [frontier(0.31)]) == [True]  # one candidate alone may hold the mass
     assert keep(ddd, [above], depth=8, planned=8) == [False]  # the planned depth is a hard stop
-    # The engine's per-cycle hook (a batch of one, float16 as traces store scores) decides alike.
-    ddd.reset()
+    # As the engine asks it (a row's raw scores laid out by frontier_scores, float16 as traces
+    # store them), it decides alike.
+    ddd.reset_batch(1)
     for probabilities, expected in [((0.2, 0.1, 0.05), True), ((0.2, 0.05, 0.03), False)]:
-        step = DraftStep(3, W, 100, lambda p=probabilities: np.log(np.array(p, dtype=np.float32)))
-        assert ddd.keep_drafting(step, DraftPlan(8, W, 16)) is expected
+        table = frontier_scores(np.log(np.array(probabilities, dtype=np.float32)), W)[None]
+        go = ddd.keep_drafting_batch(np.zeros(1, dtype=np.int64), np.array([3]), table, np.array([8]))
+        assert bool(go[0]) is expected
 
 
 def test_ddd_drafts_to_the_depth_where_the_mass_drops():

@@ -1,6 +1,6 @@
-"""Batched decoding (``simspec.engine.batch``): B sequences per forward, each with its own tree,
-continuous batching from a queue. Every sequence's output equals its own plain greedy
-decoding, and each cycle accepts what the single-sequence engine accepts (the batched drafter
+"""Batched decoding (``simspec.engine.speculative``): B sequences per forward, each with its own
+tree, continuous batching from a queue. Every sequence's output equals its own plain greedy
+decoding, and each cycle accepts what it accepts decoded alone at batch 1 (the batched drafter
 drafts the same trees), on a tiny real Llama with both drafter kinds, and on the demo target."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 import torch
 from helpers import TINY_VOCAB
 
-from simspec.engine.batch import BatchEngine
 from simspec.engine.kv_rows import RowSlots
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.errors import SimspecError
@@ -44,11 +43,11 @@ def test_every_sequence_equals_its_plain_greedy_decoding_and_accepts_as_alone(ti
     drafter = close_lm if kind == "lm5" else drafters["eagle3"]
     single = SpeculativeEngine(tiny, drafter)
     reference = [single.greedy(p, 20).tokens for p in prompts]
-    engine = BatchEngine(tiny, drafter, batch)
-    assert [g.tokens for g in engine.plain(prompts, 20).generations] == reference
+    engine = SpeculativeEngine(tiny, drafter, batch_size=batch)
+    assert [g.tokens for g in engine.decode(prompts, None, 20).generations] == reference
     moved = 0
     for shape in SHAPES:
-        run = engine.generate(prompts, StaticPolicy(*shape), 20)
+        run = engine.decode(prompts, StaticPolicy(*shape), 20)
         assert [g.tokens for g in run.generations] == reference, shape
         alone = [single.generate(p, StaticPolicy(*shape), 20) for p in prompts]
         assert _accepted(run.generations) == _accepted(alone), shape
@@ -58,9 +57,9 @@ def test_every_sequence_equals_its_plain_greedy_decoding_and_accepts_as_alone(ti
 
 
 def test_the_queue_refills_rows_and_idles_them_once_it_is_empty(tiny, drafters, prompts):
-    engine = BatchEngine(tiny, drafters["eagle3"], 4)
+    engine = SpeculativeEngine(tiny, drafters["eagle3"], batch_size=4)
     budgets = 16
-    run = engine.plain(prompts, budgets)
+    run = engine.decode(prompts, None, budgets)
     # plain decoding: one token per row per cycle; five sequences of 16 tokens in rows of 4:
     # the first four run 15 cycles, the fifth 15 more, three rows idle throughout those
     assert run.cycles == 30 and run.idle_row_cycles == 45
@@ -92,10 +91,10 @@ def test_an_idle_row_does_not_widen_the_batch_s_attention(tiny, drafters, close_
 
     monkeypatch.setattr(TargetRows, "forward", forward)
     monkeypatch.setattr(rows_class, "draft_root", root)
-    engine = BatchEngine(tiny, drafter, 2)
+    engine = SpeculativeEngine(tiny, drafter, batch_size=2)
     single = SpeculativeEngine(tiny, drafter)
-    plain = engine.plain(prompts, 12)
-    run = engine.generate(prompts, StaticPolicy(3, 2, 4), 12)
+    plain = engine.decode(prompts, None, 12)
+    run = engine.decode(prompts, StaticPolicy(3, 2, 4), 12)
     assert run.idle_row_cycles > 0 and plain.idle_row_cycles > 0
     assert all(held == busy for held, busy in widest), [w for w in widest if w[0] != w[1]][:3]
     reference = [single.greedy(p, 12).tokens for p in prompts]
@@ -125,16 +124,50 @@ def test_bad_batches_are_refused_in_one_line(tiny, drafters):
     from simspec.engine.drafter import Drafter
 
     with pytest.raises(SimspecError, match="--batch-size must be >= 1"):
-        BatchEngine(tiny, drafters["eagle3"], 0)
+        SpeculativeEngine(tiny, drafters["eagle3"], batch_size=0)
     with pytest.raises(SimspecError, match="no prompts"):
-        BatchEngine(tiny, drafters["eagle3"], 2).plain([], 8)
+        SpeculativeEngine(tiny, drafters["eagle3"], batch_size=2).decode([], None, 8)
 
     class Odd(Drafter):
         name = "odd"
         reset = commit = draft_root = draft_level = end_cycle = None
 
     with pytest.raises(SimspecError, match="cannot decode batches"):
-        BatchEngine(tiny, Odd(), 2).generate([[1, 2]], StaticPolicy(2, 1, 2), 4)
+        SpeculativeEngine(tiny, Odd(), batch_size=2).decode([[1, 2]], StaticPolicy(2, 1, 2), 4)
+
+
+def test_a_drafter_kind_without_rows_decodes_one_sequence_through_its_own_methods(tiny, drafters, prompts):
+    """A drafter kind that declared no rows class (a plugin's, say) still decodes at batch 1,
+    through its single-sequence ``Drafter`` methods (``OneRow``): the same trees, the same
+    acceptance, as the built-in kind's rows."""
+    from simspec.engine.drafter import Drafter
+
+    inner = drafters["eagle3"]
+
+    class Undeclared(Drafter):  # delegates every method: its own kind, with no rows declared
+        name, uses_target_hidden, feature_layers = "undeclared", inner.uses_target_hidden, inner.feature_layers
+        draft_vocab = inner.draft_vocab  # its reduced vocabulary's map to the target's ids
+
+        def reset(self, prompt, prompt_hidden):
+            inner.reset(prompt, prompt_hidden)
+
+        def commit(self, tokens, hidden):
+            inner.commit(tokens, hidden)
+
+        def draft_root(self):
+            return inner.draft_root()
+
+        def draft_level(self, tokens, depth, visible):
+            return inner.draft_level(tokens, depth, visible)
+
+        def end_cycle(self):
+            inner.end_cycle()
+
+    own, declared = SpeculativeEngine(tiny, Undeclared()), SpeculativeEngine(tiny, inner)
+    for p in prompts[:3]:
+        alone, rows = own.generate(p, StaticPolicy(4, 2, 6), 16), declared.generate(p, StaticPolicy(4, 2, 6), 16)
+        assert alone.tokens == rows.tokens == declared.greedy(p, 16).tokens
+        assert _accepted([alone]) == _accepted([rows])
 
 
 @pytest.mark.model
@@ -147,7 +180,7 @@ def test_the_demo_target_at_batch_4_with_its_shipped_eagle_head(target, prompt_i
     single = SpeculativeEngine(target, drafter)
     policy = StaticPolicy(5, 4, 12)
     alone = [single.generate(p, policy, 24) for p in prompts]
-    run = BatchEngine(target, drafter, 4).generate(prompts, policy, 24)
+    run = SpeculativeEngine(target, drafter, batch_size=4).decode(prompts, policy, 24)
     assert [g.tokens for g in run.generations] == [single.greedy(p, 24).tokens for p in prompts]
     assert _accepted(run.generations) == _accepted(alone)
     assert np.mean([g.tau for g in alone]) > 1.8  # the head drafts paths the target accepts

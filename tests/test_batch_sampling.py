@@ -10,8 +10,8 @@ from helpers import FAIL, PASS, g_test
 from helpers import TINY_PROMPT as PROMPT
 from test_sampling import CASES, BonusFromP, exact_first_two
 
-from simspec.engine.batch import BatchEngine
 from simspec.engine.sampling import Sampling
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.policies.base import StaticPolicy
 
 ROWS = 4
@@ -21,9 +21,9 @@ ROWS = 4
 DRAWS = 600
 
 
-def first_two_p_value(engine: BatchEngine, policy, n: int) -> float:
+def first_two_p_value(engine: SpeculativeEngine, policy, n: int) -> float:
     prompts, seeds = [PROMPT] * n, range(n)
-    run = engine.plain(prompts, 2, seeds) if policy is None else engine.generate(prompts, policy, 2, seeds)
+    run = engine.decode(prompts, policy, 2, seeds)
     counts: dict = {}
     for generation in run.generations:
         key = tuple(generation.tokens[:2])
@@ -34,25 +34,25 @@ def first_two_p_value(engine: BatchEngine, policy, n: int) -> float:
 @pytest.mark.parametrize("case", list(CASES))
 def test_batched_sampling_keeps_the_targets_law_of_the_first_two_tokens(case, tiny, drafters):
     draft, shape, sampling = CASES[case]
-    engine = BatchEngine(tiny, drafters[draft], ROWS, sampling=sampling)
+    engine = SpeculativeEngine(tiny, drafters[draft], batch_size=ROWS, sampling=sampling)
     assert first_two_p_value(engine, StaticPolicy(*shape), DRAWS) > PASS, case
 
 
 def test_batched_plain_sampling_keeps_the_targets_law(tiny, drafters):
-    engine = BatchEngine(tiny, drafters["lm"], ROWS, sampling=Sampling(1.0))
+    engine = SpeculativeEngine(tiny, drafters["lm"], batch_size=ROWS, sampling=Sampling(1.0))
     assert first_two_p_value(engine, None, DRAWS) > PASS
 
 
 def test_the_batched_test_rejects_a_broken_verifier(tiny, drafters):
     draft, shape, sampling = CASES["lm tree T=0.7 top-p 0.9"]
-    engine = BatchEngine(tiny, drafters[draft], ROWS, sampling=sampling, tree_verifier=BonusFromP())
+    engine = SpeculativeEngine(tiny, drafters[draft], batch_size=ROWS, sampling=sampling, tree_verifier=BonusFromP())
     assert first_two_p_value(engine, StaticPolicy(*shape), DRAWS) < FAIL
 
 
 def test_a_sequences_seed_fixes_its_output_in_the_batch(tiny, drafters):
-    engine = BatchEngine(tiny, drafters["eagle3"], ROWS, sampling=Sampling(1.0))
+    engine = SpeculativeEngine(tiny, drafters["eagle3"], batch_size=ROWS, sampling=Sampling(1.0))
     policy = StaticPolicy(3, 3, 7)
-    first = engine.generate([PROMPT] * 6, policy, 12, seeds=[5, 6, 7, 8, 9, 10])
-    again = engine.generate([PROMPT] * 6, policy, 12, seeds=[5, 6, 7, 8, 9, 10])
+    first = engine.decode([PROMPT] * 6, policy, 12, seeds=[5, 6, 7, 8, 9, 10])
+    again = engine.decode([PROMPT] * 6, policy, 12, seeds=[5, 6, 7, 8, 9, 10])
     assert [g.tokens for g in first.generations] == [g.tokens for g in again.generations]
     assert len({tuple(g.tokens) for g in first.generations}) > 1  # the seeds differ, so do the samples

@@ -80,13 +80,13 @@ def test_warm_up_compiles_every_shape_a_run_meets(engines):
 def test_a_broken_move_of_the_accepted_path_is_caught(engines, monkeypatch):
     """The equality above can fail: a compiled cache that keeps the path's first rows instead of
     moving the accepted ones diverges from plain decoding."""
-    from simspec.engine.target_cache import CompiledTargetCache
+    from simspec.engine.compiled_rows import CompiledTargetRows
     from simspec.policies.base import StaticPolicy
 
-    def keep_prefix(self, rows, n_new):
-        self.length += len(rows)
+    def keep_prefix(self, b, rows):
+        self.lengths[b] += len(rows)
 
-    monkeypatch.setattr(CompiledTargetCache, "keep", keep_prefix)
+    monkeypatch.setattr(CompiledTargetRows, "keep", keep_prefix)
     diverged = []
     for draft in ("eagle3", "lm"):
         _, compiled = engines[draft]
@@ -110,7 +110,7 @@ def test_a_tree_larger_than_planned_grows_the_cache_and_stays_lossless(tiny, dra
     engine.warm_up([len(prompt)], 40, [2])
     assert engine.tree_slots == 2
     assert engine.generate(prompt, StaticPolicy(4, 4, 8), 40).tokens == engine.greedy(prompt, 40).tokens
-    assert (8, 2 * CAPACITY_STEP, True) in compiled_forward(base_and_head(tiny.model)[0]).shapes  # it grew
+    assert (8, 2 * CAPACITY_STEP, True, 1) in compiled_forward(base_and_head(tiny.model)[0]).shapes  # it grew
 
 
 QUEUE = [PROMPT, OTHER, PROMPT[:10], OTHER[:7], PROMPT[5:]]  # five sequences through three rows
@@ -122,16 +122,17 @@ def test_compiled_batches_decode_as_the_eager_ones_and_stay_lossless(tiny, draft
     longest row's and moved down to its own length on acceptance; every sequence equals its
     plain greedy decoding and the eager batch's, cycle for cycle, with rows refilled from the
     queue (each new prefill copied into a row another sequence used)."""
-    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
-    eager, compiled = BatchEngine(tiny, drafters[draft], 3), BatchEngine(tiny, drafters[draft], 3, "compiled")
+    eager = SpeculativeEngine(tiny, drafters[draft], batch_size=3)
+    compiled = SpeculativeEngine(tiny, drafters[draft], batch_size=3, runtime="compiled")
     compiled.tree_slots = 8  # as warm_up sets it for these trees, without compiling other buckets
-    plain = compiled.plain(QUEUE, 24)
-    assert [g.tokens for g in plain.generations] == [g.tokens for g in eager.plain(QUEUE, 24).generations]
+    plain = compiled.decode(QUEUE, None, 24)
+    assert [g.tokens for g in plain.generations] == [g.tokens for g in eager.decode(QUEUE, None, 24).generations]
     for shape in SHAPES[:2]:
-        run = compiled.generate(QUEUE, StaticPolicy(*shape), 24)
-        reference = eager.generate(QUEUE, StaticPolicy(*shape), 24)
+        run = compiled.decode(QUEUE, StaticPolicy(*shape), 24)
+        reference = eager.decode(QUEUE, StaticPolicy(*shape), 24)
         assert [g.tokens for g in run.generations] == [g.tokens for g in plain.generations], shape
         assert [[c.accepted for c in g.cycles] for g in run.generations] == \
             [[c.accepted for c in g.cycles] for g in reference.generations], shape

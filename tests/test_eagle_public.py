@@ -139,13 +139,12 @@ def test_d2t_maps_draft_ids_to_target_ids(target, prompt_ids, eagle3_dir):
 
 
 def _features(target, prompt, layers):
-    from simspec.engine.target_cache import TargetCache
+    from simspec.engine.batch_models import TargetRows
 
-    cache = TargetCache(target, layers)
     with torch.inference_mode():
-        cache.forward(prompt)
-    assert cache.features.shape == (len(prompt), 3 * H)
-    return cache.features
+        _, features = TargetRows(target, 1, len(prompt), layers).prefill(0, prompt)
+    assert features.shape == (len(prompt), 3 * H)
+    return features
 
 
 @pytest.mark.parametrize("variant", ["layers.0 prefix", "pytorch_model.bin", "embed_tokens included",

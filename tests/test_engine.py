@@ -9,7 +9,7 @@ from simspec.engine.load import load_drafter
 from simspec.engine.lossless import compare
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.errors import SimspecError
-from simspec.policies import Policy, StaticPolicy, tree_capacity
+from simspec.policies import StaticPolicy, tree_capacity
 
 pytestmark = pytest.mark.model  # every test here runs the demo target
 
@@ -81,37 +81,33 @@ def test_truncated_target_accepts_partially(target, prompt_ids):
     assert 0 < np.mean(accepted) < 5
 
 
-class Recorder(Policy):
-    """Static (D, W, V) that records what the hooks saw."""
+class Recorder(StaticPolicy):
+    """Static (D, W, V) that records what the batch hooks saw (a batch of one row)."""
 
     def __init__(self, depth, width, size):
-        self.inner = StaticPolicy(depth, width, size)
+        super().__init__(depth, width, size)
         self.steps, self.trees, self.outcomes = [], [], []
 
-    def plan(self, start):
-        return self.inner.plan(start)
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        self.steps.append((int(depth[0]), int(np.isfinite(frontier[0]).sum())))
+        return depth < planned
 
-    def keep_drafting(self, step, plan):
-        self.steps.append((step.depth, len(step.frontier_logprobs)))
-        return super().keep_drafting(step, plan)
+    def choose_size_batch(self, rows, depth, tree_scores, planned):
+        self.trees.append((int(depth[0]), 1 + int(np.isfinite(tree_scores[0]).sum())))
+        return planned
 
-    def choose_size(self, tree, plan):
-        self.trees.append((tree.depth, tree.n_nodes, len(tree.node_logprobs)))
-        return plan.size
-
-    def observe(self, outcome):
-        self.outcomes.append(outcome)
+    def observe_batch(self, rows, depth, size, accepted):
+        self.outcomes.extend(accepted.tolist())
 
 
 def test_hooks_see_ltd_shaped_trees(target, prompt_ids):
     depth, width = 5, 4
     policy = Recorder(depth, width, 60)
     out = SpeculativeEngine(target, load_drafter("target-layers:4", target)).generate(prompt_ids[0][1], policy, 12)
-    assert policy.trees and all(t == (depth, tree_capacity(depth, width), tree_capacity(depth, width))
-                                for t in policy.trees)
+    assert policy.trees and all(t == (depth, tree_capacity(depth, width)) for t in policy.trees)
     # after the first draft step the frontier holds W candidates, after later ones W**2
     assert policy.steps[:3] == [(2, width), (3, width**2), (4, width**2)]
-    assert [o.accepted for o in policy.outcomes] == [c.accepted for c in out.cycles]
+    assert policy.outcomes == [c.accepted for c in out.cycles]
     capacity = tree_capacity(depth, width)  # 53 < 60: the engine caps V at the tree's size
     assert all(c.size == capacity and c.depth == depth and c.draft_calls == depth - 1 for c in out.cycles)
 
@@ -119,11 +115,11 @@ def test_hooks_see_ltd_shaped_trees(target, prompt_ids):
 class StopEarly(StaticPolicy):
     """Stops after the first draft step and verifies 2 nodes: the hooks really steer."""
 
-    def keep_drafting(self, step, plan):
-        return False
+    def keep_drafting_batch(self, rows, depth, frontier, planned):
+        return np.zeros(len(rows), dtype=bool)
 
-    def choose_size(self, tree, plan):
-        return 2
+    def choose_size_batch(self, rows, depth, tree_scores, planned):
+        return np.full(len(rows), 2)
 
 
 def test_policy_hooks_steer_the_cycle(target, prompt_ids, greedy_outputs):

@@ -1,7 +1,7 @@
-"""The static KV cache (``simspec.engine.kv_slots``): after a tree is verified and a path kept,
-the cache holds exactly what running the committed sequence from scratch would hold, whether the
-path was a prefix of the tree's rows (cropped in place) or not (moved into place), and when the
-sequence outgrows the capacity it was given."""
+"""The static KV caches (``simspec.engine.kv_rows``, ``simspec.engine.kv_slots``): after a tree is
+verified and a path kept, the target's cache holds exactly what running the committed sequence
+from scratch would hold, whether the path was a prefix of the tree's rows (left in place) or not
+(moved into place), and when the sequence outgrows the capacity it was given."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from simspec.engine.batch_models import TargetRows
+from simspec.engine.kv_rows import causal
 from simspec.engine.kv_slots import SlotCache
-from simspec.engine.target_cache import TargetCache
+from simspec.engine.modeling import base_and_head
 
 # a tree over 5 drafted tokens: parents of rows 0..4 (row 0 hangs off the committed context)
 PARENTS = [-1, 0, 0, 2, 1]
@@ -38,30 +40,28 @@ def test_a_kept_path_continues_as_the_sequence_run_from_scratch(tiny, path, capa
     following = torch.randint(0, tiny.model.config.vocab_size, (2,))
     depths, visible = _tree_mask()
     with torch.inference_mode():
-        cache = TargetCache(tiny, capacity=capacity)
-        cache.forward(context)
-        cache.length = len(context)
-        cache.forward(tree, depths, visible)
-        cache.keep(np.array(path), len(PARENTS))
-        assert cache.cache.get_seq_length() == cache.length == len(context) + len(path)
-        stepped = cache.forward(following)
+        rows = TargetRows(tiny, 1, capacity)
+        rows.prefill(0, context)
+        rows.forward({0: (tree.numpy(), depths, visible)})
+        rows.keep(0, np.array(path))
+        assert rows.lengths[0] == len(context) + len(path)
+        stepped, _ = rows.forward({0: (following.numpy(), np.arange(len(following)), causal(len(following)))})
 
-        fresh = TargetCache(tiny, capacity=4)  # grows as it goes
-        whole = fresh.forward(torch.cat([context, tree[path], following]))
+        whole, _ = TargetRows(tiny, 1, 4).prefill(0, torch.cat([context, tree[path], following]))  # grows
+    stepped = stepped[0]
     assert torch.allclose(stepped, whole[-len(following):], atol=1e-5), (stepped - whole[-2:]).abs().max()
 
 
 def test_a_cache_is_one_preallocated_buffer_per_layer(tiny):
     cache = SlotCache(tiny.model, 32)
     assert len(cache.layers) == tiny.model.config.num_hidden_layers
+    base = base_and_head(tiny.model)[0]
     with torch.inference_mode():
-        target = TargetCache(tiny, capacity=32)
-        target.cache = cache
-        target.forward(torch.arange(8))
+        base(input_ids=torch.arange(8)[None], past_key_values=cache, use_cache=True)
         buffers = [layer._keys.data_ptr() for layer in cache.layers]
-        target.length = 8
-        target.forward(torch.arange(4))
-        target.cache.crop(-4)
+        base(input_ids=torch.arange(4)[None], position_ids=torch.arange(8, 12)[None], past_key_values=cache,
+             use_cache=True)
+        cache.crop(-4)
     # written in place: the same storage after more tokens and a crop
     assert [layer._keys.data_ptr() for layer in cache.layers] == buffers
     assert all(layer.keys.shape[-2] == 8 for layer in cache.layers)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, last_json, simspec
 
-from simspec.engine.speculative import CycleRecord, Generation
+from simspec.engine.records import CycleRecord, Generation
 from simspec.measure.insitu import LADDER, CoTimedRefit
 from simspec.measure.interleave import DriftMeter
 from simspec.measure.refit import log_interp, refit_samples
@@ -234,7 +234,7 @@ def test_a_refit_at_batch_4_scales_that_batch_s_curves_and_keeps_the_others():
     largest tree, bookkeeping, drafting and the plain step by one each): the refit at batch 4
     prices batch 4 at exactly those ratios times its model, its bookkeeping included (held at
     batch 4 now, not batch 1's times 4), and leaves batch 1's and batch 2's curves as they were."""
-    from simspec.engine.batch import BatchCycle, BatchRun
+    from simspec.engine.records import BatchCycle, BatchRun
     from simspec.sim.batch import cycle_costs
 
     samples = load_profile(ROOT / "calibration" / "cpu-demo-batch").samples

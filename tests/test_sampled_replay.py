@@ -182,3 +182,21 @@ def test_node_labels_at_t1_are_reach_probabilities_that_sum_to_each_top_v_sets_e
         assert np.median(np.abs(labelled - expected)) < 1e-5 < np.median(np.abs(reversed_ranks - expected)), size
     x, y, w = node_examples(traces, positions=500)
     assert len(x) == len(y) == len(w) and 0 <= y.min() and y.max() <= 1 and 0 < y.mean() < 0.5
+
+
+def test_the_queue_replays_sampled_traces_at_batch_1_as_replay_does_on_average():
+    """Batched replay on traces recorded at T > 0 draws each cycle's acceptance from its tree's
+    law, as batch-1 replay does: at batch 1 (one prompt after the other) its mean cycles and
+    seconds over many draws are replay's, its plain decoding exactly replay's; one seed, one queue."""
+    from simspec.sim.batch import replay_batch
+
+    traces, cost, policy = sampled_traces(5), cost_model(), StaticPolicy(4, 2, 6)
+    alone = replay(traces, cost, policy, seed=0, draws=400)
+    queue = replay_batch(traces, cost, policy, 1, seed=0, draws=400)
+    assert queue.cycles == pytest.approx(alone.cycles.sum(), rel=0.02)
+    assert queue.seconds == pytest.approx((alone.seconds + alone.prefill_seconds).sum(), rel=0.02)
+    assert queue.plain_seconds == pytest.approx((alone.greedy_seconds + alone.prefill_seconds).sum(), rel=1e-9)
+    assert np.array_equal(queue.tokens, alone.tokens)
+    once = [replay_batch(traces, cost, policy, 1, seed=s, draws=1) for s in (1, 1, 2, 3, 4, 5)]
+    assert (once[0].seconds, once[0].cycles) == (once[1].seconds, once[1].cycles)
+    assert len({r.cycles for r in once}) > 1

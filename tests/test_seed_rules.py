@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import DEPTH_MAX, cost_model
 
-from simspec.policies.base import CycleOutcome, DraftPlan, drafted_depths
+from simspec.policies.base import count_cache_hits, drafted_depths
 from simspec.policies.baselines import PaperQLearning, TokenCacheFSM
 from simspec.policies.stopping import N_FEATURES, AcceptancePredictor, DiscoStop, SpecDecPP, step_features
 from simspec.sim.labels import acceptance_examples, fit_predictor
@@ -65,14 +65,11 @@ def test_cache_hits_count_accepted_tokens_already_in_the_prompt_or_committed():
     # Root 0 (token 9): accepting 3 drafts commits 5 (in the prompt), 9 (committed at the root),
     # 8 (new): 2 hits. Root 3 (token 8): 8 (committed just before), 1 (new): 1 hit.
     assert traces.cache_hits(np.array([0, 3, 1]), np.array([3, 2, 0])).tolist() == [2, 1, 0]
-    # The engine's hooks count the same from the tokens they are handed, one by one.
-    fsm = TokenCacheFSM(width=2, max_depth=8, size=16)
-    fsm.reset()
-    fsm.see_context([5, 6, 7, 9])
-    fsm.observe(CycleOutcome(DraftPlan(4, 2, 16), 4, 16, 3, (5, 9, 8, 8)))  # 3 accepted + the bonus 8
-    assert planned(fsm) == 6  # 2 hits, all accepted: +2
-    fsm.observe(CycleOutcome(DraftPlan(6, 2, 16), 6, 16, 1, (1, 6)))  # 1 is new: -1
-    assert planned(fsm) == 5
+    # The engine counts the same from the tokens each cycle commits, one by one.
+    cache = {5, 6, 7, 9}  # the prompt and the prefill's token
+    assert count_cache_hits(cache, [5, 9, 8, 8], 3) == 2  # 3 accepted + the bonus 8
+    assert count_cache_hits(cache, [1, 6], 1) == 0  # 1 is new
+    assert count_cache_hits(cache, [8, 1, 2], 2) == 2
 
 
 def test_token_cache_fsm_goes_deep_on_repetition_and_shallow_on_new_text():
@@ -243,11 +240,11 @@ def test_a_held_policy_is_charged_its_decision_averaged_over_the_interval():
             super().__init__(4, 2, 8)
             self.cycle = 0
 
-        def plan(self, start):
+        def plan_batch(self, rows, context):
             self.cycle += 1
             if self.cycle % self.hold == 0:
                 time.sleep(0.002)
-            return super().plan(start)
+            return super().plan_batch(rows, context)
 
     charged = policy_latency({"p": EveryTenth()}, width=2, depth=4, repeats=200)["p"]
     assert 1.5e-4 < charged < 6e-4, charged

@@ -135,7 +135,6 @@ SHAPE = [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0, 
 def test_a_tree_of_fixed_shape_decodes_losslessly_alone_and_in_batches(batch, tiny, drafters):
     from helpers import TINY_VOCAB
 
-    from simspec.engine.batch import BatchEngine
     from simspec.engine.speculative import SpeculativeEngine
 
     rng = np.random.default_rng(2)
@@ -149,7 +148,7 @@ def test_a_tree_of_fixed_shape_decodes_losslessly_alone_and_in_batches(batch, ti
             outputs = [g.tokens for g in runs]
             sizes = {c.size for g in runs for c in g.cycles}
         else:
-            run = BatchEngine(tiny, drafters[name], batch).generate(prompts, policy, 24)
+            run = SpeculativeEngine(tiny, drafters[name], batch_size=batch).decode(prompts, policy, 24)
             outputs = [g.tokens for g in run.generations]
             sizes = {c.size for g in run.generations for c in g.cycles}
         assert outputs == reference, (name, batch)

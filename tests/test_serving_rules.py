@@ -73,7 +73,6 @@ def test_serving_baselines_tune_and_replay_in_the_simulator(name, tmp_path):
 def test_serving_rules_decode_losslessly_alone_and_in_batches(batch, tiny, drafters):
     from helpers import TINY_VOCAB
 
-    from simspec.engine.batch import BatchEngine
     from simspec.engine.speculative import SpeculativeEngine
 
     rng = np.random.default_rng(1)
@@ -84,7 +83,7 @@ def test_serving_rules_decode_losslessly_alone_and_in_batches(batch, tiny, draft
         if batch == 1:
             outputs = [single.generate(p, policy, 20).tokens for p in prompts]
         else:
-            run = BatchEngine(tiny, drafters["eagle3"], batch).generate(prompts, policy, 20)
+            run = SpeculativeEngine(tiny, drafters["eagle3"], batch_size=batch).decode(prompts, policy, 20)
             outputs = [g.tokens for g in run.generations]
             drafted = [int(c.depth.max()) - 1 for c in run.batch_cycles]
             # at batch 8, SGLang's ladder 0, 1, 3 starts with no drafting and probes a step at verify 15;

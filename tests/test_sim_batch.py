@@ -54,15 +54,15 @@ POLICIES = {"static": lambda: StaticPolicy(4, 2, 6), "ddd": lambda: DDD(0.4, wid
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_the_replayed_queue_runs_the_engines_cycles(tiny, recorded, name, batch):
-    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
 
     drafter, prompts, traces = recorded
-    run = BatchEngine(tiny, drafter, batch).generate(prompts, POLICIES[name](), TOKENS)
+    run = SpeculativeEngine(tiny, drafter, batch_size=batch).decode(prompts, POLICIES[name](), TOKENS)
     sim = replay_batch(traces, _cost(), POLICIES[name](), batch, TOKENS)
     assert sim.cycles == run.cycles and sim.idle_row_cycles == run.idle_row_cycles
     assert sim.tokens.tolist() == [len(g.tokens) - 1 for g in run.generations]
     assert sim.draft_calls == run.draft_forwards
-    plain = BatchEngine(tiny, drafter, batch).plain(prompts, TOKENS)
+    plain = SpeculativeEngine(tiny, drafter, batch_size=batch).decode(prompts, None, TOKENS)
     assert sim.plain_cycles == plain.cycles
 
 
@@ -105,15 +105,15 @@ def test_the_drift_meter_prices_the_engines_batch_cycles_as_replay_does(tiny, re
     shapes the engine logs (every row's depth and size, the longest context, the nodes the first
     level feeds) priced by the meter must add up to the replay's time for the same queue, or
     the refit's ratios would compare the engine with another cycle than the one replay prices."""
-    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.interleave import DriftMeter
 
     drafter, prompts, traces = recorded
     cost = _cost()
-    engine = BatchEngine(tiny, drafter, 3)
+    engine = SpeculativeEngine(tiny, drafter, batch_size=3)
     meter, plain_meter = DriftMeter(cost.at_batch(3), 2), DriftMeter(cost.at_batch(3), 2)
-    meter.batch(engine.generate(prompts, POLICIES[name](), TOKENS), plain=False)
-    plain_meter.batch(engine.plain(prompts, TOKENS), plain=True)
+    meter.batch(engine.decode(prompts, POLICIES[name](), TOKENS), plain=False)
+    plain_meter.batch(engine.decode(prompts, None, TOKENS), plain=True)
     sim = replay_batch(traces, cost, POLICIES[name](), 3, TOKENS)
     assert sum(meter.predicted.values()) == pytest.approx(sim.seconds, rel=1e-9)
     assert sum(plain_meter.predicted.values()) == pytest.approx(sim.plain_seconds, rel=1e-9)

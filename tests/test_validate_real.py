@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, cli, last_json, simspec
 
-from simspec.engine.speculative import CycleRecord, Generation
+from simspec.engine.records import CycleRecord, Generation
 from simspec.measure.insitu import LADDER
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.markdown import render_markdown

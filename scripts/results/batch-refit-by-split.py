@@ -10,7 +10,7 @@ import sys
 from contextlib import nullcontext
 
 from simspec.data import load_prompts
-from simspec.engine.batch import BatchEngine
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.insitu_batch import refit_batch
 from simspec.measure.interleave import load_engine
 from simspec.sim.profile import load_live_profile
@@ -24,7 +24,7 @@ profile = load_live_profile(sys.argv[1], "probe")
 train = load_prompts("sharegpt", split="train", n=8)
 held = load_prompts("sharegpt", split="heldout", n=8)
 engine, ids = load_engine(profile, [p.text for p in train + held], 60, lambda _text: nullcontext())
-rows = BatchEngine(engine.target, engine.drafter, 4)
+rows = SpeculativeEngine(engine.target, engine.drafter, batch_size=4)
 sets = {"train": list(zip([p.id for p in train], ids[:8])), "heldout": list(zip([p.id for p in held], ids[8:]))}
 for name in ("train", "heldout", "train", "heldout"):
     record = refit_batch(rows, profile, sets[name], 48, no_bar).record

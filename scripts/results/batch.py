@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from simspec.data import load_prompts, render_chat
-from simspec.engine.batch import BatchEngine
 from simspec.engine.load import load_pair
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.policies.base import StaticPolicy
 from simspec.sim.batch import replay_batch
 from simspec.sim.profile import load_profile
@@ -45,9 +45,8 @@ def main() -> None:
     for k in range(passes):
         keys = list(runs)
         for b, m in np.roll(np.array(keys, dtype=object), -k * 3, axis=0):
-            engine = BatchEngine(target, drafter, int(b))
-            run = engine.plain(prompts, new_tokens) if methods[m] is None \
-                else engine.generate(prompts, methods[m], new_tokens)
+            engine = SpeculativeEngine(target, drafter, batch_size=int(b))
+            run = engine.decode(prompts, methods[m], new_tokens)
             outputs = [g.tokens for g in run.generations]
             assert outputs == (reference := reference or outputs), (b, m)  # lossless, every batch and tree
             runs[int(b), m].append(run)

@@ -12,16 +12,18 @@ the tree: DRAFTER=real/drafters/eagle-stage1 bash scripts/results/eagle3-drafter
 HumanEval/48 5 4 6 eagle: real/bench/bf16-divergence-he48.txt."""
 import sys
 
+import numpy as np
 import torch
 
 torch.set_num_threads(2)
 from simspec.data import load_prompts, render_chat  # noqa: E402 (threads set first)
+from simspec.engine.batch_models import TargetRows  # noqa: E402 (threads set first)
+from simspec.engine.kv_rows import causal  # noqa: E402
 from simspec.engine.load import load_drafter  # noqa: E402 (threads set first)
 from simspec.engine.lossless import compare  # noqa: E402 (threads set first)
 from simspec.engine.modeling import head_logits  # noqa: E402 (threads set first)
 from simspec.engine.models import load_model  # noqa: E402 (threads set first)
 from simspec.engine.speculative import SpeculativeEngine  # noqa: E402 (threads set first)
-from simspec.engine.target_cache import TargetCache  # noqa: E402 (threads set first)
 from simspec.policies import StaticPolicy  # noqa: E402 (threads set first)
 
 defaults = ["HumanEval/55", "5", "4", "6", "real/drafters/eagle-stage1"]
@@ -40,21 +42,20 @@ for dt in ("fp32", "bf16"):
         sizes = [c.accepted + 1 for c in out.cycles]
         spec = out.tokens
         with torch.inference_mode():
-            cache = TargetCache(t)
-            h = cache.forward(torch.tensor(ids))
-            cache.length = len(ids)
+            rows = TargetRows(t, 1, len(ids) + len(spec) + 1)
+            h, _ = rows.prefill(0, torch.tensor(ids))
             def top2(logits):  # argmax and the gap between the two largest logits, per row
                 two = logits.float().topk(2, dim=-1).values
                 return logits.argmax(-1).tolist(), (two[:, 0] - two[:, 1]).tolist()
-            argmax, gaps = top2(head_logits(cache.head, h[-1:]))
+            argmax, gaps = top2(head_logits(rows.head, h[-1:]))
             at = 0
             for size in sizes:  # the speculative output, fed in the cycles' chunks (root + accepted)
                 chunk = spec[at:at + size]
                 if not chunk:
                     break
-                hh = cache.forward(torch.tensor(chunk))
-                cache.length += len(chunk)
-                a, g = top2(head_logits(cache.head, hh))
+                hh, _ = rows.forward({0: (np.array(chunk), np.arange(len(chunk)), causal(len(chunk)))})
+                rows.keep(0, np.arange(len(chunk)))
+                a, g = top2(head_logits(rows.head, hh[0]))
                 argmax += a
                 gaps += g
                 at += size

@@ -14,11 +14,12 @@ import numpy as np
 import torch
 
 from simspec.data import load_prompts, render_chat
+from simspec.engine.batch_models import TargetRows
+from simspec.engine.kv_rows import causal
 from simspec.engine.load import load_drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import load_model
 from simspec.engine.speculative import SpeculativeEngine
-from simspec.engine.target_cache import TargetCache
 
 torch.set_num_threads(2)
 target = load_model("smollm2-135m-instruct", dtype="bf16")
@@ -29,17 +30,17 @@ rng = random.Random(0)
 @torch.inference_mode()
 def logits_in_chunks(sequence: torch.Tensor, n_prompt: int, sizes) -> torch.Tensor:
     """Logits predicting tokens n_prompt.. of ``sequence``, the continuation fed in ``sizes`` chunks."""
-    cache = TargetCache(target)
-    hidden = cache.forward(sequence[:n_prompt])
-    cache.length = n_prompt
-    out = [head_logits(cache.head, hidden[-1:]).float()]
+    rows = TargetRows(target, 1, len(sequence))
+    hidden, _ = rows.prefill(0, sequence[:n_prompt])
+    out = [head_logits(rows.head, hidden[-1:]).float()]
     at = n_prompt
     for size in sizes:
-        chunk = sequence[at:at + size]
+        chunk = sequence[at:at + size].numpy()
         if not len(chunk):
             break
-        out.append(head_logits(cache.head, cache.forward(chunk)).float())
-        cache.length += len(chunk)
+        hidden, _ = rows.forward({0: (chunk, np.arange(len(chunk)), causal(len(chunk)))})
+        rows.keep(0, np.arange(len(chunk)))
+        out.append(head_logits(rows.head, hidden[0]).float())
         at += len(chunk)
     return torch.cat(out)
 
@@ -52,8 +53,8 @@ for prompt in load_prompts("humaneval", split="train", n=6):
     n = len(continuation) - 1  # positions predicting continuation[1:] (and [0] from the prompt)
     plain = logits_in_chunks(sequence, len(ids), [1] * n)[:n]
     with torch.inference_mode():
-        cache = TargetCache(target)
-        whole = head_logits(cache.head, cache.forward(sequence)[len(ids) - 1:-1]).float()[:n]
+        rows = TargetRows(target, 1, len(sequence))
+        whole = head_logits(rows.head, rows.prefill(0, sequence)[0][len(ids) - 1:-1]).float()[:n]
     chunked = logits_in_chunks(sequence, len(ids), [rng.randint(2, 6) for _ in range(n)])[:n]
     two = plain.topk(2, -1).indices
     top = plain.gather(1, two[:, :1])[:, 0]

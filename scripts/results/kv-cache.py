@@ -3,7 +3,11 @@ against the ``DynamicCache`` it replaced (concatenation per forward, a copy per 
 acceptance), on the demo target: plain greedy decoding and speculative decoding with EAGLE-3's
 default tree, ms per generated token, the two caches interleaved prompt by prompt and pass by pass.
 
+    git worktree add /tmp/at-8b78131 8b78131 && cd /tmp/at-8b78131 &&
     .venv/bin/python scripts/results/kv-cache.py [N_PROMPTS] [PASSES] [NEW_TOKENS]
+
+It patches the batch-1 engine's ``target_cache`` of that commit (the table's), which the
+batch-native engine no longer has: it runs there.
 
 Prints one JSON line per (cache, method) with the median, the quartiles and the per-pass medians,
 and the ratio dynamic / static (median of per-prompt ratios)."""

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from simspec.data import load_prompts, render_chat
-from simspec.engine.batch import BatchEngine
 from simspec.engine.load import load_pair
 from simspec.engine.runtime import compiled_seconds
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.machine import device_model
 from simspec.policies.base import StaticPolicy
 
@@ -31,15 +31,15 @@ def main() -> None:
     batch, n_prompts, passes, new_tokens = (int(a) for a in args[:4])
     torch.set_num_threads(2)
     target, drafter = load_pair("smollm2-135m-instruct", "eagle")
-    engines = {r: BatchEngine(target, drafter, batch, r) for r in ("eager", "compiled")}
+    engines = {r: SpeculativeEngine(target, drafter, batch_size=batch, runtime=r) for r in ("eager", "compiled")}
     prompts = [render_chat(target.tokenizer, p.text) for p in load_prompts("humaneval", split="heldout", n=n_prompts)]
     methods = ["plain", *TREES]
 
     def run(runtime, method):
         engine = engines[runtime]
         if method == "plain":
-            return engine.plain(prompts, new_tokens)
-        return engine.generate(prompts, StaticPolicy(*TREES[method]), new_tokens)
+            return engine.decode(prompts, None, new_tokens)
+        return engine.decode(prompts, StaticPolicy(*TREES[method]), new_tokens)
 
     started = time.perf_counter()
     engines["compiled"].warm_up([len(p) for p in prompts], new_tokens, [t[2] for t in TREES.values()])

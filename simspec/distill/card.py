@@ -47,16 +47,15 @@ def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_ne
     teacher-forced along the target's own greedy continuation of each prompt (through the
     engine's drafter interface, exactly as a cycle drafts its root's children); ``tick()``
     after each prompt."""
-    from simspec.engine.target_cache import TargetCache
+    from simspec.engine.batch_models import TargetRows
 
     drafter, device = engine.drafter, engine.device
     hits1 = hits10 = n = 0
     for ids in prompts:
         continuation = engine.greedy(ids, max_new_tokens).tokens
         sequence = torch.tensor(ids + continuation, device=device)
-        cache = TargetCache(engine.target, drafter.target_layers())
-        cache.forward(sequence)
-        features = cache.features if drafter.uses_target_hidden else None
+        _, features = TargetRows(engine.target, 1, len(sequence), drafter.target_layers()).prefill(0, sequence)
+        features = features if drafter.uses_target_hidden else None
         drafter.reset(sequence[:len(ids)], None if features is None else features[:len(ids)])
         for p in range(len(continuation) - 1):
             at = len(ids) + p  # the root: continuation[p]; the truth: continuation[p + 1]

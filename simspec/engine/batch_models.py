@@ -67,9 +67,8 @@ class TargetRows:
         """Row ``b`` starts ``prompt``: its last hidden states and features, ``[P, ·]``."""
         n = len(prompt)
         self.cache.begin(0, row=b)
-        mask = rows_mask(n, np.zeros(1, dtype=np.int64), [causal(n)], np.zeros(1, dtype=np.int64), n,
-                         self.base.dtype, self.device)
-        hidden, features = self._run(prompt[None], torch.arange(n, device=self.device)[None], mask)
+        # no mask: the forward reads row b's slots alone, causally (the model's own causal mask)
+        hidden, features = self._run(prompt[None], torch.arange(n, device=self.device)[None], None)
         self.lengths[b] = n
         return hidden[0], features[0]
 
@@ -81,8 +80,9 @@ class TargetRows:
         tokens = padded({b: t[0] for b, t in trees.items()}, self.batch, width)
         positions = self.lengths[:, None] + padded({b: t[1] for b, t in trees.items()}, self.batch, width)
         visible = [trees[b][2] if b in trees else None for b in range(self.batch)]
-        mask = rows_mask(int(self.lengths.max()) + width, self.lengths, visible, self.lengths, width, self.base.dtype,
-                         self.device)
+        # one row, one token (a plain step): it sees every slot up to itself, no mask needed
+        mask = None if self.batch == 1 and width == 1 else rows_mask(
+            int(self.lengths.max()) + width, self.lengths, visible, self.lengths, width, self.base.dtype, self.device)
         self.cache.begin(self.lengths)
         return self._run(torch.as_tensor(tokens, device=self.device), torch.as_tensor(positions, device=self.device),
                          mask)
@@ -274,10 +274,38 @@ def declare_rows(drafter_class: type, rows_class: type) -> None:
     ROWS[drafter_class] = rows_class
 
 
+class OneRow(RowDrafter):
+    """Any drafter at batch 1, through its own single-sequence protocol (``Drafter``): what a
+    drafter kind that declared no rows class decodes with."""
+
+    def reset_row(self, b: int, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
+        self.device = prompt.device
+        self.drafter.reset(prompt, prompt_hidden)
+
+    def commit(self, b: int, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None:
+        self.drafter.commit(tokens, hidden)
+
+    def draft_root(self, rows: list[int]) -> torch.Tensor:
+        return self.drafter.draft_root()[None]
+
+    def draft_level(self, rows: list[int], feeds: list[Feed]) -> list[torch.Tensor]:
+        frontier, depth, visible = feeds[0]
+        return [self.drafter.draft_level(torch.as_tensor(frontier, device=self.device), depth,
+                                         torch.as_tensor(visible, device=self.device))]
+
+    def end_cycle(self) -> None:
+        self.drafter.end_cycle()
+
+    def release(self, b: int) -> None:
+        pass
+
+
 def batched(drafter: Drafter, batch: int, capacity: int) -> RowDrafter:
-    """The batched form of a drafter, by the rows class its kind declared; one line for a kind
-    that declared none."""
+    """The batched form of a drafter, by the rows class its kind declared (at batch 1, any
+    drafter: ``OneRow``); one line for a kind that declared none."""
     rows = next((ROWS[kind] for kind in type(drafter).__mro__ if kind in ROWS), None)
+    if rows is None and batch == 1:
+        return OneRow(drafter, 1)
     if rows is None:
         raise SimspecError(f"drafter {drafter.name!r} ({type(drafter).__name__}) cannot decode batches: use "
                            "--batch-size 1, or a drafter whose kind declares batch rows "

@@ -58,8 +58,7 @@ class CompiledTargetRows(TargetRows):
         size = bucket(max(len(t[0]) for t in trees.values()))
         start = int(self.lengths.max())
         if start + size > self.capacity:
-            raise SimspecError(f"a batch forward of {size} tokens after {start} does not fit the cache's "
-                               f"{self.capacity} slots: this is a bug in simspec (the engine sizes the cache)")
+            self._grow(start + size)
         tokens = padded({b: t[0] for b, t in trees.items()}, self.batch, size)
         positions = self.lengths[:, None] + padded({b: t[1] for b, t in trees.items()}, self.batch, size)
         starts = np.full(self.batch, start)
@@ -80,6 +79,21 @@ class CompiledTargetRows(TargetRows):
             hidden, features = hidden.clone(), features.clone()
         return hidden, features
 
+    def _grow(self, slots: int) -> None:
+        """Move to the model's cache of the capacity bucket that holds ``slots`` (a tree larger than
+        the engine planned for): every row's committed context is copied over. Correct, only
+        slower (a new capacity is a new graph)."""
+        from simspec.engine.runtime import capacity_bucket
+
+        old, self.capacity = self.cache, capacity_bucket(slots)
+        self.cache = self.compiled.cache(self.capacity, self.batch)
+        end = int(self.lengths.max())
+        for src, dst in zip(old.layers, self.cache.layers):
+            if not dst.is_initialized:
+                dst.lazy_initialization(src.keys[..., :1, :], src.values[..., :1, :])
+            dst.keys[..., :end, :] = src.keys[..., :end, :]
+            dst.values[..., :end, :] = src.values[..., :end, :]
+
     def keep(self, b: int, rows: np.ndarray) -> None:
         length = int(self.lengths[b])
         if self.start != length or rows[-1] != len(rows) - 1:  # not already in place
@@ -88,3 +102,10 @@ class CompiledTargetRows(TargetRows):
                 move_rows(layer.keys[b], length, offsets, self.start)
                 move_rows(layer.values[b], length, offsets, self.start)
         self.lengths[b] += len(rows)
+
+
+def target_rows(target: LoadedModel, batch: int, capacity: int, feature_layers: tuple[int, ...] | None = None,
+                runtime: str = "eager") -> TargetRows:
+    """The target over ``batch`` rows under ``runtime`` (``engine.runtime.RUNTIMES``): what the engine
+    decodes with, and what calibrate times."""
+    return (CompiledTargetRows if runtime == "compiled" else TargetRows)(target, batch, capacity, feature_layers)

@@ -43,7 +43,7 @@ class Drafter(ABC):
     draft_vocab: torch.Tensor | None = None  # draft index -> target token id, for a reduced vocabulary
 
     def target_layers(self) -> tuple[int, ...] | None:
-        """The target layers ``TargetCache`` gathers features from for this drafter (None: the
+        """The target layers ``TargetRows`` gathers features from for this drafter (None: the
         last hidden state, or none at all when it reads no hidden states)."""
         return self.feature_layers if self.uses_target_hidden else None
 

@@ -27,11 +27,14 @@ class RowSlots:
         self.values: torch.Tensor | None = None
         self.starts = np.zeros(batch, dtype=np.int64)
         self.row: int | None = None
+        self.shared: dict = {}
 
-    def begin(self, starts: np.ndarray | int, row: int | None = None) -> None:
-        """The next write: every row at its ``starts[b]``, or row ``row`` alone at ``starts``."""
+    def begin(self, starts: np.ndarray | int, row: int | None = None, shared: dict | None = None) -> None:
+        """The next write: every row at its ``starts[b]``, or row ``row`` alone at ``starts``;
+        ``shared`` holds what every layer of one forward computes alike (its end, its scatter index)."""
         self.row = row
         self.starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+        self.shared = {} if shared is None else shared
 
     def _reserve(self, k: torch.Tensor, end: int) -> None:
         if self.keys is None:
@@ -52,15 +55,24 @@ class RowSlots:
         """Write ``k``/``v`` (``[B or 1, heads, T, head_dim]``) where ``begin`` said; the keys and
         values attention reads: every slot up to the furthest write."""
         t = k.shape[2]
-        end = int(self.starts.max()) + t
+        # what every layer of this forward computes alike, computed by the first
+        end, uniform = self.shared.get(t) or self.shared.setdefault(
+            t, (int(self.starts.max()) + t, bool((self.starts == self.starts[0]).all())))
         self._reserve(k, end)
         if self.row is not None:
             b, start = self.row, int(self.starts[0])
             self.keys[b:b + 1, :, start:end] = k
             self.values[b:b + 1, :, start:end] = v
             return self.keys[b:b + 1, :, :end], self.values[b:b + 1, :, :end]
-        slots = torch.as_tensor(self.starts, device=k.device)[:, None] + torch.arange(t, device=k.device)
-        index = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
+        if uniform:  # one start (batch 1 above all): a slice, no index
+            start = int(self.starts[0])
+            self.keys[:, :, start:end] = k
+            self.values[:, :, start:end] = v
+            return self.keys[:, :, :end], self.values[:, :, :end]
+        index = self.shared.get(k.shape)
+        if index is None:
+            slots = torch.as_tensor(self.starts, device=k.device)[:, None] + torch.arange(t, device=k.device)
+            index = self.shared[k.shape] = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
         self.keys.scatter_(2, index, k)
         self.values.scatter_(2, index, v)
         return self.keys[:, :, :end], self.values[:, :, :end]
@@ -101,8 +113,9 @@ class RowSlotCache(Cache):
         super().__init__(layers=[RowSlotLayer(s) for s in self.slots])
 
     def begin(self, starts: np.ndarray | int, row: int | None = None) -> None:
+        shared: dict = {}
         for s in self.slots:
-            s.begin(starts, row)
+            s.begin(starts, row, shared)
 
     def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
         for s in self.slots:

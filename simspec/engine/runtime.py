@@ -2,8 +2,7 @@
 target's forward under ``torch.compile`` over a static, full-capacity KV cache, in a few shape
 buckets (the tokens of a forward padded to a power of two, the cache's capacity to a multiple
 of ``CAPACITY_STEP``, the batch size as it is), so that a run compiles a handful of graphs and
-then only replays them (one sequence: ``target_cache.CompiledTargetCache``; a batch:
-``compiled_rows.CompiledTargetRows``).
+then only replays them (``compiled_rows.CompiledTargetRows``, a sequence per row).
 
 On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
 its C++ GEMM templates (``max-autotune-no-cudagraphs``; ``SIMSPEC_COMPILE_MODE=default`` keeps

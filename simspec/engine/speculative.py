@@ -1,36 +1,55 @@
-"""The real tree speculative-decoding engine, and plain greedy decoding through the same code.
+"""The real tree speculative-decoding engine, batch-native: ``B`` rows decode a queue of prompts
+together, plainly or speculatively, greedy or sampling at a temperature. One sequence is a batch
+of one (``generate``, ``plain``); there is no other decoding loop.
 
-One cycle reads like the algorithm:
+One cycle reads like the algorithm, for every busy row at once:
 
-    plan      = policy.plan(...)                      # (D, W, V) budget
-    draft     : root step, then level by level while the policy says CONTINUE
-    size      = policy.choose_size(tree)
-    verify    : the best ``size`` nodes, one target forward with a tree mask
-    accept    : longest path agreeing with the target's greedy tokens, plus its bonus token
-                (at temperature > 0: ``simspec.engine.sampling``'s rejection walk)
-    trim      : keep only the accepted tokens in the target's and the drafter's caches
+    plan      = policy.plan_batch(rows, context)            # depth budget, size per row
+    draft     : the root step, then level by level, every drafting row in one drafter forward,
+                while policy.keep_drafting_batch says CONTINUE for the row
+    size      = policy.choose_size_batch(rows, depth, tree scores, planned)
+    verify    : each row's best ``size`` nodes, one target forward for the batch (padded to the
+                largest, a tree mask per row)
+    accept    : per row, the longest path agreeing with the target's greedy tokens plus its bonus
+                token (at temperature > 0: ``simspec.engine.sampling``'s rejection walk)
+    trim      : each row keeps only its accepted tokens in the target's and the drafter's caches
 
-For greedy decoding the output equals ``greedy()`` token for token, whatever the policy or
-the drafter; only floating-point reordering in the batched forward could flip an exact
-near-tie, which ``simspec.engine.lossless`` reports with the target's top-2 logit gap. At
-temperature > 0 the output's distribution equals ``sample()``'s (plain sampling).
+The policy is asked exactly as the simulator's replay asks it (rows in the queue's order).
+A finished sequence leaves its row and the next prompt of the queue is prefilled into it (alone)
+before the next cycle: continuous batching, as serving engines do. Once the queue is empty a
+free row idles as padding (``TargetRows.release``: it holds no context).
+
+For greedy decoding every sequence's output equals its own plain greedy decoding token for token,
+whatever the policy, the drafter or the batch; only floating-point reordering in the padded
+forwards could flip an exact near-tie, which ``simspec.engine.lossless`` reports with the
+target's top-2 logit gap. At T > 0 each sequence draws from its own generator (its seed:
+``seeds``, by default the sampling's seed plus its index in the queue); a tree is verified by
+EAGLE's walk over deterministic drafts (``TreeVerifier``), a chain (W = 1) of a drafter that
+samples chains by the standard speculative-sampling rule (``ChainVerifier``): the output's
+distribution is the target's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from simspec.blas import one_blas_thread
+from simspec.engine.batch_models import RowDrafter, TargetRows, batched
+from simspec.engine.compiled_rows import target_rows
 from simspec.engine.context import served_context
 from simspec.engine.drafter import Drafter
+from simspec.engine.kv_rows import causal
 from simspec.engine.kv_slots import TREE_SLOTS
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
+from simspec.engine.records import BatchCycle, BatchRun, CycleRecord, Generation, clock
 from simspec.engine.sampling import (
     GREEDY,
     ChainVerifier,
@@ -40,96 +59,16 @@ from simspec.engine.sampling import (
     draw,
     row_distributions,
 )
-from simspec.engine.target_cache import TargetCache, target_cache
-from simspec.engine.tree import DraftTree, ShapedTree
+from simspec.engine.tree import DraftTree, ShapedTree, Verification
 from simspec.errors import SimspecError
-from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep, Policy
-
-
-def clock(device: torch.device) -> float:
-    """Wall-clock seconds, after the device has finished its queued work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
-@dataclass(frozen=True)
-class CycleRecord:
-    """One draft-and-verify cycle. Times in seconds; bookkeeping = all but model forwards
-    and policy calls (tree growth, selection, masks, acceptance, cache trimming)."""
-
-    depth: int  # levels drafted, root included (1: nothing drafted)
-    width: int
-    size: int  # tokens in the target's forward (root included)
-    accepted: int  # draft tokens accepted; the cycle emits accepted + 1 tokens
-    draft_calls: int
-    draft_s: float
-    verify_s: float
-    policy_s: float
-    bookkeeping_s: float
-
-
-@dataclass
-class Generation:
-    """A finished generation: the new tokens and what every cycle did."""
-
-    tokens: list[int]
-    prompt_length: int
-    prefill_s: float
-    total_s: float  # prefill included
-    cycles: list[CycleRecord] = field(default_factory=list)
-    seed: int | None = None  # the generator's seed (None: greedy decoding)
-
-    @property
-    def tau(self) -> float:
-        """Mean tokens emitted per cycle (accepted drafts + the bonus token)."""
-        return float(np.mean([c.accepted + 1 for c in self.cycles])) if self.cycles else 1.0
-
-    def time_shares(self) -> dict[str, float]:
-        """Share of total time spent drafting, verifying, in the policy, in bookkeeping, in prefill."""
-        parts = {
-            "draft": sum(c.draft_s for c in self.cycles),
-            "verify": sum(c.verify_s for c in self.cycles),
-            "policy": sum(c.policy_s for c in self.cycles),
-            "bookkeeping": sum(c.bookkeeping_s for c in self.cycles),
-            "prefill": self.prefill_s,
-        }
-        return {k: v / self.total_s for k, v in parts.items()}
-
-
-def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
-               keep_drafting: Callable[[np.ndarray], bool] | None = None,
-               children: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]] | None = None
-               ) -> tuple[int, float, float]:
-    """Grow ``tree`` level by level up to ``depth_cap`` levels, asking ``keep_drafting(new
-    level's scores)`` after every level but the last. ``children(logprobs)`` picks each
-    frontier node's children as (log-probs, target ids) arrays: the drafter's top W by default
-    (``SampledChain`` draws them instead). The engine's cycle and the trace recorder both build
-    trees here, so recorded and live trees are the same trees.
-    Returns (draft calls, seconds drafting, seconds in ``keep_drafting``)."""
-    children = children or (lambda logprobs: drafter.top_candidates(logprobs, tree.width))
-    draft_calls, draft_s, decide_s = 0, 0.0, 0.0
-    while tree.levels < depth_cap:
-        t = clock(device)
-        if draft_calls == 0:
-            logprobs = drafter.draft_root()[None]
-        else:
-            frontier, depth, visible = tree.feed_frontier()
-            logprobs = drafter.draft_level(
-                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
-            )
-        top_logprobs, top_tokens = children(logprobs)
-        draft_s += clock(device) - t
-        draft_calls += 1
-        level_scores = tree.grow(top_logprobs, top_tokens)
-        if tree.levels >= depth_cap or keep_drafting is None:
-            continue
-        t = clock(device)
-        go_on = keep_drafting(level_scores)
-        decide_s += clock(device) - t
-        if not go_on:
-            break
-    return draft_calls, draft_s, decide_s
+from simspec.policies.base import (
+    BatchPolicy,
+    count_cache_hits,
+    frontier_scores,
+    overrides,
+    sorted_levels,
+    tree_capacities,
+)
 
 
 class SampledChain:
@@ -138,7 +77,7 @@ class SampledChain:
     draft's q over the target's vocabulary in ``q_rows``."""
 
     def __init__(self, drafter: Drafter, sampling: Sampling, rng: np.random.Generator, vocab_size: int) -> None:
-        self.drafter, self.sampling, self.rng, self.vocab_size = drafter, sampling, rng, vocab_size
+        self.sampling, self.rng, self.vocab_size = sampling, rng, vocab_size
         ids = drafter.draft_vocab
         self.ids = None if ids is None else ids.cpu().numpy()
         self.q_rows: list[np.ndarray] = []
@@ -155,24 +94,47 @@ class SampledChain:
         return np.log(np.array([[q_draft[pick]]])), np.array([[token]])
 
 
+@dataclass
+class _Row:
+    """The sequence a row decodes now."""
+
+    index: int  # in the prompt list
+    prompt: list[int]
+    started: float
+    root: int  # the last committed token, not yet run through the target
+    prefill_s: float = 0.0
+    seen: set[int] = field(default_factory=set)  # prompt and committed tokens (token-cache policies)
+    tokens: list[int] = field(default_factory=list)
+    cycles: list[CycleRecord] = field(default_factory=list)
+    chain: SampledChain | None = None  # this cycle's sampled chain, if it drafts one
+
+
+@dataclass
+class _Trees:
+    """One cycle's trees: what the policy planned and what the drafter built, per busy row."""
+
+    ids: np.ndarray  # each busy row's sequence (its index in the queue): the policy's rows
+    trees: dict[int, DraftTree]
+    calls: dict[int, int]  # draft calls per row
+    depth: np.ndarray
+    sizes: np.ndarray
+
+
 class SpeculativeEngine:
-    """Tree speculative decoding of ``target`` with ``drafter``: greedy, or sampling at
-    ``sampling.temperature`` > 0. ``tree_verifier`` / ``chain_verifier`` decide acceptance at
-    T > 0 (replaceable: the statistical tests show their power on deliberately broken ones).
-    ``runtime``: how the target's forwards run (``engine.runtime``: eager or compiled)."""
+    """Decoding of ``target`` with ``drafter``, ``batch_size`` sequences at a time: greedy, or
+    sampling at ``sampling.temperature`` > 0. ``tree_verifier`` / ``chain_verifier`` decide
+    acceptance at T > 0 (replaceable: the statistical tests show their power on deliberately
+    broken ones). ``runtime``: how the target's forwards run (``engine.runtime``: eager or compiled)."""
 
     def __init__(self, target: LoadedModel, drafter: Drafter, sampling: Sampling = GREEDY,
                  tree_verifier: TreeVerifier | None = None, chain_verifier: ChainVerifier | None = None,
-                 runtime: str = "eager") -> None:
+                 runtime: str = "eager", batch_size: int = 1) -> None:
         from simspec.engine.runtime import check_runtime
 
+        if batch_size < 1:
+            raise SimspecError(f"--batch-size must be >= 1, got {batch_size}")
         self.runtime = check_runtime(runtime)
-        # slots past the new tokens for a tree (None: TREE_SLOTS): a compiled cache's attention
-        # reads them all, so warm_up narrows them to the largest tree it compiles for (a larger
-        # one still fits: the cache grows)
-        self.tree_slots: int | None = None
-        self.target = target
-        self.drafter = drafter
+        self.target, self.drafter, self.batch = target, drafter, batch_size
         self.sampling = sampling
         self.tree_verifier = tree_verifier or TreeVerifier()
         self.chain_verifier = chain_verifier or ChainVerifier()
@@ -180,6 +142,11 @@ class SpeculativeEngine:
         self.eos = eos_token_ids(target)
         self.max_positions, self._limit = served_context(target.model.config)
         self.vocab_size = int(target.model.config.vocab_size)
+        # slots past a sequence's tokens for a tree (None: TREE_SLOTS): a compiled cache's attention
+        # reads them all, so warm_up narrows them to the largest tree it compiles for (a larger
+        # one still fits: the cache grows)
+        self.tree_slots: int | None = None
+        self._rngs: dict[int, np.random.Generator] = {}  # this run's generator per sequence (T > 0)
 
     @property
     def compile_s(self) -> float:
@@ -188,29 +155,38 @@ class SpeculativeEngine:
 
         return 0.0 if self.runtime == "eager" else compiled_seconds(self.target)
 
+    def _capacity(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, speculative: bool) -> int:
+        slack = (self.tree_slots or TREE_SLOTS) if speculative else 1
+        return max(len(p) for p in prompts) + max_new_tokens + slack
+
+    def _target_rows(self, capacity: int, feature_layers: tuple[int, ...] | None) -> TargetRows:
+        return target_rows(self.target, self.batch, capacity, feature_layers, self.runtime)
+
     def warm_up(self, prompt_lengths: list[int], max_new_tokens: int, sizes: Sequence[int] = ()) -> float:
-        """Under the compiled runtime, compile every target forward that plain decoding and trees
-        of these sizes (nodes verified) meet on prompts of these lengths, so that no timed run
-        pays a compile; returns the seconds it took (0 when eager). A tree larger than every one
-        of ``sizes`` still decodes (its cache grows, compiling then)."""
+        """Under the compiled runtime, compile every forward that plain decoding and trees of these
+        sizes (nodes verified) meet on prompts of these lengths, so that no timed run pays a
+        compile; returns the seconds it took (0 when eager). A tree larger than every one of
+        ``sizes`` still decodes (its cache grows, compiling then)."""
         if self.runtime == "eager":
             return 0.0
         from simspec.engine.runtime import bucket, capacity_bucket
-        from simspec.engine.target_cache import warm_compiled
 
         started = time.perf_counter()
-        for n in sorted({capacity_bucket(n + max_new_tokens + 1) for n in prompt_lengths}):
-            warm_compiled(self.target, None, n, [1])
-        if sizes:
-            buckets = sorted({bucket(v) for v in sizes})
-            # never narrowed by a later, smaller warm-up (validate --recalibrate's refit after the
-            # scored runs' warm-up): the capacities compiled first must stay the ones runs use
+        buckets = sorted({bucket(v) for v in sizes})
+        if buckets:  # never narrowed by a later, smaller warm-up: the first capacities stay the runs'
             self.tree_slots = max(buckets[-1], self.tree_slots or 0)
-            for n in sorted({capacity_bucket(n + max_new_tokens + self.tree_slots) for n in prompt_lengths}):
-                warm_compiled(self.target, self.drafter.target_layers(), n, buckets)
+        runs = [(False, None, [1])] + ([(True, self.drafter.target_layers(), buckets)] if buckets else [])
+        with torch.inference_mode():
+            for speculative, layers, sizes_run in runs:
+                capacities = {capacity_bucket(self._capacity([[0] * n], max_new_tokens, speculative))
+                              for n in prompt_lengths}
+                for capacity in sorted(capacities):
+                    rows = self._target_rows(capacity, layers)
+                    rows.prefill(0, torch.zeros(1, dtype=torch.long, device=self.device))
+                    for size in sizes_run:
+                        rows.forward({0: (np.zeros(size, dtype=np.int64), np.arange(size), causal(size))})
         return time.perf_counter() - started
 
-    # -- shared pieces -----------------------------------------------------------------
     def check_length(self, prompt_ids: list[int], max_new_tokens: int) -> None:
         if not prompt_ids:
             raise SimspecError("empty prompt: nothing to decode from")
@@ -222,24 +198,6 @@ class SpeculativeEngine:
                 f"{self._limit}: shorten the prompt or lower --max-new-tokens"
             )
 
-    def _generator(self, seed: int | None) -> tuple[np.random.Generator | None, int | None]:
-        if self.sampling.greedy:
-            return None, None
-        seed = self.sampling.seed if seed is None else seed
-        return np.random.default_rng(seed), seed
-
-    def _next_token(self, logits: torch.Tensor, rng: np.random.Generator | None) -> int:
-        """The token after one position: the argmax, or a draw from the target's distribution."""
-        if rng is None:
-            return int(logits.argmax(-1))
-        return draw(distribution(logits.reshape(-1), self.sampling), rng)
-
-    def _prefill(self, target: TargetCache, prompt: torch.Tensor, rng: np.random.Generator | None = None
-                 ) -> tuple[torch.Tensor, int]:
-        hidden = target.forward(prompt)
-        target.length = len(prompt)
-        return hidden, self._next_token(head_logits(target.head, hidden[-1:]), rng)
-
     def _truncate(self, tokens: list[int], max_new_tokens: int) -> list[int]:
         tokens = tokens[:max_new_tokens]
         for i, t in enumerate(tokens):
@@ -247,144 +205,269 @@ class SpeculativeEngine:
                 return tokens[: i + 1]
         return tokens
 
-    # -- plain decoding: the speedup baseline and the lossless reference -------------------
+    def _pick(self, logits: torch.Tensor, index: int) -> int:
+        """The token after one position of the queue's sequence ``index``: the argmax, or a draw
+        from the target's distribution with the sequence's generator."""
+        rng = self._rngs.get(index)
+        if rng is None:
+            return int(logits.argmax(-1))
+        return draw(distribution(logits.reshape(-1), self.sampling), rng)
+
+    # -- one sequence: a batch of one ------------------------------------------------------
+    def generate(self, prompt_ids: list[int], policy: BatchPolicy, max_new_tokens: int,
+                 seed: int | None = None) -> Generation:
+        """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds
+        the generator every draw comes from."""
+        return self.decode([prompt_ids], policy, max_new_tokens, None if seed is None else [seed]).generations[0]
+
     def plain(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Generation:
-        """Plain decoding in the engine's mode: ``greedy()``, or ``sample()`` at T > 0."""
-        if self.sampling.greedy:
-            return self.greedy(prompt_ids, max_new_tokens)
-        return self.sample(prompt_ids, max_new_tokens, seed)
+        """Plain decoding of one prompt in the engine's mode: greedy, or sampling at T > 0."""
+        return self.decode([prompt_ids], None, max_new_tokens, None if seed is None else [seed]).generations[0]
 
     def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> Generation:
-        return self._plain(prompt_ids, max_new_tokens, None, None)
+        """Plain greedy decoding of one prompt, whatever the engine's sampling."""
+        return self._decode([prompt_ids], None, max_new_tokens, None, sampled=False).generations[0]
 
     def sample(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Generation:
         """Plain autoregressive sampling from the target at the engine's temperature / top-p."""
         if self.sampling.greedy:
             raise SimspecError("sample() needs a temperature > 0; greedy decoding is greedy()")
-        rng, seed = self._generator(seed)
-        return self._plain(prompt_ids, max_new_tokens, rng, seed)
+        return self.plain(prompt_ids, max_new_tokens, seed)
 
-    @torch.inference_mode()
-    def _plain(self, prompt_ids: list[int], max_new_tokens: int, rng: np.random.Generator | None,
-               seed: int | None) -> Generation:
-        self.check_length(prompt_ids, max_new_tokens)
-        start = clock(self.device)
-        target = target_cache(self.target, None, len(prompt_ids) + max_new_tokens + 1, self.runtime)
-        _, token = self._prefill(target, torch.tensor(prompt_ids, device=self.device), rng)
-        prefill_s = clock(self.device) - start
-        tokens = [token]
-        cycles = []
-        while len(tokens) < max_new_tokens and token not in self.eos:
-            t0 = clock(self.device)
-            hidden = target.forward(torch.tensor([token], device=self.device))
-            target.length += 1
-            token = self._next_token(head_logits(target.head, hidden), rng)
-            t1 = clock(self.device)
-            tokens.append(token)
-            cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, t1 - t0, 0.0, 0.0))
-        return Generation(tokens, len(prompt_ids), prefill_s, clock(self.device) - start, cycles, seed)
+    # -- the queue -------------------------------------------------------------------------
+    def decode(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
+               seeds: Sequence[int] | None = None) -> BatchRun:
+        """Every prompt decoded, ``batch_size`` at a time: speculatively, every row's tree from
+        ``policy``, or plainly (``policy`` None); at T > 0 sequence i draws with ``seeds[i]``."""
+        return self._decode(prompts, policy, max_new_tokens, seeds, sampled=not self.sampling.greedy)
 
-    # -- speculative decoding --------------------------------------------------------------
-    @torch.inference_mode()
-    def generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int,
-                 seed: int | None = None) -> Generation:
-        """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds
-        the generator every draw comes from."""
+    def _decode(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
+                seeds: Sequence[int] | None, sampled: bool) -> BatchRun:
+        if not prompts:
+            raise SimspecError("no prompts to decode")
+        for p in prompts:
+            self.check_length(p, max_new_tokens)
+        self._rngs, seeds = {}, list(seeds) if seeds is not None else None
+        if sampled:
+            seeds = seeds if seeds is not None else [self.sampling.seed + i for i in range(len(prompts))]
+            if len(seeds) != len(prompts):
+                raise SimspecError(f"{len(seeds)} seeds for {len(prompts)} prompts: one seed per prompt")
+            self._rngs = {i: np.random.default_rng(seed) for i, seed in enumerate(seeds)}
+        if policy is not None:
+            if not isinstance(policy, BatchPolicy):
+                raise SimspecError(f"policy {policy.name} has no batch methods (simspec.policies.base.BatchPolicy): "
+                                   "the engine asks every row at once, as the simulator does")
+            policy.batch_size = self.batch
+            policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
         # Learned policies multiply small numpy matrices between the models' forwards.
-        with one_blas_thread():
-            return self._generate(prompt_ids, policy, max_new_tokens, *self._generator(seed))
+        with torch.inference_mode(), (one_blas_thread() if policy is not None else nullcontext()):
+            return self._run(prompts, policy, max_new_tokens, seeds if sampled else None)
 
-    def _generate(self, prompt_ids: list[int], policy: Policy, max_new_tokens: int,
-                  rng: np.random.Generator | None, seed: int | None) -> Generation:
-        self.check_length(prompt_ids, max_new_tokens)
+    def _run(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
+             seeds: list[int] | None) -> BatchRun:
+        speculative = policy is not None
+        capacity = self._capacity(prompts, max_new_tokens, speculative)
+        drafter = batched(self.drafter, self.batch, capacity) if speculative else None
+        target = self._target_rows(capacity, drafter.target_layers() if speculative and drafter.uses_target_hidden
+                                   else None)
+        queue = deque(enumerate(prompts))
+        rows: list[_Row | None] = [None] * self.batch
+        done: dict[int, Generation] = {}
+        self._policy, self._policy_s, self._forwards = policy, 0.0, 0
+        self._seconds = {"prefill": 0.0, "draft": 0.0, "verify": 0.0}
+        self._log: list[BatchCycle] = []
         start = clock(self.device)
-        wants_hidden = self.drafter.uses_target_hidden
-        target = target_cache(self.target, self.drafter.target_layers(),
-                              len(prompt_ids) + max_new_tokens + (self.tree_slots or TREE_SLOTS), self.runtime)
-        prompt = torch.tensor(prompt_ids, device=self.device)
-        _, root = self._prefill(target, prompt, rng)
-        features = target.features
-        self.drafter.reset(prompt, features if wants_hidden else None)
-        self.drafter.commit(torch.tensor([root], device=self.device), features[-1:] if wants_hidden else None)
-        policy.reset()
-        policy.see_context([*prompt_ids, root])
-        prefill_s = clock(self.device) - start
-        tokens = [root]
-        cycles: list[CycleRecord] = []
-        while len(tokens) < max_new_tokens and root not in self.eos:
-            record, new_tokens = self._cycle(target, root, policy, len(cycles), rng)
-            cycles.append(record)
-            tokens.extend(new_tokens)
-            root = new_tokens[-1]
-            if any(t in self.eos for t in new_tokens):
-                break
-        return Generation(self._truncate(tokens, max_new_tokens), len(prompt_ids), prefill_s,
-                          clock(self.device) - start, cycles, seed)
-
-    def _cycle(self, target: TargetCache, root: int, policy: Policy, index: int,
-               rng: np.random.Generator | None = None) -> tuple[CycleRecord, list[int]]:
-        device, drafter = self.device, self.drafter
-        t_start = clock(device)
-        t = clock(device)
-        plan = policy.plan(CycleStart(cycle=index, context_length=target.length))
-        policy_s = clock(device) - t
-        # Positions must stay inside the model's context; a tree never needs more levels than that.
-        depth_cap = max(1, min(plan.depth, self.max_positions - target.length))
-        tree = DraftTree(root, depth_cap, plan.width) if plan.shape is None else ShapedTree(root, depth_cap, plan.shape)
-
-        def keep_drafting(level_scores: np.ndarray) -> bool:
-            return policy.keep_drafting(DraftStep(tree.levels, plan.width, target.length, lambda: level_scores), plan)
-
-        chain = (SampledChain(drafter, self.sampling, rng, self.vocab_size)
-                 if rng is not None and plan.width == 1 and drafter.samples_chains else None)
-        draft_calls, draft_s, policy_s_drafting = draft_tree(drafter, tree, depth_cap, device, keep_drafting, chain)
-        policy_s += policy_s_drafting
-
-        t = clock(device)
-        size = policy.choose_size(
-            BuiltTree(tree.levels, plan.width, target.length, tree.n, lambda: tree.scores[: tree.n]), plan
-        )
-        policy_s += clock(device) - t
-        verification = tree.verification(max(1, int(size)))
-
-        t = clock(device)
-        hidden = target.forward(
-            torch.as_tensor(verification.tokens, device=device), verification.depths, verification.visible
-        )
-        if rng is None:
-            target_next = head_logits(target.head, hidden).argmax(-1).cpu().numpy()
-            verify_s = clock(device) - t
-            rows, bonus = verification.accept(target_next)
-        else:
-            logits = head_logits(target.head, hidden)
-            verify_s = clock(device) - t
-            probs_of = row_distributions(logits, self.sampling)
-            if chain is not None:  # a chain's verified rows are its first V nodes, in order
-                rows, bonus = self.chain_verifier.accept(verification.tokens, chain.q_rows, probs_of, rng)
+        cycles = idle = 0
+        for b in range(min(self.batch, len(prompts))):
+            rows[b] = self._admit(target, drafter, b, *queue.popleft())
+        while any(r is not None for r in rows):
+            busy = sorted((b for b, r in enumerate(rows) if r is not None), key=lambda b: rows[b].index)
+            if speculative:
+                self._cycle(target, drafter, rows, busy)
             else:
-                rows, bonus = self.tree_verifier.accept(verification.tokens, verification.parent_rows, probs_of, rng)
-        target.keep(rows, len(verification))
-        drafter.end_cycle()
-        accepted_tokens = verification.tokens[rows].tolist()  # root first
-        new_tokens = accepted_tokens[1:] + [bonus]
-        path_hidden = target.features[torch.as_tensor(rows, device=device)] if drafter.uses_target_hidden else None
-        drafter.commit(torch.tensor(new_tokens, device=device), path_hidden)
+                self._plain_step(target, rows, busy)
+            cycles += 1
+            idle += self.batch - len(busy)
+            for b in busy:
+                row = rows[b]
+                if len(row.tokens) < max_new_tokens and not any(t in self.eos for t in row.tokens):
+                    continue
+                done[row.index] = Generation(self._truncate(row.tokens, max_new_tokens), len(row.prompt),
+                                             row.prefill_s, clock(self.device) - row.started, row.cycles,
+                                             None if seeds is None else seeds[row.index])
+                rows[b] = None
+                if queue:
+                    rows[b] = self._admit(target, drafter, b, *queue.popleft())
+                else:  # padding from now on, priced (and run) at the busy rows' context
+                    target.release(b)
+                    if speculative:
+                        drafter.release(b)
+        s = self._seconds
+        return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
+                        s["prefill"], s["draft"], s["verify"], self._forwards, self._policy_s, self._log)
 
+    def _admit(self, target: TargetRows, drafter: RowDrafter | None, b: int, index: int, prompt: list[int]) -> _Row:
+        """Row ``b`` starts the queue's sequence ``index``: its prefill, the first token, the drafter."""
+        t = clock(self.device)
+        ids = torch.tensor(prompt, device=self.device)
+        hidden, features = target.prefill(b, ids)
+        root = self._pick(head_logits(target.head, hidden[-1:]), index)
+        row = _Row(index, prompt, t, root, tokens=[root])
+        if drafter is not None:
+            wants = drafter.uses_target_hidden
+            drafter.reset_row(b, ids, features if wants else None)
+            drafter.commit(b, torch.tensor([root], device=self.device), features[-1:] if wants else None)
+            row.seen = {*prompt, root}
+        row.prefill_s = clock(self.device) - t
+        self._seconds["prefill"] += row.prefill_s
+        return row
+
+    # -- plain decoding: one token per row per step --------------------------------------------
+    def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> None:
+        context = int(target.lengths[busy].max())
+        t = clock(self.device)
+        one = np.ones((1, 1), dtype=bool)
+        hidden, _ = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one) for b in busy})
+        logits = head_logits(target.head, hidden[:, 0])
+        nxt = logits.argmax(-1).cpu().numpy() if not self._rngs else \
+            {b: self._pick(logits[b], rows[b].index) for b in busy}
+        seconds = clock(self.device) - t
+        ones = np.ones(len(busy), dtype=np.int64)
+        self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, 0.0, 0.0))
+        self._seconds["verify"] += seconds
+        for b in busy:
+            target.keep(b, np.zeros(1, dtype=np.int64))
+            row = rows[b]
+            row.root = int(nxt[b])
+            row.tokens.append(row.root)
+            row.cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, seconds, 0.0, 0.0))
+
+    # -- speculative decoding -------------------------------------------------------------------
+    def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]) -> None:
+        """One cycle of every busy row: plan, draft, size, verify, accept, trim."""
+        device, policy = self.device, self._policy
+        t_start = clock(device)
+        lengths = target.lengths[busy]
+        fed = max(rows[b].cycles[-1].accepted + 1 if rows[b].cycles else 1 for b in busy)
+        trees, policy_s, draft_s = self._grow(drafter, rows, busy, lengths)
+        verifications = {b: trees.trees[b].verification(int(trees.sizes[i])) for i, b in enumerate(busy)}
         t = clock(device)
-        policy.observe(CycleOutcome(plan=plan, depth=tree.levels, size=len(verification), accepted=len(rows) - 1,
-                                    tokens=tuple(new_tokens)))
-        policy_s += clock(device) - t
-        total = clock(device) - t_start
-        record = CycleRecord(
-            depth=tree.levels,
-            width=plan.width,
-            size=len(verification),
-            accepted=len(rows) - 1,
-            draft_calls=draft_calls,
-            draft_s=draft_s,
-            verify_s=verify_s,
-            policy_s=policy_s,
-            bookkeeping_s=max(0.0, total - draft_s - verify_s - policy_s),
-        )
-        return record, new_tokens
+        hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
+        logits = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).view(*hidden.shape[:2], -1)
+        target_next = logits.argmax(-1).cpu().numpy() if not self._rngs else None
+        verify_s = clock(device) - t
 
+        drafter.end_cycle()
+        accepted, hits = np.zeros(len(busy), dtype=np.int64), np.zeros(len(busy), dtype=np.int64)
+        for i, b in enumerate(busy):
+            v, row = verifications[b], rows[b]
+            kept, bonus = self._accept(v, logits[b], target_next, b, row)
+            target.keep(b, kept)
+            new_tokens = v.tokens[kept].tolist()[1:] + [bonus]
+            path = features[b, torch.as_tensor(kept, device=device)] if drafter.uses_target_hidden else None
+            drafter.commit(b, torch.tensor(new_tokens, device=device), path)
+            accepted[i] = len(kept) - 1
+            hits[i] = count_cache_hits(row.seen, new_tokens, accepted[i])
+            row.tokens.extend(new_tokens)
+            row.root = new_tokens[-1]
+        size = np.array([len(verifications[b]) for b in busy])
+        t = clock(device)
+        policy.observe_batch(trees.ids, trees.depth, size, accepted, **({"hits": hits} if policy.reads_cache else {}))
+        policy_s += clock(device) - t
+        self._policy_s += policy_s
+        self._seconds["draft"] += draft_s
+        self._seconds["verify"] += verify_s
+        rest = max(0.0, clock(device) - t_start - draft_s - verify_s - policy_s)
+        for i, b in enumerate(busy):  # the batch's times, on every row's record
+            rows[b].cycles.append(CycleRecord(
+                depth=int(trees.depth[i]), width=policy.width, size=int(size[i]), accepted=int(accepted[i]),
+                draft_calls=trees.calls[b], draft_s=draft_s, verify_s=verify_s, policy_s=policy_s,
+                bookkeeping_s=rest))
+        self._log.append(BatchCycle(trees.depth, size, int(lengths.max()), fed, draft_s, verify_s, policy_s, rest))
+
+    def _grow(self, drafter: RowDrafter, rows: list[_Row | None], busy: list[int], lengths: np.ndarray
+              ) -> tuple[_Trees, float, float]:
+        """Every busy row's tree as the policy plans, drafts and sizes it; the seconds in the
+        policy and drafting."""
+        device, policy = self.device, self._policy
+        ids = np.array([rows[b].index for b in busy])
+        t = clock(device)
+        planned, sizes = policy.plan_batch(ids, lengths.copy())
+        policy_s = clock(device) - t
+        planned = np.maximum(np.asarray(planned, dtype=np.int64), 1)
+        # positions must stay inside the model's context; a tree never needs more levels than that
+        caps = np.maximum(1, np.minimum(planned, self.max_positions - lengths))
+        width, shape = policy.width, policy.shape
+        trees = {b: DraftTree(rows[b].root, int(caps[i]), width) if shape is None else
+                 ShapedTree(rows[b].root, int(caps[i]), shape) for i, b in enumerate(busy)}
+        chains = self._rngs and width == 1 and self.drafter.samples_chains
+        for b in busy:
+            rows[b].chain = SampledChain(self.drafter, self.sampling, self._rngs[rows[b].index], self.vocab_size) \
+                if chains else None
+        calls, draft_s, decide_s = self._draft(drafter, trees, rows, busy, ids, caps)
+        policy_s += decide_s
+        depth = np.array([trees[b].levels for b in busy])
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if overrides(policy, "choose_size_batch"):
+            levels = max(1, int(depth.max()) - 1)
+            scores = np.full((len(busy), levels, width * width), -np.inf, dtype=np.float32)
+            for i, b in enumerate(busy):
+                if depth[i] > 1:
+                    scores[i, : depth[i] - 1] = sorted_levels(trees[b].scores[: trees[b].n], width, depth[i] - 1)
+            t = clock(device)
+            sizes = np.asarray(policy.choose_size_batch(ids, depth, scores, sizes), dtype=np.int64)
+            policy_s += clock(device) - t
+        sizes = np.clip(sizes, 1, tree_capacities(depth, width))
+        return _Trees(ids, trees, calls, depth, sizes), policy_s, draft_s
+
+    def _accept(self, v: Verification, logits: torch.Tensor, target_next: np.ndarray | None, b: int, row: _Row
+                ) -> tuple[np.ndarray, int]:
+        """Row ``b``'s accepted rows (root first) and the token after them: the target's greedy
+        path, or at T > 0 the walk over its tree (or chain) with the sequence's own generator."""
+        if target_next is not None:
+            return v.accept(target_next[b, : len(v)])
+        probs_of, rng = row_distributions(logits, self.sampling), self._rngs[row.index]
+        if row.chain is not None:  # a chain's verified rows are its first V nodes, in order
+            return self.chain_verifier.accept(v.tokens, row.chain.q_rows, probs_of, rng)
+        return self.tree_verifier.accept(v.tokens, v.parent_rows, probs_of, rng)
+
+    def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], rows: list[_Row | None], busy: list[int],
+               ids: np.ndarray, caps: np.ndarray) -> tuple[dict[int, int], float, float]:
+        """Every row's tree, level by level, all rows still drafting in one forward per level; after
+        each level the policy is asked CONTINUE / STOP for every row that could go on, in one call
+        (``keep_drafting_batch``, as replay asks it). Returns draft calls per row, the seconds
+        drafting and the seconds deciding."""
+        device, policy = self.device, self._policy
+        asks = overrides(policy, "keep_drafting_batch")
+        cap = dict(zip(busy, caps.tolist()))
+        row_id = dict(zip(busy, ids.tolist()))
+        drafting = [b for b in busy if cap[b] > 1]
+        calls = dict.fromkeys(trees, 0)
+        seconds = decide = 0.0
+        first = True
+        while drafting:
+            t = clock(device)
+            if first:
+                logprobs = list(drafter.draft_root(drafting)[:, None])
+            else:
+                logprobs = drafter.draft_level(drafting, [trees[b].feed_frontier() for b in drafting])
+            children = [rows[b].chain(lp) if rows[b].chain is not None else
+                        drafter.top_candidates(lp, trees[b].width) for b, lp in zip(drafting, logprobs)]
+            seconds += clock(device) - t
+            self._forwards += 1
+            first = False
+            frontier = {}
+            for b, (top_logprobs, top_tokens) in zip(drafting, children):
+                calls[b] += 1
+                frontier[b] = trees[b].grow(top_logprobs, top_tokens)
+            going = [b for b in drafting if trees[b].levels < cap[b]]
+            if asks and going:
+                table = np.stack([frontier_scores(frontier[b], trees[b].width) for b in going])
+                t = clock(device)
+                go = np.asarray(policy.keep_drafting_batch(
+                    np.array([row_id[b] for b in going]), np.array([trees[b].levels for b in going]), table,
+                    np.array([cap[b] for b in going])), bool)
+                decide += clock(device) - t
+                going = [b for b, g in zip(going, go) if g]
+            drafting = going
+        return calls, seconds, decide

@@ -118,14 +118,11 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
 
     configs, chosen = checked or request.check()
     loaded, drafter = load_pair(request.target, request.draft, resolve_device(request.device), status, request.dtype)
-    engine = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime)
+    engine = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime,
+                               batch_size=request.batch_size)
     prompt_ids = [(p.id, render_chat(loaded.tokenizer, p.text)) for p in chosen]
     for _, ids in prompt_ids:
         engine.check_length(ids, request.max_new_tokens)
-    if request.batch_size > 1:
-        from simspec.engine.batch import BatchEngine
-
-        engine = BatchEngine(loaded, drafter, request.batch_size, request.runtime)
     if request.runtime == "compiled":
         with status("compiling the target's forwards for every shape the runs meet (once per process)"):
             engine.warm_up([len(ids) for _, ids in prompt_ids], request.max_new_tokens, [c.size for c in configs])

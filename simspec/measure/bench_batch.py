@@ -1,4 +1,4 @@
-"""Batches measured for real: the prompt set as one queue through B rows (``simspec.engine.batch``),
+"""Batches measured for real: the prompt set as one queue through B rows (``simspec.engine.speculative``),
 plainly and with every method, interleaved pass by pass (each pass rotates the order, so that a
 drifting machine spreads over every method alike). A method's speedup is plain decoding's time
 for the whole set / the method's, at the same batch size: the throughput ratio a server sees.
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec.engine.batch import BatchEngine, BatchRun
 from simspec.engine.lossless import divergence_record
+from simspec.engine.records import BatchRun
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.tree_grid import TreeConfig
 from simspec.policies.base import BatchPolicy, StaticPolicy
 
@@ -39,7 +40,7 @@ class MethodBatches:
         return all(d["near_tie"] for d in self.divergences)
 
 
-def divergences(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], run: BatchRun,
+def divergences(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], run: BatchRun,
                 plain: BatchRun) -> list[dict]:
     """Every prompt of ``run`` whose output differs from plain decoding's (``divergence_record``:
     where, and whether at a near-tie)."""
@@ -48,7 +49,7 @@ def divergences(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], ru
     return [d for d in found if d is not None]
 
 
-def interleaved(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], policies: list[BatchPolicy],
+def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], policies: list[BatchPolicy],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]
                 ) -> tuple[list[BatchRun], list[MethodBatches]]:
     """Plain decoding's runs (one per pass) and every policy's, interleaved; ``tick(n)`` after each
@@ -59,8 +60,7 @@ def interleaved(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], po
     for rep in range(repeats):
         for m in np.roll(np.arange(len(methods)), -rep):
             policy = methods[m]
-            runs[m].append(engine.plain(prompts, max_new_tokens) if policy is None
-                           else engine.generate(prompts, policy, max_new_tokens))
+            runs[m].append(engine.decode(prompts, policy, max_new_tokens))
             tick(len(prompts))
     plain = runs[0]
     out = []
@@ -70,7 +70,7 @@ def interleaved(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], po
     return plain, out
 
 
-def bench_batch(engine: BatchEngine, prompt_ids: list[tuple[str, list[int]]], configs: list[TreeConfig],
+def bench_batch(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], configs: list[TreeConfig],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]) -> tuple[list[dict], float]:
     """Every config's row (``bench.config_summary``'s fields) and plain decoding's tokens/s over
     the whole batch (its median over passes)."""

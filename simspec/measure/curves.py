@@ -9,11 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from simspec.engine.batch_models import TargetRows
+from simspec.engine.compiled_rows import target_rows
 from simspec.engine.drafter import Drafter
-from simspec.engine.modeling import head_logits
+from simspec.engine.modeling import base_and_head, head_logits
 from simspec.engine.models import LoadedModel
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw, row_distributions
-from simspec.engine.target_cache import TargetCache, target_cache
 from simspec.engine.tree import DraftTree
 from simspec.measure.profiler import (
     _context_ids,
@@ -71,18 +72,17 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
     every L timed in rounds (``time_interleaved``), one cache per context."""
     vocab = target.model.config.vocab_size
     rng = np.random.default_rng(sampling.seed)
-    token = _context_ids(1, vocab, target.device)
+    step = {0: (_context_ids(1, vocab, target.device).cpu().numpy(), np.zeros(1, dtype=np.int64),
+                np.ones((1, 1), dtype=bool))}
     runs = {}
     for context in contexts:
-        cache = target_cache(target, None, context + 1, runtime)
-        cache.forward(_context_ids(context, vocab, target.device))
-        cache.length = context
+        rows = target_rows(target, 1, context + 1, runtime=runtime)
+        rows.prefill(0, _context_ids(context, vocab, target.device))
 
-        def run(cache=cache) -> None:
-            hidden = cache.forward(token)
-            logits = head_logits(cache.head, hidden)
-            int(logits.argmax(-1)) if sampling.greedy else draw(distribution(logits.reshape(-1), sampling), rng)
-            cache.drop(1)
+        def run(rows=rows) -> None:  # the row's length stays: every run writes the same slot
+            hidden, _ = rows.forward(step)
+            logits = head_logits(rows.head, hidden[:, 0])
+            logits.argmax(-1).cpu().numpy() if sampling.greedy else draw(distribution(logits[0], sampling), rng)
 
         runs[context] = run
     timed = time_interleaved(runs, target.device, repeats, advance=advance)
@@ -91,14 +91,15 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
 
 @torch.inference_mode()
 def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callable[..., None]) -> list[dict]:
-    """The prompt's forward pass (both decoders pay it once; end-to-end speedups include it)."""
+    """The prompt's forward pass (both decoders pay it once; end-to-end speedups include it), as
+    the engine prefills a row."""
     vocab = target.model.config.vocab_size
+    target_head = base_and_head(target.model)[1]
 
     def prefill(ids: torch.Tensor) -> Callable[[], None]:
         def run() -> None:
-            cache = TargetCache(target)
-            hidden = cache.forward(ids)
-            int(head_logits(cache.head, hidden[-1:]).argmax(-1))
+            hidden, _ = TargetRows(target, 1, len(ids)).prefill(0, ids)
+            int(head_logits(target_head, hidden[-1:]).argmax(-1))
         return run
 
     runs = {length: prefill(_context_ids(length, vocab, target.device)) for length in lengths}

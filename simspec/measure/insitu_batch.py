@@ -39,7 +39,7 @@ def batch_ladder(profile: Profile, batch: int) -> list[tuple[int, int]]:
 
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar) -> InSitu:
-    """Runs the train ``prompts`` as one queue through ``engine``'s rows (a ``BatchEngine``),
+    """Runs the train ``prompts`` as one queue through ``engine``'s rows (a ``SpeculativeEngine`` of B rows),
     plainly and with every ladder tree, interleaved, and scales the profile's curves at the
     engine's batch size to the live cycles."""
     from simspec.measure.bench_batch import divergences
@@ -50,8 +50,8 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
     points = batch_ladder(profile, batch)
     trees = ladder_trees(width, points)
     queue = [ids for _, ids in prompts]
-    engine.plain(queue[:batch], WARM_UP_TOKENS)
-    engine.generate(queue[:batch], trees[len(trees) // 2], WARM_UP_TOKENS)
+    engine.decode(queue[:batch], None, WARM_UP_TOKENS)
+    engine.decode(queue[:batch], trees[len(trees) // 2], WARM_UP_TOKENS)
     started = time.perf_counter()
     plain_runs = len(trees) // PLAIN_EVERY + 1
     tick = bar(f"in-situ runs at batch {batch} (plain + static trees, interleaved)",
@@ -60,13 +60,13 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
     reference, diverged, cycles = None, [], 0
     for i in range(len(trees) + 1):
         if i % PLAIN_EVERY == 0 or i == len(trees):
-            plain = engine.plain(queue, max_new_tokens)
+            plain = engine.decode(queue, None, max_new_tokens)
             drift.batch(plain, plain=True)
             reference = reference or plain
             tick(len(queue))
         if i == len(trees):
             break
-        run = engine.generate(queue, trees[i], max_new_tokens)
+        run = engine.decode(queue, trees[i], max_new_tokens)
         drift.batch(run, plain=False)
         cycles += run.cycles
         tick(len(queue))

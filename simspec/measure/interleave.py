@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simspec.policies.base import BatchPolicy, Policy
+from simspec.policies.base import BatchPolicy
 from simspec.sim.costmodel import CostModel
 
 if TYPE_CHECKING:  # the engine (torch) loads with the models, after a request's checks
-    from simspec.engine.batch import BatchRun
-    from simspec.engine.speculative import Generation, SpeculativeEngine
+    from simspec.engine.records import BatchRun, Generation
+    from simspec.engine.speculative import SpeculativeEngine
 
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
 DRIFT_TOLERANCE = 0.10
@@ -294,7 +294,7 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
 def interleaved(
     engine: SpeculativeEngine,
     prompts: Sequence[tuple[str, list[int]]],
-    policies: Sequence[Policy],
+    policies: Sequence[BatchPolicy],
     max_new_tokens: int,
     advance: Callable[[], None] = lambda: None,
     repeats: int = 1,

@@ -16,8 +16,7 @@ import torch
 from simspec.engine.drafter import Drafter
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel
-from simspec.engine.speculative import clock
-from simspec.engine.target_cache import target_cache
+from simspec.engine.records import clock
 
 
 @dataclass(frozen=True)
@@ -76,25 +75,25 @@ def _context_ids(context: int, vocab: int, device: torch.device) -> torch.Tensor
 @torch.inference_mode()
 def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence[int], repeats: int,
                    advance: Callable[..., None] = lambda n=1: None, runtime: str = "eager") -> list[Latency]:
-    """One target forward of V tree tokens (mask, head and argmax included) after L tokens; every
-    (V, L) timed in rounds (``time_interleaved``, whose discarded warm-up calls also compile
-    under the compiled runtime), one cache per context."""
+    """One target forward of V tree tokens (mask, head and argmax included) after L tokens, through
+    the engine's own target at batch 1 (``compiled_rows.target_rows``); every (V, L) timed in
+    rounds (``time_interleaved``, whose discarded warm-up calls also compile under the compiled
+    runtime), one cache per context."""
+    from simspec.engine.compiled_rows import target_rows
+    from simspec.engine.kv_rows import causal
+
     device = target.device
     vocab = target.model.config.vocab_size
     runs = {}
     for context in contexts:
-        cache = target_cache(target, None, context + max(sizes), runtime)
-        cache.forward(_context_ids(context, vocab, device))
-        cache.length = context
+        rows = target_rows(target, 1, context + max(sizes), runtime=runtime)
+        rows.prefill(0, _context_ids(context, vocab, device))
         for size in sizes:
-            tokens = _context_ids(size, vocab, device)
-            depths = np.arange(size)
-            visible = np.tril(np.ones((size, size), dtype=bool))
+            tree = {0: (_context_ids(size, vocab, device).cpu().numpy(), np.arange(size), causal(size))}
 
-            def run(cache=cache, tokens=tokens, depths=depths, visible=visible, size=size) -> None:
-                hidden = cache.forward(tokens, depths, visible)
-                head_logits(cache.head, hidden).argmax(-1).cpu()
-                cache.drop(size)
+            def run(rows=rows, tree=tree) -> None:  # the row's length stays: every run writes the same slots
+                hidden, _ = rows.forward(tree)
+                head_logits(rows.head, hidden[0]).argmax(-1).cpu()
 
             runs[size, context] = run
     timed = time_interleaved(runs, device, repeats, advance=advance)

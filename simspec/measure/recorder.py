@@ -3,10 +3,12 @@
 Per prompt: the target's greedy continuation (batched generation, then checked token by
 token against one unbatched forward pass, which also yields the hidden states an EAGLE-style
 drafter reads), and at every position the tree the drafter builds to ``depth_max`` levels, by
-the engine's own ``draft_tree``. The drafter advances one committed token per position, as
-if each cycle had accepted nothing, so every position gets its tree in one pass. After each
-tree, the drafter is walked down the greedy path itself as a chain (``path_child_ranks``): the
-rank of every path token among its parent's children, which trees of fixed shape replay from.
+``draft_tree``: the engine's tree code (``DraftTree``) over the drafter's own single-sequence
+protocol, so that recorded and live trees are the same trees. The drafter advances one committed
+token per position, as if each cycle had accepted nothing, so every position gets its tree in
+one pass. After each tree, the drafter is walked down the greedy path itself as a chain
+(``path_child_ranks``): the rank of every path token among its parent's children, which trees
+of fixed shape replay from.
 
 At temperature T > 0 (``record_sampled``) the continuation is sampled, seeded, from the target
 position by position, and each position's tree also gets the target's probability of every
@@ -23,13 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from simspec.engine.batch_models import TargetRows
 from simspec.engine.drafter import Drafter
 from simspec.engine.greedy import greedy_continuations
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.sampling import GREEDY, Sampling, distribution, draw
-from simspec.engine.speculative import SpeculativeEngine, draft_tree
-from simspec.engine.target_cache import TargetCache
+from simspec.engine.speculative import SpeculativeEngine
 from simspec.engine.tree import DraftTree
 from simspec.policies import StaticPolicy
 from simspec.sim.stochastic import stored_nodes
@@ -45,6 +47,25 @@ class RecordSpec:
     max_new_tokens: int = 128
     sampling: Sampling = GREEDY
     nodes: int = 64  # at T > 0: the largest V replay may verify (root included)
+
+
+def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
+               children: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+    """Grow ``tree`` level by level to ``depth_cap`` levels; ``children(logprobs)`` picks each
+    frontier node's children as (log-probs, target ids) arrays (default: the drafter's top W),
+    as the engine's cycle picks them."""
+    children = children or (lambda logprobs: drafter.top_candidates(logprobs, tree.width))
+    first = True
+    while tree.levels < depth_cap:
+        if first:
+            logprobs = drafter.draft_root()[None]
+        else:
+            frontier, depth, visible = tree.feed_frontier()
+            logprobs = drafter.draft_level(
+                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
+            )
+        first = False
+        tree.grow(*children(logprobs))
 
 
 def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
@@ -151,10 +172,10 @@ class TraceRecorder:
     @torch.inference_mode()
     def record(self, prompt_ids: list[int], continuation: list[int]) -> PromptTrace:
         spec, device, drafter = self.spec, self.device, self.drafter
-        cache = TargetCache(self.target, drafter.target_layers())
         sequence = torch.tensor(prompt_ids + continuation, device=device)
-        hidden = cache.forward(sequence)
-        checked = head_logits(cache.head, hidden[len(prompt_ids) - 1:-1]).argmax(-1).cpu().numpy()
+        rows = TargetRows(self.target, 1, len(sequence), drafter.target_layers())
+        hidden, features = rows.prefill(0, sequence)
+        checked = head_logits(rows.head, hidden[len(prompt_ids) - 1:-1]).argmax(-1).cpu().numpy()
         cont = np.asarray(continuation, dtype=np.int64)
         disagree = np.flatnonzero(checked != cont)
         # Batched and unbatched arithmetic can split a near-tie differently; keep the agreed prefix.
@@ -171,7 +192,7 @@ class TraceRecorder:
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
         best_children = np.empty((n_positions, levels, spec.width), dtype=np.float16)
         child_rank = np.empty((n_positions, levels), dtype=np.int16)
-        for p in self._advance(sequence, cache.features, len(prompt_ids), n_positions):
+        for p in self._advance(sequence, features, len(prompt_ids), n_positions):
             tree = DraftTree(int(cont[p]), spec.depth_max, spec.width)
             root = []  # the root step's log-probs, which the greedy path's chain starts from
 
@@ -202,12 +223,11 @@ class TraceRecorder:
         """``child_rank`` for traces recorded without it: the stored continuation's first
         ``n_positions`` roots, the drafter advanced exactly as ``record`` advances it."""
         levels, device, drafter = self.spec.depth_max - 1, self.device, self.drafter
-        cache = TargetCache(self.target, drafter.target_layers())
         cont = np.asarray(continuation, dtype=np.int64)
         sequence = torch.tensor(list(prompt_ids) + cont.tolist(), device=device)
-        cache.forward(sequence)
+        _, features = TargetRows(self.target, 1, len(sequence), drafter.target_layers()).prefill(0, sequence)
         out = np.empty((n_positions, levels), dtype=np.int16)
-        for p in self._advance(sequence, cache.features, len(prompt_ids), n_positions):
+        for p in self._advance(sequence, features, len(prompt_ids), n_positions):
             out[p] = path_child_ranks(drafter, drafter.draft_root(), cont[p + 1:p + self.spec.depth_max], levels,
                                       device)
         return out
@@ -218,13 +238,12 @@ class TraceRecorder:
         tree, its score tables and its stored nodes' probabilities (see ``stored_nodes``)."""
         spec, device, drafter, sampling = self.spec, self.device, self.drafter, self.spec.sampling
         wants_hidden = drafter.uses_target_hidden
-        target = TargetCache(self.target, drafter.target_layers())
+        target = TargetRows(self.target, 1, len(prompt_ids) + spec.max_new_tokens + spec.nodes, drafter.target_layers())
         prompt = torch.tensor(prompt_ids, device=device)
-        hidden = target.forward(prompt)
-        target.length = len(prompt_ids)
+        hidden, features = target.prefill(0, prompt)
         root = draw(distribution(head_logits(target.head, hidden[-1:])[0], sampling), rng)
-        drafter.reset(prompt, target.features if wants_hidden else None)
-        feature = target.features[-1:] if wants_hidden else None
+        drafter.reset(prompt, features if wants_hidden else None)
+        feature = features[-1:] if wants_hidden else None
         levels, width = spec.depth_max - 1, spec.width
         tokens = [root]
         level_rows, best_rows, depth_rows, parent_rows, prob_rows, token_rows = [], [], [], [], [], []
@@ -242,9 +261,9 @@ class TraceRecorder:
             parents = np.where(stored == 0, -1, column[tree.parents[stored]])
             # One tree-masked forward over the root and every stored node with a stored child.
             fed = np.sort(np.union1d([0], tree.parents[stored[1:]]))
-            hidden = target.forward(torch.as_tensor(tree.tokens[fed], device=device), tree.depths[fed],
-                                    tree.ancestors[np.ix_(fed, fed)])
-            probs = distribution(head_logits(target.head, hidden), sampling)  # [len(fed), vocab]
+            block = (tree.tokens[fed], tree.depths[fed], tree.ancestors[np.ix_(fed, fed)])
+            hidden, features = target.forward({0: block})
+            probs = distribution(head_logits(target.head, hidden[0]), sampling)  # [len(fed), vocab]
             row_of = np.searchsorted(fed, tree.parents[stored[1:]])
             prob = np.zeros(len(stored), dtype=np.float32)
             prob[1:] = probs[row_of, tree.tokens[stored[1:]]]
@@ -252,8 +271,8 @@ class TraceRecorder:
             parent_rows.append(parents.astype(np.int16))
             prob_rows.append(prob)
             token_rows.append(tree.tokens[stored].astype(np.int32))
-            feature = target.features[:1] if wants_hidden else None
-            target.keep(np.zeros(1, dtype=np.int64), len(fed))  # the root joins the context
+            feature = features[0, :1] if wants_hidden else None
+            target.keep(0, np.zeros(1, dtype=np.int64))  # the root joins the context
             root = draw(probs[0], rng)
             tokens.append(root)
         n = len(level_rows)

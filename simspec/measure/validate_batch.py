@@ -1,5 +1,5 @@
 """``validate --real --batch-size B`` (B > 1): the prompt set as one queue through B rows of the
-batched engine (``simspec.engine.batch``), plain decoding and every method, interleaved pass by
+engine at batch B (``simspec.engine.speculative``), plain decoding and every method, interleaved pass by
 pass (the order rotates), scored against the simulator's replay of the same queue
 (``simspec.sim.batch``) on traces recorded here for the same prompts.
 
@@ -25,7 +25,7 @@ from simspec.sim.charge import DecisionCharge
 
 
 def validate_batch(request, bar, status: Callable[[str], object], checked) -> tuple[BatchValidationReport, Path]:
-    from simspec.engine.batch import BatchEngine
+    from simspec.engine.speculative import SpeculativeEngine
     from simspec.machine import device_model
     from simspec.measure.bench_batch import interleaved
     from simspec.measure.curves import device_name
@@ -47,7 +47,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status)
     ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
     target, drafter = engine.target, engine.drafter
-    engine_rows = BatchEngine(target, drafter, batch)
+    engine_rows = SpeculativeEngine(target, drafter, batch_size=batch)
     out_dir = request.out_dir()
     refit = None
     if refit_on:  # the profile that predicts: refitted here, now, at B, on the set's train split

@@ -1,25 +1,5 @@
 """Decision policies for speculative decoding, shared by the simulator and the real engine."""
 
-from simspec.policies.base import (
-    BuiltTree,
-    CycleOutcome,
-    CycleStart,
-    DraftPlan,
-    DraftStep,
-    Policy,
-    StaticPolicy,
-    eagle3_default,
-    tree_capacity,
-)
+from simspec.policies.base import BatchPolicy, DraftPlan, StaticPolicy, eagle3_default, tree_capacity
 
-__all__ = [
-    "BuiltTree",
-    "CycleOutcome",
-    "CycleStart",
-    "DraftPlan",
-    "DraftStep",
-    "Policy",
-    "StaticPolicy",
-    "eagle3_default",
-    "tree_capacity",
-]
+__all__ = ["BatchPolicy", "DraftPlan", "StaticPolicy", "eagle3_default", "tree_capacity"]

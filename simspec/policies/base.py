@@ -1,18 +1,20 @@
 """The one policy interface, shared unchanged by the real engine and the simulator.
 
-A draft-and-verify cycle offers a policy three decision points, the ones the seed papers use:
+A policy is written once over arrays of sequences (``BatchPolicy``): the simulator steps
+thousands of them per call, the real engine its busy rows (one at batch 1). A draft-and-verify
+cycle offers it three decision points, the ones the seed papers use:
 
-1. ``plan``            before drafting: the cycle's tree budget (D, W, V) — Re-SpS picks
-                       (total tokens, depth, top-k) here and may hold it for N cycles.
-2. ``keep_drafting``   after every draft step: CONTINUE or STOP, seeing the newest level's
-                       candidate scores, the depth so far and the context length — LTD's
-                       depth policy, RADAR, DDD, SVIP.
-3. ``choose_size``     once the tree is built: how many nodes the target verifies, seeing
-                       every node's score — LTD's size policy.
+1. ``plan_batch``           before drafting: each row's depth budget and size — Re-SpS picks
+                            (total tokens, depth, top-k) here and may hold it for N cycles.
+2. ``keep_drafting_batch``  after every draft step: CONTINUE or STOP per row, seeing the newest
+                            level's candidate scores and the depth so far — LTD's depth policy,
+                            RADAR, DDD, SVIP.
+3. ``choose_size_batch``    once the trees are built: how many nodes the target verifies per
+                            row, seeing every node's score — LTD's size policy.
 
-``observe`` then reports what the target accepted, for adaptive baselines (GammaTune, the
-analytic window, FSMs, Q-learning); ``see_context`` hands rules that keep a token cache (seed
-003's cache-enabled FSM) the tokens committed before the first cycle.
+``observe_batch`` then reports what the target accepted, for adaptive baselines (GammaTune, the
+analytic window, FSMs, Q-learning), and to rules that keep a token cache (seed 003's
+cache-enabled FSM) how many accepted drafts were already in it (``count_cache_hits``).
 
 Conventions (LTD's counting, used everywhere in simspec):
 - depth D counts tree *levels including the root*; a depth-D tree needs D - 1 draft steps,
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -67,62 +69,6 @@ class DraftPlan:
                 raise SimspecError(f"draft {name} must be an integer >= 1, got {value!r}")
 
 
-@dataclass(frozen=True)
-class CycleStart:
-    """What a policy sees before drafting."""
-
-    cycle: int  # 0-based index of the cycle within this sequence
-    context_length: int  # tokens the target has committed (prompt + generated)
-    batch_size: int = 1  # sequences the engine decodes together (each with its own tree)
-
-
-def _no_scores() -> np.ndarray:
-    return np.zeros(0, dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class DraftStep:
-    """What a policy sees after a draft step. Scores are fetched lazily: on a GPU reading
-    them costs a device sync, which a policy that ignores them should not pay."""
-
-    depth: int  # levels drafted so far, root included (2 after the first draft step)
-    width: int
-    context_length: int
-    _frontier: Callable[[], np.ndarray] = field(default=_no_scores, repr=False)
-
-    @property
-    def frontier_logprobs(self) -> np.ndarray:
-        """Cumulative log-probs of the newest level's candidates: W at depth 2, W**2 after."""
-        return self._frontier()
-
-
-@dataclass(frozen=True)
-class BuiltTree:
-    """What a policy sees once drafting stopped."""
-
-    depth: int
-    width: int
-    context_length: int
-    n_nodes: int
-    _scores: Callable[[], np.ndarray] = field(default=_no_scores, repr=False)
-
-    @property
-    def node_logprobs(self) -> np.ndarray:
-        """Cumulative log-probs of every node, root first, level by level."""
-        return self._scores()
-
-
-@dataclass(frozen=True)
-class CycleOutcome:
-    """What the target did with the tree."""
-
-    plan: DraftPlan
-    depth: int  # levels actually drafted
-    size: int  # nodes actually verified (root included)
-    accepted: int  # draft tokens accepted (the bonus token not counted)
-    tokens: tuple[int, ...] = ()  # the tokens committed: the accepted drafts, then the target's bonus token
-
-
 class Costs(Protocol):
     """What a cost-aware policy reads of a latency model (``simspec.sim.costmodel.CostModel``
     satisfies it): seconds per draft step, per verification and per whole cycle."""
@@ -132,38 +78,6 @@ class Costs(Protocol):
     def verify(self, size, context) -> np.ndarray: ...
 
     def cycle(self, depth, width, size, context, committed) -> np.ndarray: ...
-
-
-class Policy(ABC):
-    """Base class: subclasses override the hooks their method uses."""
-
-    name: str = "policy"
-    # Which decision time a method is charged per cycle, in one vocabulary: a baseline's name as
-    # ``--baselines`` spells it (its time measured by calibrate, in the profile's
-    # ``policy_seconds``), "static" for any fixed tree, or "policy:<folder>" for a learned
-    # policy (its own measured time, from its policy.json).
-    family: str = "static"
-
-    def reset(self) -> None:  # noqa: B027 (optional hook)
-        """A new sequence starts; forget per-sequence state."""
-
-    def see_context(self, tokens: list[int]) -> None:  # noqa: B027 (optional hook)
-        """The tokens committed before the first cycle (the prompt, then the prefill's token)."""
-
-    @abstractmethod
-    def plan(self, start: CycleStart) -> DraftPlan:
-        """The cycle's budget (D, W, V)."""
-
-    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
-        """Default: draft until the plan's depth is reached."""
-        return step.depth < plan.depth
-
-    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
-        """Default: the plan's size (the engine caps it at the tree's node count)."""
-        return plan.size
-
-    def observe(self, outcome: CycleOutcome) -> None:  # noqa: B027 (optional hook)
-        """Feedback after verification; default: ignore."""
 
 
 def frontier_scores(scores: np.ndarray, width: int) -> np.ndarray:
@@ -192,31 +106,37 @@ def overrides(policy: BatchPolicy, method: str) -> bool:
     return getattr(type(policy), method) is not getattr(BatchPolicy, method)
 
 
-class BatchPolicy(Policy):
-    """A policy written once over arrays of sequences, so the simulator can step thousands of
-    them per call, while the real engine drives the same object through the per-cycle hooks
-    (which run the batch methods on a batch of one). Per-row state lives in arrays sized by
-    ``reset_batch``; ``rows`` index into them.
+class BatchPolicy(ABC):
+    """A policy written once over arrays of sequences: the simulator steps thousands of them per
+    call, the real engine its busy rows (one at batch 1), through the same methods. Per-row state
+    lives in arrays sized by ``reset_batch``; ``rows`` index into them; subclasses override the
+    methods their method decides.
 
     Observations are the same on both sides: frontier scores as ``[rows, W**2]`` (sorted, -inf
     padded) and tree scores as ``[rows, depth - 1, W**2]`` (level by level, sorted), rounded to
     float16 as traces store them, so that a threshold decides alike in the engine and in replay."""
 
+    name: str = "policy"
+    # Which decision time a method is charged per cycle, in one vocabulary: a baseline's name as
+    # ``--baselines`` spells it (its time measured by calibrate, in the profile's
+    # ``policy_seconds``), "static" for any fixed tree, or "policy:<folder>" for a learned
+    # policy (its own measured time, from its policy.json).
+    family: str = "static"
     width: int = 10
     # Token-cache rules set this: ``observe_batch`` then also gets ``hits``, how many of each
     # row's accepted drafts were already in the cache (the prompt and every token committed
-    # before them). Replay reads them off the traces; the engine's hooks keep the cache here.
+    # before them). Replay reads them off the traces, the engine counts them (``count_cache_hits``).
     reads_cache: bool = False
     # Sequences the target verifies together in one forward, set by whatever drives the policy
-    # before ``reset_batch``: 1 in replay and the one-sequence engine, B in batched replay
-    # (``simspec.sim.batch``) and the batched engine. Batch-aware rules (SGLang's adaptive
+    # before ``reset_batch``: 1 in replay and the engine at batch 1, B in batched replay
+    # (``simspec.sim.batch``) and the engine at batch B. Batch-aware rules (SGLang's adaptive
     # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
     batch_size: int = 1
     # A policy that drafts one tree of fixed shape (Sequoia's) sets it: the engines build that
     # tree, replay reads its acceptance off the traces' child ranks; None: (D, W, top-V) trees.
     shape: TreeShape | None = None
 
-    def reset_batch(self, n: int) -> None:
+    def reset_batch(self, n: int) -> None:  # noqa: B027 (optional hook)
         """``n`` new sequences start."""
 
     @abstractmethod
@@ -232,44 +152,21 @@ class BatchPolicy(Policy):
                           planned: np.ndarray) -> np.ndarray:
         return planned
 
-    def observe_batch(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, accepted: np.ndarray) -> None:
+    def observe_batch(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,  # noqa: B027 (optional hook)
+                      accepted: np.ndarray) -> None:
         """What the target accepted, per row."""
 
-    # The per-cycle hooks of one sequence, for the real engine: row 0 of a batch of one.
-    _ROW = np.zeros(1, dtype=np.int64)
 
-    def reset(self) -> None:
-        self.batch_size = 1
-        self.reset_batch(1)
-
-    def plan(self, start: CycleStart) -> DraftPlan:
-        depth, size = self.plan_batch(self._ROW, np.array([start.context_length]))
-        self._planned = (int(depth[0]), int(size[0]))
-        return DraftPlan(self._planned[0], self.width, self._planned[1], self.shape)
-
-    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
-        frontier = frontier_scores(step.frontier_logprobs, self.width)
-        go = self.keep_drafting_batch(self._ROW, np.array([step.depth]), frontier[None], np.array([plan.depth]))
-        return bool(go[0])
-
-    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
-        scores = sorted_levels(tree.node_logprobs, tree.width, tree.depth - 1)
-        size = self.choose_size_batch(self._ROW, np.array([tree.depth]), scores[None], np.array([plan.size]))
-        return int(size[0])
-
-    def see_context(self, tokens: list[int]) -> None:
-        self._cache = set(tokens)
-
-    def observe(self, outcome: CycleOutcome) -> None:
-        extra = {}
-        if self.reads_cache:
-            hits = 0
-            for i, token in enumerate(outcome.tokens):  # token by token, as replay counts them
-                hits += i < outcome.accepted and token in self._cache
-                self._cache.add(token)
-            extra["hits"] = np.array([hits])
-        self.observe_batch(self._ROW, np.array([outcome.depth]), np.array([outcome.size]),
-                           np.array([outcome.accepted]), **extra)
+def count_cache_hits(cache: set[int], tokens: list[int], accepted: int) -> int:
+    """How many of a cycle's ``accepted`` drafts (the first of ``tokens``, the committed ones) were
+    already in ``cache`` (the prompt and every token committed before them), adding every
+    committed token to it: token by token, as replay counts them off the traces
+    (``TraceSet.cache_hits``)."""
+    hits = 0
+    for i, token in enumerate(tokens):
+        hits += i < accepted and token in cache
+        cache.add(token)
+    return hits
 
 
 def drafted_depths(policy: BatchPolicy, rows: np.ndarray, planned: np.ndarray,
@@ -302,19 +199,6 @@ class StaticPolicy(BatchPolicy):
         self._plan = DraftPlan(depth=depth, width=width, size=size)
         self.width = width
         self.name = f"static(D={depth},W={width},V={size})"
-
-    # Constant answers need no observation: skip the array plumbing on the engine's hot path.
-    def plan(self, start: CycleStart) -> DraftPlan:
-        return self._plan
-
-    def keep_drafting(self, step: DraftStep, plan: DraftPlan) -> bool:
-        return step.depth < plan.depth
-
-    def choose_size(self, tree: BuiltTree, plan: DraftPlan) -> int:
-        return plan.size
-
-    def observe(self, outcome: CycleOutcome) -> None:
-        pass
 
     def plan_batch(self, rows: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(len(rows), self._plan.depth), np.full(len(rows), self._plan.size)

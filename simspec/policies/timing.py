@@ -1,5 +1,6 @@
 """Decision time: what one cycle of a policy's decisions costs, measured through the same
-hooks the engine calls. The simulator charges it per cycle; calibrate and train store it."""
+batch methods the engine calls for a row. The simulator charges it per cycle; calibrate and
+train store it."""
 
 from __future__ import annotations
 
@@ -8,33 +9,41 @@ import time
 import numpy as np
 
 from simspec.blas import one_blas_thread
-from simspec.policies.base import BuiltTree, CycleOutcome, CycleStart, DraftStep
+from simspec.policies.base import frontier_scores, overrides, sorted_levels
 from simspec.stats import robust_median
 
 
 def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: int = 0) -> dict[str, float]:
-    """Seconds one cycle of decisions costs each policy through the engine's own hooks: plan,
-    keep_drafting after every draft step but the last, choose_size, observe; synthetic scores
-    of the real shapes (decision code does not depend on their values). The simulator charges
-    these per cycle. Each cycle starts with cold caches, as it does in the engine after the
-    models' forwards (warm-cache timings underrate them; inside the engine they cost more still:
-    docs/validation.md#decision-time)."""
+    """Seconds one cycle of decisions costs each policy, called as the engine calls it for one
+    row: ``plan_batch``, ``keep_drafting_batch`` after every draft step but the last and
+    ``choose_size_batch`` (where the policy decides them), ``observe_batch``; synthetic scores of
+    the real shapes, laid out as the engine lays them out before it asks (decision code does not
+    depend on their values). The simulator charges these per cycle. Each cycle starts with cold
+    caches, as it does in the engine after the models' forwards (warm-cache timings underrate
+    them; inside the engine they cost more still: docs/validation.md#decision-time)."""
     rng = np.random.default_rng(seed)
     levels = [np.sort(-rng.exponential(2.0, width if i == 0 else width * width)).astype(np.float32)
               for i in range(depth - 1)]
     nodes = np.concatenate([[0.0], *levels]).astype(np.float32)
+    frontiers = [frontier_scores(level, width)[None] for level in levels]
+    tree = sorted_levels(nodes, width, depth - 1)[None]
     scratch = np.zeros(8 << 20, dtype=np.float32)  # 32 MB: meant to exceed a core's last-level cache share
+    row, at = np.zeros(1, dtype=np.int64), np.array([256])
     out = {}
     for name, policy in policies.items():
-        policy.reset()
-        policy.see_context(list(range(256)))
+        policy.batch_size = 1
+        policy.reset_batch(1)
+        asks, sizes = overrides(policy, "keep_drafting_batch"), overrides(policy, "choose_size_batch")
+        extra = {"hits": np.array([1])} if policy.reads_cache else {}
 
         def cycle() -> None:
-            plan = policy.plan(CycleStart(0, 256))
-            for level in range(2, depth):
-                policy.keep_drafting(DraftStep(level, width, 256, lambda s=levels[level - 2]: s), plan)
-            policy.choose_size(BuiltTree(depth, width, 256, len(nodes), lambda: nodes), plan)
-            policy.observe(CycleOutcome(plan, depth, min(plan.size, len(nodes)), 2, (17, 4242, 9)))
+            planned, size = policy.plan_batch(row, at)
+            if asks:
+                for level in range(2, depth):
+                    policy.keep_drafting_batch(row, np.array([level]), frontiers[level - 2], planned)
+            if sizes:
+                size = policy.choose_size_batch(row, np.array([depth]), tree, size)
+            policy.observe_batch(row, np.array([depth]), np.minimum(size, len(nodes)), np.array([2]), **extra)
 
         # A policy that decides once per ``hold`` cycles (Re-SpS) is timed over whole intervals:
         # a median of single cycles would see only the cheap ones in between.

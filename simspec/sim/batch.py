@@ -1,5 +1,5 @@
 """Replay at batch size B: the traces' prompts as one queue through B rows, by the rules of the
-real batched engine (``simspec.engine.batch``), so that its cycles are the engine's cycles.
+real engine (``simspec.engine.speculative``), so that its cycles are the engine's cycles.
 
 - A row decodes one prompt; when it finishes, the next prompt of the queue is prefilled into it
   (alone: batch 1's prefill, before the next cycle). Once the queue is empty a free row idles
@@ -12,6 +12,9 @@ real batched engine (``simspec.engine.batch``), so that its cycles are the engin
   (``CostModel.at_batch``) at those maxima, plus one policy decision (the engine asks the
   policy once per cycle for every busy row, vectorised).
 - Plain decoding runs the same queue one token per row per cycle.
+- On traces recorded at T > 0 each row's acceptance is drawn from its tree's accepted-length
+  law (``TraceSet.accepted``), as batch-1 replay draws it, and the queue is replayed several
+  times, averaged: the tokens are the recorded continuation's, only acceptance is drawn.
 
 Speedup at batch B is plain decoding's time for the whole queue over the method's: the same
 tokens, so the throughput ratio a server sees."""
@@ -27,7 +30,7 @@ from simspec.policies.base import BatchPolicy
 from simspec.policies.shape import TreeShape
 from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
-from simspec.sim.replay import decide, positions_limit
+from simspec.sim.replay import SAMPLED_DRAWS, decide, positions_limit
 from simspec.sim.traces import TraceSet
 
 
@@ -100,18 +103,28 @@ def cycle_costs(at_batch: CostModel, width: int, depth: np.ndarray, size: np.nda
 
 def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int,
                  max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
-                 prompts: np.ndarray | None = None) -> BatchReplay:
+                 prompts: np.ndarray | None = None, seed: int = 0, draws: int | None = None) -> BatchReplay:
     """Decode ``prompts`` (default: every trace prompt, in order) as one queue through ``batch``
     rows with ``policy``, and plainly; ``cost`` is the profile's batch-1 model (its curves at
-    ``batch`` price the cycles)."""
-    if traces.sampled:
-        raise SimspecError("replay above batch size 1 is greedy only (no sampled acceptance yet): record traces "
-                           "at temperature 0, or replay at --batch-size 1")
+    ``batch`` price the cycles). On traces recorded at T > 0 each cycle's acceptance is drawn
+    (``seed``) and the queue replayed ``draws`` times (default ``SAMPLED_DRAWS``), averaged."""
     if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
-    at_batch = cost.at_batch(batch)
+    draws = draws or (SAMPLED_DRAWS if traces.sampled else 1)
     prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
+    runs = [_replay_queue(traces, cost, policy, batch, max_new_tokens, as_charge(decision_seconds), prompts,
+                          np.random.default_rng([seed, d]) if traces.sampled else None) for d in range(draws)]
+    if draws == 1:
+        return runs[0]
+    mean = {name: np.mean([getattr(r, name) for r in runs], axis=0) for name in BatchReplay.__dataclass_fields__}
+    return BatchReplay(**mean)
+
+
+def _replay_queue(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int, max_new_tokens: int | None,
+                  charge: DecisionCharge, prompts: np.ndarray, rng: np.random.Generator | None) -> BatchReplay:
+    """One replay of the queue (``replay_batch``); ``rng`` draws acceptance on sampled traces."""
+    at_batch = cost.at_batch(batch)
     n = len(prompts)
     limit = positions_limit(traces, max_new_tokens)[prompts]
     start = traces.prompt_offsets[:-1][prompts]
@@ -120,14 +133,13 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     previous = np.zeros(n, dtype=np.int64)
     tokens = np.zeros(n, dtype=np.int64)
     calls, decisions = [0], [0.0]
-    charge = as_charge(decision_seconds)
     policy.batch_size = batch
     policy.reset_batch(n)
 
     def speculative(busy: np.ndarray, position: np.ndarray) -> tuple[float, np.ndarray]:
         at = start[busy] + position
         context = traces.context_length[at]
-        depth, size, accepted = decide(traces, policy, busy, at, context, None)
+        depth, size, accepted = decide(traces, policy, busy, at, context, rng)
         decided = float(charge(depth.max()))  # the rows decide in one call: priced at the deepest tree
         decisions[0] += decided
         seconds = sum(cycle_costs(at_batch, width, depth, size, int(context.max()), int(previous[busy].max()) + 1,
