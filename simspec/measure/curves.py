@@ -188,7 +188,7 @@ class BatchGrid:
 
 def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]
                     ) -> list[dict]:
-    """Verify, plain-step and draft curves at each batch size B > 1, through the batched engine's
+    """Verify, plain-step and draft curves at each batch size B > 1, through the engine's
     own target and drafter (``simspec.engine.batch_models``): B sequences in one forward, each
     with its own context, tokens padded, a mask per row."""
     vocab = target.model.config.vocab_size

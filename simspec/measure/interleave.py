@@ -196,7 +196,7 @@ class DriftMeter:
                                               "committed": committed, "accepted": accepted}, self.slot))
 
     def batch(self, run: BatchRun, plain: bool) -> None:
-        """A queue decoded by the batched engine, plainly or speculatively, against this meter's
+        """A queue decoded by the engine at B rows, plainly or speculatively, against this meter's
         cost model, which is the profile's at the run's batch size (``CostModel.at_batch``): each
         cycle priced as the batch replay prices it (``simspec.sim.batch.cycle_costs``), keyed by its
         largest tree (verify, bookkeeping) or its longest context (plain steps)."""

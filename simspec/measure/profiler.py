@@ -104,7 +104,7 @@ def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence
 def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int], contexts: Sequence[int],
                            repeats: int, advance: Callable[[], None] = lambda: None) -> list[Latency]:
     """One target forward of ``batch`` sequences, each V tree tokens after its own L cached ones
-    (per-row mask, head and argmax included), through the batched engine's own target
+    (per-row mask, head and argmax included), through the engine's own target
     (``simspec.engine.batch_models.TargetRows``): the verify step of a batch. V = 1 is a plain
     decoding step of the batch."""
     from simspec.engine.batch_models import TargetRows
@@ -178,7 +178,7 @@ def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequ
                           repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None,
                           active: Sequence[int] = ()) -> list[tuple[int, Latency]]:
     """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L
-    tokens, through the batched engine's drafter (``batch_models.batched``: one padded forward,
+    tokens, through the engine's drafter (``batch_models.batched``: one padded forward,
     a mask per row, each row's top-W and host copy): the draft step of a batch. Also, for each
     count in ``active``, the step in which only that many rows draft (the others stopped this
     cycle: the forward still pads over them, the scoring skips them). Returns (rows, latency)."""
