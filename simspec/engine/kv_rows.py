@@ -56,8 +56,8 @@ class RowSlots:
         values attention reads: every slot up to the furthest write."""
         t = k.shape[2]
         # what every layer of this forward computes alike, computed by the first
-        end, uniform = self.shared.get(t) or self.shared.setdefault(
-            t, (int(self.starts.max()) + t, bool((self.starts == self.starts[0]).all())))
+        end, uniform = self.shared.get(("end", t)) or self.shared.setdefault(
+            ("end", t), (int(self.starts.max()) + t, bool((self.starts == self.starts[0]).all())))
         self._reserve(k, end)
         if self.row is not None:
             b, start = self.row, int(self.starts[0])
@@ -69,10 +69,10 @@ class RowSlots:
             self.keys[:, :, start:end] = k
             self.values[:, :, start:end] = v
             return self.keys[:, :, :end], self.values[:, :, :end]
-        index = self.shared.get(k.shape)
+        index = self.shared.get(("index", k.shape))
         if index is None:
             slots = torch.as_tensor(self.starts, device=k.device)[:, None] + torch.arange(t, device=k.device)
-            index = self.shared[k.shape] = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
+            index = self.shared["index", k.shape] = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
         self.keys.scatter_(2, index, k)
         self.values.scatter_(2, index, v)
         return self.keys[:, :, :end], self.values[:, :, :end]

@@ -155,9 +155,10 @@ class SpeculativeEngine:
 
         return 0.0 if self.runtime == "eager" else compiled_seconds(self.target)
 
-    def _capacity(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, speculative: bool) -> int:
+    def _capacity(self, longest_prompt: int, max_new_tokens: int, speculative: bool) -> int:
+        """Cache slots per row for a queue whose longest prompt has ``longest_prompt`` tokens."""
         slack = (self.tree_slots or TREE_SLOTS) if speculative else 1
-        return max(len(p) for p in prompts) + max_new_tokens + slack
+        return longest_prompt + max_new_tokens + slack
 
     def _target_rows(self, capacity: int, feature_layers: tuple[int, ...] | None) -> TargetRows:
         return target_rows(self.target, self.batch, capacity, feature_layers, self.runtime)
@@ -178,7 +179,7 @@ class SpeculativeEngine:
         runs = [(False, None, [1])] + ([(True, self.drafter.target_layers(), buckets)] if buckets else [])
         with torch.inference_mode():
             for speculative, layers, sizes_run in runs:
-                capacities = {capacity_bucket(self._capacity([[0] * n], max_new_tokens, speculative))
+                capacities = {capacity_bucket(self._capacity(n, max_new_tokens, speculative))
                               for n in prompt_lengths}
                 for capacity in sorted(capacities):
                     rows = self._target_rows(capacity, layers)
@@ -266,7 +267,7 @@ class SpeculativeEngine:
     def _run(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
              seeds: list[int] | None) -> BatchRun:
         speculative = policy is not None
-        capacity = self._capacity(prompts, max_new_tokens, speculative)
+        capacity = self._capacity(max(map(len, prompts)), max_new_tokens, speculative)
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None
         target = self._target_rows(capacity, drafter.target_layers() if speculative and drafter.uses_target_hidden
                                    else None)
