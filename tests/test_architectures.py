@@ -4,7 +4,7 @@ first layers as a draft LM. Greedy speculative decoding equals Hugging Face's ow
 ``generate`` token for token, one sequence at a time and in batches, and sampling at T = 1 (in
 batches of eight: a draw per sequence, cheaper than one engine call each) gives the target's
 joint law of the first two tokens (the G-test of test_sampling.py, whose power is shown there
-and in test_batch_sampling.py on a broken verifier). A sliding window shorter than the sequence
+on a broken verifier). A sliding window shorter than the sequence
 is refused in one line."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers import PASS, tiny_drafters, tiny_model
 from helpers import TINY_PROMPT as PROMPT
-from test_batch_sampling import first_two_p_value
+from test_sampling import first_two_p_value
 
 from simspec.engine.context import attention_window, served_context
 from simspec.engine.sampling import Sampling

@@ -287,8 +287,6 @@ row("bench-engine", "unknown split", lambda d, a: ["bench-engine", "--split", "t
 row("bench-engine", "offset past the prompts", lambda d, a: ["bench-engine", "--offset", "100000"], "--offset")
 row("bench-engine", "unknown model", lambda d, a: ["bench-engine", "--target", "no-such-model"], "unknown model")
 row("bench-engine", "unknown device", lambda d, a: ["bench-engine", "--device", "tpu"], "--device")
-row("bench-engine", "sampling in a batch", lambda d, a: ["bench-engine", "--batch-size", "2", "--temperature", "1"],
-    "above --batch-size 1 is greedy only")
 row("bench-engine", "unknown draft", lambda d, a: ["bench-engine", "--draft", "no-such-draft"], "no-such-draft",
     model=True)
 # latency

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import last_json, simspec
 
@@ -86,19 +87,25 @@ def test_bench_engine_json_end_to_end():
 
 
 @pytest.mark.model
-def test_bench_engine_at_batch_2_reports_the_batch_and_its_throughput():
-    """Three prompts through two rows (the third refills a row): plain decoding's tokens/s over
-    the batch, and every config's, beside a speedup against plain decoding at batch 2."""
+def test_bench_engine_samples_at_batch_2_and_judges_the_outputs_by_their_pit():
+    """Three prompts through two rows at T = 1 (the third refills a row), two passes each with its
+    own seeds: plain decoding's tokens/s over the batch, and every config's beside its mean speedup
+    over the passes; the outputs judged by the KS test of their PIT under the target, not by
+    equality with greedy decoding (sampled text is another text)."""
     from helpers import cli
 
     result = cli("bench-engine", "--n-prompts", "3", "--max-new-tokens", "8", "--depths", "1,3", "--widths", "2",
-                 "--sizes", "4", "--draft", "target-layers:2", "--batch-size", "2", "--json")
+                 "--sizes", "4", "--draft", "target-layers:2", "--batch-size", "2", "--temperature", "1",
+                 "--repeats", "2", "--json")
     assert result.returncode == 0, result.stderr
     report = last_json(result)
     assert report["batch_size"] == 2 and report["runtime"] == "eager" and report["plain_tokens_per_s"] > 0
+    assert report["temperature"] == 1 and report["seed"] == 0
     for config in report["configs"]:
-        assert config["lossless"] is True and config["exact_match"] is True and config["tokens_per_s"] > 0
-        assert config["speedup"] == pytest.approx(config["tokens_per_s"] / report["plain_tokens_per_s"])  # one pass
+        assert config["lossless"] is True and config["exact_match"] is None and config["tokens_per_s"] > 0
+        assert 3 * 8 < config["pit_tokens"] <= 2 * 3 * 8 and config["pit_p"] > 1e-3  # both passes' tokens
+        assert config["speedup"] == pytest.approx(np.mean(config["repeat_medians"]))  # T > 0: the mean of passes
+    assert "PIT p" in result.stdout
     assert "batch 2" in result.stdout and "over the batch of 2" in result.stdout
 
 

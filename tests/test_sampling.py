@@ -177,10 +177,12 @@ def exact_first_two(tiny, sampling: Sampling) -> dict:
 
 
 def first_two_p_value(engine, policy, n: int) -> float:
+    """The G-test of the first two tokens of ``n`` sequences, seeds 0..n-1, drawn as rows of the
+    engine's batched calls (``ROWS`` sequences per forward)."""
+    run = engine.decode([PROMPT] * n, policy, 2, range(n))
     counts: dict = {}
-    for seed in range(n):
-        run = engine.sample(PROMPT, 2, seed) if policy is None else engine.generate(PROMPT, policy, 2, seed)
-        key = tuple(run.tokens[:2])
+    for generation in run.generations:
+        key = tuple(generation.tokens[:2])
         counts[key] = counts.get(key, 0) + 1
     return g_test(counts, exact_first_two(engine.target, engine.sampling), n)
 
@@ -191,7 +193,8 @@ def pit_p_value(engine, policy, n_sequences: int, tokens: int) -> float:
     rng = np.random.default_rng(12345)
     u = []
     for seed in range(n_sequences):
-        out = engine.generate(PROMPT, policy, tokens, seed).tokens
+        out = (engine.sample(PROMPT, tokens, seed) if policy is None else engine.generate(PROMPT, policy, tokens, seed)
+               ).tokens
         with torch.inference_mode():
             logits = engine.target.model(torch.tensor([PROMPT + out])).logits[0, len(PROMPT) - 1:-1]
         u.append(pit_values(distribution(logits, engine.sampling), np.array(out), rng))
@@ -203,12 +206,17 @@ CASES = {  # drafter, (D, W, V), sampling; the chain case runs the q-aware rule
     "lm tree T=0.7 top-p 0.9": ("lm", (3, 2, 5), Sampling(0.7, top_p=0.9)),
     "lm chain T=1": ("lm", (4, 1, 4), Sampling(1.0)),
 }
-# Engine runs per G-test of the first two tokens, per verifier rule; the broken-verifier test
-# below runs the same number, so that it shows the power of the test it breaks. The tree rule
-# with its bonus drawn from p is rejected at 600 runs far below FAIL: p <= 2.7e-8 over twelve
-# blocks of 600 seeds (seeds 0-599: 2.0e-11; at 500 runs one block gave 2.2e-5). A wrong chain
-# residual bends the law less: at 800 runs seeds 0-799 give 7.1e-12, but five other blocks of
-# 800 seeds gave 8e-9 to 5e-5 (one above FAIL), and 600 runs 1.6e-7 to 5.5e-3: it keeps 800.
+# The G-tests draw their sequences as rows of batched calls, ROWS at a time, each row with its own
+# generator (seeds 0..n-1), so a sequence's draw is the same at any batch size; one sequence is a
+# batch of one, whose one-row forwards the PIT tests below run. Sequences per G-test, per verifier
+# rule; the broken-verifier tests run the same number, so that they show the power of the test
+# they break. Power at ROWS = 8 (2026-12-05, six blocks of seeds k*n..(k+1)*n-1, the test's block
+# first; FAIL is 1e-6, PASS 1e-3): the tree rule with its bonus drawn from p, 600 sequences, p =
+# 2.0e-11, 1.1e-8, 2.6e-10, 2.8e-9, 1.8e-16, 1.0e-11; a wrong chain residual bends the law less,
+# 800 sequences, p = 7.1e-12, 1.7e-4, 6.0e-6, 5.8e-12, 3.3e-10, 1.2e-7 (two blocks of six above
+# FAIL: the test's own block is far below it). The correct rules on the same blocks: trees 0.045
+# to 0.92, the chain 0.21 to 0.76, plain sampling 0.14 to 0.83.
+ROWS = 8
 DRAWS = {"tree": 600, "chain": 800}
 
 
@@ -216,22 +224,23 @@ def draws(case: str) -> int:
     return DRAWS["chain" if CASES[case][1][1] == 1 else "tree"]
 
 
+def rows_engine(tiny, drafter, sampling: Sampling, **verifiers):
+    from simspec.engine.speculative import SpeculativeEngine
+
+    return SpeculativeEngine(tiny, drafter, sampling, batch_size=ROWS, **verifiers)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_speculative_sampling_matches_the_targets_first_two_tokens(case, tiny, drafters):
-    from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
     draft, shape, sampling = CASES[case]
-    engine = SpeculativeEngine(tiny, drafters[draft], sampling)
-    p = first_two_p_value(engine, StaticPolicy(*shape), draws(case))
+    p = first_two_p_value(rows_engine(tiny, drafters[draft], sampling), StaticPolicy(*shape), draws(case))
     assert p > PASS, (case, p)
 
 
 def test_plain_sampling_matches_the_targets_first_two_tokens(tiny, drafters):
-    from simspec.engine.speculative import SpeculativeEngine
-
-    engine = SpeculativeEngine(tiny, drafters["lm"], Sampling(1.0))
-    assert first_two_p_value(engine, None, 800) > PASS
+    assert first_two_p_value(rows_engine(tiny, drafters["lm"], Sampling(1.0)), None, DRAWS["chain"]) > PASS
 
 
 # Power needs drafts the target finds likely (rejecting an unlikely draft removes little mass,
@@ -249,20 +258,33 @@ def test_the_same_tests_reject_a_broken_verifier(case, broken, pit, tiny, drafte
 
     draft, shape, sampling = CASES[case]
     kind = "chain_verifier" if isinstance(broken, ChainVerifier) else "tree_verifier"
-    engine = SpeculativeEngine(tiny, drafters[draft], sampling, **{kind: broken})
+    engine = rows_engine(tiny, drafters[draft], sampling, **{kind: broken})
     assert first_two_p_value(engine, StaticPolicy(*shape), draws(case)) < FAIL
-    if pit:  # the PIT's power, on the same broken rule (over every token of 60 sequences)
-        assert pit_p_value(engine, StaticPolicy(*shape), 60, 24) < FAIL
+    if pit:  # the PIT's power, on the same broken rule (over every token of 60 one-row sequences)
+        one_row = SpeculativeEngine(tiny, drafters[draft], sampling, **{kind: broken})
+        assert pit_p_value(one_row, StaticPolicy(*shape), 60, 24) < FAIL
 
 
-@pytest.mark.parametrize("case", ["eagle3 tree T=1", "lm chain T=1"])
+@pytest.mark.parametrize("case", ["eagle3 tree T=1", "lm chain T=1", "plain T=1"])
 def test_every_generated_token_passes_the_probability_integral_transform(case, tiny, drafters):
+    """One sequence at a time: the one-row forwards (no mask) the batched G-tests above do not run."""
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
-    draft, shape, sampling = CASES[case]
+    draft, shape, sampling = CASES[case] if case in CASES else ("lm", None, Sampling(1.0))
     engine = SpeculativeEngine(tiny, drafters[draft], sampling)
-    assert pit_p_value(engine, StaticPolicy(*shape), 30, 24) > PASS
+    assert pit_p_value(engine, shape and StaticPolicy(*shape), 30, 24) > PASS
+
+
+def test_a_sequences_seed_fixes_its_output_in_the_batch(tiny, drafters):
+    from simspec.policies.base import StaticPolicy
+
+    engine = rows_engine(tiny, drafters["eagle3"], Sampling(1.0))
+    policy = StaticPolicy(3, 3, 7)
+    first = engine.decode([PROMPT] * 10, policy, 12, seeds=range(5, 15))
+    again = engine.decode([PROMPT] * 10, policy, 12, seeds=range(5, 15))
+    assert [g.tokens for g in first.generations] == [g.tokens for g in again.generations]
+    assert len({tuple(g.tokens) for g in first.generations}) > 1  # the seeds differ, so do the samples
 
 
 def test_one_seed_gives_one_output_and_temperature_zero_is_greedy(tiny, drafters):

@@ -64,9 +64,6 @@ class BenchRequest:
 
         resolve_dtype(self.dtype)
         check_runtime(self.runtime)
-        if self.sampling().temperature > 0 and self.batch_size > 1:
-            raise SimspecError("bench-engine above --batch-size 1 is greedy only (its lossless check compares "
-                               "tokens): use --temperature 0, or --batch-size 1 to sample")
         if self.device not in ("auto", "cpu", "cuda"):
             raise SimspecError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         configs = config_grid(self.depths, self.widths, self.sizes)

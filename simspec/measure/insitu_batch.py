@@ -14,7 +14,8 @@ The ladder keeps the trees whose size the profile's verify curve at B covers (``
 decoding runs before every ``PLAIN_EVERY`` trees and after the last: its time divides every
 speedup, so its ratio must not rest on one queue's run, which a shared machine's hiccup can
 move by several per cent; spread over the refit, it is also timed across the same minutes as
-the trees."""
+the trees. At T > 0 every queue samples with seeds no scored run uses, and the outputs are not
+compared (sampled text differs from run to run; the scored runs' PIT test judges the engine's law)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
     points = batch_ladder(profile, batch)
     trees = ladder_trees(width, points)
     queue = [ids for _, ids in prompts]
+    greedy = engine.sampling.greedy
+    seeds = None if greedy else [engine.sampling.seed + 1_000_000 + p for p in range(len(queue))]
     engine.decode(queue[:batch], None, WARM_UP_TOKENS)
     engine.decode(queue[:batch], trees[len(trees) // 2], WARM_UP_TOKENS)
     started = time.perf_counter()
@@ -60,17 +63,17 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
     reference, diverged, cycles = None, [], 0
     for i in range(len(trees) + 1):
         if i % PLAIN_EVERY == 0 or i == len(trees):
-            plain = engine.decode(queue, None, max_new_tokens)
+            plain = engine.decode(queue, None, max_new_tokens, seeds)
             drift.batch(plain, plain=True)
             reference = reference or plain
             tick(len(queue))
         if i == len(trees):
             break
-        run = engine.decode(queue, trees[i], max_new_tokens)
+        run = engine.decode(queue, trees[i], max_new_tokens, seeds)
         drift.batch(run, plain=False)
         cycles += run.cycles
         tick(len(queue))
-        if not all(d["near_tie"] for d in divergences(engine, prompts, run, reference)):
+        if greedy and not all(d["near_tie"] for d in divergences(engine, prompts, run, reference)):
             diverged.append(trees[i].name)
     if diverged:  # a lossless engine never gets here; refuse to build on one that is not
         raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration at batch "

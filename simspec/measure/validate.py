@@ -129,9 +129,6 @@ class ValidateRequest:
                                f"this run decodes under {self.runtime}: pass --runtime {profile.engine_runtime}, or "
                                f"calibrate a profile with --runtime {self.runtime}")
         if self.batch_size > 1:
-            if profile.temperature > 0:
-                raise SimspecError("validate above --batch-size 1 is greedy only (its replay at B > 1 has no sampled "
-                                   "acceptance yet): use a profile recorded at temperature 0")
             profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
@@ -182,7 +179,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
 
     started = time.perf_counter()
     s = _setup(request, checked, bar, status)
-    traces, recorded = _scored_traces(request, s, bar)
+    traces, recorded = scored_traces(request, s.profile, s.engine, s.chosen, s.ids, bar)
     charge = {m.name: s.charged.get(m.family, DecisionCharge.flat(0.0)) for m in s.methods}
 
     def simulate(cost):
@@ -282,25 +279,25 @@ def _refitted_profile(request: ValidateRequest, s: _Setup, refit, name: str) -> 
     return build_profile(s.out_dir / name, meta, refit.samples)
 
 
-def _scored_traces(request: ValidateRequest, s: _Setup, bar: Bar):
-    """The scored prompts' draft trees, recorded here. At T > 0 one sampled continuation per
-    (pass, prompt), with the seed the real runs use there: the recorder's prompt n draws from
-    seed + n, and n = pass * prompts + prompt."""
+def scored_traces(request: ValidateRequest, profile: Profile, engine, chosen: list, ids: list, bar: Bar):
+    """The scored prompts' draft trees, recorded here with ``engine``'s sampling, at ``profile``'s
+    traces' depth and width. At T > 0 one sampled continuation per (pass, prompt), with the seed
+    the real runs use there: the recorder's prompt n draws from seed + n, and n = pass * prompts
+    + prompt (at any batch size: ``bench_batch.pass_seeds``)."""
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.sim.traces import assemble
 
-    greedy = s.sampling.greedy
-    passes = 1 if greedy else request.repeats
-    nodes = s.profile.traces().nodes if not greedy else 64
-    recorder = TraceRecorder(s.engine.target, s.engine.drafter, RecordSpec(s.depth_max, s.width, s.tokens, s.sampling,
-                                                                           nodes))
-    recorded = recorder.record_all(s.ids * passes, bar)
-    traces = assemble(recorded, s.ids * passes, {
-        "target": s.profile.meta.target, "draft": s.profile.meta.draft, "prompts": request.prompts,
-        "prompt_ids": [p.id for p in s.chosen] * passes, "splits": [p.split for p in s.chosen] * passes,
-        "max_new_tokens": s.tokens, "depth_max": s.depth_max, "width": s.width,
-        **({} if greedy else {"temperature": s.sampling.temperature, "top_p": s.sampling.top_p,
-                              "nodes": nodes, "seed": s.sampling.seed})})
+    ref, sampling, tokens = profile.meta.traces, engine.sampling, request.tokens()
+    passes = 1 if sampling.greedy else request.repeats
+    nodes = 64 if sampling.greedy else profile.traces().nodes
+    spec = RecordSpec(ref.depth_max, ref.width, tokens, sampling, nodes)
+    recorded = TraceRecorder(engine.target, engine.drafter, spec).record_all(ids * passes, bar)
+    traces = assemble(recorded, ids * passes, {
+        "target": profile.meta.target, "draft": profile.meta.draft, "prompts": request.prompts,
+        "prompt_ids": [p.id for p in chosen] * passes, "splits": [p.split for p in chosen] * passes,
+        "max_new_tokens": tokens, "depth_max": ref.depth_max, "width": ref.width,
+        **({} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p,
+                                       "nodes": nodes, "seed": sampling.seed})})
     return traces, recorded
 
 

@@ -3,6 +3,11 @@ engine at batch B (``simspec.engine.speculative``), plain decoding and every met
 pass (the order rotates), scored against the simulator's replay of the same queue
 (``simspec.sim.batch``) on traces recorded here for the same prompts.
 
+At T > 0 (a profile recorded with ``--temperature``) each pass samples its queue with its own
+seeds (``bench_batch.pass_seeds``), plain decoding and every method alike; the scored traces are
+one sampled continuation per (pass, prompt) with those seeds, each pass's queue is replayed with
+acceptance drawn from its trees' law, and the outputs are judged by their PIT under the target.
+
 Baselines are tuned on the profile's train split with its curves at B. With ``--recalibrate``
 those curves are first refitted in situ at B (``simspec.measure.insitu_batch``) on train prompts
 of the scored set, through the same rows, and the refitted profile predicts (saved in
@@ -32,7 +37,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     from simspec.measure.insitu import LADDER, check_device, refitted_meta
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
-    from simspec.sim.batch import replay_batch
+    from simspec.measure.validate import scored_traces
     from simspec.sim.evaluate import method_set, split_traces
     from simspec.sim.profile import build_profile
 
@@ -44,10 +49,11 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
     refit_on = request.refit_prompts()
     room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
-    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status)
+    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status,
+                                  request.sampling(profile))
     ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
     target, drafter = engine.target, engine.drafter
-    engine_rows = SpeculativeEngine(target, drafter, batch_size=batch)
+    engine_rows = SpeculativeEngine(target, drafter, engine.sampling, batch_size=batch)
     out_dir = request.out_dir()
     refit = None
     if refit_on:  # the profile that predicts: refitted here, now, at B, on the set's train split
@@ -61,9 +67,8 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         methods, charged, notes = method_set(list(request.baselines), list(request.policies), at_batch, train, tokens)
     if warning:
         notes = [warning, *notes]
-    traces = _scored_traces(request, base, engine, chosen, ids, bar)
-    charge = {m.name: charged.get(m.family, DecisionCharge.flat(0.0)) for m in methods}
-    simulated = {m.name: replay_batch(traces, profile.cost, m, batch, tokens, charge[m.name]) for m in methods}
+    traces, _ = scored_traces(request, base, engine, chosen, ids, bar)
+    simulated = _simulate(traces, profile.cost, methods, charged, batch, tokens, engine.sampling, request.repeats)
 
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
                (len(methods) + 1) * request.repeats * len(ids))
@@ -87,12 +92,12 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
                     "refit_seconds": refit.record["seconds"] if refit else None},
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
-        "temperature": 0.0, "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
+        **engine.sampling.describe(), "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
         "policies": list(request.policies), "decision_seconds_charged": {
             name: run.decision_seconds / max(run.cycles, 1) for name, run in simulated.items()},  # per batch cycle
         "rows": rows, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
         "plain_tokens_per_s_real": float(np.median([p.tokens_per_s for p in plain])),
-        "plain_cycles_real": plain[0].cycles, "plain_cycles_sim": any_sim.plain_cycles,
+        "plain_cycles_real": float(np.mean([p.cycles for p in plain])), "plain_cycles_sim": any_sim.plain_cycles,
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "warnings": notes, "seconds": round(time.perf_counter() - started, 1),
     }
@@ -102,18 +107,16 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     return _write(report, out_dir, request.force, profile if refit else None), out_dir
 
 
-def _scored_traces(request, profile, engine, chosen: list, ids: list, bar):
-    """The scored prompts' draft trees (greedy), recorded here."""
-    from simspec.measure.recorder import RecordSpec, TraceRecorder
-    from simspec.sim.traces import assemble
+def _simulate(traces, cost, methods: list, charged: dict, batch: int, tokens: int, sampling, repeats: int) -> dict:
+    """Each method's replay of the scored queue; at T > 0 each pass's queue on its own sampled
+    traces (pass r's prompts follow pass r - 1's in ``traces``), averaged over the passes."""
+    from simspec.sim.batch import mean_replay, replay_batch
 
-    ref = profile.meta.traces
-    spec = RecordSpec(ref.depth_max, ref.width, request.tokens())
-    recorded = TraceRecorder(engine.target, engine.drafter, spec).record_all(ids, bar)
-    return assemble(recorded, ids, {"target": profile.meta.target, "draft": profile.meta.draft,
-                                    "prompts": request.prompts, "prompt_ids": [p.id for p in chosen],
-                                    "splits": [p.split for p in chosen], "max_new_tokens": spec.max_new_tokens,
-                                    "depth_max": ref.depth_max, "width": ref.width})
+    passes = 1 if sampling.greedy else repeats
+    n = traces.n_prompts // passes
+    return {m.name: mean_replay([
+        replay_batch(traces, cost, m, batch, tokens, charged.get(m.family, DecisionCharge.flat(0.0)),
+                     np.arange(n) + r * n, seed=sampling.seed + r) for r in range(passes)]) for m in methods}
 
 
 def _drift(cost, width: int, plain: list, measured: list):
@@ -137,8 +140,9 @@ def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
         sim = simulated[method.name]
         rows.append({"method": method.name, "speedup_real": real.speedup, "speedup_real_passes": real.ratios,
                      "speedup_sim": sim.speedup, "rel_error": (sim.speedup - real.speedup) / real.speedup,
-                     "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.runs[0].cycles,
-                     "cycles_sim": sim.cycles, "lossless": real.lossless, "exact_match": not real.divergences,
+                     "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.cycles,
+                     "cycles_sim": sim.cycles, "lossless": real.lossless,
+                     "exact_match": None if real.sampled else not real.divergences, "pit_p": real.pit_p,
                      "divergences": real.divergences})
     return rows
 

@@ -364,6 +364,8 @@ def tune(tuned) -> None:
 
 
 def validate_batch(report, run_dir) -> None:
+    from simspec.report.validation import lossless_label
+
     for text in report.warnings:
         warn(text)
     table(f"validate --real at batch {report.batch_size}: {report.n_prompts} {report.prompts} prompts, "
@@ -371,7 +373,7 @@ def validate_batch(report, run_dir) -> None:
           ("method", "real", "per pass", "simulated", "error", "tokens/s", "cycles real/sim", "lossless"),
           [(r.method, f"{r.speedup_real:.3f}", "/".join(f"{x:.2f}" for x in r.speedup_real_passes),
             f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}", f"{r.tokens_per_s_real:.1f}",
-            f"{r.cycles_real}/{r.cycles_sim}", "yes" if r.exact_match else "near-tie" if r.lossless else "NO")
+            f"{r.cycles_real:.0f}/{r.cycles_sim:.0f}", lossless_label(r.exact_match, r.lossless, r.pit_p))
            for r in report.rows])
     out.print(f"mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}; plain decoding "
               f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; written to {run_dir}")

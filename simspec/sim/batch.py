@@ -115,7 +115,12 @@ def replay_batch(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: 
     prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
     runs = [_replay_queue(traces, cost, policy, batch, max_new_tokens, as_charge(decision_seconds), prompts,
                           np.random.default_rng([seed, d]) if traces.sampled else None) for d in range(draws)]
-    if draws == 1:
+    return mean_replay(runs)
+
+
+def mean_replay(runs: list[BatchReplay]) -> BatchReplay:
+    """The field-by-field mean of replays of one queue (draws) or of like queues (sampled passes)."""
+    if len(runs) == 1:
         return runs[0]
     mean = {name: np.mean([getattr(r, name) for r in runs], axis=0) for name in BatchReplay.__dataclass_fields__}
     return BatchReplay(**mean)
