@@ -112,9 +112,10 @@ def dtype() -> Any:
 
 
 def batch_size() -> Any:
-    return opt(1, "Sequences decoded together (greedy): B rows, each with its own tree, share every draft and verify "
-               "forward; a finished row takes the next prompt (continuous batching). Speedups compare with plain "
-               "decoding at the same batch size; the profile needs curves at B (calibrate --batch-sizes).", min=1)
+    return opt(1, "Sequences decoded together: B rows, each with its own tree (and at T > 0 its own seed), share "
+               "every draft and verify forward; a finished row takes the next prompt (continuous batching). Speedups "
+               "compare with plain decoding at the same batch size; the profile needs curves at B (calibrate "
+               "--batch-sizes).", min=1)
 
 
 def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
