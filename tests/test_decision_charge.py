@@ -9,7 +9,6 @@ from helpers import DEPTH_MAX, ROOT, cost_model, random_traces
 from simspec.policies import StaticPolicy
 from simspec.policies.registry import timing_policies
 from simspec.policies.timing import policy_latency_by_depth, timing_depths
-from simspec.sim.batch import replay_batch
 from simspec.sim.charge import DecisionCharge
 from simspec.sim.evaluate import decision_charges
 from simspec.sim.profile import load_profile
@@ -26,8 +25,8 @@ def test_a_cycle_is_charged_its_decisions_at_its_own_depth():
         charged, free = replay(traces, cost, policy, None, CHARGE), replay(traces, cost, policy, None, 0.0)
         assert np.allclose(charged.decision_seconds, charged.cycles * CHARGE(depth))
         assert np.allclose(charged.seconds - free.seconds, charged.decision_seconds)
-        batched = replay_batch(traces, cost, policy, 1, None, CHARGE)
-        assert np.isclose(batched.decision_seconds, batched.cycles * CHARGE(depth))
+        queued = replay(traces, cost, policy, None, CHARGE, prompts=np.arange(traces.n_prompts)[None, :])
+        assert np.isclose(queued.decision_seconds, queued.cycles * CHARGE(depth))  # one queue through one row
     flat = replay(traces, cost, StaticPolicy(3, traces.width, 4), None, 5e-3)  # a float: every cycle alike
     assert np.allclose(flat.decision_seconds, flat.cycles * 5e-3)
 

@@ -235,7 +235,7 @@ def test_a_refit_at_batch_4_scales_that_batch_s_curves_and_keeps_the_others():
     prices batch 4 at exactly those ratios times its model, its bookkeeping included (held at
     batch 4 now, not batch 1's times 4), and leaves batch 1's and batch 2's curves as they were."""
     from simspec.engine.records import BatchCycle, BatchRun
-    from simspec.sim.batch import cycle_costs
+    from simspec.sim.replay import cycle_costs
 
     samples = load_profile(ROOT / "calibration" / "cpu-demo-batch").samples
     cost = cost_model(samples)
@@ -247,7 +247,8 @@ def test_a_refit_at_batch_4_scales_that_batch_s_curves_and_keeps_the_others():
     cycles = []
     for size, slower in verify_slower.items():
         depth, sizes = np.full(4, 4), np.full(4, size)
-        draft, verify, book = cycle_costs(four, 10, depth, sizes, 200, 2)
+        draft, verify, book = (float(x[0]) for x in cycle_costs(four, 10, depth, sizes, np.zeros(1, int),
+                                                                np.array([200]), np.array([2])))
         cycles.append(BatchCycle(depth, sizes, 200, 2, draft * draft_slower, verify * slower, 0.0,
                                  book * bookkeeping_slower))
     meter = DriftMeter(four, 10)

@@ -80,3 +80,47 @@ def test_oracle_is_the_exact_least_time_and_bounds_every_policy():
         for size in sizes:
             static = replay(traces, cost, StaticPolicy(depth, traces.width, size), max_new_tokens=9)
             assert np.all(static.seconds >= result.seconds - 1e-12)
+
+
+# (set speedup, cycles, draft forwards) of each policy on the shipped traces, 48 new tokens, a
+# decision charge by depth, seed 7: what the two replays this one replaced gave (batch 1:
+# per-prompt replay; batch 4: the queue replay), to 1e-12 (2026-12-05, commit bb19dc8).
+PINNED = {
+    ("cpu-demo", 1, "static"): (1.5893264655445807, 3037, 9111),
+    ("cpu-demo", 1, "ddd"): (1.5347810788866618, 2746, 10364),
+    ("cpu-demo", 1, "fsm"): (1.4654790620974767, 2980, 7685),
+    ("cpu-demo", 1, "qlearn"): (1.234697610414495, 3365, 9119),
+    ("cpu-demo", 1, "sequoia"): (1.386478419422881, 3316, 9948),
+    ("cpu-demo-T1", 1, "static"): (1.29907803310216, 837.625, 2512.875),
+    ("cpu-demo-T1", 1, "ddd"): (1.1996809770981158, 755.125, 2708.5),
+    ("cpu-demo-T1", 1, "fsm"): (1.2086200700309302, 816.125, 1872.75),
+    ("cpu-demo-T1", 1, "qlearn"): (1.1148892545992724, 905.75, 2255.375),
+    ("cpu-demo-batch", 4, "static"): (1.0849896676411313, 765, 2295),
+    ("cpu-demo-batch", 4, "ddd"): (0.9678662607209743, 693, 3366),
+    ("cpu-demo-batch", 4, "fsm"): (0.9515717340775856, 752, 2704),
+    ("cpu-demo-batch", 4, "qlearn"): (0.8286377254725091, 874, 4028),
+    ("cpu-demo-batch", 4, "sequoia"): (1.159453972246256, 836, 2508),
+}
+
+
+@pytest.mark.parametrize("name,batch", sorted({(k[0], k[1]) for k in PINNED}))
+def test_the_replay_gives_the_numbers_of_the_replays_it_replaced_on_the_shipped_traces(name, batch):
+    from helpers import ROOT
+
+    from simspec.policies.baselines import DDD, FSM, QLearning
+    from simspec.policies.rules.sequoia import SequoiaTree
+    from simspec.policies.shape import TreeShape
+    from simspec.sim.charge import DecisionCharge
+    from simspec.sim.profile import load_profile
+
+    profile = load_profile(ROOT / "calibration" / name)
+    traces, w = profile.traces(), profile.traces().width
+    policies = {"static": StaticPolicy(4, w, 8), "ddd": DDD(0.4, w, 8, 12), "fsm": FSM(w, 8, 12),
+                "qlearn": QLearning(profile.cost, 256, 0.3, width=w, max_depth=8, size=12),
+                "sequoia": SequoiaTree(TreeShape.of([[0], [1], [0, 0], [0, 1], [0, 0, 0]]))}
+    for policy_name, policy in policies.items():
+        if (name, batch, policy_name) not in PINNED:
+            continue
+        r = replay(traces, profile.cost, policy, 48, DecisionCharge((2, 6), (1e-4, 4e-4)), seed=7, batch=batch)
+        assert (r.set_speedup, r.cycles.sum(), r.draft_calls.sum()) == pytest.approx(
+            PINNED[name, batch, policy_name], rel=1e-12), policy_name

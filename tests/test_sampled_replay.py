@@ -184,19 +184,19 @@ def test_node_labels_at_t1_are_reach_probabilities_that_sum_to_each_top_v_sets_e
     assert len(x) == len(y) == len(w) and 0 <= y.min() and y.max() <= 1 and 0 < y.mean() < 0.5
 
 
-def test_the_queue_replays_sampled_traces_at_batch_1_as_replay_does_on_average():
-    """Batched replay on traces recorded at T > 0 draws each cycle's acceptance from its tree's
-    law, as batch-1 replay does: at batch 1 (one prompt after the other) its mean cycles and
-    seconds over many draws are replay's, its plain decoding exactly replay's; one seed, one queue."""
-    from simspec.sim.batch import replay_batch
-
+def test_a_queue_replays_sampled_traces_as_its_prompts_alone_on_average():
+    """On traces recorded at T > 0 each cycle's acceptance is drawn from its tree's law, whether a
+    prompt is its own queue or one of a queue through one row: the queue's mean cycles and
+    seconds over many draws are its prompts', its plain decoding exactly theirs; one seed, one
+    replay."""
     traces, cost, policy = sampled_traces(5), cost_model(), StaticPolicy(4, 2, 6)
+    one_queue = np.arange(traces.n_prompts)[None, :]
     alone = replay(traces, cost, policy, seed=0, draws=400)
-    queue = replay_batch(traces, cost, policy, 1, seed=0, draws=400)
-    assert queue.cycles == pytest.approx(alone.cycles.sum(), rel=0.02)
-    assert queue.seconds == pytest.approx((alone.seconds + alone.prefill_seconds).sum(), rel=0.02)
-    assert queue.plain_seconds == pytest.approx((alone.greedy_seconds + alone.prefill_seconds).sum(), rel=1e-9)
+    queue = replay(traces, cost, policy, seed=0, draws=400, prompts=one_queue)
+    assert queue.cycles[0] == pytest.approx(alone.cycles.sum(), rel=0.02)
+    assert queue.seconds[0] == pytest.approx(alone.seconds.sum(), rel=0.02)
+    assert queue.greedy_seconds[0] == pytest.approx(alone.greedy_seconds.sum(), rel=1e-9)
     assert np.array_equal(queue.tokens, alone.tokens)
-    once = [replay_batch(traces, cost, policy, 1, seed=s, draws=1) for s in (1, 1, 2, 3, 4, 5)]
+    once = [replay(traces, cost, policy, seed=s, draws=1, prompts=one_queue) for s in (1, 1, 2, 3, 4, 5)]
     assert (once[0].seconds, once[0].cycles) == (once[1].seconds, once[1].cycles)
-    assert len({r.cycles for r in once}) > 1
+    assert len({int(r.cycles[0]) for r in once}) > 1

@@ -215,16 +215,17 @@ def test_sequoia_on_traces_without_child_ranks_is_one_line(tmp_path):
     assert "hold no child ranks" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_batched_replay_prices_a_shaped_tree_as_replay_does_at_batch_one():
-    """At batch 1 a queue of sequences is replay's sequences one after another: the shaped tree's
-    draft steps (each level's expanded nodes) cost the same through both."""
+def test_a_queue_through_one_row_prices_a_shaped_tree_as_its_prompts_alone():
+    """At batch 1 a queue of sequences is its sequences one after another: the shaped tree's
+    draft steps (each level's expanded nodes) cost the same either way."""
     from helpers import cost_model, random_traces
 
-    from simspec.sim.batch import replay_batch
     from simspec.sim.replay import replay
 
     traces, cost = random_traces(2), cost_model()
     policy = SequoiaTree(TreeShape.of([[0], [1], [0, 0], [0, 1], [0, 0, 0]]))
-    alone, queued = replay(traces, cost, policy), replay_batch(traces, cost, policy, 1)
-    assert queued.seconds == pytest.approx(float((alone.seconds + alone.prefill_seconds).sum()))
+    alone = replay(traces, cost, policy)
+    queued = replay(traces, cost, policy, prompts=np.arange(traces.n_prompts)[None, :])
+    assert queued.seconds[0] == pytest.approx(float(alone.seconds.sum()))
+    assert queued.prefill_seconds[0] == pytest.approx(float(alone.prefill_seconds.sum()))
     assert queued.tokens.sum() == alone.tokens.sum()

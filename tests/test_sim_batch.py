@@ -1,4 +1,4 @@
-"""Replay at batch size B (``simspec.sim.batch``) models the batched engine's rules: on traces
+"""Replay at batch size B (``simspec.sim.replay``) models the batched engine's rules: on traces
 recorded from a tiny real Llama and its draft LM, the replayed queue runs the engine's cycles
 (count, idle rows, draft forwards, tokens per prompt) for a static, a depth-adaptive and an
 online-learning policy at several batch sizes; its time is the batch's curves at the cycle's
@@ -12,8 +12,8 @@ from helpers import TINY_VOCAB
 
 from simspec.policies.base import StaticPolicy
 from simspec.policies.baselines import DDD, QLearning
-from simspec.sim.batch import replay_batch
 from simspec.sim.costmodel import CostModel, Point
+from simspec.sim.replay import replay
 
 TOKENS = 20
 
@@ -58,23 +58,24 @@ def test_the_replayed_queue_runs_the_engines_cycles(tiny, recorded, name, batch)
 
     drafter, prompts, traces = recorded
     run = SpeculativeEngine(tiny, drafter, batch_size=batch).decode(prompts, POLICIES[name](), TOKENS)
-    sim = replay_batch(traces, _cost(), POLICIES[name](), batch, TOKENS)
-    assert sim.cycles == run.cycles and sim.idle_row_cycles == run.idle_row_cycles
+    queue = np.arange(len(prompts))[None, :]  # one queue, as the engine decodes them (at batch 1 too)
+    sim = replay(traces, _cost(), POLICIES[name](), TOKENS, prompts=queue, batch=batch)
+    assert sim.cycles.sum() == run.cycles and sim.idle_row_cycles.sum() == run.idle_row_cycles
     assert sim.tokens.tolist() == [len(g.tokens) - 1 for g in run.generations]
-    assert sim.draft_calls == run.draft_forwards
+    assert sim.draft_calls.sum() == run.draft_forwards
     plain = SpeculativeEngine(tiny, drafter, batch_size=batch).decode(prompts, None, TOKENS)
-    assert sim.plain_cycles == plain.cycles
+    assert sim.plain_cycles.sum() == plain.cycles
 
 
 def test_a_cycle_costs_the_batch_curves_at_its_largest_tree_and_longest_context(recorded):
     _, _, traces = recorded
     cost = _cost()
-    one = replay_batch(traces, cost, StaticPolicy(4, 2, 6), 1, TOKENS)
-    three = replay_batch(traces, cost, StaticPolicy(4, 2, 6), 3, TOKENS)
-    assert three.seconds < one.seconds and three.plain_seconds < one.plain_seconds  # fewer, dearer cycles
+    one = replay(traces, cost, StaticPolicy(4, 2, 6), TOKENS, batch=1)
+    three = replay(traces, cost, StaticPolicy(4, 2, 6), TOKENS, batch=3)
+    assert three.seconds.sum() < one.seconds.sum() and three.greedy_seconds.sum() < one.greedy_seconds.sum()
     assert one.tokens.tolist() == three.tokens.tolist()
     with pytest.raises(Exception, match="no curves at batch size 4"):
-        replay_batch(traces, cost, StaticPolicy(4, 2, 6), 4, TOKENS)
+        replay(traces, cost, StaticPolicy(4, 2, 6), TOKENS, batch=4)
 
 
 def test_a_draft_level_costs_the_step_at_the_rows_still_drafting(recorded):
@@ -91,11 +92,11 @@ def test_a_draft_level_costs_the_step_at_the_rows_still_drafting(recorded):
 
     saved = {}
     for name in ("static", "ddd"):
-        full = replay_batch(traces, cost, POLICIES[name](), 3, TOKENS)
-        assert replay_batch(traces, with_rows(1.0), POLICIES[name](), 3, TOKENS).seconds == pytest.approx(full.seconds)
-        cheaper = replay_batch(traces, with_rows(0.5), POLICIES[name](), 3, TOKENS)
-        assert cheaper.cycles == full.cycles and cheaper.plain_seconds == full.plain_seconds
-        saved[name] = 1 - cheaper.seconds / full.seconds
+        full = replay(traces, cost, POLICIES[name](), TOKENS, batch=3)
+        assert replay(traces, with_rows(1.0), POLICIES[name](), TOKENS, batch=3).seconds == pytest.approx(full.seconds)
+        cheaper = replay(traces, with_rows(0.5), POLICIES[name](), TOKENS, batch=3)
+        assert cheaper.cycles == full.cycles and cheaper.greedy_seconds == full.greedy_seconds
+        saved[name] = float(1 - cheaper.seconds[0] / full.seconds[0])
     assert 0 < saved["static"] < saved["ddd"]  # the static tree's rows stop together, but for the tail
 
 
@@ -114,7 +115,8 @@ def test_the_drift_meter_prices_the_engines_batch_cycles_as_replay_does(tiny, re
     meter, plain_meter = DriftMeter(cost.at_batch(3), 2), DriftMeter(cost.at_batch(3), 2)
     meter.batch(engine.decode(prompts, POLICIES[name](), TOKENS), plain=False)
     plain_meter.batch(engine.decode(prompts, None, TOKENS), plain=True)
-    sim = replay_batch(traces, cost, POLICIES[name](), 3, TOKENS)
-    assert sum(meter.predicted.values()) == pytest.approx(sim.seconds, rel=1e-9)
-    assert sum(plain_meter.predicted.values()) == pytest.approx(sim.plain_seconds, rel=1e-9)
+    sim = replay(traces, cost, POLICIES[name](), TOKENS, batch=3)
+    prefill = sim.prefill_seconds[0]
+    assert sum(meter.predicted.values()) == pytest.approx(sim.seconds[0] + prefill, rel=1e-9)
+    assert sum(plain_meter.predicted.values()) == pytest.approx(sim.greedy_seconds[0] + prefill, rel=1e-9)
     assert meter.predicted["draft"] > 0 and meter.predicted["bookkeeping"] == 0  # _cost() has no bookkeeping

@@ -33,7 +33,8 @@ def _replayed(speedups) -> ReplayResult:
     """A replay whose per-prompt speedups are ``speedups`` (prefill 0, greedy 1 s)."""
     s = np.asarray(speedups, dtype=float)
     n = len(s)
-    return ReplayResult(1 / s, np.ones(n), np.zeros(n), np.full(n, 20), np.full(n, 10), np.full(n, 30))
+    return ReplayResult(1 / s, np.ones(n), np.zeros(n), np.full(n, 20), np.full(n, 10), np.full(n, 30), np.zeros(n),
+                        np.full(n, 20), np.zeros(n))
 
 
 class _NoDrift:

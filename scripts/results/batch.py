@@ -1,6 +1,6 @@
 """docs/results/batches.md#batches: the batched engine (``simspec.engine.batch``) on the demo target with
 its EAGLE head at batch 1 and 4, against the simulator's prediction at each batch size
-(``simspec.sim.batch.replay_batch``, the profile's curves at that batch).
+(``simspec.sim.replay.replay`` at that batch, the profile's curves there).
 
     .venv/bin/python scripts/results/batch.py PROFILE [N_PROMPTS] [PASSES] [NEW_TOKENS]
 
@@ -22,8 +22,8 @@ from simspec.data import load_prompts, render_chat
 from simspec.engine.load import load_pair
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.policies.base import StaticPolicy
-from simspec.sim.batch import replay_batch
 from simspec.sim.profile import load_profile
+from simspec.sim.replay import replay
 
 TREES = [(4, 10, 6), (6, 10, 12), (8, 10, 60)]  # (D, W, V): short, mid, EAGLE-3's default
 BATCHES = (1, 4)
@@ -56,16 +56,17 @@ def main() -> None:
             if policy is None:
                 continue
             real = [p.total_s / r.total_s for p, r in zip(plain, runs[b, m])]
-            sim = replay_batch(traces, profile.cost, policy, b, new_tokens, prompts=np.array(index))
+            sim = replay(traces, profile.cost, policy, new_tokens, prompts=np.array([index]), batch=b)
             print(json.dumps({"batch": b, "method": m, "speedup_real_median": float(np.median(real)),
-                              "per_pass": [round(x, 4) for x in real], "speedup_sim": sim.speedup,
-                              "rel_error": (sim.speedup - float(np.median(real))) / float(np.median(real)),
-                              "cycles_real": runs[b, m][0].cycles, "cycles_sim": sim.cycles,
+                              "per_pass": [round(x, 4) for x in real], "speedup_sim": sim.set_speedup,
+                              "rel_error": sim.set_speedup / float(np.median(real)) - 1,
+                              "cycles_real": runs[b, m][0].cycles, "cycles_sim": int(sim.cycles[0]),
                               "tokens_per_s_real": float(np.median(
                                   [r.tokens_per_s for r in runs[b, m]]))}))
     ratio = [four.tokens_per_s / one.tokens_per_s for one, four in zip(runs[1, "plain"], runs[4, "plain"])]
-    plain_sim = {b: replay_batch(traces, profile.cost, StaticPolicy(1, traces.width, 1), b, new_tokens,
-                                 prompts=np.array(index)).plain_seconds for b in BATCHES}
+    plain_sim = {b: replay(traces, profile.cost, StaticPolicy(1, traces.width, 1), new_tokens,
+                           prompts=np.array([index]), batch=b) for b in BATCHES}
+    plain_sim = {b: float(r.greedy_seconds[0] + r.prefill_seconds[0]) for b, r in plain_sim.items()}
     print(json.dumps({"plain_b4_over_b1_real_median": float(np.median(ratio)), "per_pass": ratio,
                       "plain_b4_over_b1_sim": plain_sim[1] / plain_sim[4],
                       "plain_tokens_per_s_real": {b: float(np.median([r.tokens_per_s for r in runs[b, "plain"]]))

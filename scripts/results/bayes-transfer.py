@@ -4,7 +4,7 @@ The rule's node classifier is fitted once, on the train split of the shipped Hum
 its rate is the sequence's own (``bayes(auto)``: nothing tuned), or the one tuned on ``cpu-demo``
 and carried. It then reads whatever curves it is given:
 
-- batch sizes: batched replay (``simspec.sim.batch``) of the held-out prompts at B = 1, 2, 4, 8
+- batch sizes: replay at batch B (``simspec.sim.replay``) of the held-out prompts at B = 1, 2, 4, 8
   on ``calibration/cpu-demo-batch``, against the best static tree tuned at each B (as
   ``validate --batch-size B`` tunes it) and SGLang's adaptive rule;
 - machines: replay of the held-out prompts on every shipped profile of those traces (this CPU,
@@ -24,7 +24,6 @@ import numpy as np
 
 from simspec.policies.artifact import load_policy
 from simspec.policies.rules.bayes import KAPPAS, BayesTree
-from simspec.sim.batch import replay_batch
 from simspec.sim.evaluate import build_baselines, grid_best, split_traces
 from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
 from simspec.sim.profile import load_profile
@@ -58,7 +57,7 @@ def main() -> None:
         rows = {"static, tuned at B": static, sglang.name: sglang, "bayes(auto)": bayes(batched.cost),
                 f"bayes(kappa={home_kappa:g}, tuned at B = 1 on cpu-demo)": bayes(batched.cost, home_kappa)}
         batches.append({"batch_size": b, "static": static.name,
-                        "speedup": {k: replay_batch(held, batched.cost, p, b).speedup for k, p in rows.items()}})
+                        "speedup": {k: replay(held, batched.cost, p, batch=b).set_speedup for k, p in rows.items()}})
 
     machines = []
     for name in MACHINES:

@@ -64,7 +64,7 @@ class Generation:
 
 @dataclass(frozen=True)
 class BatchCycle:
-    """One batched cycle's shape and times, as the simulator prices it (``simspec.sim.batch``)."""
+    """One batched cycle's shape and times, as the simulator prices it (``simspec.sim.replay``)."""
 
     depth: np.ndarray  # [busy rows] tree levels drafted (1 per row for a plain step)
     size: np.ndarray  # [busy rows] tokens verified (1 per row for a plain step)

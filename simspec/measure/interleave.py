@@ -198,16 +198,17 @@ class DriftMeter:
     def batch(self, run: BatchRun, plain: bool) -> None:
         """A queue decoded by the engine at B rows, plainly or speculatively, against this meter's
         cost model, which is the profile's at the run's batch size (``CostModel.at_batch``): each
-        cycle priced as the batch replay prices it (``simspec.sim.batch.cycle_costs``), keyed by its
+        cycle priced as replay prices it (``simspec.sim.replay.cycle_costs``), keyed by its
         largest tree (verify, bookkeeping) or its longest context (plain steps)."""
-        from simspec.sim.batch import cycle_costs
+        from simspec.sim.replay import cycle_costs
 
         cost = self.cost
         for c in run.batch_cycles:
             if plain:
                 self._add("greedy step", [c.verify_s], [float(cost.greedy(c.context))], [c.context])
                 continue
-            draft, verify, book = cycle_costs(cost, self.width, c.depth, c.size, c.context, c.fed)
+            draft, verify, book = (float(x[0]) for x in cycle_costs(cost, self.width, c.depth, c.size, np.zeros(1, int),
+                                                                      np.array([c.context]), np.array([c.fed])))
             largest = [int(c.size.max())]
             self._add("verify", [c.verify_s], [verify], largest)
             self._add("bookkeeping", [c.bookkeeping_s], [book], largest)

@@ -1,7 +1,7 @@
 """``validate --real --batch-size B`` (B > 1): the prompt set as one queue through B rows of the
 engine at batch B (``simspec.engine.speculative``), plain decoding and every method, interleaved pass by
 pass (the order rotates), scored against the simulator's replay of the same queue
-(``simspec.sim.batch``) on traces recorded here for the same prompts.
+(``simspec.sim.replay`` at B) on traces recorded here for the same prompts.
 
 At T > 0 (a profile recorded with ``--temperature``) each pass samples its queue with its own
 seeds (``bench_batch.pass_seeds``), plain decoding and every method alike; the scored traces are
@@ -93,11 +93,12 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "prompts": request.prompts, "split": request.split, "n_prompts": len(chosen),
         "prompt_ids": [p.id for p in chosen], "max_new_tokens": tokens, "repeats": request.repeats,
         **engine.sampling.describe(), "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
-        "policies": list(request.policies), "decision_seconds_charged": {
-            name: run.decision_seconds / max(run.cycles, 1) for name, run in simulated.items()},  # per batch cycle
+        "policies": list(request.policies), "decision_seconds_charged": {  # per batch cycle
+            name: float(run.decision_seconds.sum() / max(run.cycles.sum(), 1)) for name, run in simulated.items()},
         "rows": rows, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
         "plain_tokens_per_s_real": float(np.median([p.tokens_per_s for p in plain])),
-        "plain_cycles_real": float(np.mean([p.cycles for p in plain])), "plain_cycles_sim": any_sim.plain_cycles,
+        "plain_cycles_real": float(np.mean([p.cycles for p in plain])),
+        "plain_cycles_sim": float(any_sim.plain_cycles.mean()),
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "warnings": notes, "seconds": round(time.perf_counter() - started, 1),
     }
@@ -109,14 +110,13 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
 
 def _simulate(traces, cost, methods: list, charged: dict, batch: int, tokens: int, sampling, repeats: int) -> dict:
     """Each method's replay of the scored queue; at T > 0 each pass's queue on its own sampled
-    traces (pass r's prompts follow pass r - 1's in ``traces``), averaged over the passes."""
-    from simspec.sim.batch import mean_replay, replay_batch
+    traces (pass r's prompts follow pass r - 1's in ``traces``): a queue per pass."""
+    from simspec.sim.replay import replay
 
     passes = 1 if sampling.greedy else repeats
-    n = traces.n_prompts // passes
-    return {m.name: mean_replay([
-        replay_batch(traces, cost, m, batch, tokens, charged.get(m.family, DecisionCharge.flat(0.0)),
-                     np.arange(n) + r * n, seed=sampling.seed + r) for r in range(passes)]) for m in methods}
+    queues = np.arange(traces.n_prompts).reshape(passes, -1)
+    return {m.name: replay(traces, cost, m, tokens, charged.get(m.family, DecisionCharge.flat(0.0)),
+                           sampling.seed, queues, batch=batch) for m in methods}
 
 
 def _drift(cost, width: int, plain: list, measured: list):
@@ -139,9 +139,9 @@ def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
     for method, real in zip(methods, measured):
         sim = simulated[method.name]
         rows.append({"method": method.name, "speedup_real": real.speedup, "speedup_real_passes": real.ratios,
-                     "speedup_sim": sim.speedup, "rel_error": (sim.speedup - real.speedup) / real.speedup,
+                     "speedup_sim": sim.set_speedup, "rel_error": sim.set_speedup / real.speedup - 1,
                      "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.cycles,
-                     "cycles_sim": sim.cycles, "lossless": real.lossless,
+                     "cycles_sim": float(sim.cycles.mean()), "lossless": real.lossless,
                      "exact_match": None if real.sampled else not real.divergences, "pit_p": real.pit_p,
                      "divergences": real.divergences})
     return rows

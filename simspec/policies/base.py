@@ -128,8 +128,8 @@ class BatchPolicy(ABC):
     # before them). Replay reads them off the traces, the engine counts them (``count_cache_hits``).
     reads_cache: bool = False
     # Sequences the target verifies together in one forward, set by whatever drives the policy
-    # before ``reset_batch``: 1 in replay and the engine at batch 1, B in batched replay
-    # (``simspec.sim.batch``) and the engine at batch B. Batch-aware rules (SGLang's adaptive
+    # before ``reset_batch``: 1 in replay and the engine at batch 1, B in replay at batch B
+    # (``simspec.sim.replay``) and the engine at batch B. Batch-aware rules (SGLang's adaptive
     # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
     batch_size: int = 1
     # A policy that drafts one tree of fixed shape (Sequoia's) sets it: the engines build that

@@ -1,7 +1,7 @@
 """``report.json`` of ``validate --real --batch-size B`` (B > 1): per method the real speedup over
 plain decoding at batch B (the whole prompt set as one queue through B rows, the throughput
 ratio, median over passes; at T > 0 the mean, each pass sampling with its own seeds) beside the
-simulator's (``simspec.sim.batch``) for the same prompts."""
+simulator's (``simspec.sim.replay`` at B) for the same prompts."""
 
 from __future__ import annotations
 

@@ -204,19 +204,27 @@ class CostModel:
     def draft(self, nodes, context) -> np.ndarray:
         return self.curves["draft"](nodes, context)
 
-    def draft_rows(self, rows: int, nodes: int, context: int) -> float:
-        """A draft step in which ``rows`` of the batch's sequences draft (the rest stopped this
+    def draft_rows(self, rows: np.ndarray, nodes: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """Draft steps in which ``rows`` of the batch's sequences draft (the rest stopped this
         cycle), where the profile measured that count (``calibrate --batch-sizes``); else, and
-        for all of them, the whole batch's step. Integer operating points, looked up in a table
-        of the curve (replay asks once per level of every cycle)."""
-        curve = self._draft_rows.get(rows)
-        table = self.table("draft", nodes, context) if curve is None else \
-            self._tabulate(("draft", rows), curve, nodes, context)
-        return float(table[nodes, context])
+        for all of them, the whole batch's step. Integer operating points, looked up in tables
+        of the curves (replay asks once per level of every cycle)."""
+        n_max, c_max = int(nodes.max(initial=1)), int(context.max(initial=1))
+        out = self.table("draft", n_max, c_max)[nodes, context]
+        for count, curve in self._draft_rows.items():
+            some = rows == count
+            if some.any():
+                out[some] = self._tabulate(("draft", count), curve, n_max, c_max)[nodes[some], context[some]]
+        return out
 
     def greedy(self, context) -> np.ndarray:
         curve = self.curves.get("greedy") or self.curves["verify"]
         return curve(1, context)
+
+    def greedy_steps(self, context: np.ndarray) -> np.ndarray:
+        """``greedy`` at integer contexts, looked up in a table of the curve (replay's plain queue)."""
+        kind = "greedy" if "greedy" in self.curves else "verify"
+        return self.table(kind, 1, int(context.max(initial=1)))[1, context]
 
     def prefill(self, prompt_tokens) -> np.ndarray:
         """The prompt's forward pass, alone (a batch prefills each prompt into its row by itself:
@@ -266,23 +274,6 @@ class CostModel:
         drafting = np.where(depth >= 2, self.draft(committed, context)
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
         return drafting + self.verify(size, context) + self.bookkeeping(size, depth)
-
-    def shaped_cycle(self, shape, depth, context, committed) -> np.ndarray:
-        """``cycle`` for a tree of fixed shape (``simspec.policies.shape.TreeShape``) cut at
-        ``depth`` levels: draft step l + 1 feeds the shape's expanded nodes of level l, and the
-        target verifies every node of the cut tree. Integer operating points (replay's)."""
-        depth, context, committed = (np.asarray(x, dtype=np.int64) for x in np.broadcast_arrays(depth, context,
-                                                                                               committed))
-        size = shape.nodes_within(depth)
-        c_max = int(context.max()) if context.size else 0
-        fed = shape.fed
-        draft = self.table("draft", int(max(committed.max(initial=1), fed.max(initial=1))), c_max)
-        levels = np.arange(1, len(fed) + 1)
-        later = (draft[fed[None, :], context[:, None]] * (levels[None, :] <= depth[:, None] - 2)).sum(1)
-        drafting = np.where(depth >= 2, draft[committed, context] + later, 0.0)
-        verify = self.table("verify", int(size.max(initial=1)), c_max)
-        book = self.table("bookkeeping", int(size.max(initial=1)), int(depth.max(initial=1)))
-        return drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
 
     def fit_error(self) -> dict:
         """Held-out relative errors of the kept fits, pooled over every curve."""

@@ -77,9 +77,7 @@ def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None
     n = traces.n_prompts
     grid = _StaticGrid(np.repeat([c[0] for c in cells], n), np.repeat([c[1] for c in cells], n), traces.width)
     every = replay(traces, cost, grid, max_new_tokens, prompts=np.tile(np.arange(n), len(cells)))
-    fields = ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")
-    split = {cell: ReplayResult(*(getattr(every, f)[i * n:(i + 1) * n] for f in fields))
-             for i, cell in enumerate(cells)}
+    split = {cell: every.take(slice(i * n, (i + 1) * n)) for i, cell in enumerate(cells)}
     return {key: split[cell] for key, cell in keys.items()}
 
 

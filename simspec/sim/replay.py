@@ -1,23 +1,42 @@
-"""Replay of speculative decoding on recorded traces (numpy only): exact for greedy traces,
-Monte Carlo at T > 0.
+"""Replay of speculative decoding on recorded traces (numpy only), by the rules of the real
+engine (``simspec.engine.speculative``), so that its cycles are the engine's cycles: exact for
+greedy traces, Monte Carlo at T > 0.
 
-All prompts advance together, one cycle per loop iteration: each row's accepted length comes
-from its trace at its current position (greedy: read off the greedy path; T > 0: drawn from the
-tree's accepted-length distribution with a seeded generator), its time from the cost model,
-and its position moves by accepted + 1, as the engine's does. At T > 0 the next tree is the one
-recorded at that position of the sampled continuation: acceptance is drawn from the right law,
-the tokens themselves are not re-sampled. The Python loop runs over cycles (at most the number
-of new tokens), never over prompts.
+Prompts decode as queues through ``batch`` rows: at batch 1 every prompt is its own queue (so
+each result is a prompt's); at batch B one queue holds them all, or a caller passes several
+(validate's sampled passes). All queues advance together, one cycle per loop iteration, the
+Python loop over cycles, never over prompts or queues.
+
+- A row decodes one prompt; when it finishes, the next prompt of its queue is prefilled into it
+  (alone: batch 1's prefill, before the next cycle). Once the queue is empty a free row idles
+  as padding: every cycle is a batch-B forward.
+- Each row's accepted length comes from its trace at its position (greedy: read off the greedy
+  path; T > 0: drawn from the tree's accepted-length law with a seeded generator, the next tree
+  the one recorded at that position of the sampled continuation: acceptance is drawn from the
+  right law, the tokens are not re-sampled), and its position moves by accepted + 1.
+- A cycle drafts as deep as its queue's deepest row (one draft forward per level, padded over
+  every row, the first one feeding each row's committed tokens, padded to the most; the draft
+  head scores only the rows still drafting, so a level costs the profile's step at that many
+  rows where it measured them) and verifies every row's tree in one forward padded to the
+  largest V, whose attention reads the longest context. Its time is the profile's curves at
+  batch B (``CostModel.at_batch``) at those maxima, plus one policy decision (the engine asks
+  the policy once per cycle for every busy row, vectorised), charged at the deepest tree.
+- Plain decoding runs the same queues one token per row per cycle.
+
+Speedup is plain decoding's time over the method's, prefills included on both sides: the same
+tokens, so at batch B the throughput ratio a server sees.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import BatchPolicy, drafted_depths, overrides, tree_capacities
+from simspec.policies.shape import TreeShape
 from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
 from simspec.sim.traces import TraceSet
@@ -25,13 +44,17 @@ from simspec.sim.traces import TraceSet
 
 @dataclass
 class ReplayResult:
-    seconds: np.ndarray  # [prompts] speculative decoding time after the prefill
-    greedy_seconds: np.ndarray  # [prompts] plain greedy decoding of the same tokens after the prefill
-    prefill_seconds: np.ndarray  # [prompts] the prompt's forward pass, which both pay
-    tokens: np.ndarray  # [prompts] tokens produced after the first one
-    cycles: np.ndarray  # [prompts]
-    draft_calls: np.ndarray  # [prompts]
-    decision_seconds: np.ndarray | None = None  # [prompts] of ``seconds``, charged for the policy's decisions
+    """Per queue (at batch 1, per prompt), averaged over draws at T > 0."""
+
+    seconds: np.ndarray  # speculative decoding after the prefills
+    greedy_seconds: np.ndarray  # plain decoding of the same tokens through the same rows, after the prefills
+    prefill_seconds: np.ndarray  # the prompts' forward passes, which both pay
+    tokens: np.ndarray  # per prompt (in queue order): tokens produced after its first one
+    cycles: np.ndarray
+    draft_calls: np.ndarray  # draft forwards
+    decision_seconds: np.ndarray  # of ``seconds``, charged for the policy's decisions
+    plain_cycles: np.ndarray
+    idle_row_cycles: np.ndarray  # rows that rode along as padding, summed over cycles
 
     @property
     def speedup(self) -> np.ndarray:
@@ -40,13 +63,18 @@ class ReplayResult:
 
     @property
     def set_speedup(self) -> float:
-        """Over every prompt at once: total plain decoding time / total speculative time, prefill
+        """Over every queue at once: total plain decoding time / total speculative time, prefill
         included (the same tokens on both sides, so the throughput ratio)."""
         return float((self.greedy_seconds + self.prefill_seconds).sum() / (self.seconds + self.prefill_seconds).sum())
 
     @property
     def tau(self) -> np.ndarray:
-        return self.tokens / np.maximum(self.cycles, 1)
+        """Tokens per cycle, per queue."""
+        return self.tokens.reshape(len(self.cycles), -1).sum(1) / np.maximum(self.cycles, 1)
+
+    def take(self, index) -> ReplayResult:
+        """The queues at ``index`` (at batch 1, the prompts)."""
+        return ReplayResult(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
 def positions_limit(traces: TraceSet, max_new_tokens: int | None) -> np.ndarray:
@@ -56,8 +84,8 @@ def positions_limit(traces: TraceSet, max_new_tokens: int | None) -> np.ndarray:
 
 
 def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.ndarray:
-    """Plain greedy decoding of the same positions: one target step per token, summed per
-    prompt in one pass over all positions."""
+    """Plain greedy decoding of each prompt alone: one target step per token, summed per prompt
+    in one pass over all positions."""
     counts = np.diff(traces.prompt_offsets)
     prompt_of = np.repeat(np.arange(traces.n_prompts), counts)
     index_in_prompt = np.arange(traces.positions) - np.repeat(traces.prompt_offsets[:-1], counts)
@@ -98,59 +126,138 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
     return depth, size, accepted
 
 
-SAMPLED_DRAWS = 8  # at T > 0, replays averaged per prompt unless a caller asks otherwise
+def cycle_costs(cost: CostModel, width: int, depth: np.ndarray, size: np.ndarray, first: np.ndarray,
+                context: np.ndarray, fed: np.ndarray, shape: TreeShape | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(draft, verify, bookkeeping) seconds of one cycle of each queue at ``cost``'s batch size:
+    ``depth`` and ``size`` per busy row, a queue's rows contiguous from ``first``; ``context`` per
+    queue (its longest row's) and ``fed`` (the most tokens a row committed last cycle, which the
+    first draft level feeds). The largest tree sets the verify width, the deepest row the levels
+    (module docstring); a tree of fixed ``shape`` feeds each level's expanded nodes, not ``width``."""
+    deepest, largest = _per_queue(np.maximum, depth, first), _per_queue(np.maximum, size, first)
+    c_max = int(context.max())
+    verify = cost.table("verify", int(largest.max()), c_max)[largest, context]
+    book = cost.table("bookkeeping", int(largest.max()), int(deepest.max()))
+    draft = np.zeros(len(first))
+    for level in range(2, int(deepest.max()) + 1):  # the rows drafting this deep, per queue
+        rows = _per_queue(np.add, (depth >= level).astype(np.int64), first)
+        on = rows > 0
+        nodes = fed[on] if level == 2 else np.full(on.sum(), width if shape is None else int(shape.fed[level - 3]))
+        draft[on] += cost.draft_rows(rows[on], nodes, context[on])
+    return draft, verify, np.zeros(len(first)) if book is None else book[largest, deepest]
+
+
+def _per_queue(ufunc: np.ufunc, values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``ufunc`` reduced over each queue's rows (at batch 1 a queue is its one row: the values)."""
+    return values if len(first) == len(values) else ufunc.reduceat(values, first)
+
+
+# One cycle of the busy rows (prompt slots, sorted), at their positions, a queue's rows
+# contiguous from ``first``: each busy queue's seconds and how far each row advanced.
+Step = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _run_queues(per_queue: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step: Step
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Decode every queue (slots ``q * per_queue`` onwards) through ``batch`` rows, admitting
+    each queue's next prompt where a row finishes. Returns per queue: seconds, cycles, idle
+    row-cycles, prefill seconds."""
+    n_queues = len(limit) // per_queue
+    position = np.zeros(len(limit), dtype=np.int64)
+    rows = np.full((n_queues, batch), -1)
+    admitted = np.zeros(n_queues, dtype=np.int64)  # of each queue's prompts, how many have had a row
+    seconds, prefilled = np.zeros(n_queues), np.zeros(n_queues)
+    cycles, idle = np.zeros(n_queues, dtype=np.int64), np.zeros(n_queues, dtype=np.int64)
+    base = np.arange(n_queues)[:, None] * per_queue
+    free = np.ones(rows.shape, dtype=bool)
+    while True:
+        if free.any():  # admit into free rows; a prompt with nothing to decode frees its row at once
+            index = admitted[:, None] + np.cumsum(free, axis=1) - 1
+            fill = free & (index < per_queue)
+            rows[free] = -1
+            rows[fill] = (base + index)[fill]
+            admitted += free.sum(1)
+            prefilled += np.bincount(np.nonzero(fill)[0], weights=prefill[rows[fill]], minlength=n_queues)
+            free = fill & (position[rows] >= limit[rows])
+            continue
+        held = rows >= 0
+        if not held.any():
+            break
+        busy = np.sort(rows[held])  # in each queue's order, as the engine asks its policy
+        queue = busy // per_queue
+        first = np.flatnonzero(np.concatenate(([True], queue[1:] != queue[:-1])))
+        spent, advanced = step(busy, position[busy], first)
+        stepped = queue[first]
+        seconds[stepped] += spent
+        cycles[stepped] += 1
+        idle[stepped] += batch - np.append(first[1:], len(busy)) + first
+        position[busy] += advanced
+        free = held & (position[rows] >= limit[rows])
+    return seconds, cycles, idle, prefilled
+
+
+SAMPLED_DRAWS = 8  # at T > 0, replays averaged per queue unless a caller asks otherwise
 
 
 def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_tokens: int | None = None,
            decision_seconds: float | DecisionCharge = 0.0, seed: int = 0, prompts: np.ndarray | None = None,
-           draws: int | None = None) -> ReplayResult:
-    """Decode every trace prompt (or ``prompts``, repeats allowed) with ``policy``;
-    ``decision_seconds`` is charged per cycle for its decisions (seconds, or a ``DecisionCharge``
-    by the cycle's depth). On traces recorded at T > 0, ``seed`` seeds acceptance and each prompt is decoded
-    ``draws`` times (default ``SAMPLED_DRAWS``), its times and counts averaged."""
-    draws = draws or (SAMPLED_DRAWS if traces.sampled else 1)
-    if draws > 1:
-        chosen = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
-        every = replay(traces, cost, policy, max_new_tokens, decision_seconds, seed, np.tile(chosen, draws), 1)
-        return ReplayResult(*(getattr(every, name).reshape(draws, -1).mean(0) for name in
-                              ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls",
-                               "decision_seconds")))
+           draws: int | None = None, batch: int = 1) -> ReplayResult:
+    """Decode trace prompts with ``policy`` and plainly through ``batch`` rows; ``cost`` is the
+    profile's batch-1 model (its curves at ``batch`` price the cycles). ``prompts``, repeats
+    allowed: 1-D (default every prompt) one queue at batch B, a queue per prompt at batch 1; 2-D a
+    queue per row. ``decision_seconds`` is charged per cycle (seconds, or a ``DecisionCharge`` by
+    the cycle's depth). On traces recorded at T > 0, ``seed`` seeds acceptance and each queue is
+    decoded ``draws`` times (default ``SAMPLED_DRAWS``), its times and counts averaged."""
     if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
-    width = traces.width
-    prompts = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
-    all_limits = positions_limit(traces, max_new_tokens)
-    limit = all_limits[prompts]
-    start = traces.prompt_offsets[:-1][prompts]
-    n = len(prompts)
+    chosen = np.arange(traces.n_prompts) if prompts is None else np.asarray(prompts)
+    queues = chosen[:, None] if chosen.ndim == 1 and batch == 1 else np.atleast_2d(chosen)
+    draws = draws or (SAMPLED_DRAWS if traces.sampled else 1)
     rng = np.random.default_rng(seed) if traces.sampled else None
-    position = np.zeros(n, dtype=np.int64)  # root index within each prompt
-    previous = np.zeros(n, dtype=np.int64)  # last cycle's accepted drafts
-    seconds, decided = np.zeros(n), np.zeros(n)
-    charge = as_charge(decision_seconds)
-    tokens, cycles, calls = (np.zeros(n, dtype=np.int64) for _ in range(3))
-    policy.batch_size = 1
-    policy.reset_batch(n)
-    active = position < limit
-    while active.any():
-        rows = np.flatnonzero(active)
-        at = start[rows] + position[rows]
+    every = _replay_queues(traces, cost.at_batch(batch), policy, batch, max_new_tokens, as_charge(decision_seconds),
+                           np.tile(queues, (draws, 1)), rng)
+    if draws == 1:
+        return every
+    return ReplayResult(**{f.name: getattr(every, f.name).reshape(draws, -1).mean(0) for f in fields(every)})
+
+
+def _replay_queues(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int, max_new_tokens: int | None,
+                   charge: DecisionCharge, queues: np.ndarray, rng: np.random.Generator | None) -> ReplayResult:
+    """One replay of ``queues`` (``replay``) at ``cost``, the profile's model at ``batch``."""
+    slots = queues.ravel()
+    per_queue, n_queues = queues.shape[1], queues.shape[0]
+    all_limits = positions_limit(traces, max_new_tokens)
+    limit, start = all_limits[slots], traces.prompt_offsets[:-1][slots]
+    prefill = cost.prefill(traces.prompt_lengths[slots])
+    previous, tokens = np.zeros(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
+    calls, decided = np.zeros(n_queues), np.zeros(n_queues)
+    policy.batch_size = batch
+    policy.reset_batch(len(slots))
+
+    def speculative(busy: np.ndarray, position: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = start[busy] + position
         context = traces.context_length[at]
-        depth, size, accepted = decide(traces, policy, rows, at, context, rng)
-        spent = charge(depth)
-        decided[rows] += spent
-        seconds[rows] += spent + (cost.cycle(depth, width, size, context, previous[rows] + 1)
-                                  if policy.shape is None else
-                                  cost.shaped_cycle(policy.shape, depth, context, previous[rows] + 1))
-        tokens[rows] += np.minimum(accepted + 1, limit[rows] - position[rows])  # the engine truncates at the budget
-        cycles[rows] += 1
-        calls[rows] += np.maximum(depth - 1, 0)
-        position[rows] += accepted + 1
-        previous[rows] = accepted
-        active = position < limit
-    prefill = cost.prefill(traces.prompt_lengths[prompts])
-    return ReplayResult(seconds, greedy_seconds(traces, cost, all_limits)[prompts], prefill, tokens, cycles, calls,
-                        decided)
+        depth, size, accepted = decide(traces, policy, busy, at, context, rng)
+        longest, fed = _per_queue(np.maximum, context, first), _per_queue(np.maximum, previous[busy], first) + 1
+        spent = sum(cycle_costs(cost, traces.width, depth, size, first, longest, fed, policy.shape))
+        deepest, stepped = _per_queue(np.maximum, depth, first), busy[first] // per_queue
+        charged = charge(deepest)  # the rows decide in one call: priced at the deepest tree
+        decided[stepped] += charged
+        calls[stepped] += deepest - 1
+        tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)  # the engine truncates at the budget
+        previous[busy] = accepted
+        return spent + charged, accepted + 1
 
+    def plain(busy: np.ndarray, position: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        longest = _per_queue(np.maximum, traces.context_length[start[busy] + position], first)
+        return cost.greedy_steps(longest), np.ones(len(busy), dtype=np.int64)
 
+    seconds, cycles, idle, prefilled = _run_queues(per_queue, batch, limit, prefill, speculative)
+    if batch == 1:  # a row to itself: plain decoding is each prompt's steps, summed in one pass
+        by_queue = np.repeat(np.arange(n_queues), per_queue)
+        plain_seconds = np.bincount(by_queue, greedy_seconds(traces, cost, all_limits)[slots], n_queues)
+        plain_cycles = np.bincount(by_queue, limit, n_queues)
+    else:
+        plain_seconds, plain_cycles, _, _ = _run_queues(per_queue, batch, limit, prefill, plain)
+    return ReplayResult(seconds, plain_seconds, prefilled, tokens, cycles, calls, decided, plain_cycles, idle)

@@ -23,7 +23,7 @@ per prompt (the best any selection of these drafters could do).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -148,9 +148,8 @@ class Selection:
     def pick(self, choice: np.ndarray, extra_seconds: float = 0.0) -> ReplayResult:
         """One replay result made of each prompt's chosen drafter's (its time plus ``extra_seconds``)."""
         rows = np.arange(len(choice))
-        fields = ("seconds", "greedy_seconds", "prefill_seconds", "tokens", "cycles", "draft_calls")
-        stacked = {f: np.stack([getattr(r, f) for r in self.results]) for f in fields}
-        picked = {f: stacked[f][choice, rows] for f in fields}
+        picked = {f.name: np.stack([getattr(r, f.name) for r in self.results])[choice, rows]
+                  for f in fields(ReplayResult)}
         picked["seconds"] = picked["seconds"] + extra_seconds
         return ReplayResult(**picked)
 
