@@ -1,14 +1,15 @@
 """Shared fixtures (the real demo target, loaded once per test session) and the checks that keep
 the markers honest:
 
-- a test that uses the model fixtures must be marked ``model`` (checked at collection; in an
-  xdist worker, where a collection error shows only as a lost worker, when the test starts);
+- a test that uses a language model's fixtures (the demo target's, or the tiny random-weight
+  Llama's) is marked ``model`` by them; one that builds a tiny model itself
+  (``helpers.tiny_model``) must be marked (checked when it builds it);
 - a test that runs the CLI through ``helpers.simspec`` must be marked ``e2e`` (checked when it runs);
 - the simulator's test modules (``NUMPY_ONLY``) must not import torch, transformers or
   stable-baselines3 while they run (checked around every test; their module-level imports are
   checked in a fresh interpreter by tests/test_layering.py).
 
-The fast lane is ``pytest -m "not model"``."""
+The fast lane is ``pytest -m "not model"``: everything that runs no language model."""
 
 from __future__ import annotations
 
@@ -20,11 +21,9 @@ from pathlib import Path
 import helpers
 import pytest
 
-MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter")
+MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
-UNMARKED = "tests that load the demo target must be marked `model`: "
-UNMARKED_IDS: set[str] = set()
 NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
               "test_layering.py", "test_sampled_replay.py")
 HEAVY = ("torch", "transformers", "stable_baselines3")
@@ -50,20 +49,13 @@ def pytest_collection_modifyitems(config, items):
     # runs last while the other worker idles; started first, the short ones fill in after them.
     items.sort(key=lambda item: (Path(str(item.fspath)).name not in NUMPY_ONLY,
                                  item.get_closest_marker("long") is None))
-    unmarked = [item.nodeid for item in items
-                if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ()))
-                and item.get_closest_marker("model") is None]
-    if unmarked and not hasattr(config, "workerinput"):
-        raise pytest.UsageError(UNMARKED + ", ".join(unmarked))
-    # In an xdist worker a UsageError reaches the user only as "no active workers": fail each
-    # such test when it starts instead, with the same words.
-    UNMARKED_IDS.update(unmarked)
+    for item in items:  # before `-m` deselects (conftest hooks run ahead of the mark plugin's)
+        if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker("model")
 
 
 def pytest_runtest_setup(item):
     helpers.RUNNING["marks"] = {mark.name for mark in item.iter_markers()}  # before any fixture runs
-    if item.nodeid in UNMARKED_IDS:
-        pytest.fail(UNMARKED + item.nodeid, pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -345,6 +345,8 @@ def tiny_model(architecture: str, layers: int, **overrides):
 
     from simspec.engine.models import LoadedModel, ModelSource
 
+    if "model" not in RUNNING.get("marks", {"model"}):
+        raise AssertionError("this test runs a language model (a tiny one): mark it `model`, out of the fast lane")
     config_class, model_class, own = TINY_ARCHITECTURES[architecture]
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(

@@ -21,6 +21,8 @@ from simspec.engine.speculative import SpeculativeEngine
 from simspec.errors import SimspecError
 from simspec.policies.base import StaticPolicy
 
+pytestmark = pytest.mark.model  # every test builds a tiny target of its family
+
 FAMILIES = ["qwen2", "qwen3", "mistral", "phi3", "gemma"]
 SHAPES = [(3, 3, 7), (5, 2, 8), (4, 1, 4)]  # a tree, a deeper one, a chain
 NEW = 40
