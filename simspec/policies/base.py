@@ -131,7 +131,10 @@ class BatchPolicy(ABC):
     # before ``reset_batch``: 1 in replay and the engine at batch 1, B in replay at batch B
     # (``simspec.sim.replay``) and the engine at batch B. Batch-aware rules (SGLang's adaptive
     # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
+    # Under load (``simspec.sim.load``) it is set before every cycle, to the batch the cycle runs
+    # at, and ``waiting`` to the requests that have arrived but have no row yet.
     batch_size: int = 1
+    waiting: int = 0
     # A policy that drafts one tree of fixed shape (Sequoia's) sets it: the engines build that
     # tree, replay reads its acceptance off the traces' child ranks; None: (D, W, top-V) trees.
     shape: TreeShape | None = None

@@ -29,8 +29,8 @@ tokens, so at batch B the throughput ratio a server sees.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import partial
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from simspec.policies.base import BatchPolicy, drafted_depths, overrides, tree_c
 from simspec.policies.shape import TreeShape
 from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
+from simspec.sim.queues import run_queues
 from simspec.sim.traces import TraceSet
 
 
@@ -152,50 +153,6 @@ def _per_queue(ufunc: np.ufunc, values: np.ndarray, first: np.ndarray) -> np.nda
     return values if len(first) == len(values) else ufunc.reduceat(values, first)
 
 
-# One cycle of the busy rows (prompt slots, sorted), at their positions, a queue's rows
-# contiguous from ``first``: each busy queue's seconds and how far each row advanced.
-Step = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def _run_queues(per_queue: int, batch: int, limit: np.ndarray, prefill: np.ndarray, step: Step
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Decode every queue (slots ``q * per_queue`` onwards) through ``batch`` rows, admitting
-    each queue's next prompt where a row finishes. Returns per queue: seconds, cycles, idle
-    row-cycles, prefill seconds."""
-    n_queues = len(limit) // per_queue
-    position = np.zeros(len(limit), dtype=np.int64)
-    rows = np.full((n_queues, batch), -1)
-    admitted = np.zeros(n_queues, dtype=np.int64)  # of each queue's prompts, how many have had a row
-    seconds, prefilled = np.zeros(n_queues), np.zeros(n_queues)
-    cycles, idle = np.zeros(n_queues, dtype=np.int64), np.zeros(n_queues, dtype=np.int64)
-    base = np.arange(n_queues)[:, None] * per_queue
-    free = np.ones(rows.shape, dtype=bool)
-    while True:
-        if free.any():  # admit into free rows; a prompt with nothing to decode frees its row at once
-            index = admitted[:, None] + np.cumsum(free, axis=1) - 1
-            fill = free & (index < per_queue)
-            rows[free] = -1
-            rows[fill] = (base + index)[fill]
-            admitted += free.sum(1)
-            prefilled += np.bincount(np.nonzero(fill)[0], weights=prefill[rows[fill]], minlength=n_queues)
-            free = fill & (position[rows] >= limit[rows])
-            continue
-        held = rows >= 0
-        if not held.any():
-            break
-        busy = np.sort(rows[held])  # in each queue's order, as the engine asks its policy
-        queue = busy // per_queue
-        first = np.flatnonzero(np.concatenate(([True], queue[1:] != queue[:-1])))
-        spent, advanced = step(busy, position[busy], first)
-        stepped = queue[first]
-        seconds[stepped] += spent
-        cycles[stepped] += 1
-        idle[stepped] += batch - np.append(first[1:], len(busy)) + first
-        position[busy] += advanced
-        free = held & (position[rows] >= limit[rows])
-    return seconds, cycles, idle, prefilled
-
-
 SAMPLED_DRAWS = 8  # at T > 0, replays averaged per queue unless a caller asks otherwise
 
 
@@ -222,42 +179,62 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
     return ReplayResult(**{f.name: getattr(every, f.name).reshape(draws, -1).mean(0) for f in fields(every)})
 
 
+class Cycles:
+    """The cycles of request slots (``slots``: trace prompt indices) decided by ``policy`` and
+    priced by a cost model per call: ``step`` and ``plain_step`` are ``run_queues``' steps once a
+    cost model is bound (``functools.partial``); per-slot tokens and per-queue draft calls and
+    decision seconds add up as they run."""
+
+    def __init__(self, traces: TraceSet, policy: BatchPolicy | None, charge: DecisionCharge, slots: np.ndarray,
+                 limit: np.ndarray, per_queue: int, rng: np.random.Generator | None) -> None:
+        self.traces, self.policy, self.charge, self.rng = traces, policy, charge, rng
+        self.limit, self.per_queue = limit, per_queue
+        self.start = traces.prompt_offsets[:-1][slots]
+        self.previous, self.tokens = np.zeros(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
+        n_queues = len(slots) // per_queue
+        self.calls, self.decided = np.zeros(n_queues), np.zeros(n_queues)
+        if policy is not None:
+            policy.reset_batch(len(slots))
+
+    def step(self, cost: CostModel, busy: np.ndarray, position: np.ndarray, first: np.ndarray,
+             _waiting: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        traces, policy = self.traces, self.policy
+        at = self.start[busy] + position
+        context = traces.context_length[at]
+        depth, size, accepted = decide(traces, policy, busy, at, context, self.rng)
+        longest, fed = _per_queue(np.maximum, context, first), _per_queue(np.maximum, self.previous[busy], first) + 1
+        spent = sum(cycle_costs(cost, traces.width, depth, size, first, longest, fed, policy.shape))
+        deepest, stepped = _per_queue(np.maximum, depth, first), busy[first] // self.per_queue
+        charged = self.charge(deepest)  # the rows decide in one call: priced at the deepest tree
+        self.decided[stepped] += charged
+        self.calls[stepped] += deepest - 1
+        self.tokens[busy] += np.minimum(accepted + 1, self.limit[busy] - position)  # the engine truncates at the budget
+        self.previous[busy] = accepted
+        return spent + charged, accepted + 1
+
+    def plain_step(self, cost: CostModel, busy: np.ndarray, position: np.ndarray, first: np.ndarray,
+                   _waiting: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        longest = _per_queue(np.maximum, self.traces.context_length[self.start[busy] + position], first)
+        return cost.greedy_steps(longest), np.ones(len(busy), dtype=np.int64)
+
+
 def _replay_queues(traces: TraceSet, cost: CostModel, policy: BatchPolicy, batch: int, max_new_tokens: int | None,
                    charge: DecisionCharge, queues: np.ndarray, rng: np.random.Generator | None) -> ReplayResult:
     """One replay of ``queues`` (``replay``) at ``cost``, the profile's model at ``batch``."""
     slots = queues.ravel()
     per_queue, n_queues = queues.shape[1], queues.shape[0]
     all_limits = positions_limit(traces, max_new_tokens)
-    limit, start = all_limits[slots], traces.prompt_offsets[:-1][slots]
+    limit = all_limits[slots]
     prefill = cost.prefill(traces.prompt_lengths[slots])
-    previous, tokens = np.zeros(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
-    calls, decided = np.zeros(n_queues), np.zeros(n_queues)
     policy.batch_size = batch
-    policy.reset_batch(len(slots))
-
-    def speculative(busy: np.ndarray, position: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        at = start[busy] + position
-        context = traces.context_length[at]
-        depth, size, accepted = decide(traces, policy, busy, at, context, rng)
-        longest, fed = _per_queue(np.maximum, context, first), _per_queue(np.maximum, previous[busy], first) + 1
-        spent = sum(cycle_costs(cost, traces.width, depth, size, first, longest, fed, policy.shape))
-        deepest, stepped = _per_queue(np.maximum, depth, first), busy[first] // per_queue
-        charged = charge(deepest)  # the rows decide in one call: priced at the deepest tree
-        decided[stepped] += charged
-        calls[stepped] += deepest - 1
-        tokens[busy] += np.minimum(accepted + 1, limit[busy] - position)  # the engine truncates at the budget
-        previous[busy] = accepted
-        return spent + charged, accepted + 1
-
-    def plain(busy: np.ndarray, position: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        longest = _per_queue(np.maximum, traces.context_length[start[busy] + position], first)
-        return cost.greedy_steps(longest), np.ones(len(busy), dtype=np.int64)
-
-    seconds, cycles, idle, prefilled = _run_queues(per_queue, batch, limit, prefill, speculative)
+    cycles = Cycles(traces, policy, charge, slots, limit, per_queue, rng)
+    run = run_queues(per_queue, batch, limit, prefill, partial(cycles.step, cost))
     if batch == 1:  # a row to itself: plain decoding is each prompt's steps, summed in one pass
         by_queue = np.repeat(np.arange(n_queues), per_queue)
         plain_seconds = np.bincount(by_queue, greedy_seconds(traces, cost, all_limits)[slots], n_queues)
         plain_cycles = np.bincount(by_queue, limit, n_queues)
     else:
-        plain_seconds, plain_cycles, _, _ = _run_queues(per_queue, batch, limit, prefill, plain)
-    return ReplayResult(seconds, plain_seconds, prefilled, tokens, cycles, calls, decided, plain_cycles, idle)
+        plain_run = run_queues(per_queue, batch, limit, prefill, partial(cycles.plain_step, cost))
+        plain_seconds, plain_cycles = plain_run.seconds, plain_run.cycles
+    return ReplayResult(run.seconds, plain_seconds, run.prefill_seconds, cycles.tokens, run.cycles, cycles.calls,
+                        cycles.decided, plain_cycles, run.idle_row_cycles)

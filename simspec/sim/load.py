@@ -1,0 +1,109 @@
+"""Replay under load (numpy only): a request stream (``simspec.sim.stream``) served by continuous
+batching through at most ``max_batch`` rows, speculatively with a policy or plainly, by the
+engine's rules (``simspec.sim.queues``: a request joins a free row at a cycle boundary once it
+has arrived, is prefilled alone, and leaves when done).
+
+A cycle runs at the smallest batch size the profile measured that holds its busy rows, as a
+CUDA-graph server pads to a captured size, and is priced by the curves there
+(``CostModel.at_batch``). Before every cycle the policy is told that batch size and how many
+requests are waiting (``BatchPolicy.batch_size``, ``waiting``), so a load-aware rule can switch
+speculation down as the batch fills.
+
+Per request: time to first token (arrival to the end of its prefill, queueing included), time
+per output token after the first, end-to-end latency. Over the stream: throughput (output
+tokens per second from the first arrival to the last token) and goodput at a latency target
+(requests per second that met it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.policies.base import BatchPolicy
+from simspec.sim.charge import DecisionCharge, as_charge
+from simspec.sim.costmodel import CostModel
+from simspec.sim.queues import run_queues
+from simspec.sim.replay import Cycles, positions_limit
+from simspec.sim.stream import Stream
+from simspec.sim.traces import TraceSet
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    method: str
+    arrival: np.ndarray  # [requests] seconds
+    first_token: np.ndarray  # [requests] seconds, its prefill done
+    finished: np.ndarray  # [requests] seconds, its last token out
+    tokens: np.ndarray  # [requests] output tokens, the first included
+    cycles: int
+    max_batch: int
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.first_token - self.arrival
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.finished - self.arrival
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """Seconds per output token after the first (a one-token request: 0)."""
+        return (self.finished - self.first_token) / np.maximum(self.tokens - 1, 1)
+
+    @property
+    def span(self) -> float:
+        return float(self.finished.max() - self.arrival.min())
+
+    @property
+    def throughput(self) -> float:
+        """Output tokens per second over the stream."""
+        return float(self.tokens.sum() / self.span)
+
+    def goodput(self, tpot_s: float, ttft_s: float | None = None) -> float:
+        """Requests per second that met the targets: time per output token <= ``tpot_s`` (and
+        time to first token <= ``ttft_s``, if given)."""
+        met = self.tpot <= tpot_s
+        if ttft_s is not None:
+            met &= self.ttft <= ttft_s
+        return float(met.sum() / self.span)
+
+    def summary(self, tpot_s: float | None = None, ttft_s: float | None = None) -> dict:
+        p = {q: float(x) for q, x in zip((50, 90), np.percentile(self.tpot, [50, 90]))}
+        row = {"method": self.method, "requests": len(self.arrival), "throughput_tokens_per_s": self.throughput,
+               "tpot_p50_s": p[50], "tpot_p90_s": p[90], "ttft_p50_s": float(np.median(self.ttft)),
+               "ttft_p90_s": float(np.percentile(self.ttft, 90)), "e2e_p50_s": float(np.median(self.e2e)),
+               "cycles": self.cycles}
+        if tpot_s is not None:
+            row["goodput_requests_per_s"] = self.goodput(tpot_s, ttft_s)
+        return row
+
+
+def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, stream: Stream, max_batch: int,
+                max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
+                seed: int = 0) -> LoadResult:
+    """Serve ``stream`` with ``policy`` (None: plain decoding) through at most ``max_batch`` rows;
+    ``cost`` is the profile's batch-1 model. On traces recorded at T > 0, ``seed`` draws each
+    cycle's acceptance (one draw: the latencies are the stream's, not an average)."""
+    cost.at_batch(max_batch)  # a maximum batch the profile has no curves for: one line
+    sizes = np.array([b for b in cost.batch_sizes if b <= max_batch])
+    slots = np.asarray(stream.prompt)
+    limit = positions_limit(traces, max_new_tokens)[slots]
+    if stream.output_tokens is not None:
+        limit = np.minimum(limit, np.asarray(stream.output_tokens) - 1)
+    rng = np.random.default_rng(seed) if traces.sampled else None
+    cycles = Cycles(traces, policy, as_charge(decision_seconds), slots, limit, len(slots), rng)
+    step = cycles.plain_step if policy is None else cycles.step
+
+    def at_load(busy: np.ndarray, position: np.ndarray, first: np.ndarray, waiting: np.ndarray):
+        batch = int(sizes[np.searchsorted(sizes, len(busy))])
+        if policy is not None:
+            policy.batch_size, policy.waiting = batch, int(waiting.sum())
+        return step(cost.at_batch(batch), busy, position, first)
+
+    run = run_queues(len(slots), max_batch, limit, cost.prefill(traces.prompt_lengths[slots]), at_load,
+                     np.asarray(stream.arrival, dtype=float))
+    return LoadResult("plain" if policy is None else policy.name, np.asarray(stream.arrival, dtype=float),
+                      run.first_token, run.finished, limit + 1, int(run.cycles.sum()), max_batch)
