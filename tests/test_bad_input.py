@@ -662,6 +662,21 @@ row("tune", "missing profile", lambda d, a: ["tune", "--profile", str(d / "none"
 row("tune", "bit-flipped traces.npz", lambda d, a: ["tune", "--profile", profile_with(d / "p", traces=a.flipped)],
     "are missing or corrupt")
 row("tune", "curves-only profile", lambda d, a: ["tune", "--profile", CURVES_ONLY], "latency curves only")
+# load
+LOAD = ["load", "--profile", "calibration/cpu-demo-batch", "--duration", "20"]
+row("load", "missing profile", lambda d, a: ["load", "--profile", str(d / "none")], "no profile at")
+row("load", "rate not positive", lambda d, a: [*LOAD, "--rates", "1,-2"], "a rate must be a positive number")
+row("load", "max batch without curves", lambda d, a: [*LOAD, "--max-batch", "16"], "no curves at batch size 16")
+row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream", str(_stream_file(d))],
+    "missing field 'output_tokens'")
+row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "unknown baseline 'medusa'")
+
+
+def _stream_file(d: Path) -> Path:
+    (d / "stream.csv").write_text("arrival_s,prompt_id\n0.5,HumanEval/0\n")
+    return d / "stream.csv"
+
+
 # sweep: every trial's settings are checked before the first one trains.
 SWEEP = ["sweep", "--profile", "calibration/cpu-demo"]
 row("sweep", "unknown algo", lambda d, a: [*SWEEP, "--algos", "ltd,nope", "--out", out(d)], "unknown --algo 'nope'")

@@ -32,7 +32,7 @@ from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
 from simspec.report.validation import ValidationReport
 from simspec.sim.charge import DecisionCharge
-from simspec.sim.evaluate import check_names, check_split, parse_names
+from simspec.sim.evaluate import check_names, check_split, methods_flag
 from simspec.sim.profile import Profile, load_live_profile
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -41,17 +41,13 @@ Bar = Callable[[str, int], Callable[..., None]]
 REAL_TOKENS = flags.REAL_TOKENS  # --real's new tokens per prompt without --max-new-tokens (--simulated: all)
 
 
-def _methods(text: str, flag: str) -> tuple[str, ...]:
-    return tuple(parse_names(text))  # static:D,V keeps its comma
-
-
 @dataclass(frozen=True, kw_only=True)
 class ValidateRequest:
     """``simspec validate``, both modes: ``--real`` runs it (``validate_real``), ``--simulated``
     replays it (``simulated()``, read by ``simspec.sim.run``)."""
 
     profile: str = flags.profile()
-    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=_methods)
+    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
     drafters: tuple[str, ...] = opt((), "--simulated with the select baseline: comma-separated profiles of other "
                                     "drafters of the same target, their traces recorded on the same prompts.",
                                     parse=flags.names)

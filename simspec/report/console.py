@@ -329,6 +329,23 @@ def bench_sim(s: dict, n_prompts: int, repeats: int) -> None:
                  if s.get("temperature") else ""))
 
 
+def load(s: dict) -> None:
+    if s["kind"] == "analytic":
+        warn("ANALYTIC profile: these latencies come from a model of the device, not a measurement")
+    for verdict in s["verdicts"]:
+        stream = verdict["stream"]
+        rows = [r for r in s["rows"] if r["stream"] == stream]
+        label = stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
+        table(f"load: {label}, {rows[0]['requests']} requests, max batch {s['max_batch']} ({s['profile']})",
+              ("method", "tokens/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p50 s", "goodput req/s"),
+              [(r["method"], f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}",
+                f"{1e3 * r['tpot_p90_s']:.1f}", f"{r['ttft_p50_s']:.2f}", f"{r['goodput_requests_per_s']:.3f}")
+               for r in rows])
+        out.print(f"best: {verdict['best']}; speculation {'pays' if verdict['speculation_pays'] else 'does not pay'}"
+                  f" here (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
+                  f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput)")
+
+
 def tune(tuned) -> None:
     s = tuned.summary
     for text in tuned.notes:

@@ -43,6 +43,11 @@ def parse_names(text: str) -> list[str]:
     return [m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip()]
 
 
+def methods_flag(text: str, flag: str) -> tuple[str, ...]:
+    """``--baselines``' parse (``simspec.flags.opt``): ``parse_names``."""
+    return tuple(parse_names(text))
+
+
 def check_names(names: list[str], prompt_level: bool = True) -> None:
     """Every name is a registered baseline, ``static:…`` or (``prompt_level``) a per-prompt
     method (checked before any traces load)."""

@@ -21,9 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec import flags
+from simspec.errors import SimspecError
+from simspec.flags import opt
 from simspec.policies.base import BatchPolicy
+from simspec.policies.registry import baselines_help, default_baselines
 from simspec.sim.charge import DecisionCharge, as_charge
 from simspec.sim.costmodel import CostModel
+from simspec.sim.evaluate import methods_flag
 from simspec.sim.queues import run_queues
 from simspec.sim.replay import Cycles, positions_limit
 from simspec.sim.stream import Stream
@@ -107,3 +112,91 @@ def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, s
                      np.asarray(stream.arrival, dtype=float))
     return LoadResult("plain" if policy is None else policy.name, np.asarray(stream.arrival, dtype=float),
                       run.first_token, run.finished, limit + 1, int(run.cycles.sum()), max_batch)
+
+
+def _rates(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        rates = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SimspecError(f"{flag} takes comma-separated requests per second, got {text!r}") from None
+    for rate in rates or (0.0,):
+        if not rate > 0:
+            raise SimspecError(f"{flag}: a rate must be a positive number of requests per second, not {rate:g}")
+    return rates
+
+
+def _bursts(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        on_off = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        on_off = ()
+    if text.strip() and (len(on_off) != 2 or on_off[0] <= 0 or on_off[1] < 0):
+        raise SimspecError(f"{flag} takes ON,OFF seconds (ON > 0, OFF >= 0), e.g. 10,30; got {text!r}")
+    return on_off
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadRequest:
+    profile: str = flags.profile()
+    rates: tuple[float, ...] = opt((0.05, 0.3, 1.0), "Request rates to serve, requests per second, comma-separated.",
+                                   parse=_rates)
+    max_batch: int = opt(4, "The most requests decoded together (rows); the profile needs curves at this batch size "
+                         "(`calibrate --batch-sizes`).", min=1)
+    duration: float = opt(600.0, "Seconds of arrivals at each rate.", min=1.0)
+    bursts: tuple[float, ...] = opt((), "ON,OFF: arrivals at the rate for ON seconds, then none for OFF seconds "
+                                    "(unset: Poisson arrivals).", parse=_bursts)
+    stream: str | None = opt(None, "A request file instead of --rates: CSV with a header or JSON lines, each request "
+                             "with arrival_s, prompt_id (a trace prompt's id) and output_tokens.")
+    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
+    tpot_target: float = opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.",
+                             min=0.0)
+    split: str = flags.split()
+    max_new_tokens: int | None = flags.max_new_tokens(None)
+    seed: int = flags.seed()
+    temperature: float | None = flags.temperature(None)
+
+
+def run(request: LoadRequest, status) -> dict:
+    """Every method (plain decoding first) under every stream: one row each, and per stream the
+    best method and whether speculation pays there (the best speculative method's goodput,
+    then throughput, against plain decoding's)."""
+    from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
+    from simspec.sim.profile import load_profile
+    from simspec.sim.stream import bursty, poisson, read_stream
+
+    r = request
+    profile = load_profile(r.profile)
+    profile.require_temperature(r.temperature)
+    profile.cost.at_batch(r.max_batch)
+    traces = profile.traces()
+    scored = split_traces(traces, check_split(r.split))
+    everyone = np.arange(scored.n_prompts)
+    if r.stream:
+        streams = [read_stream(r.stream, list(scored.meta.prompt_ids))]
+    elif r.bursts:
+        streams = [bursty(rate, *r.bursts, r.duration, everyone, r.seed) for rate in r.rates]
+    else:
+        streams = [poisson(rate, r.duration, everyone, r.seed) for rate in r.rates]
+    with status("tuning the baselines on the train split"):
+        methods = [None, *build_baselines(list(r.baselines), split_traces(traces, "train"), profile.cost,
+                                          r.max_new_tokens)]
+    charged = decision_charges(profile.meta)
+    rows, verdicts = [], []
+    for stream in streams:
+        with status(f"serving {len(stream.arrival)} requests with {len(methods)} methods ({stream.meta['kind']}"
+                    + (f", {stream.meta['rate']:g}/s)" if "rate" in stream.meta else ")")):
+            served = [replay_load(scored, profile.cost, m, stream, r.max_batch, r.max_new_tokens,
+                                  charged.get(m.family, DecisionCharge.flat(0.0)) if m else 0.0, r.seed)
+                      for m in methods]
+        these = [{**s.summary(r.tpot_target), "stream": stream.meta} for s in served]
+        rows += these
+
+        def score(row: dict) -> tuple[float, float]:
+            return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
+
+        best = max(these[1:], key=score, default=these[0])
+        verdicts.append({"stream": stream.meta, "best": max(these, key=score)["method"],
+                         "best_speculative": best["method"], "speculation_pays": score(best) > score(these[0])})
+    return {"profile": r.profile, "device": profile.meta.device, "kind": profile.kind, "max_batch": r.max_batch,
+            "tpot_target_s": r.tpot_target, "split": r.split, "max_new_tokens": r.max_new_tokens, "seed": r.seed,
+            "temperature": traces.temperature, "rows": rows, "verdicts": verdicts}
