@@ -67,6 +67,26 @@ def test_the_queue_refills_rows_and_idles_them_once_it_is_empty(tiny, drafters, 
     assert run.tokens_per_s > 0 and all(g.prefill_s > 0 for g in run.generations)
 
 
+def test_a_stream_joins_rows_as_it_arrives_and_decodes_as_alone(tiny, drafters, prompts):
+    """Under load (``arrivals``) a request takes a free row only once it has arrived, the engine
+    waits when every row is free, and every output is still its plain greedy decoding; with
+    every request arriving at once the run is the queue's, cycle for cycle."""
+    engine = SpeculativeEngine(tiny, drafters["eagle3"], batch_size=2)
+    single = SpeculativeEngine(tiny, drafters["eagle3"])
+    reference = [single.greedy(p, 12).tokens for p in prompts]
+    policy = StaticPolicy(3, 2, 4)
+    at_once = engine.decode(prompts, policy, 12, arrivals=[0.0] * len(prompts))
+    queued = engine.decode(prompts, policy, 12)
+    assert at_once.cycles == queued.cycles and [g.tokens for g in at_once.generations] == reference
+    arrivals = [0.0, 0.0, 0.05, 0.4, 0.4]
+    run = engine.decode(prompts, policy, 12, arrivals=arrivals)
+    assert [g.tokens for g in run.generations] == reference
+    for g, arrived in zip(run.generations, arrivals):
+        assert arrived <= g.admitted_at < g.first_token_at < g.finished_at <= run.total_s
+    assert run.generations[3].admitted_at >= 0.4  # the engine waited for it
+    assert run.total_s > 0.4
+
+
 @pytest.mark.parametrize("kind", ["eagle3", "lm5"])
 def test_an_idle_row_does_not_widen_the_batch_s_attention(tiny, drafters, close_lm, kind, monkeypatch):
     """Once the queue is empty a finished row idles as padding: every forward's attention must

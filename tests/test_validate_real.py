@@ -434,3 +434,26 @@ def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_
                                {"method": "b", "repeat_medians": [0.9, 0.9]}])
     assert quiet["exact_model_max_abs_rel_error"] == 0.0
     assert measurement_noise([{"method": "a", "repeat_medians": [1.2]}]) is None
+
+
+@pytest.mark.model
+def test_load_real_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
+    """``load --real`` with four requests arriving at once through two rows: the engine serves
+    them as the replay's queue, cycle for cycle (greedy traces of the same prompts), every output
+    equals plain decoding's, and each row holds the real metrics beside the replay's errors."""
+    from simspec.sim.evaluate import split_traces
+
+    held = split_traces(load_profile(ROOT / "calibration" / "cpu-demo-batch").traces(), "heldout")
+    stream = tmp_path / "stream.csv"
+    stream.write_text("arrival_s,prompt_id,output_tokens\n"
+                      + "".join(f"0,{pid},8\n" for pid in held.meta.prompt_ids[:4]))
+    result = cli("load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "2", "--stream", str(stream),
+                 "--baselines", "static:4,6", "--max-new-tokens", "8", "--real", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    s = last_json(result)
+    assert s["real"] and [r["method"] for r in s["rows"]] == ["plain", "static(D=4,W=10,V=6)"]
+    for row in s["rows"]:
+        assert row["lossless"] is True and row["real"]["requests"] == 4
+        assert row["real"]["cycles"] == row["cycles"]
+        assert set(row["rel_error"]) == {"throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s"}
+    assert "speculation_pays_real" in s["verdicts"][0]

@@ -44,6 +44,15 @@ class Generation:
     total_s: float  # prefill included
     cycles: list[CycleRecord] = field(default_factory=list)
     seed: int | None = None  # the generator's seed (None: greedy decoding)
+    admitted_at: float = 0.0  # seconds into its batch run when it took a row (its prefill began)
+
+    @property
+    def first_token_at(self) -> float:
+        return self.admitted_at + self.prefill_s
+
+    @property
+    def finished_at(self) -> float:
+        return self.admitted_at + self.total_s
 
     @property
     def tau(self) -> float:

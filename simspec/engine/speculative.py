@@ -237,13 +237,17 @@ class SpeculativeEngine:
 
     # -- the queue -------------------------------------------------------------------------
     def decode(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
-               seeds: Sequence[int] | None = None) -> BatchRun:
+               seeds: Sequence[int] | None = None, arrivals: Sequence[float] | None = None) -> BatchRun:
         """Every prompt decoded, ``batch_size`` at a time: speculatively, every row's tree from
-        ``policy``, or plainly (``policy`` None); at T > 0 sequence i draws with ``seeds[i]``."""
-        return self._decode(prompts, policy, max_new_tokens, seeds, sampled=not self.sampling.greedy)
+        ``policy``, or plainly (``policy`` None); at T > 0 sequence i draws with ``seeds[i]``.
+        ``arrivals``: request i joins a free row only once ``arrivals[i]`` seconds (non-decreasing)
+        have passed since the run began, in real time (a stream under load); the engine waits
+        for the next one when every row is free."""
+        return self._decode(prompts, policy, max_new_tokens, seeds, sampled=not self.sampling.greedy,
+                            arrivals=arrivals)
 
     def _decode(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
-                seeds: Sequence[int] | None, sampled: bool) -> BatchRun:
+                seeds: Sequence[int] | None, sampled: bool, arrivals: Sequence[float] | None = None) -> BatchRun:
         if not prompts:
             raise SimspecError("no prompts to decode")
         for p in prompts:
@@ -262,10 +266,10 @@ class SpeculativeEngine:
             policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
         # Learned policies multiply small numpy matrices between the models' forwards.
         with torch.inference_mode(), (one_blas_thread() if policy is not None else nullcontext()):
-            return self._run(prompts, policy, max_new_tokens, seeds if sampled else None)
+            return self._run(prompts, policy, max_new_tokens, seeds if sampled else None, arrivals)
 
     def _run(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
-             seeds: list[int] | None) -> BatchRun:
+             seeds: list[int] | None, arrivals: Sequence[float] | None = None) -> BatchRun:
         speculative = policy is not None
         capacity = self._capacity(max(map(len, prompts)), max_new_tokens, speculative)
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None
@@ -279,9 +283,19 @@ class SpeculativeEngine:
         self._log: list[BatchCycle] = []
         start = clock(self.device)
         cycles = idle = 0
-        for b in range(min(self.batch, len(prompts))):
-            rows[b] = self._admit(target, drafter, b, *queue.popleft())
-        while any(r is not None for r in rows):
+
+        def admit_arrived() -> None:  # into free rows, in row order, the requests that have arrived
+            for b in range(self.batch):
+                if rows[b] is None and queue and (arrivals is None
+                                                  or arrivals[queue[0][0]] <= clock(self.device) - start):
+                    rows[b] = self._admit(target, drafter, b, *queue.popleft())
+
+        admit_arrived()
+        while any(r is not None for r in rows) or queue:
+            if all(r is None for r in rows):  # every row free: wait for the next request
+                time.sleep(max(0.0, arrivals[queue[0][0]] - (clock(self.device) - start)))
+                admit_arrived()
+                continue
             busy = sorted((b for b, r in enumerate(rows) if r is not None), key=lambda b: rows[b].index)
             if speculative:
                 self._cycle(target, drafter, rows, busy)
@@ -295,14 +309,12 @@ class SpeculativeEngine:
                     continue
                 done[row.index] = Generation(self._truncate(row.tokens, max_new_tokens), len(row.prompt),
                                              row.prefill_s, clock(self.device) - row.started, row.cycles,
-                                             None if seeds is None else seeds[row.index])
+                                             None if seeds is None else seeds[row.index], row.started - start)
                 rows[b] = None
-                if queue:
-                    rows[b] = self._admit(target, drafter, b, *queue.popleft())
-                else:  # padding from now on, priced (and run) at the busy rows' context
-                    target.release(b)
-                    if speculative:
-                        drafter.release(b)
+                target.release(b)  # padding until a request takes it, priced (and run) at the busy rows' context
+                if speculative:
+                    drafter.release(b)
+            admit_arrived()
         s = self._seconds
         return BatchRun([done[i] for i in range(len(prompts))], self.batch, clock(self.device) - start, cycles, idle,
                         s["prefill"], s["draft"], s["verify"], self._forwards, self._policy_s, self._log)

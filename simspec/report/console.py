@@ -336,13 +336,26 @@ def load(s: dict) -> None:
         stream = verdict["stream"]
         rows = [r for r in s["rows"] if r["stream"] == stream]
         label = stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
-        table(f"load: {label}, {rows[0]['requests']} requests, max batch {s['max_batch']} ({s['profile']})",
-              ("method", "tokens/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p50 s", "goodput req/s"),
-              [(r["method"], f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}",
-                f"{1e3 * r['tpot_p90_s']:.1f}", f"{r['ttft_p50_s']:.2f}", f"{r['goodput_requests_per_s']:.3f}")
-               for r in rows])
-        out.print(f"best: {verdict['best']}; speculation {'pays' if verdict['speculation_pays'] else 'does not pay'}"
-                  f" here (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
+        real = s.get("real")
+
+        def cells(r: dict) -> list[str]:
+            return [f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}",
+                    f"{1e3 * r['tpot_p90_s']:.1f}", f"{r['ttft_p50_s']:.2f}", f"{r['goodput_requests_per_s']:.3f}"]
+
+        def paired(r: dict) -> list[str]:  # real / simulated, the simulated one's error beside it
+            errors = [r["rel_error"][k] for k in ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")]
+            return [f"{a} / {b}" + (f" ({e:+.0%})" if e is not None else "")
+                    for a, b, e in zip(cells(r["real"]), cells(r), [*errors, None])] + [
+                "yes" if r["lossless"] else "n/a (T > 0)" if r["lossless"] is None else "NO"]
+
+        columns = ["method", "tokens/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p50 s", "goodput req/s"]
+        table(f"load: {label}, {rows[0]['requests']} requests, max batch {s['max_batch']} ({s['profile']})"
+              + (": real / simulated (error)" if real else ""), columns + (["lossless"] if real else []),
+              [(r["method"], *(paired(r) if real else cells(r))) for r in rows])
+        pays = {True: "pays", False: "does not pay"}
+        out.print(f"best: {verdict['best']}; speculation {pays[verdict['speculation_pays']]} here"
+                  + (f" (real: {pays[verdict['speculation_pays_real']]})" if real else "")
+                  + f" (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
                   f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput)")
 
 

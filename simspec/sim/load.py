@@ -88,12 +88,14 @@ class LoadResult:
 
 def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, stream: Stream, max_batch: int,
                 max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
-                seed: int = 0) -> LoadResult:
+                seed: int = 0, padded: bool = False) -> LoadResult:
     """Serve ``stream`` with ``policy`` (None: plain decoding) through at most ``max_batch`` rows;
     ``cost`` is the profile's batch-1 model. On traces recorded at T > 0, ``seed`` draws each
-    cycle's acceptance (one draw: the latencies are the stream's, not an average)."""
+    cycle's acceptance (one draw: the latencies are the stream's, not an average). ``padded``:
+    every cycle at ``max_batch`` rows, as simspec's engine runs them (its forwards pad to every
+    row), not at the busy rows' bucket."""
     cost.at_batch(max_batch)  # a maximum batch the profile has no curves for: one line
-    sizes = np.array([b for b in cost.batch_sizes if b <= max_batch])
+    sizes = np.array([max_batch] if padded else [b for b in cost.batch_sizes if b <= max_batch])
     slots = np.asarray(stream.prompt)
     limit = positions_limit(traces, max_new_tokens)[slots]
     if stream.output_tokens is not None:
@@ -154,6 +156,9 @@ class LoadRequest:
     max_new_tokens: int | None = flags.max_new_tokens(None)
     seed: int = flags.seed()
     temperature: float | None = flags.temperature(None)
+    real: bool = opt(False, "Also serve every stream on the real engine, in real time (each takes about --duration "
+                     "seconds per method), beside the replay that predicts it, priced as this engine runs: every "
+                     "cycle at --max-batch rows. Outputs are checked against plain greedy decoding's.")
 
 
 def run(request: LoadRequest, status) -> dict:
@@ -181,22 +186,52 @@ def run(request: LoadRequest, status) -> dict:
         methods = [None, *build_baselines(list(r.baselines), split_traces(traces, "train"), profile.cost,
                                           r.max_new_tokens)]
     charged = decision_charges(profile.meta)
+    tokens = r.max_new_tokens or (flags.REAL_TOKENS if r.real else None)
+    real = iter(_serve_real(profile, scored, streams, methods, r, tokens, status) if r.real else ())
     rows, verdicts = [], []
     for stream in streams:
-        with status(f"serving {len(stream.arrival)} requests with {len(methods)} methods ({stream.meta['kind']}"
+        with status(f"replaying {len(stream.arrival)} requests with {len(methods)} methods ({stream.meta['kind']}"
                     + (f", {stream.meta['rate']:g}/s)" if "rate" in stream.meta else ")")):
-            served = [replay_load(scored, profile.cost, m, stream, r.max_batch, r.max_new_tokens,
-                                  charged.get(m.family, DecisionCharge.flat(0.0)) if m else 0.0, r.seed)
+            served = [replay_load(scored, profile.cost, m, stream, r.max_batch, tokens,
+                                  charged.get(m.family, DecisionCharge.flat(0.0)) if m else 0.0, r.seed, r.real)
                       for m in methods]
-        these = [{**s.summary(r.tpot_target), "stream": stream.meta} for s in served]
+        these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, next(real, None), r.tpot_target)
+                 for s in served]
         rows += these
 
         def score(row: dict) -> tuple[float, float]:
             return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
 
         best = max(these[1:], key=score, default=these[0])
-        verdicts.append({"stream": stream.meta, "best": max(these, key=score)["method"],
-                         "best_speculative": best["method"], "speculation_pays": score(best) > score(these[0])})
+        verdict = {"stream": stream.meta, "best": max(these, key=score)["method"], "best_speculative": best["method"],
+                   "speculation_pays": score(best) > score(these[0])}
+        if r.real:
+            measured = [row["real"] for row in these]
+            verdict["speculation_pays_real"] = score(max(measured[1:], key=score, default=measured[0])) > score(
+                measured[0])
+        verdicts.append(verdict)
     return {"profile": r.profile, "device": profile.meta.device, "kind": profile.kind, "max_batch": r.max_batch,
-            "tpot_target_s": r.tpot_target, "split": r.split, "max_new_tokens": r.max_new_tokens, "seed": r.seed,
-            "temperature": traces.temperature, "rows": rows, "verdicts": verdicts}
+            "tpot_target_s": r.tpot_target, "split": r.split, "max_new_tokens": tokens, "seed": r.seed,
+            "temperature": traces.temperature, "real": r.real, "rows": rows, "verdicts": verdicts}
+
+
+def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, status) -> list:
+    from simspec.measure.load_real import serve_real
+    from simspec.sim.profile import load_live_profile
+
+    return serve_real(load_live_profile(r.profile, "load --real"), scored, streams, methods, r.max_batch, tokens,
+                      status)
+
+
+COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")
+
+
+def _beside(row: dict, real, tpot_s: float) -> dict:
+    """``row`` (the replay's) with the real run's metrics and the replay's relative error on
+    each of ``COMPARED``, where there is a real run."""
+    if real is None:
+        return row
+    result, lossless = real
+    measured = result.summary(tpot_s)
+    return {**row, "real": measured, "lossless": lossless,
+            "rel_error": {k: row[k] / measured[k] - 1 if measured[k] else None for k in COMPARED}}
