@@ -304,7 +304,7 @@ def bench_sim(request, as_json: Json = False) -> None:
     _json(as_json, s)
 
 
-@command(app, "load", "simspec.sim.load:LoadRequest")
+@command(app, "load", "simspec.measure.load:LoadRequest")
 def load(request, as_json: Json = False) -> None:
     """Speculation under load, in the simulator: a request stream (Poisson at each --rate, bursty
     with --bursts, or a --stream file) served by continuous batching through --max-batch rows,
@@ -312,7 +312,7 @@ def load(request, as_json: Json = False) -> None:
     p90), time to first token and goodput at --tpot-target, and per stream whether speculation
     pays. Each cycle is priced at the smallest batch size the profile measured that holds its
     busy rows."""
-    from simspec.sim.load import run
+    from simspec.measure.load import run
 
     s = _run(lambda bar, status: run(request, status), None)
     show.load(s)

@@ -95,6 +95,11 @@ def test_tune_answers_each_batch_size_in_the_engines_per_batch_formats(profile_d
     for key, row in zip(adaptive, sglang["per_batch"]):
         assert row["chain"]["depth"] - 1 in adaptive[key]["candidate_steps"]
         assert row["chain"]["runner_up"]["depth"] - 1 in adaptive[key]["candidate_steps"]
+    trtllm = run(TuneRequest(profile=str(profile_dir), engine="trtllm", batch_sizes=(1, 8))).summary
+    config = trtllm["per_batch_config"]["speculative_config"]
+    assert config["draft_len_schedule"] == {"1": k1, "8": k8} and config["max_draft_len"] == max(k1, k8, 1)
+    assert any("max-concurrency" in note for note in run(TuneRequest(
+        profile=str(profile_dir), engine="trtllm", batch_sizes=(1, 8))).notes)
     assert f"--speculative-num-steps {k1} " in sglang["per_batch_config"]["flags"]
     assert "--speculative-eagle-topk 1 " in sglang["per_batch_config"]["flags"]
     for bad, why in (((8,), "include 1"), ((1, 4), "no curves at batch size 4")):

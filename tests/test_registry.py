@@ -75,12 +75,13 @@ def small_profile(tmp_path_factory) -> str:
 def test_the_builtins_keep_their_names_order_and_defaults():
     assert baseline_names() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                 "cachefsm-token", "qlearn", "qlearn-paper", "specdecpp", "disco", "c2t",
-                                "bayes", "sequoia", "sequoia-depth", "sglang-adaptive", "vllm-schedule")
+                                "bayes", "sequoia", "sequoia-depth", "sglang-adaptive", "vllm-schedule",
+                                "trtllm-schedule")
     assert default_baselines() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                    "qlearn")
     # The decision-time table keeps its entries: 'static' (paid by eagle3, grid and static:D,V) and every rule.
     assert set(timing_policies(_cost(), 10, 8)) == {"static", *baseline_names()} - {
-        "eagle3", "grid", "vllm-schedule", "sequoia", "sequoia-depth"}
+        "eagle3", "grid", "vllm-schedule", "trtllm-schedule", "sequoia", "sequoia-depth"}
 
 
 def test_an_outside_baseline_registers_once_and_leaves_cleanly(aimd):
@@ -101,8 +102,9 @@ def test_unknown_baseline_is_one_line():
         check_names(["ddd", "nope"])
     assert str(caught.value) == ("unknown baseline 'nope': choose from eagle3, grid, ddd, svip, gammatune, analytic, "
                                  "fsm, cachefsm, cachefsm-token, qlearn, qlearn-paper, specdecpp, disco, c2t, bayes, "
-                                 "sequoia, sequoia-depth, sglang-adaptive, vllm-schedule, select or static:D,V")
-    with pytest.raises(SimspecError, match=r"^unknown baseline 'select': .* vllm-schedule or static:D,V$"):
+                                 "sequoia, sequoia-depth, sglang-adaptive, vllm-schedule, trtllm-schedule, select or "
+                                 "static:D,V")
+    with pytest.raises(SimspecError, match=r"^unknown baseline 'select': .* trtllm-schedule or static:D,V$"):
         check_names(["select"], prompt_level=False)  # validate --real: no per-prompt methods
 
 

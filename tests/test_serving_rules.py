@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.policies.rules.serving import SGLANG_BANDS, ChainSchedule, SGLangAdaptive
+from simspec.policies.rules.serving import SGLANG_BANDS, ChainSchedule, DraftLenSchedule, SGLangAdaptive
 
 ROW = np.zeros(1, dtype=np.int64)
 
@@ -61,7 +61,54 @@ def test_vllm_schedule_takes_the_k_of_its_batch_range():
         assert (depth == k + 1).all() and (size == k + 1).all(), batch
 
 
-@pytest.mark.parametrize("name", ["sglang-adaptive", "vllm-schedule"])
+def test_trtllm_drafts_the_length_scheduled_for_its_batch_and_none_past_the_schedule():
+    policy = DraftLenSchedule({4: 3, 8: 2}, 4, depth_max=8)
+    for batch, k in ((1, 3), (4, 3), (5, 2), (8, 2), (9, 0), (64, 0)):
+        policy.batch_size = batch
+        policy.reset_batch(3)
+        depth, size = policy.plan_batch(np.arange(3), np.zeros(3))
+        assert (depth == k + 1).all() and (size == k + 1).all(), batch
+
+
+def test_trtllm_switches_speculation_off_for_good_below_its_acceptance_rate():
+    """A server's iterations accepting 1 of 3 drafts: once the window's rate (1/3) is under the
+    threshold speculation stops and stays off; at a threshold under it, it goes on."""
+    for threshold, off in ((0.5, True), (0.3, False)):
+        policy = DraftLenSchedule({8: 3}, 4, depth_max=8, threshold=threshold, window=4)
+        policy.batch_size = 4
+        policy.reset_batch(4)
+        rows = np.arange(4)
+        for i in range(10):
+            depth, size = policy.plan_batch(rows, np.zeros(4))
+            if off and i >= 4:
+                assert (depth == 1).all(), i  # no drafting: the last 4 iterations accepted 1/3
+            policy.observe_batch(rows, depth, size, np.where(depth > 1, 1, 0))
+        assert bool(policy.off[0]) is off
+
+
+def test_trtllm_switches_off_as_a_stream_fills_the_batch():
+    """Under load the rule drafts while at most 2 rows are busy and verifies plain steps once
+    more are: at a saturating rate most cycles draft nothing, at a light one most draft."""
+    from helpers import random_traces
+    from test_load import batched_cost
+
+    from simspec.sim.load import replay_load
+    from simspec.sim.stream import poisson
+
+    traces, cost = random_traces(11), batched_cost()
+
+    def drafting_share(rate: float) -> float:
+        policy = DraftLenSchedule({2: 3}, 2, depth_max=6)
+        seen = []
+        plan = policy.plan_batch
+        policy.plan_batch = lambda rows, context: seen.append(plan(rows, context)[0][0] > 1) or plan(rows, context)
+        replay_load(traces, cost, policy, poisson(rate, 200, np.arange(traces.n_prompts), seed=3), 4, 30)
+        return float(np.mean(seen))
+
+    assert drafting_share(0.01) > 0.9 > 0.5 > drafting_share(20.0)
+
+
+@pytest.mark.parametrize("name", ["sglang-adaptive", "vllm-schedule", "trtllm-schedule"])
 def test_serving_baselines_tune_and_replay_in_the_simulator(name, tmp_path):
     from helpers import simulated_rows
 
@@ -79,7 +126,8 @@ def test_serving_rules_decode_losslessly_alone_and_in_batches(batch, tiny, draft
     prompts = [[int(x) for x in rng.integers(0, TINY_VOCAB, size=int(rng.integers(3, 12)))] for _ in range(3)]
     single = SpeculativeEngine(tiny, drafters["eagle3"])
     reference = [single.greedy(p, 20).tokens for p in prompts]
-    for policy in (SGLangAdaptive(SGLANG_BANDS, 3, 8), ChainSchedule(((1, 2, 3), (3, 31, 1)), 3)):
+    for policy in (SGLangAdaptive(SGLANG_BANDS, 3, 8), ChainSchedule(((1, 2, 3), (3, 31, 1)), 3),
+                   DraftLenSchedule({4: 3, 8: 1}, 3, 8, threshold=0.3)):
         if batch == 1:
             outputs = [single.generate(p, policy, 20).tokens for p in prompts]
         else:
@@ -87,7 +135,11 @@ def test_serving_rules_decode_losslessly_alone_and_in_batches(batch, tiny, draft
             outputs = [g.tokens for g in run.generations]
             drafted = [int(c.depth.max()) - 1 for c in run.batch_cycles]
             # at batch 8, SGLang's ladder 0, 1, 3 starts with no drafting and probes a step at verify 15;
-            # vLLM's range 3-31 drafts one
-            assert drafted == ([0] * 15 + [1] * (len(drafted) - 15) if isinstance(policy, SGLangAdaptive)
-                               else [1] * len(drafted)), (policy.name, drafted)
+            # vLLM's range 3-31 drafts one, and so does TensorRT-LLM's schedule up to 8 (unless it switched off)
+            if isinstance(policy, SGLangAdaptive):
+                assert drafted == [0] * 15 + [1] * (len(drafted) - 15), (policy.name, drafted)
+            elif isinstance(policy, ChainSchedule):
+                assert drafted == [1] * len(drafted), (policy.name, drafted)
+            else:
+                assert set(drafted) <= {0, 1} and drafted[0] == 1, (policy.name, drafted)
         assert outputs == reference, (policy.name, batch)

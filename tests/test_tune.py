@@ -27,6 +27,9 @@ def test_each_engine_gets_its_own_counting():
     assert tree.settings("vllm", "head")["num_speculative_tokens"] == 4
     assert tree.flags("sglang", "head").startswith("--speculative-algorithm EAGLE3 ")
     assert '"num_speculative_tokens": 4' in tree.flags("vllm", "head")
+    assert tree.settings("trtllm", "head") == {"decoding_type": "Eagle3", "speculative_model": "head",
+                                               "max_draft_len": 4}
+    assert tree.flags("trtllm", "head").startswith('{"speculative_config": {"decoding_type": "Eagle3"')
 
 
 def test_tune_picks_the_grid_best_of_the_train_prompts_and_scores_it_held_out(profile_dir):

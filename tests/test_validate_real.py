@@ -437,8 +437,8 @@ def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_
 
 
 @pytest.mark.model
-def test_load_real_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
-    """``load --real`` with four requests arriving at once through two rows: the engine serves
+def test_load_live_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
+    """``load --live`` with four requests arriving at once through two rows: the engine serves
     them as the replay's queue, cycle for cycle (greedy traces of the same prompts), every output
     equals plain decoding's, and each row holds the real metrics beside the replay's errors."""
     from simspec.sim.evaluate import split_traces
@@ -448,10 +448,10 @@ def test_load_real_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
     stream.write_text("arrival_s,prompt_id,output_tokens\n"
                       + "".join(f"0,{pid},8\n" for pid in held.meta.prompt_ids[:4]))
     result = cli("load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "2", "--stream", str(stream),
-                 "--baselines", "static:4,6", "--max-new-tokens", "8", "--real", "--json")
+                 "--baselines", "static:4,6", "--max-new-tokens", "8", "--live", "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     s = last_json(result)
-    assert s["real"] and [r["method"] for r in s["rows"]] == ["plain", "static(D=4,W=10,V=6)"]
+    assert s["live"] and [r["method"] for r in s["rows"]] == ["plain", "static(D=4,W=10,V=6)"]
     for row in s["rows"]:
         assert row["lossless"] is True and row["real"]["requests"] == 4
         assert row["real"]["cycles"] == row["cycles"]

@@ -336,7 +336,7 @@ def load(s: dict) -> None:
         stream = verdict["stream"]
         rows = [r for r in s["rows"] if r["stream"] == stream]
         label = stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
-        real = s.get("real")
+        real = s.get("live")
 
         def cells(r: dict) -> list[str]:
             return [f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}",

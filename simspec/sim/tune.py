@@ -39,8 +39,8 @@ from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.sim.surface import mean_speedup, ranking, tree_surface
 
-ENGINES = ("sglang", "vllm", "eagle", "json")
-CHAIN_ENGINES = ("vllm",)
+ENGINES = ("sglang", "vllm", "trtllm", "eagle", "json")
+CHAIN_ENGINES = ("vllm", "trtllm")
 BAND_EDGES = (0, 256, 512, 1024, 2048, 4096, 1 << 30)  # context bands, tokens
 
 
@@ -48,8 +48,9 @@ BAND_EDGES = (0, 256, 512, 1024, 2048, 4096, 1 << 30)  # context bands, tokens
 class TuneRequest:
     profile: str = flags.profile()
     engine: str = opt("json", "Print the tree in this engine's settings: sglang (--speculative-* flags), vllm "
-                      "(speculative_config; vLLM's EAGLE drafts a chain), eagle (EaModel.from_pretrained arguments) "
-                      "or json (simspec's D, W, V).")
+                      "(speculative_config; vLLM's EAGLE drafts a chain), trtllm (the LLM API's speculative_config, "
+                      "a chain; with --batch-sizes its draft_len_schedule), eagle (EaModel.from_pretrained "
+                      "arguments) or json (simspec's D, W, V).")
     draft_path: str | None = opt(None, "The draft model path the printed settings name (default: the profile's "
                                  "draft).")
     max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
@@ -78,6 +79,8 @@ class Tree:
                     "speculative-num-steps": d - 1, "speculative-eagle-topk": w, "speculative-num-draft-tokens": v}
         if engine == "vllm":
             return {"method": "eagle3", "model": draft, "num_speculative_tokens": d - 1}
+        if engine == "trtllm":
+            return {"decoding_type": "Eagle3", "speculative_model": draft, "max_draft_len": d - 1}
         if engine == "eagle":
             return {"ea_model_path": draft, "total_token": v, "depth": d - 2, "top_k": w}
         return {"depth": d, "width": w, "size": v}
@@ -89,6 +92,8 @@ class Tree:
             return " ".join(f"--{k} {v}" for k, v in s.items())
         if engine == "vllm":
             return f"--speculative-config '{json.dumps(s)}'"
+        if engine == "trtllm":  # trtllm-serve --extra_llm_api_options FILE (YAML, of which JSON is a subset)
+            return json.dumps({"speculative_config": s})
         if engine == "eagle":
             return ", ".join(f"{k}={v!r}" for k, v in s.items())
         return json.dumps(s)
@@ -199,6 +204,9 @@ def run(request: TuneRequest) -> Tuned:
         if r.engine == "sglang":
             notes.append("SGLang varies only the draft steps by batch size, for chains (top-k 1, adaptive "
                          "speculation); the best tree per batch size is listed for a server run at one load")
-        if r.engine in ("sglang", "vllm"):
+        if r.engine in ("sglang", "vllm", "trtllm"):
             notes.append(f"chains: acceptance read off the recorded width-{width} beam trees' best D nodes")
+        if r.engine == "trtllm":
+            notes.append(f"TensorRT-LLM drafts nothing past the schedule's largest batch size "
+                         f"({max(r.batch_sizes)}): its max-concurrency control")
     return Tuned(summary, notes)

@@ -19,6 +19,10 @@ and for chains. The engines' formats, read from their code (SGLang 0.5.23, vLLM 
   at 1; batch sizes past the last range keep its K; every K is capped at
   ``num_speculative_tokens`` (required: it sizes the buffers). Here each tuned batch size starts a
   range that ends before the next one, K = D - 1 of its best chain.
+- TensorRT-LLM drafts chains and reads ``draft_len_schedule`` in its ``speculative_config``
+  (LLM API): batch size -> draft length, a batch taking the smallest key at or above its size,
+  nothing drafted past the largest key (max-concurrency control); ``max_draft_len`` sizes the
+  buffers. Here each tuned batch size is a key, its value K = D - 1 of its best chain.
 """
 
 from __future__ import annotations
@@ -86,6 +90,11 @@ def engine_config(engine: str, rows: list[dict], draft: str, width: int) -> dict
         config = {"method": "eagle3", "model": draft, "num_speculative_tokens": max(1, max(k for *_, k in ranges)),
                   "num_speculative_tokens_per_batch_size": ranges}
         return {"speculative_config": config, "flags": f"--speculative-config '{json.dumps(config)}'"}
+    if engine == "trtllm":
+        schedule = {str(r["batch_size"]): r["chain"]["depth"] - 1 for r in rows}
+        config = {"decoding_type": "Eagle3", "speculative_model": draft,
+                  "max_draft_len": max(1, *schedule.values()), "draft_len_schedule": schedule}
+        return {"speculative_config": config, "flags": json.dumps({"speculative_config": config})}
     table = {str(r["batch_size"]): {"depth": r["tree"]["depth"], "width": width, "size": r["tree"]["size"]}
              for r in rows}
     return {"trees_by_batch": table, "flags": json.dumps(table)}

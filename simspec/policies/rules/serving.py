@@ -15,6 +15,14 @@ simspec: the V = D best nodes of the recorded beam tree (``simspec tune``'s chai
   K]`` ranges (K = 0: no drafting; past the last range its K). A run decodes at one batch size,
   so the schedule's K is that size's: tuned on the train split at the batch size validated
   (``simspec tune --engine vllm --batch-sizes 1,2,4,8`` writes the whole schedule).
+- ``trtllm-schedule``: TensorRT-LLM's ``draft_len_schedule`` with its acceptance-rate switch-off
+  (``DecodingBaseConfig``): a batch of b rows drafts the length of the smallest scheduled batch
+  size >= b, none past the largest (speculation off: its max-concurrency control); once the mean
+  of accepted / drafted tokens over the last ``acceptance_rate_window_size`` iterations that
+  drafted falls below ``acceptance_rate_threshold``, speculation stays off. One state per server
+  (every row of a batch); replay's independent rows at batch 1 each have their own. Tuned: the
+  length for batches up to 4 (K, then max(K - 1, 1) up to 8, off beyond), window 16, threshold
+  none or 0.3 (TensorRT-LLM leaves both to the user).
 """
 
 from __future__ import annotations
@@ -130,3 +138,53 @@ def sglang_adaptive(ctx: RuleContext, ladder) -> SGLangAdaptive:
                    grid=(0, 1, 2, 3, 4, 5, 7), timing_value=3, sized=False, charged_as="static")
 def vllm_schedule(ctx: RuleContext, tokens: int) -> ChainSchedule:
     return ChainSchedule(((1, 1 << 30, min(tokens, ctx.depth_max - 1)),), ctx.width)
+
+
+class DraftLenSchedule(BatchPolicy):
+    """TensorRT-LLM's draft length by batch size, switched off for good below an acceptance rate."""
+
+    def __init__(self, schedule: dict[int, int], width: int, depth_max: int, threshold: float | None = None,
+                 window: int = 16) -> None:
+        self.schedule = dict(sorted(schedule.items()))
+        self.width, self.depth_max, self.threshold, self.window = width, depth_max, threshold, window
+        spans = ",".join(f"<={b}:{k}" for b, k in self.schedule.items())
+        self.name = f"trtllm-schedule({spans}" + (f",off<{threshold:g}" if threshold is not None else "") + ")"
+
+    def draft_len(self) -> int:
+        fits = [k for b, k in self.schedule.items() if b >= self.batch_size]
+        return min(fits[0], self.depth_max - 1) if fits else 0
+
+    def reset_batch(self, n):
+        slots = 1 if self.batch_size > 1 else n  # a server's state; replay's rows at batch 1 each their own
+        self.off = np.zeros(slots, dtype=bool)
+        self.history = np.zeros((slots, self.window, 2))  # (accepted, drafted) of the last iterations that drafted
+        self.seen = np.zeros(slots, dtype=np.int64)
+
+    def _slots(self, rows):
+        return np.zeros(len(rows), dtype=np.int64) if len(self.off) == 1 else np.asarray(rows)
+
+    def plan_batch(self, rows, context):
+        chain = np.where(self.off[self._slots(rows)], 0, self.draft_len()) + 1
+        return chain, chain.copy()
+
+    def observe_batch(self, rows, depth, size, accepted):
+        drafted = np.asarray(depth) - 1
+        slots = self._slots(rows)
+        if self.threshold is None or not drafted.any():
+            return
+        for slot in np.unique(slots[drafted > 0]):  # one iteration per server: its rows summed
+            mine = (slots == slot) & (drafted > 0)
+            self.history[slot, self.seen[slot] % self.window] = accepted[mine].sum(), drafted[mine].sum()
+            self.seen[slot] += 1
+            if self.seen[slot] >= self.window:
+                totals = self.history[slot].sum(0)
+                self.off[slot] |= totals[0] / totals[1] < self.threshold
+
+
+@register_baseline("trtllm-schedule", help="TensorRT-LLM's draft length per batch size (off past the schedule), "
+                   "switched off below an acceptance rate", grid=tuple((k, t) for t in (None, 0.3)
+                                                                       for k in (1, 2, 3, 4, 5, 7)),
+                   timing_value=(3, 0.3), sized=False, charged_as="static")
+def trtllm_schedule(ctx: RuleContext, setting: tuple[int, float | None]) -> DraftLenSchedule:
+    k, threshold = setting
+    return DraftLenSchedule({4: k, 8: max(k - 1, 1)}, ctx.width, ctx.depth_max, threshold)

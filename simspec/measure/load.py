@@ -1,0 +1,179 @@
+"""``simspec load``: request streams (``simspec.sim.stream``) served with plain decoding and every
+baseline, in the simulator (``simspec.sim.load``) and, with ``--live``, by the real engine in real
+time (``SpeculativeEngine.decode(..., arrivals=...)``), beside the replay that predicts it.
+
+The engine pads every forward to its ``max_batch`` rows, so the replay that predicts a live run
+prices every cycle at that batch size (``replay_load(..., padded=True)``). Every request's output
+under a method is checked against its plain greedy decode in the same stream (greedy profiles;
+at T > 0 outputs differ by design and are not compared here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec import flags
+from simspec.errors import SimspecError
+from simspec.flags import opt
+from simspec.policies.registry import baselines_help, default_baselines
+from simspec.sim.charge import DecisionCharge
+from simspec.sim.evaluate import methods_flag
+from simspec.sim.load import LoadResult, replay_load
+
+
+def _rates(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        rates = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SimspecError(f"{flag} takes comma-separated requests per second, got {text!r}") from None
+    for rate in rates or (0.0,):
+        if not rate > 0:
+            raise SimspecError(f"{flag}: a rate must be a positive number of requests per second, not {rate:g}")
+    return rates
+
+
+def _bursts(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        on_off = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        on_off = ()
+    if text.strip() and (len(on_off) != 2 or on_off[0] <= 0 or on_off[1] < 0):
+        raise SimspecError(f"{flag} takes ON,OFF seconds (ON > 0, OFF >= 0), e.g. 10,30; got {text!r}")
+    return on_off
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadRequest:
+    profile: str = flags.profile()
+    rates: tuple[float, ...] = opt((0.05, 0.3, 1.0), "Request rates to serve, requests per second, comma-separated.",
+                                   parse=_rates)
+    max_batch: int = opt(4, "The most requests decoded together (rows); the profile needs curves at this batch size "
+                         "(`calibrate --batch-sizes`).", min=1)
+    duration: float = opt(600.0, "Seconds of arrivals at each rate.", min=1.0)
+    bursts: tuple[float, ...] = opt((), "ON,OFF: arrivals at the rate for ON seconds, then none for OFF seconds "
+                                    "(unset: Poisson arrivals).", parse=_bursts)
+    stream: str | None = opt(None, "A request file instead of --rates: CSV with a header or JSON lines, each request "
+                             "with arrival_s, prompt_id (a trace prompt's id) and output_tokens.")
+    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
+    tpot_target: float = opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.",
+                             min=0.0)
+    split: str = flags.split()
+    max_new_tokens: int | None = flags.max_new_tokens(None)
+    seed: int = flags.seed()
+    temperature: float | None = flags.temperature(None)
+    live: bool = opt(False, "Also serve every stream on the live engine, in real time (each takes about --duration "
+                     "seconds per method), beside the replay that predicts it, priced as this engine runs: every "
+                     "cycle at --max-batch rows. Outputs are checked against plain greedy decoding's.")
+
+
+def run(request: LoadRequest, status) -> dict:
+    """Every method (plain decoding first) under every stream: one row each, and per stream the
+    best method and whether speculation pays there (the best speculative method's goodput,
+    then throughput, against plain decoding's)."""
+    from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
+    from simspec.sim.profile import load_profile
+    from simspec.sim.stream import bursty, poisson, read_stream
+
+    r = request
+    profile = load_profile(r.profile)
+    profile.require_temperature(r.temperature)
+    profile.cost.at_batch(r.max_batch)
+    traces = profile.traces()
+    scored = split_traces(traces, check_split(r.split))
+    everyone = np.arange(scored.n_prompts)
+    if r.stream:
+        streams = [read_stream(r.stream, list(scored.meta.prompt_ids))]
+    elif r.bursts:
+        streams = [bursty(rate, *r.bursts, r.duration, everyone, r.seed) for rate in r.rates]
+    else:
+        streams = [poisson(rate, r.duration, everyone, r.seed) for rate in r.rates]
+    with status("tuning the baselines on the train split"):
+        methods = [None, *build_baselines(list(r.baselines), split_traces(traces, "train"), profile.cost,
+                                          r.max_new_tokens)]
+    charged = decision_charges(profile.meta)
+    tokens = r.max_new_tokens or (flags.REAL_TOKENS if r.live else None)
+    real = iter(_serve_real(profile, scored, streams, methods, r, tokens, status) if r.live else ())
+    rows, verdicts = [], []
+    for stream in streams:
+        with status(f"replaying {len(stream.arrival)} requests with {len(methods)} methods ({stream.meta['kind']}"
+                    + (f", {stream.meta['rate']:g}/s)" if "rate" in stream.meta else ")")):
+            served = [replay_load(scored, profile.cost, m, stream, r.max_batch, tokens,
+                                  charged.get(m.family, DecisionCharge.flat(0.0)) if m else 0.0, r.seed, r.live)
+                      for m in methods]
+        these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, next(real, None), r.tpot_target)
+                 for s in served]
+        rows += these
+
+        def score(row: dict) -> tuple[float, float]:
+            return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
+
+        best = max(these[1:], key=score, default=these[0])
+        verdict = {"stream": stream.meta, "best": max(these, key=score)["method"], "best_speculative": best["method"],
+                   "speculation_pays": score(best) > score(these[0])}
+        if r.live:
+            measured = [row["real"] for row in these]
+            verdict["speculation_pays_real"] = score(max(measured[1:], key=score, default=measured[0])) > score(
+                measured[0])
+        verdicts.append(verdict)
+    return {"profile": r.profile, "device": profile.meta.device, "kind": profile.kind, "max_batch": r.max_batch,
+            "tpot_target_s": r.tpot_target, "split": r.split, "max_new_tokens": tokens, "seed": r.seed,
+            "temperature": traces.temperature, "live": r.live, "rows": rows, "verdicts": verdicts}
+
+
+def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, status) -> list:
+    from simspec.sim.profile import load_live_profile
+
+    return serve_real(load_live_profile(r.profile, "load --live"), scored, streams, methods, r.max_batch, tokens,
+                      status)
+
+
+COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")
+
+
+def _beside(row: dict, real, tpot_s: float) -> dict:
+    """``row`` (the replay's) with the real run's metrics and the replay's relative error on
+    each of ``COMPARED``, where there is a real run."""
+    if real is None:
+        return row
+    result, lossless = real
+    measured = result.summary(tpot_s)
+    return {**row, "real": measured, "lossless": lossless,
+            "rel_error": {k: row[k] / measured[k] - 1 if measured[k] else None for k in COMPARED}}
+
+
+def serve_real(profile, scored, streams: list, methods: list, max_batch: int, max_new_tokens: int,
+               status: Callable[[str], object]) -> list[tuple[LoadResult, bool | None]]:
+    """Per stream, per method (plain decoding first): the real run's latencies and whether every
+    output equals its plain greedy decode (None at T > 0)."""
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.interleave import load_engine
+
+    if not scored.has_prompt_tokens:
+        raise SimspecError(f"the traces of {profile.directory} hold no prompt tokens, which load --live serves: record "
+                           "them again (`simspec calibrate --traces-only ... --force`)")
+    starts = np.concatenate([[0], np.cumsum(scored.prompt_lengths)])
+    ids = [scored.prompt_tokens[starts[i]:starts[i + 1]].tolist() for i in range(scored.n_prompts)]
+    with status("loading the profile's target and drafter"):
+        engine, _ = load_engine(profile, [], max_new_tokens, status)
+    for one in ids:
+        engine.check_length(one, max_new_tokens + scored.depth_max)
+    rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=max_batch)
+    out = []
+    for stream in streams:
+        prompts = [ids[p] for p in stream.prompt]
+        reference = None
+        for method in methods:
+            with status(f"serving {len(prompts)} requests for real ({stream.meta['kind']}"
+                        + (f", {stream.meta['rate']:g}/s" if "rate" in stream.meta else "")
+                        + f"): {'plain' if method is None else method.name}"):
+                run = rows.decode(prompts, method, max_new_tokens, arrivals=list(stream.arrival))
+            outputs = [g.tokens for g in run.generations]
+            reference = reference or outputs
+            lossless = None if not engine.sampling.greedy else outputs == reference
+            gens = run.generations
+            out.append((LoadResult("plain" if method is None else method.name, np.asarray(stream.arrival, float),
+                                   np.array([g.first_token_at for g in gens]), np.array([g.finished_at for g in gens]),
+                                   np.array([len(g.tokens) for g in gens]), run.cycles, max_batch), lossless))
+    return out
