@@ -670,6 +670,8 @@ row("load", "max batch without curves", lambda d, a: [*LOAD, "--max-batch", "16"
 row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream", str(_stream_file(d))],
     "missing field 'output_tokens'")
 row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "unknown baseline 'medusa'")
+row("load", "bursts without OFF", lambda d, a: [*LOAD, "--bursts", "10"], "--bursts takes ON,OFF seconds")
+row("load", "missing stream file", lambda d, a: [*LOAD, "--stream", str(d / "none.csv")], "no request stream at")
 
 
 def _stream_file(d: Path) -> Path:
