@@ -76,12 +76,12 @@ def test_the_builtins_keep_their_names_order_and_defaults():
     assert baseline_names() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                 "cachefsm-token", "qlearn", "qlearn-paper", "specdecpp", "disco", "c2t",
                                 "bayes", "sequoia", "sequoia-depth", "sglang-adaptive", "vllm-schedule",
-                                "trtllm-schedule")
+                                "trtllm-schedule", "queue-aware")
     assert default_baselines() == ("eagle3", "grid", "ddd", "svip", "gammatune", "analytic", "fsm", "cachefsm",
                                    "qlearn")
     # The decision-time table keeps its entries: 'static' (paid by eagle3, grid and static:D,V) and every rule.
     assert set(timing_policies(_cost(), 10, 8)) == {"static", *baseline_names()} - {
-        "eagle3", "grid", "vllm-schedule", "trtllm-schedule", "sequoia", "sequoia-depth"}
+        "eagle3", "grid", "vllm-schedule", "trtllm-schedule", "queue-aware", "sequoia", "sequoia-depth"}
 
 
 def test_an_outside_baseline_registers_once_and_leaves_cleanly(aimd):
@@ -102,9 +102,9 @@ def test_unknown_baseline_is_one_line():
         check_names(["ddd", "nope"])
     assert str(caught.value) == ("unknown baseline 'nope': choose from eagle3, grid, ddd, svip, gammatune, analytic, "
                                  "fsm, cachefsm, cachefsm-token, qlearn, qlearn-paper, specdecpp, disco, c2t, bayes, "
-                                 "sequoia, sequoia-depth, sglang-adaptive, vllm-schedule, trtllm-schedule, select or "
-                                 "static:D,V")
-    with pytest.raises(SimspecError, match=r"^unknown baseline 'select': .* trtllm-schedule or static:D,V$"):
+                                 "sequoia, sequoia-depth, sglang-adaptive, vllm-schedule, trtllm-schedule, "
+                                 "queue-aware, select or static:D,V")
+    with pytest.raises(SimspecError, match=r"^unknown baseline 'select': .* queue-aware or static:D,V$"):
         check_names(["select"], prompt_level=False)  # validate --real: no per-prompt methods
 
 

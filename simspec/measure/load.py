@@ -117,9 +117,16 @@ def run(request: LoadRequest, status) -> dict:
             verdict["speculation_pays_real"] = score(max(measured[1:], key=score, default=measured[0])) > score(
                 measured[0])
         verdicts.append(verdict)
-    return {"profile": r.profile, "device": profile.meta.device, "kind": profile.kind, "max_batch": r.max_batch,
-            "tpot_target_s": r.tpot_target, "split": r.split, "max_new_tokens": tokens, "seed": r.seed,
-            "temperature": traces.temperature, "live": r.live, "rows": rows, "verdicts": verdicts}
+    from simspec import __version__
+    from simspec.machine import machine
+
+    return {"simspec_version": __version__, "profile": r.profile, "profile_hash": profile.meta.inputs_hash,
+            "device": profile.meta.device, "kind": profile.kind, "target": profile.meta.target,
+            "draft": profile.meta.draft, "dtype": profile.dtype, "traces_hash": traces.content_hash(),
+            "machine": machine("cpu" if profile.meta.device.startswith("cpu") else "cuda") if r.live
+            else None, "max_batch": r.max_batch, "tpot_target_s": r.tpot_target,
+            "split": r.split, "max_new_tokens": tokens, "seed": r.seed, "temperature": traces.temperature,
+            "live": r.live, "rows": rows, "verdicts": verdicts}
 
 
 def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, status) -> list:

@@ -23,6 +23,10 @@ simspec: the V = D best nodes of the recorded beam tree (``simspec tune``'s chai
   (every row of a batch); replay's independent rows at batch 1 each have their own. Tuned: the
   length for batches up to 4 (K, then max(K - 1, 1) up to 8, off beyond), window 16, threshold
   none or 0.3 (TensorRT-LLM leaves both to the user).
+- ``queue-aware``: simspec's load-aware rule: the grid-best static tree while no request waits
+  for a row, plain decoding (D = 1) once one does, when the server lacks throughput rather than
+  a request's latency. It reads ``BatchPolicy.waiting``, which only replay under load and a live
+  stream set: in replay without arrivals (and so in tuning) it is the grid-best tree.
 """
 
 from __future__ import annotations
@@ -188,3 +192,23 @@ class DraftLenSchedule(BatchPolicy):
 def trtllm_schedule(ctx: RuleContext, setting: tuple[int, float | None]) -> DraftLenSchedule:
     k, threshold = setting
     return DraftLenSchedule({4: k, 8: max(k - 1, 1)}, ctx.width, ctx.depth_max, threshold)
+
+
+class QueueAware(BatchPolicy):
+    """``tree`` while at most ``most_waiting`` requests wait for a row; plain steps beyond."""
+
+    def __init__(self, tree: BatchPolicy, most_waiting: int = 0) -> None:
+        self.tree, self.most_waiting, self.width = tree, most_waiting, tree.width
+        self.name = f"queue-aware({tree.name}, plain past {most_waiting} waiting)"
+
+    def plan_batch(self, rows, context):
+        if self.waiting > self.most_waiting:
+            plain = np.ones(len(rows), dtype=np.int64)
+            return plain, plain.copy()
+        return self.tree.plan_batch(rows, context)
+
+
+@register_baseline("queue-aware", help="the grid-best tree while no request waits for a row, plain decoding once "
+                   "one does", sized=False, charged_as="static")
+def queue_aware(ctx: RuleContext, _=None) -> QueueAware:
+    return QueueAware(ctx.grid_best())
