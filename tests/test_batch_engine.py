@@ -85,6 +85,11 @@ def test_a_stream_joins_rows_as_it_arrives_and_decodes_as_alone(tiny, drafters, 
         assert arrived <= g.admitted_at < g.first_token_at < g.finished_at <= run.total_s
     assert run.generations[3].admitted_at >= 0.4  # the engine waited for it
     assert run.total_s > 0.4
+    seen = []  # a load-aware policy is told, before each cycle, how many arrived requests wait for a row
+    plan = policy.plan_batch
+    policy.plan_batch = lambda rows, context: seen.append(policy.waiting) or plan(rows, context)
+    engine.decode(prompts, policy, 12, arrivals=[0.0] * len(prompts))
+    assert seen[0] == len(prompts) - 2 and seen[-1] == 0 and sorted(seen, reverse=True) == seen
 
 
 @pytest.mark.parametrize("kind", ["eagle3", "lm5"])

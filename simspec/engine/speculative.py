@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 import numpy as np
 import torch
@@ -262,7 +263,7 @@ class SpeculativeEngine:
             if not isinstance(policy, BatchPolicy):
                 raise SimspecError(f"policy {policy.name} has no batch methods (simspec.policies.base.BatchPolicy): "
                                    "the engine asks every row at once, as the simulator does")
-            policy.batch_size = self.batch
+            policy.batch_size, policy.waiting = self.batch, 0
             policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
         # Learned policies multiply small numpy matrices between the models' forwards.
         with torch.inference_mode(), (one_blas_thread() if policy is not None else nullcontext()):
@@ -297,6 +298,9 @@ class SpeculativeEngine:
                 admit_arrived()
                 continue
             busy = sorted((b for b, r in enumerate(rows) if r is not None), key=lambda b: rows[b].index)
+            if speculative and arrivals is not None:  # a load-aware policy sees the requests waiting for a row
+                now = clock(self.device) - start
+                policy.waiting = sum(1 for _ in takewhile(lambda q: arrivals[q[0]] <= now, queue))
             if speculative:
                 self._cycle(target, drafter, rows, busy)
             else:
