@@ -105,17 +105,11 @@ def run(request: LoadRequest, status) -> dict:
         these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, next(real, None), r.tpot_target)
                  for s in served]
         rows += these
-
-        def score(row: dict) -> tuple[float, float]:
-            return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
-
-        best = max(these[1:], key=score, default=these[0])
-        verdict = {"stream": stream.meta, "best": max(these, key=score)["method"], "best_speculative": best["method"],
-                   "speculation_pays": score(best) > score(these[0])}
+        best, pays = _best_speculative(these)
+        verdict = {"stream": stream.meta, "best": max(these, key=_score)["method"], "best_speculative": best["method"],
+                   "speculation_pays": pays}
         if r.live:
-            measured = [row["real"] for row in these]
-            verdict["speculation_pays_real"] = score(max(measured[1:], key=score, default=measured[0])) > score(
-                measured[0])
+            verdict["speculation_pays_real"] = _best_speculative([row["real"] for row in these])[1]
         verdicts.append(verdict)
     from simspec import __version__
     from simspec.machine import machine
@@ -134,6 +128,17 @@ def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, 
 
     return serve_real(load_live_profile(r.profile, "load --live"), scored, streams, methods, r.max_batch, tokens,
                       status)
+
+
+def _score(row: dict) -> tuple[float, float]:
+    """What ranks methods under a stream: goodput, then throughput."""
+    return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
+
+
+def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
+    """The best row after plain decoding's (the first), and whether it beats plain decoding."""
+    best = max(rows[1:], key=_score, default=rows[0])
+    return best, _score(best) > _score(rows[0])
 
 
 COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")
@@ -160,8 +165,7 @@ def serve_real(profile, scored, streams: list, methods: list, max_batch: int, ma
     if not scored.has_prompt_tokens:
         raise SimspecError(f"the traces of {profile.directory} hold no prompt tokens, which load --live serves: record "
                            "them again (`simspec calibrate --traces-only ... --force`)")
-    starts = np.concatenate([[0], np.cumsum(scored.prompt_lengths)])
-    ids = [scored.prompt_tokens[starts[i]:starts[i + 1]].tolist() for i in range(scored.n_prompts)]
+    ids = [tokens.tolist() for tokens in scored.prompt_token_lists()]
     with status("loading the profile's target and drafter"):
         engine, _ = load_engine(profile, [], max_new_tokens, status)
     for one in ids:
@@ -182,5 +186,5 @@ def serve_real(profile, scored, streams: list, methods: list, max_batch: int, ma
             gens = run.generations
             out.append((LoadResult("plain" if method is None else method.name, np.asarray(stream.arrival, float),
                                    np.array([g.first_token_at for g in gens]), np.array([g.finished_at for g in gens]),
-                                   np.array([len(g.tokens) for g in gens]), run.cycles, max_batch), lossless))
+                                   np.array([len(g.tokens) for g in gens]), run.cycles), lossless))
     return out

@@ -329,32 +329,34 @@ def bench_sim(s: dict, n_prompts: int, repeats: int) -> None:
                  if s.get("temperature") else ""))
 
 
+def _load_cells(r: dict) -> list[str]:
+    return [f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}", f"{1e3 * r['tpot_p90_s']:.1f}",
+            f"{r['ttft_p50_s']:.2f}", f"{r['goodput_requests_per_s']:.3f}"]
+
+
+def _load_paired(r: dict) -> list[str]:
+    """Real / simulated, the simulation's error beside each compared metric (goodput: none), and the lossless check."""
+    errors = [*r["rel_error"].values(), None]  # in the cells' order: throughput, TPOT p50 and p90, TTFT p50
+    return [f"{a} / {b}" + (f" ({e:+.0%})" if e is not None else "")
+            for a, b, e in zip(_load_cells(r["real"]), _load_cells(r), errors)] + [
+        "yes" if r["lossless"] else "n/a (T > 0)" if r["lossless"] is None else "NO"]
+
+
 def load(s: dict) -> None:
     if s["kind"] == "analytic":
         warn("ANALYTIC profile: these latencies come from a model of the device, not a measurement")
+    live = s.get("live")
+    columns = ["method", "tokens/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p50 s", "goodput req/s"]
+    pays = {True: "pays", False: "does not pay"}
     for verdict in s["verdicts"]:
         stream = verdict["stream"]
         rows = [r for r in s["rows"] if r["stream"] == stream]
         label = stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
-        real = s.get("live")
-
-        def cells(r: dict) -> list[str]:
-            return [f"{r['throughput_tokens_per_s']:.1f}", f"{1e3 * r['tpot_p50_s']:.1f}",
-                    f"{1e3 * r['tpot_p90_s']:.1f}", f"{r['ttft_p50_s']:.2f}", f"{r['goodput_requests_per_s']:.3f}"]
-
-        def paired(r: dict) -> list[str]:  # real / simulated, the simulated one's error beside it
-            errors = [r["rel_error"][k] for k in ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")]
-            return [f"{a} / {b}" + (f" ({e:+.0%})" if e is not None else "")
-                    for a, b, e in zip(cells(r["real"]), cells(r), [*errors, None])] + [
-                "yes" if r["lossless"] else "n/a (T > 0)" if r["lossless"] is None else "NO"]
-
-        columns = ["method", "tokens/s", "TPOT p50 ms", "TPOT p90 ms", "TTFT p50 s", "goodput req/s"]
         table(f"load: {label}, {rows[0]['requests']} requests, max batch {s['max_batch']} ({s['profile']})"
-              + (": real / simulated (error)" if real else ""), columns + (["lossless"] if real else []),
-              [(r["method"], *(paired(r) if real else cells(r))) for r in rows])
-        pays = {True: "pays", False: "does not pay"}
+              + (": real / simulated (error)" if live else ""), columns + (["lossless"] if live else []),
+              [(r["method"], *(_load_paired(r) if live else _load_cells(r))) for r in rows])
         out.print(f"best: {verdict['best']}; speculation {pays[verdict['speculation_pays']]} here"
-                  + (f" (real: {pays[verdict['speculation_pays_real']]})" if real else "")
+                  + (f" (real: {pays[verdict['speculation_pays_real']]})" if live else "")
                   + f" (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
                   f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput)")
 

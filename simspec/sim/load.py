@@ -39,7 +39,6 @@ class LoadResult:
     finished: np.ndarray  # [requests] seconds, its last token out
     tokens: np.ndarray  # [requests] output tokens, the first included
     cycles: int
-    max_batch: int
 
     @property
     def ttft(self) -> np.ndarray:
@@ -108,7 +107,7 @@ def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, s
             policy.batch_size, policy.waiting = batch, int(waiting.sum())
         return step(cost.at_batch(batch), busy, position, first)
 
-    run = run_queues(len(slots), max_batch, limit, cost.prefill(traces.prompt_lengths[slots]), at_load,
-                     np.asarray(stream.arrival, dtype=float))
-    return LoadResult("plain" if policy is None else policy.name, np.asarray(stream.arrival, dtype=float),
-                      run.first_token, run.finished, limit + 1, int(run.cycles.sum()), max_batch)
+    arrival = np.asarray(stream.arrival, dtype=float)
+    run = run_queues(len(slots), max_batch, limit, cost.prefill(traces.prompt_lengths[slots]), at_load, arrival)
+    return LoadResult("plain" if policy is None else policy.name, arrival, run.first_token, run.finished, limit + 1,
+                      int(run.cycles.sum()))

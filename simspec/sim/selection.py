@@ -53,10 +53,8 @@ def prompt_features(traces: TraceSet) -> np.ndarray:
     if not traces.has_prompt_tokens:
         raise SimspecError("draft selection reads the prompts' tokens, and these traces hold none: record them again "
                            "(`simspec calibrate --traces-only ... --force`)")
-    starts = np.concatenate([[0], np.cumsum(traces.prompt_lengths)])
     rows = []
-    for i in range(traces.n_prompts):
-        tokens = traces.prompt_tokens[starts[i]:starts[i + 1]]
+    for tokens in traces.prompt_token_lists():
         pairs = tokens[:-1].astype(np.int64) * (1 << 32) + tokens[1:]
         _, first = np.unique(pairs, return_index=True)
         rows.append((1.0, np.log(len(tokens)), len(np.unique(tokens)) / len(tokens),

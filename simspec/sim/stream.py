@@ -9,7 +9,7 @@ prompt it asks, and how many tokens it wants.
 
 Prompts are drawn uniformly, with replacement, from the trace prompts given (held-out ones for
 scoring). A request decodes at most its trace's recorded continuation: ``output_tokens`` beyond
-it are cut there (``Stream.capped`` counts them).
+it are cut there (``simspec.sim.load.replay_load``).
 """
 
 from __future__ import annotations
@@ -38,14 +38,10 @@ class Stream:
             raise SimspecError("the request stream is empty: give it a longer duration, a higher rate, or a file "
                                "with requests")
 
-    @property
-    def duration(self) -> float:
-        return float(self.arrival[-1] - self.arrival[0])
 
-
-def _check_rate(rate: float, what: str = "--rate") -> None:
+def _check_rate(rate: float) -> None:
     if not rate > 0 or not np.isfinite(rate):
-        raise SimspecError(f"{what} must be a positive number of requests per second, not {rate:g}")
+        raise SimspecError(f"--rate must be a positive number of requests per second, not {rate:g}")
 
 
 def poisson(rate: float, duration_s: float, prompts: np.ndarray, seed: int = 0) -> Stream:
@@ -83,11 +79,13 @@ def read_stream(path: str | Path, prompt_ids: list[str]) -> Stream:
     text = path.read_text()
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and lines[0].lstrip().startswith("{"):
-        try:
-            records = [json.loads(line) for line in lines]
-        except json.JSONDecodeError as exc:
-            raise SimspecError(f"{path} line {exc.doc and lines.index(exc.doc) + 1}: not JSON ({exc.msg}); each "
-                               f"line is one request with {', '.join(FIELDS)}") from None
+        records = []
+        for n, line in enumerate(lines, 1):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SimspecError(f"{path} line {n}: not JSON ({exc.msg}); each line is one request with "
+                                   f"{', '.join(FIELDS)}") from None
     else:
         records = list(csv.DictReader(lines))
     index = {pid: i for i, pid in enumerate(prompt_ids)}

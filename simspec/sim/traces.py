@@ -184,10 +184,9 @@ class TraceSet:
             if not self.has_prompt_tokens:
                 raise SimspecError("these traces hold no prompt tokens, which token-cache rules need: record them "
                                    "again with this simspec (`simspec calibrate --traces-only ... --force`)")
-            starts = np.concatenate([[0], np.cumsum(self.prompt_lengths)])
             seen = np.zeros(len(self.tokens), dtype=np.int64)
-            for i in range(self.n_prompts):
-                cache = set(self.prompt_tokens[starts[i]:starts[i + 1]].tolist())
+            for i, prompt in enumerate(self.prompt_token_lists()):
+                cache = set(prompt.tolist())
                 first = int(self.token_offsets[i])
                 for k, token in enumerate(self.continuation(i).tolist()):
                     seen[first + k] = token in cache
@@ -253,6 +252,10 @@ class TraceSet:
     def continuation(self, i: int) -> np.ndarray:
         return self.tokens[self.token_offsets[i]:self.token_offsets[i + 1]]
 
+    def prompt_token_lists(self) -> list[np.ndarray]:
+        """Each prompt's tokens (views into ``prompt_tokens``; traces that hold them)."""
+        return np.split(self.prompt_tokens, np.cumsum(self.prompt_lengths)[:-1]) if self.n_prompts else []
+
     def content_hash(self) -> str:
         digest = hashlib.sha256()
         # Greedy traces' empty node arrays stay out, so their hashes are what version 1 wrote.
@@ -270,9 +273,8 @@ class TraceSet:
         tcounts = np.diff(self.token_offsets)[prompts]
         prompt_tokens = self.prompt_tokens
         if self.has_prompt_tokens:
-            starts = np.concatenate([[0], np.cumsum(self.prompt_lengths)])
-            prompt_tokens = np.concatenate([self.prompt_tokens[starts[i]:starts[i + 1]] for i in prompts]
-                                           + [np.zeros(0, np.int32)])
+            every = self.prompt_token_lists()
+            prompt_tokens = np.concatenate([every[i] for i in prompts] + [np.zeros(0, np.int32)])
         meta = self.meta.with_(**{key: [getattr(self.meta, key)[i] for i in prompts]
                                   for key in ("prompt_ids", "splits") if getattr(self.meta, key) is not None})
         return TraceSet(np.concatenate([[0], np.cumsum(counts)]), self.tokens[tok],

@@ -204,7 +204,7 @@ def run(request: TuneRequest) -> Tuned:
         if r.engine == "sglang":
             notes.append("SGLang varies only the draft steps by batch size, for chains (top-k 1, adaptive "
                          "speculation); the best tree per batch size is listed for a server run at one load")
-        if r.engine in ("sglang", "vllm", "trtllm"):
+        if r.engine == "sglang" or r.engine in CHAIN_ENGINES:  # per batch size, each engine drafts chains
             notes.append(f"chains: acceptance read off the recorded width-{width} beam trees' best D nodes")
         if r.engine == "trtllm":
             notes.append(f"TensorRT-LLM drafts nothing past the schedule's largest batch size "
