@@ -311,10 +311,11 @@ def load(request, as_json: Json = False) -> None:
     plainly and with every baseline; per method the throughput, time per output token (p50,
     p90), time to first token and goodput at --tpot-target, and per stream whether speculation
     pays. Each cycle is priced at the smallest batch size the profile measured that holds its
-    busy rows."""
+    busy rows. --surface adds static trees of each size; --out writes load.json and load.png
+    (the metrics against the rate, where speculation stops paying shaded)."""
     from simspec.measure.load import run
 
-    s = _run(lambda bar, status: run(request, status), None)
+    s = _run(lambda bar, status: run(request, bar, status), None)
     show.load(s)
     _json(as_json, s)
 

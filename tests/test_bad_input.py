@@ -672,6 +672,7 @@ row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream",
 row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "unknown baseline 'medusa'")
 row("load", "bursts without OFF", lambda d, a: [*LOAD, "--bursts", "10"], "--bursts takes ON,OFF seconds")
 row("load", "missing stream file", lambda d, a: [*LOAD, "--stream", str(d / "none.csv")], "no request stream at")
+row("load", "surface size 1", lambda d, a: [*LOAD, "--surface", "1,8"], "--surface takes tree sizes V >= 2")
 
 
 def _stream_file(d: Path) -> Path:

@@ -93,8 +93,9 @@ def test_cycle_cost_adds_its_parts():
     points = (_points("verify", lambda n, c: 0.06 + 1e-3 * n, (1, 8, 16, 64))
               + _points("draft", lambda n, c: 0.005 + 1e-4 * n, (1, 4, 10, 16))
               + _points("bookkeeping", lambda n, d: 1e-4 * d + 1e-6 * n, (1, 60, 240), contexts=(2, 8, 12)))
-    cost = CostModel(points)
-    assert cost.cycle(1, 10, 1, 256, 1) == pytest.approx(cost.verify(1, 256) + cost.bookkeeping(1, 1))
+    cost = CostModel(points + _points("greedy", lambda n, c: 0.05, (1,)))
+    # depth 1 drafts nothing: the engine's plain step, not a tree of one node and its bookkeeping
+    assert cost.cycle(1, 10, 1, 256, 1) == pytest.approx(cost.greedy(256)) != cost.verify(1, 256)
     expected = cost.draft(3, 256) + 6 * cost.draft(10, 256) + cost.verify(60, 256) + cost.bookkeeping(60, 8)
     assert cost.cycle(8, 10, 60, 256, 3) == pytest.approx(expected)
     batched = cost.cycle(np.array([1, 8]), 10, np.array([1, 60]), 256, np.array([1, 3]))
@@ -228,7 +229,7 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     calibration serves both halves: each is a minute of the suite."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "24", "--out", str(out),
+                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "12", "--out", str(out),
                       "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)

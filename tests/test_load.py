@@ -155,14 +155,32 @@ def test_a_bad_rate_or_maximum_batch_is_refused_in_one_line():
 
 
 @pytest.mark.e2e
-def test_the_load_verb_serves_each_rate_with_every_method():
-    """The verb as a user runs it (its bad input: tests/test_bad_input.py's load rows)."""
-    from helpers import last_json, simspec
+def test_the_load_verb_serves_each_rate_with_every_method(tmp_path):
+    """The verb as a user runs it (its bad input: tests/test_bad_input.py's load rows), with a
+    surface of two tree sizes and its folder: load.json (what --json printed) and the figure."""
+    from helpers import cli, last_json, simspec
 
-    result = simspec("load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "4", "--duration", "120",
-                     "--baselines", "static:4,8", "--max-new-tokens", "32", "--rates", "0.02,3", "--json")
+    from simspec.sim.evaluate import decision_charges, split_traces
+    from simspec.sim.profile import load_profile
+
+    args = ["load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "4", "--duration", "120", "--baselines",
+            "static:4,8", "--max-new-tokens", "32", "--rates", "0.02,3", "--surface", "4,8", "--out", tmp_path / "l"]
+    result = simspec(*args, "--json")
     assert result.returncode == 0, result.stderr
     s = last_json(result)
+    assert s["written"] == [str(tmp_path / "l" / "load.json"), str(tmp_path / "l" / "load.png")]
+    assert json.loads((tmp_path / "l" / "load.json").read_text()) == {k: v for k, v in s.items() if k != "written"}
+    assert (tmp_path / "l" / "load.png").stat().st_size > 10_000
+    # the surface replays the tree it names, a row per rate and size
+    assert [(row["stream"]["rate"], row["size"]) for row in s["surface"]] == [(0.02, 4), (0.02, 8), (3.0, 4), (3.0, 8)]
+    profile = load_profile("calibration/cpu-demo-batch")
+    row, heldout = s["surface"][3], split_traces(profile.traces(), "heldout")
+    again = replay_load(heldout, profile.cost, StaticPolicy(row["depth"], 10, 8),
+                        poisson(3.0, 120, np.arange(heldout.n_prompts), 0), 4, 32,
+                        decision_charges(profile.meta)["grid"])
+    assert again.throughput == pytest.approx(row["throughput_tokens_per_s"], rel=1e-12)
+    again_out = cli(*args)
+    assert again_out.returncode == 2 and "exists" in again_out.stderr  # refused before any work
     assert [r["method"] for r in s["rows"]] == ["plain", "static(D=4,W=10,V=8)"] * 2
     assert [v["stream"]["rate"] for v in s["verdicts"]] == [0.02, 3.0]
     light, heavy = (s["rows"][i]["requests"] for i in (0, 2))

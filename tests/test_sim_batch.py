@@ -19,13 +19,14 @@ TOKENS = 20
 
 
 def _cost(batches=(1, 2, 3)) -> CostModel:
-    """Verify grows with V and B, drafting with W and B; plain steps cost a verify of one token."""
+    """Verify grows with V and B, drafting with W and B; a plain step costs less than a verify of
+    one token (no tree to mask), so that a test sees which of the two priced a cycle."""
     points = []
     for b in batches:
         for c in (8, 128):
             points += [Point("verify", n, c, 0.05 * (1 + 0.2 * (b - 1)) + 1e-3 * n * b, b) for n in (1, 8, 64)]
             points += [Point("draft", n, c, 0.004 * (1 + 0.1 * (b - 1)) + 1e-4 * n * b, b) for n in (1, 4, 16)]
-            points += [Point("greedy", 1, c, 0.05 * (1 + 0.2 * (b - 1)) + 1e-3 * b, b)]
+            points += [Point("greedy", 1, c, 0.05 * (1 + 0.2 * (b - 1)) + 0.5e-3 * b, b)]
     return CostModel(points)
 
 
@@ -45,10 +46,26 @@ def recorded(tiny):
     return drafter, prompts, traces
 
 
-# a static tree, a depth rule that stops on the frontier's scores, and an online learner that
-# draws random numbers: one policy object asked for every busy row at once, on both sides
+class Alternating(StaticPolicy):
+    """A static tree every other cycle, and no drafting between (as a server switching
+    speculation off and on): the engine runs those cycles as plain steps, and the drafter is
+    fed their tokens at its next draft."""
+
+    def reset_batch(self, n):
+        self.calls = 0
+
+    def plan_batch(self, rows, context):
+        self.calls += 1
+        depth, size = super().plan_batch(rows, context)
+        return (depth, size) if self.calls % 2 else (np.ones_like(depth), np.ones_like(size))
+
+
+# a static tree, a depth rule that stops on the frontier's scores, an online learner that draws
+# random numbers, and a tree switched off every other cycle: one policy object asked for every
+# busy row at once, on both sides
 POLICIES = {"static": lambda: StaticPolicy(4, 2, 6), "ddd": lambda: DDD(0.4, width=2, max_depth=6, size=8),
-            "qlearn": lambda: QLearning(_cost(), width=2, max_depth=6, size=8, epsilon=0.3)}
+            "qlearn": lambda: QLearning(_cost(), width=2, max_depth=6, size=8, epsilon=0.3),
+            "alternating": lambda: Alternating(4, 2, 6)}
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -65,6 +82,9 @@ def test_the_replayed_queue_runs_the_engines_cycles(tiny, recorded, name, batch)
     assert sim.draft_calls.sum() == run.draft_forwards
     plain = SpeculativeEngine(tiny, drafter, batch_size=batch).decode(prompts, None, TOKENS)
     assert sim.plain_cycles.sum() == plain.cycles
+    assert [g.tokens for g in run.generations] == [g.tokens for g in plain.generations]
+    if name == "alternating":  # half its cycles are plain steps, priced as plain decoding's
+        assert sum(c.depth.max() == 1 for c in run.batch_cycles) == run.cycles // 2
 
 
 def test_a_cycle_costs_the_batch_curves_at_its_largest_tree_and_longest_context(recorded):
@@ -100,7 +120,7 @@ def test_a_draft_level_costs_the_step_at_the_rows_still_drafting(recorded):
     assert 0 < saved["static"] < saved["ddd"]  # the static tree's rows stop together, but for the tail
 
 
-@pytest.mark.parametrize("name", ["static", "ddd"])
+@pytest.mark.parametrize("name", ["static", "ddd", "alternating"])
 def test_the_drift_meter_prices_the_engines_batch_cycles_as_replay_does(tiny, recorded, name):
     """The in-situ refit at batch B holds each live batched cycle against the curves at B: the
     shapes the engine logs (every row's depth and size, the longest context, the nodes the first

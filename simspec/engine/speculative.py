@@ -103,6 +103,7 @@ class _Row:
     prompt: list[int]
     started: float
     root: int  # the last committed token, not yet run through the target
+    unfed: int = 1  # tokens committed since the row last drafted: its next draft's first level feeds them
     prefill_s: float = 0.0
     seen: set[int] = field(default_factory=set)  # prompt and committed tokens (token-cache policies)
     tokens: list[int] = field(default_factory=list)
@@ -340,24 +341,43 @@ class SpeculativeEngine:
         return row
 
     # -- plain decoding: one token per row per step --------------------------------------------
-    def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int]) -> None:
+    def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int],
+                    drafter: RowDrafter | None = None, ids: np.ndarray | None = None, policy_s: float = 0.0) -> None:
+        """One token per busy row. With ``drafter`` (a speculative run whose policy drafted
+        nothing this cycle) each new token is committed to it, to feed at the row's next draft,
+        and the policy observes a cycle of depth 1, as a server that switches speculation off."""
         context = int(target.lengths[busy].max())
         t = clock(self.device)
         one = np.ones((1, 1), dtype=bool)
-        hidden, _ = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one) for b in busy})
+        hidden, features = target.forward({b: (np.array([rows[b].root]), np.zeros(1, dtype=np.int64), one)
+                                           for b in busy})
         logits = head_logits(target.head, hidden[:, 0])
         nxt = logits.argmax(-1).cpu().numpy() if not self._rngs else \
             {b: self._pick(logits[b], rows[b].index) for b in busy}
         seconds = clock(self.device) - t
         ones = np.ones(len(busy), dtype=np.int64)
-        self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, 0.0, 0.0))
         self._seconds["verify"] += seconds
-        for b in busy:
+        hits = np.zeros(len(busy), dtype=np.int64)
+        for i, b in enumerate(busy):
             target.keep(b, np.zeros(1, dtype=np.int64))
             row = rows[b]
             row.root = int(nxt[b])
             row.tokens.append(row.root)
-            row.cycles.append(CycleRecord(1, 1, 1, 0, 0, 0.0, seconds, 0.0, 0.0))
+            if drafter is not None:
+                drafter.commit(b, torch.tensor([row.root], device=self.device),
+                               features[b, :1] if drafter.uses_target_hidden else None)
+                row.unfed += 1
+                hits[i] = count_cache_hits(row.seen, [row.root], 0)
+        if drafter is not None:
+            t = clock(self.device)
+            policy = self._policy
+            policy.observe_batch(ids, ones, ones, ones * 0, **({"hits": hits} if policy.reads_cache else {}))
+            policy_s += clock(self.device) - t
+            self._policy_s += policy_s
+        for b in busy:
+            rows[b].cycles.append(CycleRecord(1, self._policy.width if drafter is not None else 1, 1, 0, 0, 0.0,
+                                              seconds, policy_s, 0.0))
+        self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, policy_s, 0.0))
 
     # -- speculative decoding -------------------------------------------------------------------
     def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]) -> None:
@@ -365,8 +385,17 @@ class SpeculativeEngine:
         device, policy = self.device, self._policy
         t_start = clock(device)
         lengths = target.lengths[busy]
-        fed = max(rows[b].cycles[-1].accepted + 1 if rows[b].cycles else 1 for b in busy)
-        trees, policy_s, draft_s = self._grow(drafter, rows, busy, lengths)
+        ids = np.array([rows[b].index for b in busy])
+        t = clock(device)
+        planned, sizes = policy.plan_batch(ids, lengths.copy())
+        plan_s = clock(device) - t
+        planned = np.maximum(np.asarray(planned, dtype=np.int64), 1)
+        if planned.max() == 1:  # no row drafts: a plain step (sim.replay prices it as one)
+            self._plain_step(target, rows, busy, drafter, ids, plan_s)
+            return
+        fed = max(rows[b].unfed for b, d in zip(busy, planned) if d > 1)
+        trees, policy_s, draft_s = self._grow(drafter, rows, busy, lengths, ids, planned, sizes)
+        policy_s += plan_s
         verifications = {b: trees.trees[b].verification(int(trees.sizes[i])) for i, b in enumerate(busy)}
         t = clock(device)
         hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
@@ -387,6 +416,7 @@ class SpeculativeEngine:
             hits[i] = count_cache_hits(row.seen, new_tokens, accepted[i])
             row.tokens.extend(new_tokens)
             row.root = new_tokens[-1]
+            row.unfed = len(new_tokens) + (row.unfed if trees.depth[i] == 1 else 0)
         size = np.array([len(verifications[b]) for b in busy])
         t = clock(device)
         policy.observe_batch(trees.ids, trees.depth, size, accepted, **({"hits": hits} if policy.reads_cache else {}))
@@ -402,16 +432,12 @@ class SpeculativeEngine:
                 bookkeeping_s=rest))
         self._log.append(BatchCycle(trees.depth, size, int(lengths.max()), fed, draft_s, verify_s, policy_s, rest))
 
-    def _grow(self, drafter: RowDrafter, rows: list[_Row | None], busy: list[int], lengths: np.ndarray
-              ) -> tuple[_Trees, float, float]:
-        """Every busy row's tree as the policy plans, drafts and sizes it; the seconds in the
-        policy and drafting."""
+    def _grow(self, drafter: RowDrafter, rows: list[_Row | None], busy: list[int], lengths: np.ndarray,
+              ids: np.ndarray, planned: np.ndarray, sizes) -> tuple[_Trees, float, float]:
+        """Every busy row's tree as the policy ``planned`` it, drafted and sized; the seconds in
+        the policy and drafting."""
         device, policy = self.device, self._policy
-        ids = np.array([rows[b].index for b in busy])
-        t = clock(device)
-        planned, sizes = policy.plan_batch(ids, lengths.copy())
-        policy_s = clock(device) - t
-        planned = np.maximum(np.asarray(planned, dtype=np.int64), 1)
+        policy_s = 0.0
         # positions must stay inside the model's context; a tree never needs more levels than that
         caps = np.maximum(1, np.minimum(planned, self.max_positions - lengths))
         width, shape = policy.width, policy.shape

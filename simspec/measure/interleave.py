@@ -140,6 +140,16 @@ class RunTiming:
     slot: int = 0  # the slot it ran in: scored (pass, prompt) in order, or the co-timed refit's step
 
 
+def unfed_tokens(depth: np.ndarray, emitted: np.ndarray) -> np.ndarray:
+    """Per cycle of one sequence, the tokens its first draft level feeds: those committed since
+    it last drafted (1 at the start; plain steps, depth 1, add theirs to the next draft's)."""
+    fed, waiting = np.empty(len(depth), dtype=np.int64), 1
+    for i, (d, e) in enumerate(zip(depth.tolist(), emitted.tolist())):
+        fed[i] = waiting
+        waiting = e if d > 1 else waiting + e
+    return fed
+
+
 class DriftMeter:
     """Live latencies against the profile's cost model, summed per operation: a ratio of 1.10
     means the machine now runs that operation 10 % slower than when it was calibrated."""
@@ -182,14 +192,16 @@ class DriftMeter:
         depth, size, accepted = (np.array([getattr(c, k) for c in run.cycles]) for k in ("depth", "size", "accepted"))
         emitted = accepted + 1
         contexts = run.prompt_length + np.concatenate([[0], np.cumsum(emitted)[:-1]])
-        committed = np.concatenate([[1], emitted[:-1]])
+        committed = unfed_tokens(depth, emitted)
         drafted = depth >= 2
         drafting = np.where(drafted, self.cost.draft(committed, contexts)
                             + np.maximum(depth - 2, 0) * self.cost.draft(self.width, contexts), 0.0)
         measured = {op: np.array([getattr(c, f"{op}_s") for c in run.cycles])
                     for op in ("draft", "verify", "policy", "bookkeeping")}
-        predicted = {"draft": drafting, "verify": np.asarray(self.cost.verify(size, contexts), dtype=float),
-                     "bookkeeping": np.asarray(self.cost.bookkeeping(size, depth), dtype=float)}
+        # a cycle that drafts nothing is the engine's plain step: its forward is a greedy step's
+        predicted = {"draft": drafting, "verify": np.where(drafted, self.cost.verify(size, contexts),
+                                                           self.cost.greedy(contexts)).astype(float),
+                     "bookkeeping": np.where(drafted, self.cost.bookkeeping(size, depth), 0.0).astype(float)}
         prefill = float(self.cost.prefill(run.prompt_length))
         self.add_timing(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
                                   predicted, {"context": contexts, "size": size, "depth": depth,
@@ -204,7 +216,7 @@ class DriftMeter:
 
         cost = self.cost
         for c in run.batch_cycles:
-            if plain:
+            if plain or c.depth.max() == 1:  # no row drafted: the engine ran a plain step
                 self._add("greedy step", [c.verify_s], [float(cost.greedy(c.context))], [c.context])
                 continue
             draft, verify, book = (float(x[0]) for x in cycle_costs(cost, self.width, c.depth, c.size, np.zeros(1, int),
@@ -227,9 +239,13 @@ class DriftMeter:
             self._add("prefill", run.prefill_s, run.prefill_predicted_s)
             return
         size, drafted = run.cycles["size"], run.cycles["depth"] >= 2
-        self._add("verify", run.measured["verify"], run.predicted["verify"], size)
+        plain = ~drafted  # the engine's plain steps inside a speculative run
+        self._add("greedy step", run.measured["verify"][plain], run.predicted["verify"][plain],
+                  run.cycles["context"][plain])
+        self._add("verify", run.measured["verify"][drafted], run.predicted["verify"][drafted], size[drafted])
         self._add("draft", run.measured["draft"][drafted], run.predicted["draft"][drafted])
-        self._add("bookkeeping", run.measured["bookkeeping"], run.predicted["bookkeeping"], size)
+        self._add("bookkeeping", run.measured["bookkeeping"][drafted], run.predicted["bookkeeping"][drafted],
+                  size[drafted])
 
     def ratios(self) -> dict[str, float]:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}

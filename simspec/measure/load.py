@@ -66,17 +66,31 @@ class LoadRequest:
     live: bool = opt(False, "Also serve every stream on the live engine, in real time (each takes about --duration "
                      "seconds per method), beside the replay that predicts it, priced as this engine runs: every "
                      "cycle at --max-batch rows. Outputs are checked against plain greedy decoding's.")
+    surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
+                                   "a static tree of each size, at its best depth on the train split, serves every "
+                                   "stream (simulated).", parse=flags.ints)
+    out: str | None = flags.out()
+    force: bool = flags.force()
+
+    def __post_init__(self):
+        if any(v < 2 for v in self.surface):
+            raise SimspecError(f"--surface takes tree sizes V >= 2 (V = 1 is plain decoding, always served), got "
+                               f"{','.join(map(str, self.surface))}")
 
 
-def run(request: LoadRequest, status) -> dict:
+def run(request: LoadRequest, bar, status) -> dict:
     """Every method (plain decoding first) under every stream: one row each, and per stream the
     best method and whether speculation pays there (the best speculative method's goodput,
-    then throughput, against plain decoding's)."""
+    then throughput, against plain decoding's); with ``--surface``, static trees of each size
+    too; with ``--out``, the summary and its figure written to a new folder."""
+    from simspec.cache import check_out
     from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
     from simspec.sim.profile import load_profile
     from simspec.sim.stream import bursty, poisson, read_stream
 
     r = request
+    if r.out:
+        check_out(r.out, r.force)
     profile = load_profile(r.profile)
     profile.require_temperature(r.temperature)
     profile.cost.at_batch(r.max_batch)
@@ -94,14 +108,21 @@ def run(request: LoadRequest, status) -> dict:
                                           r.max_new_tokens)]
     charged = decision_charges(profile.meta)
     tokens = r.max_new_tokens or (flags.REAL_TOKENS if r.live else None)
+    trees = _surface_trees(r.surface, split_traces(traces, "train"), profile.cost, r.max_new_tokens, status)
     real = iter(_serve_real(profile, scored, streams, methods, r, tokens, status) if r.live else ())
-    rows, verdicts = [], []
+    rows, verdicts, surface = [], [], []
+    tick = bar("replaying the streams", len(streams) * (len(methods) + len(trees)))
+
+    def serve(method, stream):
+        tick(description=f"replaying {len(stream.arrival)} requests ({_stream_label(stream.meta)}): "
+             f"{method.name if method else 'plain'}")
+        return replay_load(scored, profile.cost, method, stream, r.max_batch, tokens,
+                           charged.get(method.family, DecisionCharge.flat(0.0)) if method else 0.0, r.seed, r.live)
+
     for stream in streams:
-        with status(f"replaying {len(stream.arrival)} requests with {len(methods)} methods ({stream.meta['kind']}"
-                    + (f", {stream.meta['rate']:g}/s)" if "rate" in stream.meta else ")")):
-            served = [replay_load(scored, profile.cost, m, stream, r.max_batch, tokens,
-                                  charged.get(m.family, DecisionCharge.flat(0.0)) if m else 0.0, r.seed, r.live)
-                      for m in methods]
+        served = [serve(m, stream) for m in methods]
+        surface += [{"stream": stream.meta, "depth": depth, "size": size, **serve(tree, stream).summary(r.tpot_target)}
+                    for depth, size, tree in trees]
         these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, next(real, None), r.tpot_target)
                  for s in served]
         rows += these
@@ -114,13 +135,55 @@ def run(request: LoadRequest, status) -> dict:
     from simspec import __version__
     from simspec.machine import machine
 
-    return {"simspec_version": __version__, "profile": r.profile, "profile_hash": profile.meta.inputs_hash,
-            "device": profile.meta.device, "kind": profile.kind, "target": profile.meta.target,
-            "draft": profile.meta.draft, "dtype": profile.dtype, "traces_hash": traces.content_hash(),
-            "machine": machine("cpu" if profile.meta.device.startswith("cpu") else "cuda") if r.live
-            else None, "max_batch": r.max_batch, "tpot_target_s": r.tpot_target,
-            "split": r.split, "max_new_tokens": tokens, "seed": r.seed, "temperature": traces.temperature,
-            "live": r.live, "rows": rows, "verdicts": verdicts}
+    summary = {"schema": "simspec-load", "schema_version": 1, "simspec_version": __version__,
+               "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "device": profile.meta.device,
+               "kind": profile.kind, "target": profile.meta.target, "draft": profile.meta.draft,
+               "dtype": profile.dtype, "prompts": traces.meta.prompts, "traces_hash": traces.content_hash(),
+               "machine": machine("cpu" if profile.meta.device.startswith("cpu") else "cuda") if r.live
+               else None, "max_batch": r.max_batch, "tpot_target_s": r.tpot_target, "split": r.split,
+               "max_new_tokens": tokens, "seed": r.seed, "temperature": traces.temperature, "live": r.live,
+               "rows": rows, "verdicts": verdicts, "surface": surface}
+    if r.out:
+        summary["written"] = _write(summary, r.out, r.force)
+    return summary
+
+
+def _stream_label(meta: dict) -> str:
+    return meta["kind"] + (f", {meta['rate']:g}/s" if "rate" in meta else "")
+
+
+def _surface_trees(sizes: tuple[int, ...], train, cost, max_new_tokens: int | None, status) -> list:
+    """(D, V, static tree) per size V of ``--surface``, at the depth whose tree of that size
+    replays fastest on the train split (batch 1's curves, as ``tune`` chooses)."""
+    from simspec.policies.base import tree_capacities
+    from simspec.sim.evaluate import GRID_DEPTHS, grid_policy, static_surface
+
+    if not sizes:
+        return []
+    with status("choosing each surface size's depth on the train split"):
+        cells = static_surface(train, cost, max_new_tokens, GRID_DEPTHS[1:], sizes)
+    trees = []
+    for v in sizes:
+        depth = max((d for d, size in cells if size == v), key=lambda d: float(np.mean(cells[d, v].speedup)))
+        trees.append((depth, v, grid_policy(depth, train.width, int(min(v, tree_capacities(depth, train.width))))))
+    return trees
+
+
+def _write(summary: dict, out: str, force: bool) -> list[str]:
+    """``load.json`` and, where two or more streams have a rate, ``load.png``: a new folder,
+    renamed into place whole."""
+    import json
+    from pathlib import Path
+
+    from simspec.cache import atomic_directory
+    from simspec.report.plots import plot_load
+
+    written = ["load.json"]
+    with atomic_directory(Path(out), replace=force) as tmp:
+        (tmp / "load.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2:
+            written.append(plot_load(summary, tmp / "load.png").name)
+    return [str(Path(out) / name) for name in written]
 
 
 def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, status) -> list:

@@ -351,7 +351,7 @@ def load(s: dict) -> None:
     for verdict in s["verdicts"]:
         stream = verdict["stream"]
         rows = [r for r in s["rows"] if r["stream"] == stream]
-        label = stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
+        label = _stream_name(stream)
         table(f"load: {label}, {rows[0]['requests']} requests, max batch {s['max_batch']} ({s['profile']})"
               + (": real / simulated (error)" if live else ""), columns + (["lossless"] if live else []),
               [(r["method"], *(_load_paired(r) if live else _load_cells(r))) for r in rows])
@@ -359,6 +359,26 @@ def load(s: dict) -> None:
                   + (f" (real: {pays[verdict['speculation_pays_real']]})" if live else "")
                   + f" (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
                   f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput)")
+    if s.get("surface"):
+        _load_surface(s)
+    if s.get("written"):
+        out.print("written: " + ", ".join(s["written"]))
+
+
+def _load_surface(s: dict) -> None:
+    sizes = sorted({r["size"] for r in s["surface"]})
+    rows = []
+    for verdict in s["verdicts"]:
+        plain = next(r for r in s["rows"] if r["method"] == "plain" and r["stream"] == verdict["stream"])
+        mine = {r["size"]: r for r in s["surface"] if r["stream"] == verdict["stream"]}
+        ratio = {v: mine[v]["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"] for v in sizes}
+        rows.append((_stream_name(verdict["stream"]), *(f"{ratio[v]:.3f} (D={mine[v]['depth']})" for v in sizes)))
+    table("throughput of a static tree of size V over plain decoding's (its depth: the best on the train split)",
+          ["stream", *(f"V={v}" for v in sizes)], rows)
+
+
+def _stream_name(stream: dict) -> str:
+    return stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
 
 
 def tune(tuned) -> None:

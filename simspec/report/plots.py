@@ -330,3 +330,63 @@ def plot_validation(report: ValidationReport, out_dir: Path, method: str | None 
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return paths
+
+
+def plot_load(s: dict, path: Path) -> Path:
+    """``simspec load``'s summary against the request rate: goodput, time per output token (p50
+    solid, p90 dashed) and throughput, a line per method, the span where speculation stops
+    paying shaded; with a surface, each tree size's throughput over plain decoding's, per rate."""
+    plt = _pyplot()
+    verdicts = sorted((v for v in s["verdicts"] if "rate" in v["stream"]), key=lambda v: v["stream"]["rate"])
+    rates = np.array([v["stream"]["rate"] for v in verdicts])
+    methods = list(dict.fromkeys(r["method"] for r in s["rows"]))
+    panels = 4 if s.get("surface") else 3
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.4))
+    target_ms = 1e3 * s["tpot_target_s"]
+    for i, method in enumerate(methods):
+        rows = [next(r for r in s["rows"] if r["method"] == method and r["stream"] == v["stream"]) for v in verdicts]
+        style = {"color": f"C{i % 10}", "marker": "o", "ms": 4, "label": method}
+        axes[0].plot(rates, [r["goodput_requests_per_s"] for r in rows], **style)
+        axes[1].plot(rates, [1e3 * r["tpot_p50_s"] for r in rows], **style)
+        axes[1].plot(rates, [1e3 * r["tpot_p90_s"] for r in rows], ls="--", color=style["color"])
+        axes[2].plot(rates, [r["throughput_tokens_per_s"] for r in rows], **style)
+    axes[1].axhline(target_ms, color="grey", lw=0.8)
+    labels = (f"goodput (requests/s with TPOT <= {target_ms:g} ms)", "time per output token (ms): p50, p90 dashed",
+              "throughput (output tokens/s)")
+    pays = [v["speculation_pays"] for v in verdicts]
+    stops = [k for k in range(1, len(pays)) if pays[k - 1] and not pays[k]]
+    for ax, label in zip(axes[:3], labels):
+        ax.set(xlabel="request rate (requests/s)", ylabel=label)
+        if rates.max() > 10 * rates.min():
+            ax.set_xscale("log")
+        for k in stops:
+            ax.axvspan(rates[k - 1], rates[k], color="grey", alpha=0.2, lw=0)
+    if stops:
+        axes[0].text(0.02, 0.98, "shaded: speculation stops paying", transform=axes[0].transAxes, va="top",
+                     fontsize=8)
+    if panels == 4:
+        _load_surface(axes[3], s, verdicts)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=min(len(methods), 3), fontsize=7,
+               frameon=False)
+    kind = "ANALYTIC device model, " if s["kind"] == "analytic" else ""
+    fig.suptitle(f"{s['target']} + {s['draft']} on {s['device']} ({kind}max batch {s['max_batch']}, "
+                 f"{s['split']} prompts, {verdicts[0]['stream']['kind']} arrivals)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.05 + 0.035 * ((len(methods) + 2) // 3), 1, 0.95))
+    return _save(plt, fig, path, tight=False)
+
+
+def _load_surface(ax, s: dict, verdicts: list[dict]) -> None:
+    """Throughput of each static tree size over plain decoding's, per rate (rows) and V (columns)."""
+    sizes = sorted({row["size"] for row in s["surface"]})
+    plain = {str(r["stream"]): r["throughput_tokens_per_s"] for r in s["rows"] if r["method"] == "plain"}
+    grid = np.array([[next(row["throughput_tokens_per_s"] for row in s["surface"]
+                           if row["size"] == v and row["stream"] == verdict["stream"])
+                      / plain[str(verdict["stream"])] for v in sizes] for verdict in verdicts])
+    spread = max(float(np.abs(grid - 1).max()), 0.01)  # white at parity, red where a tree loses
+    image = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdBu", vmin=1 - spread, vmax=1 + spread)
+    for (i, j), value in np.ndenumerate(grid):
+        ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
+    ax.figure.colorbar(image, ax=ax).set_label("throughput / plain decoding's")
+    ax.set_xticks(range(len(sizes)), [str(v) for v in sizes])
+    ax.set_yticks(range(len(verdicts)), [f"{v['stream']['rate']:g}" for v in verdicts])
+    ax.set(xlabel="static tree size V (best depth on the train split)", ylabel="request rate (requests/s)")

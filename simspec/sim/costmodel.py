@@ -258,7 +258,8 @@ class CostModel:
     def cycle(self, depth, width, size, context, committed) -> np.ndarray:
         """Seconds of one cycle: the first draft call (which also feeds the ``committed``
         tokens of the last cycle), ``depth - 2`` calls of ``width`` nodes, one verification
-        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing. Integer
+        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing: the engine runs
+        it as a plain step (``greedy``), the drafter fed its token at its next draft. Integer
         operating points (every replay) are looked up in tables of the same curves."""
         depth, width, size, context, committed = np.broadcast_arrays(
             *(np.asarray(x) for x in (depth, width, size, context, committed)))
@@ -269,11 +270,13 @@ class CostModel:
             drafting = np.where(depth >= 2,
                                 draft[committed, context] + np.maximum(depth - 2, 0) * draft[width, context], 0.0)
             book = self.table("bookkeeping", int(size.max()), int(depth.max()))
-            return drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
+            spent = drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
+            return np.where(depth == 1, self.greedy_steps(context), spent)
         depth, width, size, context, committed = (x.astype(float) for x in (depth, width, size, context, committed))
         drafting = np.where(depth >= 2, self.draft(committed, context)
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
-        return drafting + self.verify(size, context) + self.bookkeeping(size, depth)
+        spent = drafting + self.verify(size, context) + self.bookkeeping(size, depth)
+        return np.where(depth == 1, self.greedy(context), spent)
 
     def fit_error(self) -> dict:
         """Held-out relative errors of the kept fits, pooled over every curve."""

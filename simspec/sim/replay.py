@@ -190,7 +190,8 @@ class Cycles:
         self.traces, self.policy, self.charge, self.rng = traces, policy, charge, rng
         self.limit, self.per_queue = limit, per_queue
         self.start = traces.prompt_offsets[:-1][slots]
-        self.previous, self.tokens = np.zeros(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
+        # tokens each slot committed since it last drafted: its next draft's first level feeds them
+        self.unfed, self.tokens = np.ones(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
         n_queues = len(slots) // per_queue
         self.calls, self.decided = np.zeros(n_queues), np.zeros(n_queues)
         if policy is not None:
@@ -202,14 +203,19 @@ class Cycles:
         at = self.start[busy] + position
         context = traces.context_length[at]
         depth, size, accepted = decide(traces, policy, busy, at, context, self.rng)
-        longest, fed = _per_queue(np.maximum, context, first), _per_queue(np.maximum, self.previous[busy], first) + 1
+        drafting = depth > 1
+        longest = _per_queue(np.maximum, context, first)
+        fed = _per_queue(np.maximum, np.where(drafting, self.unfed[busy], 0), first)
         spent = sum(cycle_costs(cost, traces.width, depth, size, first, longest, fed, policy.shape))
         deepest, stepped = _per_queue(np.maximum, depth, first), busy[first] // self.per_queue
+        # a queue none of whose rows drafts runs a plain step (the engine's, as a server that
+        # switches speculation off): no tree to verify or keep
+        spent = np.where(deepest == 1, cost.greedy_steps(longest), spent)
         charged = self.charge(deepest)  # the rows decide in one call: priced at the deepest tree
         self.decided[stepped] += charged
         self.calls[stepped] += deepest - 1
         self.tokens[busy] += np.minimum(accepted + 1, self.limit[busy] - position)  # the engine truncates at the budget
-        self.previous[busy] = accepted
+        self.unfed[busy] = np.where(drafting, 0, self.unfed[busy]) + accepted + 1
         return spent + charged, accepted + 1
 
     def plain_step(self, cost: CostModel, busy: np.ndarray, position: np.ndarray, first: np.ndarray,
