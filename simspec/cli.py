@@ -116,6 +116,19 @@ def drafter_card(request, threads: Threads = None, as_json: Json = False) -> Non
     _json(as_json, summary)
 
 
+@command(app, "migrate-traces", "simspec.measure.migrate:MigrateRequest")
+def migrate_traces(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Bring trace folders recorded by older simspec versions up to date, in place: the prompts'
+    token ids (rendered again as calibrate renders them) and, for greedy traces, the greedy
+    path's child ranks (the continuation walked again with the traces' own models). Their hash,
+    and the profiles and policies built on them, stay valid; a folder up to date is left alone."""
+    from simspec.measure.migrate import run
+
+    s = _run(lambda bar, status: run(request, bar, status), threads)
+    show.migrated(s)
+    _json(as_json, s)
+
+
 @command(app, "export-draft", "simspec.distill.export:ExportRequest")
 def export_draft(request, as_json: Json = False) -> None:
     """Write an EAGLE-3 head (shipped, public or speculators layout) in the layout a serving

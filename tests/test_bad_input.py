@@ -672,6 +672,10 @@ row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream",
 row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "unknown baseline 'medusa'")
 row("load", "bursts without OFF", lambda d, a: [*LOAD, "--bursts", "10"], "--bursts takes ON,OFF seconds")
 row("load", "missing stream file", lambda d, a: [*LOAD, "--stream", str(d / "none.csv")], "no request stream at")
+row("migrate-traces", "missing folder", lambda d, a: ["migrate-traces", "--traces", str(d / "none")],
+    "no trace folder at")
+row("migrate-traces", "bit-flipped traces.npz", lambda d, a: ["migrate-traces", "--traces", str(a.flipped)],
+    "are missing or corrupt")
 row("load", "surface size 1", lambda d, a: [*LOAD, "--surface", "1,8"], "--surface takes tree sizes V >= 2")
 
 

@@ -381,6 +381,13 @@ def _stream_name(stream: dict) -> str:
     return stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
 
 
+def migrated(s: dict) -> None:
+    for f in s["folders"]:
+        added = " and ".join(f["added"])
+        out.print(f"{f['traces']}: " + (f"{added} added ({f['prompts']} prompts, {f['positions']} positions), hash "
+                                        f"{f['content_hash']} unchanged" if added else "up to date, left alone"))
+
+
 def tune(tuned) -> None:
     s = tuned.summary
     for text in tuned.notes:

@@ -125,8 +125,7 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
         if spec.needs_prompt_tokens and not train.has_prompt_tokens:
             raise SimspecError(f"{spec.name} reads the prompts' tokens, and these traces hold none (recorded before "
                                "traces stored them): record them again (`simspec calibrate --traces-only ... "
-                               "--force`) or add the tokens with scripts/add-prompt-tokens.py from the simspec "
-                               "repository")
+                               "--force`) or add the tokens with `simspec migrate-traces --traces FOLDER`")
     searched: list[StaticPolicy] = []
 
     def best() -> StaticPolicy:  # the grid search replays every static tree: run only when needed

@@ -15,12 +15,15 @@ Python loop over cycles, never over prompts or queues.
   the one recorded at that position of the sampled continuation: acceptance is drawn from the
   right law, the tokens are not re-sampled), and its position moves by accepted + 1.
 - A cycle drafts as deep as its queue's deepest row (one draft forward per level, padded over
-  every row, the first one feeding each row's committed tokens, padded to the most; the draft
+  every row, the first one feeding each drafting row's tokens committed since it last drafted,
+  padded to the most; the draft
   head scores only the rows still drafting, so a level costs the profile's step at that many
   rows where it measured them) and verifies every row's tree in one forward padded to the
   largest V, whose attention reads the longest context. Its time is the profile's curves at
   batch B (``CostModel.at_batch``) at those maxima, plus one policy decision (the engine asks
   the policy once per cycle for every busy row, vectorised), charged at the deepest tree.
+- A cycle in which no row of a queue drafts (every depth 1) is the engine's plain step, priced as
+  plain decoding's; its tokens wait for the row's next draft, whose first level feeds them all.
 - Plain decoding runs the same queues one token per row per cycle.
 
 Speedup is plain decoding's time over the method's, prefills included on both sides: the same

@@ -172,7 +172,7 @@ class TraceSet:
         if self.child_rank.shape[1] == 0:
             raise SimspecError("these traces hold no child ranks, which trees of fixed shape (sequoia) replay from: "
                                "record them again (`simspec calibrate --traces-only ... --force`) or add them with "
-                               "scripts/add-child-ranks.py from the simspec repository")
+                               "`simspec migrate-traces --traces FOLDER`")
         return self.child_rank[rows]
 
     def cache_hits(self, rows: np.ndarray, accepted: np.ndarray) -> np.ndarray:

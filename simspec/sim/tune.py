@@ -195,7 +195,7 @@ def run(request: TuneRequest) -> Tuned:
 
         summary["sequoia"] = sequoia_summary(train, held, cost, traces.depth_max, r.max_new_tokens, r.engine, draft)
     elif r.batch_size == 1:
-        notes.append("no Sequoia tree: it needs greedy traces with child ranks (scripts/add-child-ranks.py adds them)")
+        notes.append("no Sequoia tree: it needs greedy traces with child ranks (`simspec migrate-traces` adds them)")
     if r.batch_sizes:
         from simspec.sim.tune_batches import engine_config, per_batch
 
