@@ -328,7 +328,7 @@ def load(request, as_json: Json = False) -> None:
     (the metrics against the rate, where speculation stops paying shaded)."""
     from simspec.measure.load import run
 
-    s = _run(lambda bar, status: run(request, bar, status), None)
+    s = _run(lambda bar, status: run(request, bar, status), None, uses_torch=request.live)
     show.load(s)
     _json(as_json, s)
 

@@ -185,3 +185,19 @@ def test_the_load_verb_serves_each_rate_with_every_method(tmp_path):
     assert [v["stream"]["rate"] for v in s["verdicts"]] == [0.02, 3.0]
     light, heavy = (s["rows"][i]["requests"] for i in (0, 2))
     assert light < heavy and s["rows"][2]["ttft_p50_s"] > s["rows"][0]["ttft_p50_s"]  # a queue at 3/s
+
+
+def test_speculation_pays_by_goodput_then_throughput_then_latency_past_a_tie():
+    """Within 1 % a metric ties and the next decides: at light load, where throughput is the
+    arrivals', a tree that halves the time per token pays; a 2 % throughput loss outweighs it."""
+    from simspec.measure.load import _best_speculative
+
+    def row(goodput, throughput, tpot):
+        return {"goodput_requests_per_s": goodput, "throughput_tokens_per_s": throughput, "tpot_p50_s": tpot}
+
+    plain = row(1.0, 100.0, 0.05)
+    assert _best_speculative([plain, row(1.0, 100.4, 0.10), row(1.004, 99.8, 0.025)]) == (row(1.004, 99.8, 0.025),
+                                                                                          True)
+    assert not _best_speculative([plain, row(1.0, 98.0, 0.025)])[1]  # throughput decides past 1 %
+    assert not _best_speculative([plain, row(0.9, 150.0, 0.01)])[1]  # goodput first
+    assert not _best_speculative([plain, row(1.0, 100.0, 0.0502)])[1]  # a tie all through: it does not pay

@@ -80,9 +80,10 @@ class LoadRequest:
 
 def run(request: LoadRequest, bar, status) -> dict:
     """Every method (plain decoding first) under every stream: one row each, and per stream the
-    best method and whether speculation pays there (the best speculative method's goodput,
-    then throughput, against plain decoding's); with ``--surface``, static trees of each size
-    too; with ``--out``, the summary and its figure written to a new folder."""
+    best method and whether speculation pays there (``_better``: the best speculative method's
+    goodput, then throughput, then median time per output token, against plain decoding's);
+    with ``--surface``, static trees of each size too; with ``--out``, the summary and its
+    figure written to a new folder."""
     from simspec.cache import check_out
     from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
     from simspec.sim.profile import load_profile
@@ -127,7 +128,7 @@ def run(request: LoadRequest, bar, status) -> dict:
                  for s in served]
         rows += these
         best, pays = _best_speculative(these)
-        verdict = {"stream": stream.meta, "best": max(these, key=_score)["method"], "best_speculative": best["method"],
+        verdict = {"stream": stream.meta, "best": _best(these)["method"], "best_speculative": best["method"],
                    "speculation_pays": pays}
         if r.live:
             verdict["speculation_pays_real"] = _best_speculative([row["real"] for row in these])[1]
@@ -193,15 +194,31 @@ def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, 
                       status)
 
 
-def _score(row: dict) -> tuple[float, float]:
-    """What ranks methods under a stream: goodput, then throughput."""
-    return row["goodput_requests_per_s"], row["throughput_tokens_per_s"]
+TIE = 0.01  # metrics within 1 % of each other tie, and the next one decides
+
+
+def _better(a: dict, b: dict) -> int:
+    """Whether row ``a`` serves its stream better than ``b`` (1), worse (-1) or alike (0): goodput
+    first, then throughput, then the median time per output token, each settled only past
+    ``TIE`` (at light load throughput is the arrivals', and what speculation buys is latency)."""
+    for key, sign in (("goodput_requests_per_s", 1), ("throughput_tokens_per_s", 1), ("tpot_p50_s", -1)):
+        x, y = a[key], b[key]
+        if abs(x - y) > TIE * max(abs(x), abs(y)):
+            return sign if x > y else -sign
+    return 0
+
+
+def _best(rows: list[dict]) -> dict:
+    from functools import cmp_to_key
+
+    return max(rows, key=cmp_to_key(_better))
 
 
 def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
-    """The best row after plain decoding's (the first), and whether it beats plain decoding."""
-    best = max(rows[1:], key=_score, default=rows[0])
-    return best, _score(best) > _score(rows[0])
+    """The best row after plain decoding's (the first), and whether it serves better than plain
+    decoding does (``_better``)."""
+    best = _best(rows[1:]) if len(rows) > 1 else rows[0]
+    return best, _better(best, rows[0]) > 0
 
 
 COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")

@@ -31,13 +31,15 @@ def default_threads() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count() or 1
 
 
-def run_with_progress(work, threads: int | None = None):
-    """``work(bar, status)`` under progress bars on stderr, with torch's threads set first.
+def run_with_progress(work, threads: int | None = None, uses_torch: bool = True):
+    """``work(bar, status)`` under progress bars on stderr, with torch's threads set first (unless
+    the work runs no model: ``uses_torch`` off, and torch is not even imported).
     ``bar(description, total)`` adds a bar and returns ``advance(n=1, description=None)``;
     ``status(text)`` is a context manager shown during steps without a count."""
-    import torch
+    if uses_torch:
+        import torch
 
-    torch.set_num_threads(threads or default_threads())
+        torch.set_num_threads(threads or default_threads())
     if not err.is_terminal:  # a log file gets plain lines, not frames
         log = ProgressLog(sys.stderr)
         return work(log.bar, log.status)
@@ -358,7 +360,7 @@ def load(s: dict) -> None:
         out.print(f"best: {verdict['best']}; speculation {pays[verdict['speculation_pays']]} here"
                   + (f" (real: {pays[verdict['speculation_pays_real']]})" if live else "")
                   + f" (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
-                  f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput)")
+                  f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput, then TPOT p50; within 1 % a tie)")
     if s.get("surface"):
         _load_surface(s)
     if s.get("written"):

@@ -359,6 +359,8 @@ def plot_load(s: dict, path: Path) -> Path:
         ax.set(xlabel="request rate (requests/s)", ylabel=label)
         if rates.max() > 10 * rates.min():
             ax.set_xscale("log")
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])
+        ax.minorticks_off()
         for k in stops:
             ax.axvspan(rates[k - 1], rates[k], color="grey", alpha=0.2, lw=0)
     if stops:
