@@ -24,6 +24,9 @@ def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would survive the rename: an artifact is ordinary data
     try:
         yield tmp
         if replace and final.exists():

@@ -123,6 +123,14 @@ def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
                "draft and plain-step curves at each; tune tunes for each.", parse=parse)
 
 
+def tpot_target() -> Any:
+    return opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.", min=0.0)
+
+
+def duration() -> Any:
+    return opt(600.0, "Seconds of arrivals in a request stream.", min=1.0)
+
+
 def runtime() -> Any:
     return opt("eager", RUNTIME)
 

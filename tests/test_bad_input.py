@@ -659,6 +659,10 @@ row("plot validation", "unknown --method",
 row("tune", "unknown engine", lambda d, a: ["tune", "--profile", "calibration/cpu-demo", "--engine", "tgi"],
     "unknown --engine 'tgi'")
 row("tune", "missing profile", lambda d, a: ["tune", "--profile", str(d / "none")], "no profile at")
+row("tune", "rate without batch sizes", lambda d, a: ["tune", "--profile", "calibration/cpu-demo-batch", "--rate", "1"],
+    "pass --batch-sizes too")
+row("tune", "rate not positive", lambda d, a: ["tune", "--profile", "calibration/cpu-demo-batch", "--batch-sizes",
+                                               "1,8", "--rate", "0"], "--rate must be a positive number")
 row("tune", "bit-flipped traces.npz", lambda d, a: ["tune", "--profile", profile_with(d / "p", traces=a.flipped)],
     "are missing or corrupt")
 row("tune", "curves-only profile", lambda d, a: ["tune", "--profile", CURVES_ONLY], "latency curves only")

@@ -5,6 +5,7 @@ at, the policy told the batch and the queue, and bad streams refused in one line
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -171,6 +172,9 @@ def test_the_load_verb_serves_each_rate_with_every_method(tmp_path):
     assert s["written"] == [str(tmp_path / "l" / "load.json"), str(tmp_path / "l" / "load.png")]
     assert json.loads((tmp_path / "l" / "load.json").read_text()) == {k: v for k, v in s.items() if k != "written"}
     assert (tmp_path / "l" / "load.png").stat().st_size > 10_000
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "l").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's private 0700
     # the surface replays the tree it names, a row per rate and size
     assert [(row["stream"]["rate"], row["size"]) for row in s["surface"]] == [(0.02, 4), (0.02, 8), (3.0, 4), (3.0, 8)]
     profile = load_profile("calibration/cpu-demo-batch")

@@ -10,6 +10,7 @@ from helpers import last_json, simspec, synthetic_profile, tagged_traces
 from simspec.policies.base import tree_capacities
 from simspec.sim.evaluate import split_traces, static_surface
 from simspec.sim.profile import load_profile
+from simspec.errors import SimspecError
 from simspec.sim.tune import Tree, TuneRequest, run
 
 
@@ -65,3 +66,24 @@ def test_tune_on_the_shipped_profile_prints_sglang_flags():
     assert f"--speculative-num-steps {s['depth'] - 1}" in s["flags"]
     assert f"--speculative-num-draft-tokens {s['size']}" in s["flags"]
     assert s["speedup"] > 1 and s["width"] == 10
+
+
+def test_tune_for_a_load_switches_speculation_off_where_the_batch_fills():
+    """--rate: each batch band's draft length searched for goodput under a stream (on train
+    prompts), then served on held-out ones. On the shipped batch profile at 1 request/s through
+    8 rows (150 ms per token), drafting past 1 row costs more than it buys: the search turns
+    it off there (throughput tuning alone drafts 1), never serves its train stream worse than
+    where it started, and the engine's settings carry the tuned lengths."""
+    from simspec.sim.load import better
+
+    tuned = run(TuneRequest(profile="calibration/cpu-demo-batch", engine="trtllm", batch_sizes=(1, 8), rate=1.0,
+                            tpot_target=0.15, duration=150, max_new_tokens=64))
+    load = tuned.summary["load"]
+    assert load["throughput_tuned"]["8"] == 1 and load["draft_lens"]["8"] == 0
+    assert better(load["train"]["tuned"], load["train"]["throughput_tuned"]) > 0
+    schedule = tuned.summary["load_config"]["speculative_config"]["draft_len_schedule"]
+    assert schedule == load["draft_lens"] and load["max_batch"] == 8
+    held = load["heldout"]
+    assert better(held["tuned"], held["throughput_tuned"]) > 0  # and on held-out prompts
+    with pytest.raises(SimspecError, match="pass --batch-sizes too"):
+        TuneRequest(profile="calibration/cpu-demo-batch", rate=1.0).check()

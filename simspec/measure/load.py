@@ -20,7 +20,7 @@ from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
 from simspec.sim.charge import DecisionCharge
 from simspec.sim.evaluate import methods_flag
-from simspec.sim.load import LoadResult, replay_load
+from simspec.sim.load import LoadResult, best_row, better, replay_load
 
 
 def _rates(text: str, flag: str) -> tuple[float, ...]:
@@ -51,14 +51,13 @@ class LoadRequest:
                                    parse=_rates)
     max_batch: int = opt(4, "The most requests decoded together (rows); the profile needs curves at this batch size "
                          "(`calibrate --batch-sizes`).", min=1)
-    duration: float = opt(600.0, "Seconds of arrivals at each rate.", min=1.0)
+    duration: float = flags.duration()
     bursts: tuple[float, ...] = opt((), "ON,OFF: arrivals at the rate for ON seconds, then none for OFF seconds "
                                     "(unset: Poisson arrivals).", parse=_bursts)
     stream: str | None = opt(None, "A request file instead of --rates: CSV with a header or JSON lines, each request "
                              "with arrival_s, prompt_id (a trace prompt's id) and output_tokens.")
     baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
-    tpot_target: float = opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.",
-                             min=0.0)
+    tpot_target: float = flags.tpot_target()
     split: str = flags.split()
     max_new_tokens: int | None = flags.max_new_tokens(None)
     seed: int = flags.seed()
@@ -80,7 +79,7 @@ class LoadRequest:
 
 def run(request: LoadRequest, bar, status) -> dict:
     """Every method (plain decoding first) under every stream: one row each, and per stream the
-    best method and whether speculation pays there (``_better``: the best speculative method's
+    best method and whether speculation pays there (``sim.load.better``: the best speculative method's
     goodput, then throughput, then median time per output token, against plain decoding's);
     with ``--surface``, static trees of each size too; with ``--out``, the summary and its
     figure written to a new folder."""
@@ -128,7 +127,7 @@ def run(request: LoadRequest, bar, status) -> dict:
                  for s in served]
         rows += these
         best, pays = _best_speculative(these)
-        verdict = {"stream": stream.meta, "best": _best(these)["method"], "best_speculative": best["method"],
+        verdict = {"stream": stream.meta, "best": best_row(these)["method"], "best_speculative": best["method"],
                    "speculation_pays": pays}
         if r.live:
             verdict["speculation_pays_real"] = _best_speculative([row["real"] for row in these])[1]
@@ -194,31 +193,11 @@ def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, 
                       status)
 
 
-TIE = 0.01  # metrics within 1 % of each other tie, and the next one decides
-
-
-def _better(a: dict, b: dict) -> int:
-    """Whether row ``a`` serves its stream better than ``b`` (1), worse (-1) or alike (0): goodput
-    first, then throughput, then the median time per output token, each settled only past
-    ``TIE`` (at light load throughput is the arrivals', and what speculation buys is latency)."""
-    for key, sign in (("goodput_requests_per_s", 1), ("throughput_tokens_per_s", 1), ("tpot_p50_s", -1)):
-        x, y = a[key], b[key]
-        if abs(x - y) > TIE * max(abs(x), abs(y)):
-            return sign if x > y else -sign
-    return 0
-
-
-def _best(rows: list[dict]) -> dict:
-    from functools import cmp_to_key
-
-    return max(rows, key=cmp_to_key(_better))
-
-
 def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
     """The best row after plain decoding's (the first), and whether it serves better than plain
-    decoding does (``_better``)."""
-    best = _best(rows[1:]) if len(rows) > 1 else rows[0]
-    return best, _better(best, rows[0]) > 0
+    decoding does (``simspec.sim.load.better``)."""
+    best = best_row(rows[1:]) if len(rows) > 1 else rows[0]
+    return best, better(best, rows[0]) > 0
 
 
 COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")

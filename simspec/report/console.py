@@ -422,6 +422,28 @@ def tune(tuned) -> None:
         out.print(f"{s['engine']}, per batch size: {config['flags']}")
         if "adaptive_config" in config:
             out.print(f"adaptive.json: {json.dumps(config['adaptive_config'])}")
+    if "load" in s:
+        _tune_load(s)
+
+
+def _tune_load(s: dict) -> None:
+    load, ms = s["load"], 1e3 * s["load"]["tpot_target_s"]
+    bands = list(load["draft_lens"])
+    table(f"draft length K per batch band for {load['rate']:g} requests/s through {load['max_batch']} rows "
+          f"(goodput at TPOT <= {ms:g} ms, then throughput, then latency; chosen on train prompts)",
+          ("batch <=", *bands), [("tuned for the load", *(str(load["draft_lens"][b]) for b in bands)),
+                                 ("tuned for throughput", *(str(load["throughput_tuned"][b]) for b in bands))])
+    table(f"a held-out stream at {load['rate']:g} requests/s ({load['duration_s']:g} s)",
+          ("schedule", "goodput req/s", "tokens/s", "TPOT p50 / p90 ms", "TTFT p50 s"),
+          [(name, f"{row['goodput_requests_per_s']:.3f}", f"{row['throughput_tokens_per_s']:.1f}",
+            f"{1e3 * row['tpot_p50_s']:.1f} / {1e3 * row['tpot_p90_s']:.1f}", f"{row['ttft_p50_s']:.2f}")
+           for name, row in (("tuned for the load", load["heldout"]["tuned"]),
+                             ("tuned for throughput", load["heldout"]["throughput_tuned"]),
+                             ("plain decoding", load["heldout"]["plain"]))])
+    config = s["load_config"]
+    out.print(f"{s['engine']}, tuned for the load: {config['flags']}")
+    if "adaptive_config" in config:
+        out.print(f"adaptive.json: {json.dumps(config['adaptive_config'])}")
 
 
 def validate_batch(report, run_dir) -> None:

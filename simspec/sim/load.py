@@ -81,6 +81,28 @@ class LoadResult:
         return row
 
 
+TIE = 0.01  # metrics within 1 % of each other tie, and the next one decides
+
+
+def better(a: dict, b: dict) -> int:
+    """Whether the stream served as ``a`` (a ``LoadResult.summary`` with goodput) went better than
+    as ``b`` (1), worse (-1) or alike (0): goodput first, then throughput, then the median time per
+    output token, each settled only past ``TIE`` (at light load throughput is the arrivals' own,
+    and what speculation buys there is latency)."""
+    for key, sign in (("goodput_requests_per_s", 1), ("throughput_tokens_per_s", 1), ("tpot_p50_s", -1)):
+        x, y = a[key], b[key]
+        if abs(x - y) > TIE * max(abs(x), abs(y)):
+            return sign if x > y else -sign
+    return 0
+
+
+def best_row(rows: list[dict]) -> dict:
+    """The row that served best (``better``); the first of equals."""
+    from functools import cmp_to_key
+
+    return max(rows, key=cmp_to_key(better))
+
+
 def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, stream: Stream, max_batch: int,
                 max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
                 seed: int = 0, padded: bool = False) -> LoadResult:

@@ -57,12 +57,23 @@ class TuneRequest:
     # sequences a server batches: every cycle's draft and verify time is shared by them
     batch_size: int = flags.batch_size()
     batch_sizes: tuple[int, ...] = flags.batch_sizes((), flags.optional_sizes)
+    rate: float | None = opt(None, "With --batch-sizes: tune each band's draft length for a Poisson stream at this "
+                             "many requests per second, served through max(--batch-sizes) rows (goodput at "
+                             "--tpot-target, then throughput, then latency), not for throughput at a fixed batch.")
+    tpot_target: float = flags.tpot_target()
+    duration: float = flags.duration()
+    seed: int = flags.seed()
 
     def check(self) -> None:
         if self.engine not in ENGINES:
             raise SimspecError(f"unknown --engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
         if self.batch_size < 1:
             raise SimspecError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.rate is not None and not self.batch_sizes:
+            raise SimspecError("--rate tunes a draft length per batch-size band: pass --batch-sizes too, e.g. "
+                               "--batch-sizes 1,2,4,8 (the largest is the server's maximum batch)")
+        if self.rate is not None and not self.rate > 0:
+            raise SimspecError(f"--rate must be a positive number of requests per second, not {self.rate:g}")
 
 
 @dataclass(frozen=True)
@@ -197,16 +208,48 @@ def run(request: TuneRequest) -> Tuned:
     elif r.batch_size == 1:
         notes.append("no Sequoia tree: it needs greedy traces with child ranks (`simspec migrate-traces` adds them)")
     if r.batch_sizes:
-        from simspec.sim.tune_batches import engine_config, per_batch
-
-        summary["per_batch"] = per_batch(profile, train, held, r.batch_sizes, r.max_new_tokens)
-        summary["per_batch_config"] = engine_config(r.engine, summary["per_batch"], draft, width)
-        if r.engine == "sglang":
-            notes.append("SGLang varies only the draft steps by batch size, for chains (top-k 1, adaptive "
-                         "speculation); the best tree per batch size is listed for a server run at one load")
-        if r.engine == "sglang" or r.engine in CHAIN_ENGINES:  # per batch size, each engine drafts chains
-            notes.append(f"chains: acceptance read off the recorded width-{width} beam trees' best D nodes")
-        if r.engine == "trtllm":
-            notes.append(f"TensorRT-LLM drafts nothing past the schedule's largest batch size "
-                         f"({max(r.batch_sizes)}): its max-concurrency control")
+        notes += _per_batch(r, profile, train, held, draft, width, summary)
     return Tuned(summary, notes)
+
+
+def _load_notes(load: dict) -> list[str]:
+    """What a user should know before deploying the load-tuned schedule: how it fared on the
+    held-out stream against the throughput-tuned one."""
+    from simspec.sim.load import better
+
+    held = load["heldout"]
+    verdict = better(held["tuned"], held["throughput_tuned"])
+    if load["draft_lens"] == load["throughput_tuned"]:
+        return ["tuned for this load, each band keeps its throughput-tuned draft length"]
+    if verdict < 0:
+        return ["on the held-out stream the load-tuned schedule serves worse than the throughput-tuned one: the "
+                "search fitted the train stream's noise (a longer --duration steadies it); deploy the throughput-"
+                "tuned schedule"]
+    return [] if verdict > 0 else ["on the held-out stream the load-tuned and throughput-tuned schedules serve "
+                                   "alike (within 1 %)"]
+
+
+def _per_batch(r: TuneRequest, profile, train, held, draft: str, width: int, summary: dict) -> list[str]:
+    """``--batch-sizes`` (and ``--rate``): the per-batch-size settings into ``summary``; the notes."""
+    from simspec.sim.tune_batches import engine_config, per_batch
+
+    notes = []
+    summary["per_batch"] = per_batch(profile, train, held, r.batch_sizes, r.max_new_tokens)
+    summary["per_batch_config"] = engine_config(r.engine, summary["per_batch"], draft, width)
+    if r.rate is not None:
+        from simspec.sim.tune_batches import for_load, load_rows
+
+        summary["load"] = for_load(profile, train, held, summary["per_batch"], r.rate, r.tpot_target,
+                                   r.duration, r.seed, r.max_new_tokens)
+        summary["load_config"] = engine_config(r.engine, load_rows(summary["per_batch"],
+                                                                   summary["load"]["draft_lens"]), draft, width)
+        notes += _load_notes(summary["load"])
+    if r.engine == "sglang":
+        notes.append("SGLang varies only the draft steps by batch size, for chains (top-k 1, adaptive "
+                     "speculation); the best tree per batch size is listed for a server run at one load")
+    if r.engine == "sglang" or r.engine in CHAIN_ENGINES:  # per batch size, each engine drafts chains
+        notes.append(f"chains: acceptance read off the recorded width-{width} beam trees' best D nodes")
+    if r.engine == "trtllm":
+        notes.append(f"TensorRT-LLM drafts nothing past the schedule's largest batch size "
+                     f"({max(r.batch_sizes)}): its max-concurrency control")
+    return notes

@@ -98,3 +98,65 @@ def engine_config(engine: str, rows: list[dict], draft: str, width: int) -> dict
     table = {str(r["batch_size"]): {"depth": r["tree"]["depth"], "width": width, "size": r["tree"]["size"]}
              for r in rows}
     return {"trees_by_batch": table, "flags": json.dumps(table)}
+
+
+LOAD_DRAFT_LENS = (0, 1, 2, 3, 4, 5, 7)  # the draft lengths K a band may take; 0 drafts nothing
+
+
+def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float, duration: float, seed: int,
+             max_new_tokens: int | None, advance=lambda: None) -> dict:
+    """The draft length per batch-size band that serves a Poisson stream at ``rate`` best
+    (``sim.load.better``: goodput at ``tpot_s``, then throughput, then latency) through
+    ``max(batch sizes)`` rows, a cycle taking the smallest tuned batch size at or above its busy
+    rows (TensorRT-LLM's ``draft_len_schedule`` rule). Searched band by band (coordinate descent,
+    from the throughput-tuned chains of ``rows``, until no band changes) on a stream of train
+    prompts; the choice, the throughput-tuned schedule and plain decoding then serve a stream of
+    held-out prompts."""
+    from simspec.policies.rules.serving import DraftLenSchedule
+    from simspec.sim.evaluate import decision_charges
+    from simspec.sim.load import better, replay_load
+    from simspec.sim.stream import poisson
+
+    if not rate > 0:
+        raise SimspecError(f"--rate must be a positive number of requests per second, not {rate:g}")
+    sizes = [r["batch_size"] for r in rows]
+    charge = decision_charges(profile.meta).get("static", 0.0)
+    lens = [k for k in LOAD_DRAFT_LENS if k < train.depth_max]
+
+    def served(traces, schedule, stream) -> dict:
+        policy = None if schedule is None else DraftLenSchedule(dict(zip(sizes, schedule)), traces.width,
+                                                                traces.depth_max)
+        advance()
+        return replay_load(traces, profile.cost, policy, stream, max(sizes), max_new_tokens,
+                           0.0 if policy is None else charge, seed).summary(tpot_s)
+
+    stream = poisson(rate, duration, np.arange(train.n_prompts), seed)
+    start = [min(r["chain"]["depth"] - 1, max(lens)) for r in rows]
+    best, score = list(start), served(train, start, stream)
+    first = score
+    changed = True
+    while changed:
+        changed = False
+        for band in range(len(sizes)):
+            for k in lens:
+                if k == best[band]:
+                    continue
+                trial = best[:band] + [k] + best[band + 1:]
+                trial_score = served(train, trial, stream)
+                if better(trial_score, score) > 0:
+                    best, score, changed = trial, trial_score, True
+    scoring = poisson(rate, duration, np.arange(held.n_prompts), seed)
+    return {"rate": rate, "tpot_target_s": tpot_s, "duration_s": duration, "max_batch": max(sizes),
+            "draft_lens": dict(zip(map(str, sizes), best)), "throughput_tuned": dict(zip(map(str, sizes), start)),
+            "heldout": {"tuned": served(held, best, scoring), "throughput_tuned": served(held, start, scoring),
+                        "plain": served(held, None, scoring)}, "train": {"tuned": score, "throughput_tuned": first}}
+
+
+def load_rows(rows: list[dict], draft_lens: dict[str, int]) -> list[dict]:
+    """``rows`` with each batch size's chain set to the load-tuned draft length (what
+    ``engine_config`` renders)."""
+    out = []
+    for row in rows:
+        depth = draft_lens[str(row["batch_size"])] + 1
+        out.append({**row, "chain": {"depth": depth, "size": depth, "runner_up": {"depth": depth, "size": depth}}})
+    return out
