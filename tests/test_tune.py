@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from helpers import last_json, simspec, synthetic_profile, tagged_traces
 
+from simspec.errors import SimspecError
 from simspec.policies.base import tree_capacities
 from simspec.sim.evaluate import split_traces, static_surface
 from simspec.sim.profile import load_profile
-from simspec.errors import SimspecError
 from simspec.sim.tune import Tree, TuneRequest, run
 
 
