@@ -333,6 +333,24 @@ def load(request, as_json: Json = False) -> None:
     _json(as_json, s)
 
 
+@command(app, "headroom", "simspec.sim.headroom:HeadroomRequest")
+def headroom(request, as_json: Json = False) -> None:
+    """How much an adaptive policy could add on a profile, before training one: on its held-out
+    traces, the hindsight oracle, the information bound (the Bayes decision granted the whole
+    drafted tree, its node classifier fitted on the train split), the best static tree, the
+    seeds' rules and --policies, each a median speedup with its IQR and its share of the
+    oracle's, per batch size; and the verdict: at most X % over the best static tree. --out
+    writes headroom.json and headroom.png."""
+    from simspec.report.figures import headroom_folder
+    from simspec.sim.headroom import run
+
+    s = _run(lambda bar, status: run(request, bar, status), None, uses_torch=False)
+    if request.out:
+        s["written"] = headroom_folder(s, request.out, request.force)
+    show.headroom(s)
+    _json(as_json, s)
+
+
 @command(app, "tune", "simspec.sim.tune:TuneRequest")
 def tune(request, as_json: Json = False) -> None:
     """The best static tree for a profile, in the settings of the engine you deploy: every static

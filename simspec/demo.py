@@ -1,6 +1,7 @@
 """``simspec demo``: the whole loop on the shipped defaults, each step an ordinary simspec
-command (calibrate this machine on the shipped traces, train policies (fast by default), validate them on
-the real engine, draw the figures), and a summary read back from what the steps wrote."""
+command (calibrate this machine on the shipped traces, ask how much headroom an adaptive policy
+has, train policies (fast by default), validate them on the real engine, draw the figures), and a
+summary read back from what the steps wrote."""
 
 from __future__ import annotations
 
@@ -61,7 +62,9 @@ class DemoRequest:
         # The engine fit runs as many new tokens as the validation: the contexts it prices.
         steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile),
                   "--runtime", self.runtime, "--engine-tokens", str(self.max_new_tokens)],
-                 ["plot", "curves", "--profile", str(profile), "--out", str(figures)]]
+                 ["plot", "curves", "--profile", str(profile), "--out", str(figures)],
+                 ["headroom", "--profile", str(profile), "--baselines", "gammatune,fsm", "--max-new-tokens",
+                  str(self.max_new_tokens), "--out", str(root / "headroom")]]
         for algo, policy in zip(self.algos, self.policies()):
             steps += [["train", "--simulated", "--profile", str(profile), "--algo", algo, "--preset", self.preset,
                        "--out", str(policy)],
@@ -107,7 +110,11 @@ def summary(request: DemoRequest, seconds: float) -> dict:
         policies.append({"algo": meta.algo, "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
                          "speedup": nan if held.speedup is None else held.speedup,
                          "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
+    import json
+
+    headroom = json.loads((root / "headroom" / "headroom.json").read_text())["batches"][0]
     return {"root": str(root), "device": profile.meta.device, "curves_seconds": profile.meta.seconds["curves"],
+            "headroom": headroom,
             "engine_fit_seconds": profile.meta.seconds.get("engine_fit"),
             "fit_error_median": profile.meta.fit_error.median, "policies": policies,
             "report": read_report(root / "validate"), "seconds": seconds}

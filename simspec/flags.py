@@ -123,6 +123,11 @@ def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
                "draft and plain-step curves at each; tune tunes for each.", parse=parse)
 
 
+def policies() -> Any:
+    return opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the baselines; each is "
+               "charged its measured decision time.", parse=names)
+
+
 def tpot_target() -> Any:
     return opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.", min=0.0)
 

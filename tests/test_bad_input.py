@@ -676,6 +676,11 @@ row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream",
 row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "unknown baseline 'medusa'")
 row("load", "bursts without OFF", lambda d, a: [*LOAD, "--bursts", "10"], "--bursts takes ON,OFF seconds")
 row("load", "missing stream file", lambda d, a: [*LOAD, "--stream", str(d / "none.csv")], "no request stream at")
+row("headroom", "missing profile", lambda d, a: ["headroom", "--profile", str(d / "none")], "no profile at")
+row("headroom", "batch size without curves", lambda d, a: ["headroom", "--profile", "calibration/cpu-demo",
+                                                           "--batch-sizes", "1,4"], "no curves at batch size 4")
+row("headroom", "unknown baseline", lambda d, a: ["headroom", "--profile", "calibration/cpu-demo", "--baselines",
+                                                  "medusa"], "unknown baseline 'medusa'")
 row("migrate-traces", "missing folder", lambda d, a: ["migrate-traces", "--traces", str(d / "none")],
     "no trace folder at")
 row("migrate-traces", "bit-flipped traces.npz", lambda d, a: ["migrate-traces", "--traces", str(a.flipped)],

@@ -200,7 +200,7 @@ def test_requests_are_keyword_only_and_declare_every_flag_once():
     import dataclasses
 
     requests = _requests()
-    assert len(requests) == 19  # the 15 verbs and the 4 plots
+    assert len(requests) == 20  # the 16 verbs and the 4 plots
     for request in requests:
         assert request.__dataclass_params__.frozen and all(f.kw_only for f in dataclasses.fields(request))
         with pytest.raises(TypeError):  # positional construction is refused

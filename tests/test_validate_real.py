@@ -191,7 +191,7 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
 @pytest.mark.model
 @pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
-    """calibrate (quick) -> train RADAR -> validate --real -> figures -> summary. The smoke preset:
+    """calibrate (quick) -> headroom -> train RADAR -> validate --real -> figures -> summary. The smoke preset:
     the loop's wiring is tested here, RADAR's learning in test_train.py."""
     out = tmp_path / "demo"
     result = simspec("demo", "--algos", "radar", "--preset", "smoke", "--n-prompts", "2", "--max-new-tokens", "10",
@@ -199,6 +199,8 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
     assert "over the set, no refit: mean |error|" in " ".join(result.stdout.split())  # the headline, no refit
+    assert "an adaptive policy can add at most" in " ".join(result.stdout.split())  # headroom, before training
+    assert (out / "headroom" / "headroom.png").stat().st_size > 10_000
     line = last_json(result)  # the run's summary, its validation as `validate --json` gives it
     assert line["root"] == str(out) and line["report"]["run"] == f"{out}/validate"
     assert {r["method"] for r in line["report"]["rows"]} >= {"radar"} and "actions" not in line["report"]["rows"][0]

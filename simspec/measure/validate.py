@@ -51,8 +51,7 @@ class ValidateRequest:
     drafters: tuple[str, ...] = opt((), "--simulated with the select baseline: comma-separated profiles of other "
                                     "drafters of the same target, their traces recorded on the same prompts.",
                                     parse=flags.names)
-    policies: tuple[str, ...] = opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the "
-                                    "baselines; each is charged its measured decision time.", parse=flags.names)
+    policies: tuple[str, ...] = flags.policies()
     split: str = flags.split()
     max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
     prompts: str = flags.prompts()

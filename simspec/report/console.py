@@ -293,6 +293,10 @@ def demo(s: dict) -> None:
     fit = f", fitted to the engine's cycles in {s['engine_fit_seconds']:.0f} s" if s.get("engine_fit_seconds") else ""
     out.print(f"calibrated {s['device']} in {s['curves_seconds']:.0f} s{fit}: cost model held-out error median "
               f"{s['fit_error_median']:.1%}")
+    if s.get("headroom"):
+        from simspec.sim.headroom import verdict_line
+
+        out.print(verdict_line(s["headroom"]))
     for p in s["policies"]:
         out.print(f"trained {p['algo']} (fast) in {p['train_seconds']:.0f} s: simulated held-out speedup "
                   f"{p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
@@ -381,6 +385,23 @@ def _load_surface(s: dict) -> None:
 
 def _stream_name(stream: dict) -> str:
     return stream.get("source") or f"{stream['kind']} at {stream['rate']:g} requests/s"
+
+
+def headroom(s: dict) -> None:
+    from simspec.sim.headroom import verdict_line
+
+    for text in s["notes"]:
+        warn(text)
+    if s["kind"] == "analytic":
+        warn("ANALYTIC profile: these speedups come from a model of the device, not a measurement")
+    for batch in s["batches"]:
+        table(f"headroom on {s['profile']} at batch {batch['batch_size']}: {s['heldout_prompts']} held-out prompts, "
+              f"T = {s['temperature']:g}", ("method", "speedup (median)", "IQR", "share of the oracle"),
+              [(r["method"], f"{r['speedup']:.3f}", f"{r['q25']:.2f}-{r['q75']:.2f}", f"{r['share_of_oracle']:.0%}")
+               for r in batch["rows"]])
+        out.print(verdict_line(batch))
+    if s.get("written"):
+        out.print("written: " + ", ".join(s["written"]))
 
 
 def migrated(s: dict) -> None:

@@ -80,3 +80,17 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
         raise SimspecError(f"--method {method!r} is not in that report: choose one of {', '.join(names)}")
     refuse_existing(validation_files(loaded, folder, method or None), force)
     return plot_validation(loaded, folder, method or None, force=force)
+
+
+def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
+    """``simspec headroom --out``: ``headroom.json`` and ``headroom.png``, a new folder renamed
+    into place whole."""
+    import json
+
+    from simspec.cache import atomic_directory
+    from simspec.report.plots import plot_headroom
+
+    with atomic_directory(Path(out), replace=force) as tmp:
+        (tmp / "headroom.json").write_text(json.dumps(summary, indent=1) + "\n")
+        plot_headroom(summary, tmp / "headroom.png")
+    return [str(Path(out) / name) for name in ("headroom.json", "headroom.png")]

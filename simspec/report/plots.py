@@ -392,3 +392,33 @@ def _load_surface(ax, s: dict, verdicts: list[dict]) -> None:
     ax.set_xticks(range(len(sizes)), [str(v) for v in sizes])
     ax.set_yticks(range(len(verdicts)), [f"{v['stream']['rate']:g}" for v in verdicts])
     ax.set(xlabel="static tree size V (best depth on the train split)", ylabel="request rate (requests/s)")
+
+
+def plot_headroom(s: dict, path: Path) -> Path:
+    """``simspec headroom``: per batch size, every row's median speedup over prompts with its
+    interquartile range, best first; the best static tree's level dashed, the oracle's dotted."""
+    plt = _pyplot()
+    batches = s["batches"]
+    colours = {"oracle": "C3", "bound": "C1", "static": "C2", "rule": "C0", "learned": "C4"}
+    height = 0.9 + 0.28 * max(len(b["rows"]) for b in batches)
+    fig, axes = plt.subplots(1, len(batches), figsize=(6.5 * len(batches), height), squeeze=False)
+    for ax, batch in zip(axes[0], batches):
+        rows = batch["rows"][::-1]
+        y = np.arange(len(rows))
+        medians = np.array([r["speedup"] for r in rows])
+        errors = np.array([[r["speedup"] - r["q25"] for r in rows], [r["q75"] - r["speedup"] for r in rows]])
+        ax.barh(y, medians, xerr=errors, color=[colours[r["kind"]] for r in rows], alpha=0.8, capsize=2)
+        ax.set_yticks(y, [f"{r['method']} ({r['share_of_oracle']:.0%})" for r in rows], fontsize=7)
+        static = next(r for r in rows if r["kind"] == "static")
+        ax.axvline(static["speedup"], color="C2", ls="--", lw=1)
+        ax.axvline(1.0, color="grey", lw=0.8)
+        v = batch["verdict"]
+        ax.set(xlabel="speedup over plain decoding (median over held-out prompts, IQR bars)",
+               title=f"batch {batch['batch_size']}: at most {v['over_best_static']:+.1%} over the best static tree",
+               xlim=(min(0.9, medians.min() * 0.95), None))
+        ax.title.set_fontsize(9)
+    kind = "ANALYTIC device model, " if s["kind"] == "analytic" else ""
+    fig.suptitle(f"{s['target']} + {s['draft']} on {s['device']} ({kind}T = {s['temperature']:g}, "
+                 f"{s['heldout_prompts']} held-out prompts): headroom for an adaptive policy; (share of the oracle)",
+                 fontsize=9)
+    return _save(plt, fig, path)

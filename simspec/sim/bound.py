@@ -49,13 +49,13 @@ def _history(accepted_ema: np.ndarray, whole_ema: np.ndarray, context: np.ndarra
     return np.column_stack([accepted_ema, whole_ema, np.log(np.maximum(context, 1))])
 
 
-def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float, visits: list | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float, visits: list | None = None,
+                    max_new_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(speedup per prompt, chosen-depth histogram) of the full-tree Bayes decision at ``kappa``;
     ``probabilities(at, history) -> [rows, levels * W**2]`` is P(node on path) at trace positions
     ``at``, ``history`` the rows' ``[rows, HISTORY_FEATURES]``; ``visits`` collects (at, history)."""
     width, dmax = traces.width, traces.depth_max
-    limit = positions_limit(traces, None)
+    limit = positions_limit(traces, max_new_tokens)
     start, n = traces.prompt_offsets[:-1], traces.n_prompts
     position, previous, seconds = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n)
     level_of = np.repeat(np.arange(dmax - 1), width * width)
@@ -98,14 +98,14 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
     return (greedy_seconds(traces, cost, limit) + prefill) / (seconds + prefill), depths
 
 
-def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS
-                      ) -> BoundResult:
+def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS,
+                      max_new_tokens: int | None = None) -> BoundResult:
     """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
     value with the best median speedup on ``traces`` themselves."""
     def probabilities(at, history=None):
         return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
 
-    return _best_kappa(traces, cost, probabilities, kappas)
+    return _best_kappa(traces, cost, probabilities, kappas, max_new_tokens)
 
 
 def _greedy(traces: TraceSet) -> None:
@@ -114,9 +114,9 @@ def _greedy(traces: TraceSet) -> None:
                            "(temperature 0)")
 
 
-def _best_kappa(traces, cost, probabilities, kappas) -> BoundResult:
+def _best_kappa(traces, cost, probabilities, kappas, max_new_tokens: int | None = None) -> BoundResult:
     _greedy(traces)
-    runs = {k: full_tree_bayes(traces, cost, probabilities, k) for k in kappas}
+    runs = {k: full_tree_bayes(traces, cost, probabilities, k, max_new_tokens=max_new_tokens) for k in kappas}
     kappa = max(runs, key=lambda k: float(np.median(runs[k][0])))
     return BoundResult(runs[kappa][0], kappa, runs[kappa][1])
 
@@ -140,7 +140,8 @@ def history_predictor(traces: TraceSet, cost: CostModel, predictor, kappa: float
     return AcceptancePredictor.fit(*examples, seed=seed)
 
 
-def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS) -> BoundResult:
+def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS,
+                  max_new_tokens: int | None = None) -> BoundResult:
     """The full-tree Bayes decision with node probabilities from ``history_predictor``'s classifier,
     each cycle's history its own (under its decisions), at the best ``kappas`` value on ``traces``."""
 
@@ -148,7 +149,7 @@ def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[fl
         return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max,
                                   extra=history)
 
-    return _best_kappa(traces, cost, probabilities, kappas)
+    return _best_kappa(traces, cost, probabilities, kappas, max_new_tokens)
 
 
 def perfect_probabilities(traces: TraceSet):

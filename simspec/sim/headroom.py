@@ -1,0 +1,148 @@
+"""``simspec headroom``: how much an adaptive policy could add on a profile, before anyone trains
+one (numpy only).
+
+On the profile's held-out traces, per batch size (each sequence's cycles priced at the batch's
+curves, as ``tune --batch-size`` prices them), side by side: the hindsight oracle (every cycle's
+(D, V) chosen knowing what the target accepts: not reachable by a policy), the information bound
+(``simspec.sim.bound``: the Bayes decision granted the whole drafted tree for free, its node
+classifier fitted on the train split; optionally with each cycle's history), the best static tree
+(the grid searched on the train split), the seeds' rules (tuned on the train split) and any
+learned policies given. Each row is a median speedup over prompts with its interquartile range
+and its share of the oracle's. The verdict is the bound over the best static tree: what no policy
+deciding from node scores can beat (docs/findings.md, "How much of the oracle's gain is
+observable"). The bound reads the greedy path: at T > 0 only the oracle stands above the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec import flags
+from simspec.errors import SimspecError
+from simspec.flags import opt
+from simspec.policies.registry import baselines_help, default_baselines
+from simspec.sim.evaluate import methods_flag
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadroomRequest:
+    profile: str = flags.profile()
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), flags.ints)
+    baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
+    policies: tuple[str, ...] = flags.policies()
+    history: bool = opt(False, "Also the information bound with each cycle's history (the prompt's recent "
+                        "acceptance and the context length) beside the node scores: a few minutes more.")
+    max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
+    temperature: float | None = flags.temperature(None)
+    out: str | None = flags.out()
+    force: bool = flags.force()
+
+    def __post_init__(self):
+        if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
+            raise SimspecError(f"--batch-sizes takes batch sizes >= 1, e.g. 1,4; got "
+                               f"{','.join(map(str, self.batch_sizes))}")
+
+
+def _row(method: str, kind: str, speedup: np.ndarray, oracle: np.ndarray) -> dict:
+    q25, median, q75 = (float(x) for x in np.percentile(speedup, [25, 50, 75]))
+    return {"method": method, "kind": kind, "speedup": median, "q25": q25, "q75": q75,
+            "share_of_oracle": median / float(np.median(oracle))}
+
+
+def run(request: HeadroomRequest, bar, status) -> dict:
+    """Every row at every batch size, and the verdict per batch size (``--out`` is checked here,
+    before the work, and written by ``simspec.report.figures.headroom_folder``)."""
+    from simspec.cache import check_out
+    from simspec.sim.evaluate import build_baselines, check_names, method_set, split_traces
+    from simspec.sim.profile import load_profile
+
+    r = request
+    if r.out:
+        check_out(r.out, r.force)
+    check_names(list(r.baselines))
+    profile = load_profile(r.profile)
+    profile.require_temperature(r.temperature)
+    costs = {b: profile.cost.at_batch(b) for b in r.batch_sizes}  # a batch size without curves: one line
+    traces = profile.traces()
+    train, held = split_traces(traces, "train"), split_traces(traces, "heldout")
+    with status("loading the policies"):
+        learned, charged, notes = method_set([], list(r.policies), profile, train, r.max_new_tokens)
+    predictor = None
+    if not traces.sampled:
+        from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
+
+        with status("fitting the node classifier on the train split"):
+            predictor = fit_node_predictor(train, WHOLE_TREE)
+    else:
+        notes.append("the information bound reads the greedy path: on sampled traces only the hindsight oracle "
+                     "stands above the rules")
+    tick = bar("batch sizes: oracle, bound, grid, rules, policies", len(costs) * (4 + r.history))
+    batches = []
+    for batch, cost in costs.items():
+        with status(f"batch {batch}: tuning the baselines on the train split"):
+            methods = build_baselines(list(r.baselines), train, cost, r.max_new_tokens) if r.baselines else []
+        methods = [m for m in methods if m.family != "grid"]  # the grid best is a row of its own
+        batches.append(_batch(batch, cost, train, held, predictor, methods + learned, charged, r, tick))
+    from simspec import __version__
+
+    summary = {"schema": "simspec-headroom", "schema_version": 1, "simspec_version": __version__,
+               "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "kind": profile.kind,
+               "device": profile.meta.device, "target": profile.meta.target, "draft": profile.meta.draft,
+               "dtype": profile.dtype, "prompts": traces.meta.prompts, "traces_hash": traces.content_hash(),
+               "temperature": traces.temperature, "heldout_prompts": held.n_prompts,
+               "max_new_tokens": r.max_new_tokens, "batches": batches, "notes": notes}
+    return summary
+
+
+def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dict, r: HeadroomRequest, tick) -> dict:
+    """One batch size's rows, best first, and its verdict."""
+    from simspec.sim.evaluate import grid_best
+    from simspec.sim.oracle import oracle
+    from simspec.sim.replay import replay
+
+    tokens = r.max_new_tokens
+    best = oracle(held, cost, tokens).speedup
+    rows = [_row("oracle (hindsight)", "oracle", best, best)]
+    tick()
+    bound = None
+    if predictor is not None:
+        from simspec.sim.bound import information_bound
+
+        bound = information_bound(held, cost, predictor, max_new_tokens=tokens)
+        rows.append(_row("information bound (node scores)", "bound", bound.speedup, best))
+    tick()
+    if predictor is not None and r.history:
+        from simspec.sim.bound import history_bound, history_predictor
+
+        kappa = information_bound(train, cost, predictor, max_new_tokens=tokens).kappa
+        with_history = history_bound(held, cost, history_predictor(train, cost, predictor, kappa),
+                                     max_new_tokens=tokens)
+        rows.append(_row("information bound (node scores + history)", "bound", with_history.speedup, best))
+        tick()
+    grid = grid_best(train, cost, tokens)
+    static = replay(held, cost, grid, tokens, charged.get(grid.family, 0.0)).speedup
+    rows.append(_row(grid.name, "static", static, best))
+    static_median = float(np.median(static))
+    tick()
+    for method in methods:
+        kind = "learned" if method.family.startswith("policy:") else "rule"
+        rows.append(_row(method.name, kind, replay(held, cost, method, tokens, charged.get(method.family, 0.0)).speedup,
+                         best))
+    tick()
+    top = rows[1] if bound is not None else rows[0]
+    verdict = {"ceiling": top["method"], "over_best_static": top["speedup"] / static_median - 1,
+               "best_static": grid.name, "oracle_over_best_static": rows[0]["speedup"] / static_median - 1}
+    return {"batch_size": batch, "rows": sorted(rows, key=lambda row: -row["speedup"]), "verdict": verdict}
+
+
+def verdict_line(batch: dict) -> str:
+    v = batch["verdict"]
+    where = f" at batch {batch['batch_size']}" if batch["batch_size"] > 1 else ""
+    if v["ceiling"].startswith("oracle"):
+        return (f"on this profile{where} an adaptive policy can add at most {v['over_best_static']:+.1%} over the best "
+                f"static tree ({v['best_static']}): the hindsight oracle, which no policy reaches")
+    return (f"on this profile{where} an adaptive policy can add at most {v['over_best_static']:+.1%} over the best "
+            f"static tree ({v['best_static']}); the hindsight oracle's {v['oracle_over_best_static']:+.1%} is what "
+            "node scores cannot tell")
