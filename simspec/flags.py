@@ -120,7 +120,7 @@ def batch_size() -> Any:
 
 def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
     return opt(default, "Batch sizes to cover besides 1, e.g. 1,2,4,8: calibrate measures (or models) the verify, "
-               "draft and plain-step curves at each; tune tunes for each.", parse=parse)
+               "draft and plain-step curves at each; tune and headroom answer for each.", parse=parse)
 
 
 def policies() -> Any:
