@@ -123,6 +123,17 @@ def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
                "draft and plain-step curves at each; tune and headroom answer for each.", parse=parse)
 
 
+def recalibrate() -> Any:
+    return opt(False, "With the live engine (validate --real, load --live): first refit the profile in situ (as "
+               "`simspec recalibrate` does) on train-split prompts, right before the scored runs and through the "
+               "same rows (at --batch-size or --max-batch B, the curves at B), and predict with that refit "
+               "(validate saves it in RUN/profile/). Adds minutes.", flag="--recalibrate")
+
+
+def recalibrate_prompts() -> Any:
+    return opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
+
+
 def policies() -> Any:
     return opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the baselines; each is "
                "charged its measured decision time.", parse=names)

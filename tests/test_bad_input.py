@@ -685,6 +685,7 @@ row("migrate-traces", "missing folder", lambda d, a: ["migrate-traces", "--trace
     "no trace folder at")
 row("migrate-traces", "bit-flipped traces.npz", lambda d, a: ["migrate-traces", "--traces", str(a.flipped)],
     "are missing or corrupt")
+row("load", "recalibrate without live", lambda d, a: [*LOAD, "--recalibrate"], "pass --live too")
 row("load", "surface size 1", lambda d, a: [*LOAD, "--surface", "1,8"], "--surface takes tree sizes V >= 2")
 
 

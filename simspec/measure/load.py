@@ -65,6 +65,8 @@ class LoadRequest:
     live: bool = opt(False, "Also serve every stream on the live engine, in real time (each takes about --duration "
                      "seconds per method), beside the replay that predicts it, priced as this engine runs: every "
                      "cycle at --max-batch rows. Outputs are checked against plain greedy decoding's.")
+    recalibrate: bool = flags.recalibrate()
+    recalibrate_prompts: int = flags.recalibrate_prompts()
     surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
                                    "a static tree of each size, at its best depth on the train split, serves every "
                                    "stream (simulated).", parse=flags.ints)
@@ -72,6 +74,8 @@ class LoadRequest:
     force: bool = flags.force()
 
     def __post_init__(self):
+        if self.recalibrate and not self.live:
+            raise SimspecError("--recalibrate refits the profile on the live engine before its runs: pass --live too")
         if any(v < 2 for v in self.surface):
             raise SimspecError(f"--surface takes tree sizes V >= 2 (V = 1 is plain decoding, always served), got "
                                f"{','.join(map(str, self.surface))}")
@@ -103,20 +107,21 @@ def run(request: LoadRequest, bar, status) -> dict:
         streams = [bursty(rate, *r.bursts, r.duration, everyone, r.seed) for rate in r.rates]
     else:
         streams = [poisson(rate, r.duration, everyone, r.seed) for rate in r.rates]
-    with status("tuning the baselines on the train split"):
-        methods = [None, *build_baselines(list(r.baselines), split_traces(traces, "train"), profile.cost,
-                                          r.max_new_tokens)]
-    charged = decision_charges(profile.meta)
     tokens = r.max_new_tokens or (flags.REAL_TOKENS if r.live else None)
-    trees = _surface_trees(r.surface, split_traces(traces, "train"), profile.cost, r.max_new_tokens, status)
-    real = iter(_serve_real(profile, scored, streams, methods, r, tokens, status) if r.live else ())
+    live = _live(r, scored, split_traces(traces, "train"), tokens, bar, status) if r.live else None
+    cost = profile.cost if live is None or live.cost is None else live.cost  # --recalibrate: the refit prices
+    with status("tuning the baselines on the train split"):
+        methods = [None, *build_baselines(list(r.baselines), split_traces(traces, "train"), cost, r.max_new_tokens)]
+    charged = decision_charges(profile.meta)
+    trees = _surface_trees(r.surface, split_traces(traces, "train"), cost, r.max_new_tokens, status)
+    real = iter(serve_real(live, streams, methods, tokens, status) if live else ())
     rows, verdicts, surface = [], [], []
     tick = bar("replaying the streams", len(streams) * (len(methods) + len(trees)))
 
     def serve(method, stream):
         tick(description=f"replaying {len(stream.arrival)} requests ({_stream_label(stream.meta)}): "
              f"{method.name if method else 'plain'}")
-        return replay_load(scored, profile.cost, method, stream, r.max_batch, tokens,
+        return replay_load(scored, cost, method, stream, r.max_batch, tokens,
                            charged.get(method.family, DecisionCharge.flat(0.0)) if method else 0.0, r.seed, r.live)
 
     for stream in streams:
@@ -142,7 +147,7 @@ def run(request: LoadRequest, bar, status) -> dict:
                "machine": machine("cpu" if profile.meta.device.startswith("cpu") else "cuda") if r.live
                else None, "max_batch": r.max_batch, "tpot_target_s": r.tpot_target, "split": r.split,
                "max_new_tokens": tokens, "seed": r.seed, "temperature": traces.temperature, "live": r.live,
-               "rows": rows, "verdicts": verdicts, "surface": surface}
+               "rows": rows, "verdicts": verdicts, "surface": surface, "refit": live.refit if live else None}
     if r.out:
         summary["written"] = _write(summary, r.out, r.force)
     return summary
@@ -186,13 +191,6 @@ def _write(summary: dict, out: str, force: bool) -> list[str]:
     return [str(Path(out) / name) for name in written]
 
 
-def _serve_real(profile, scored, streams, methods, r: LoadRequest, tokens: int, status) -> list:
-    from simspec.sim.profile import load_live_profile
-
-    return serve_real(load_live_profile(r.profile, "load --live"), scored, streams, methods, r.max_batch, tokens,
-                      status)
-
-
 def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
     """The best row after plain decoding's (the first), and whether it serves better than plain
     decoding does (``simspec.sim.load.better``)."""
@@ -214,22 +212,54 @@ def _beside(row: dict, real, tpot_s: float) -> dict:
             "rel_error": {k: row[k] / measured[k] - 1 if measured[k] else None for k in COMPARED}}
 
 
-def serve_real(profile, scored, streams: list, methods: list, max_batch: int, max_new_tokens: int,
+@dataclass
+class Live:
+    """The engine a live run serves with: its rows, the scored prompts' token ids, and with
+    ``--recalibrate`` the refitted cost model and the refit's record."""
+
+    rows: object  # a SpeculativeEngine of max_batch rows
+    ids: list[list[int]]
+    cost: object | None = None
+    refit: dict | None = None
+
+
+def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
+    """The profile's target and drafter through ``--max-batch`` rows; with ``--recalibrate``, the
+    profile refitted in situ on train prompts through those rows first (``insitu_batch``)."""
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.interleave import load_engine
+    from simspec.sim.profile import cost_model, load_live_profile
+
+    profile = load_live_profile(r.profile, "load --live")
+    if not scored.has_prompt_tokens:
+        raise SimspecError(f"the traces of {profile.directory} hold no prompt tokens, which load --live serves: add "
+                           f"them with `simspec migrate-traces --traces FOLDER`")
+    ids = [t.tolist() for t in scored.prompt_token_lists()]
+    refit_on = list(zip(train.meta.prompt_ids, (t.tolist() for t in train.prompt_token_lists())))
+    refit_on = refit_on[:r.recalibrate_prompts] if r.recalibrate else []
+    with status("loading the profile's target and drafter"):
+        engine, _ = load_engine(profile, [], tokens, status)
+    from simspec.measure.insitu import LADDER
+
+    room = tokens + (max(scored.depth_max, *(d for d, _ in LADDER)) if refit_on else scored.depth_max)
+    for one in ids + [i for _, i in refit_on]:
+        engine.check_length(one, room)
+    rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=r.max_batch)
+    if not refit_on:
+        return Live(rows, ids)
+    from simspec.measure.insitu_batch import refit_batch
+
+    refit = refit_batch(rows, profile, refit_on, tokens, bar)
+    record = {"prompts": [p for p, _ in refit_on], "live_over_profile": refit.record["live_over_profile"],
+              "seconds": refit.record["seconds"]}
+    return Live(rows, ids, cost_model(refit.samples), record)
+
+
+def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
                status: Callable[[str], object]) -> list[tuple[LoadResult, bool | None]]:
     """Per stream, per method (plain decoding first): the real run's latencies and whether every
     output equals its plain greedy decode (None at T > 0)."""
-    from simspec.engine.speculative import SpeculativeEngine
-    from simspec.measure.interleave import load_engine
-
-    if not scored.has_prompt_tokens:
-        raise SimspecError(f"the traces of {profile.directory} hold no prompt tokens, which load --live serves: record "
-                           "them again (`simspec calibrate --traces-only ... --force`)")
-    ids = [tokens.tolist() for tokens in scored.prompt_token_lists()]
-    with status("loading the profile's target and drafter"):
-        engine, _ = load_engine(profile, [], max_new_tokens, status)
-    for one in ids:
-        engine.check_length(one, max_new_tokens + scored.depth_max)
-    rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=max_batch)
+    rows, ids = live.rows, live.ids
     out = []
     for stream in streams:
         prompts = [ids[p] for p in stream.prompt]
@@ -241,7 +271,7 @@ def serve_real(profile, scored, streams: list, methods: list, max_batch: int, ma
                 run = rows.decode(prompts, method, max_new_tokens, arrivals=list(stream.arrival))
             outputs = [g.tokens for g in run.generations]
             reference = reference or outputs
-            lossless = None if not engine.sampling.greedy else outputs == reference
+            lossless = None if not rows.sampling.greedy else outputs == reference
             gens = run.generations
             out.append((LoadResult("plain" if method is None else method.name, np.asarray(stream.arrival, float),
                                    np.array([g.first_token_at for g in gens]), np.array([g.finished_at for g in gens]),

@@ -58,12 +58,8 @@ class ValidateRequest:
     n_prompts: int = flags.n_prompts(40)
     repeats: int = flags.repeats(1)
     # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
-    recalibrate: bool = opt(False, "--real: first refit the profile in situ (as `simspec recalibrate` does) on "
-                            "train-split prompts of --prompts, in this process right before the scored runs, and "
-                            "predict with that refit (saved in RUN/profile/); at --batch-size B, the curves at B, "
-                            "through the same B rows. Adds what `simspec recalibrate` takes (minutes).",
-                            flag="--recalibrate")
-    recalibrate_prompts: int = opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
+    recalibrate: bool = flags.recalibrate()
+    recalibrate_prompts: int = flags.recalibrate_prompts()
     allow_other_device: bool = flags.allow_other_device()
     temperature: float | None = flags.temperature(None)
     seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i

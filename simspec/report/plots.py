@@ -401,7 +401,7 @@ def plot_headroom(s: dict, path: Path) -> Path:
     batches = s["batches"]
     colours = {"oracle": "C3", "bound": "C1", "static": "C2", "rule": "C0", "learned": "C4"}
     height = 0.9 + 0.28 * max(len(b["rows"]) for b in batches)
-    fig, axes = plt.subplots(1, len(batches), figsize=(6.5 * len(batches), height), squeeze=False)
+    fig, axes = plt.subplots(1, len(batches), figsize=(8 * len(batches), height + 0.6), squeeze=False)
     for ax, batch in zip(axes[0], batches):
         rows = batch["rows"][::-1]
         y = np.arange(len(rows))
@@ -413,12 +413,12 @@ def plot_headroom(s: dict, path: Path) -> Path:
         ax.axvline(static["speedup"], color="C2", ls="--", lw=1)
         ax.axvline(1.0, color="grey", lw=0.8)
         v = batch["verdict"]
-        ax.set(xlabel="speedup over plain decoding (median over held-out prompts, IQR bars)",
+        ax.set(xlabel="speedup over plain decoding (median over prompts; bars: IQR)",
                title=f"batch {batch['batch_size']}: at most {v['over_best_static']:+.1%} over the best static tree",
                xlim=(min(0.9, medians.min() * 0.95), None))
         ax.title.set_fontsize(9)
     kind = "ANALYTIC device model, " if s["kind"] == "analytic" else ""
-    fig.suptitle(f"{s['target']} + {s['draft']} on {s['device']} ({kind}T = {s['temperature']:g}, "
-                 f"{s['heldout_prompts']} held-out prompts): headroom for an adaptive policy; (share of the oracle)",
+    fig.suptitle(f"headroom for an adaptive policy (in brackets: share of the oracle)\n{s['target']} + {s['draft']} "
+                 f"on {s['device']} ({kind}T = {s['temperature']:g}, {s['heldout_prompts']} held-out prompts)",
                  fontsize=9)
     return _save(plt, fig, path)
