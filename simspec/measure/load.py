@@ -149,7 +149,9 @@ def run(request: LoadRequest, bar, status) -> dict:
                "max_new_tokens": tokens, "seed": r.seed, "temperature": traces.temperature, "live": r.live,
                "rows": rows, "verdicts": verdicts, "surface": surface, "refit": live.refit if live else None}
     if r.out:
-        summary["written"] = _write(summary, r.out, r.force)
+        from simspec.report.figures import load_folder
+
+        summary["written"] = load_folder(summary, r.out, r.force)
     return summary
 
 
@@ -172,23 +174,6 @@ def _surface_trees(sizes: tuple[int, ...], train, cost, max_new_tokens: int | No
         depth = max((d for d, size in cells if size == v), key=lambda d: float(np.mean(cells[d, v].speedup)))
         trees.append((depth, v, grid_policy(depth, train.width, int(min(v, tree_capacities(depth, train.width))))))
     return trees
-
-
-def _write(summary: dict, out: str, force: bool) -> list[str]:
-    """``load.json`` and, where two or more streams have a rate, ``load.png``: a new folder,
-    renamed into place whole."""
-    import json
-    from pathlib import Path
-
-    from simspec.cache import atomic_directory
-    from simspec.report.plots import plot_load
-
-    written = ["load.json"]
-    with atomic_directory(Path(out), replace=force) as tmp:
-        (tmp / "load.json").write_text(json.dumps(summary, indent=1) + "\n")
-        if len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2:
-            written.append(plot_load(summary, tmp / "load.png").name)
-    return [str(Path(out) / name) for name in written]
 
 
 def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
@@ -227,6 +212,8 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     """The profile's target and drafter through ``--max-batch`` rows; with ``--recalibrate``, the
     profile refitted in situ on train prompts through those rows first (``insitu_batch``)."""
     from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.insitu import LADDER
+    from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.sim.profile import cost_model, load_live_profile
 
@@ -239,16 +226,12 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     refit_on = refit_on[:r.recalibrate_prompts] if r.recalibrate else []
     with status("loading the profile's target and drafter"):
         engine, _ = load_engine(profile, [], tokens, status)
-    from simspec.measure.insitu import LADDER
-
     room = tokens + (max(scored.depth_max, *(d for d, _ in LADDER)) if refit_on else scored.depth_max)
     for one in ids + [i for _, i in refit_on]:
         engine.check_length(one, room)
     rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=r.max_batch)
     if not refit_on:
         return Live(rows, ids)
-    from simspec.measure.insitu_batch import refit_batch
-
     refit = refit_batch(rows, profile, refit_on, tokens, bar)
     record = {"prompts": [p for p, _ in refit_on], "live_over_profile": refit.record["live_over_profile"],
               "seconds": refit.record["seconds"]}
@@ -265,9 +248,8 @@ def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
         prompts = [ids[p] for p in stream.prompt]
         reference = None
         for method in methods:
-            with status(f"serving {len(prompts)} requests for real ({stream.meta['kind']}"
-                        + (f", {stream.meta['rate']:g}/s" if "rate" in stream.meta else "")
-                        + f"): {'plain' if method is None else method.name}"):
+            with status(f"serving {len(prompts)} requests for real ({_stream_label(stream.meta)}): "
+                        f"{'plain' if method is None else method.name}"):
                 run = rows.decode(prompts, method, max_new_tokens, arrivals=list(stream.arrival))
             outputs = [g.tokens for g in run.generations]
             reference = reference or outputs

@@ -82,15 +82,32 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
     return plot_validation(loaded, folder, method or None, force=force)
 
 
-def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
-    """``simspec headroom --out``: ``headroom.json`` and ``headroom.png``, a new folder renamed
-    into place whole."""
+def _summary_folder(summary: dict, out: str, force: bool, stem: str, draw) -> list[str]:
+    """``STEM.json`` (the verb's summary) and, with ``draw``, its figure ``STEM.png``: a new
+    folder, renamed into place whole. Returns the paths written."""
     import json
 
     from simspec.cache import atomic_directory
+
+    names = [f"{stem}.json"]
+    with atomic_directory(Path(out), replace=force) as tmp:
+        (tmp / names[0]).write_text(json.dumps(summary, indent=1) + "\n")
+        if draw is not None:
+            names.append(draw(summary, tmp / f"{stem}.png").name)
+    return [str(Path(out) / name) for name in names]
+
+
+def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
+    """``simspec headroom --out``: ``headroom.json`` and ``headroom.png``."""
     from simspec.report.plots import plot_headroom
 
-    with atomic_directory(Path(out), replace=force) as tmp:
-        (tmp / "headroom.json").write_text(json.dumps(summary, indent=1) + "\n")
-        plot_headroom(summary, tmp / "headroom.png")
-    return [str(Path(out) / name) for name in ("headroom.json", "headroom.png")]
+    return _summary_folder(summary, out, force, "headroom", plot_headroom)
+
+
+def load_folder(summary: dict, out: str, force: bool) -> list[str]:
+    """``simspec load --out``: ``load.json`` and, where two or more streams have a rate (the
+    figure's x axis), ``load.png``."""
+    from simspec.report.plots import plot_load
+
+    rated = len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2
+    return _summary_folder(summary, out, force, "load", plot_load if rated else None)

@@ -39,14 +39,15 @@ class Stream:
                                "with requests")
 
 
-def _check_rate(rate: float) -> None:
+def check_rate(rate: float) -> None:
+    """One line for a rate that is not a positive number of requests per second."""
     if not rate > 0 or not np.isfinite(rate):
         raise SimspecError(f"--rate must be a positive number of requests per second, not {rate:g}")
 
 
 def poisson(rate: float, duration_s: float, prompts: np.ndarray, seed: int = 0) -> Stream:
     """Arrivals at ``rate`` per second for ``duration_s`` seconds."""
-    _check_rate(rate)
+    check_rate(rate)
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1 / rate, size=int(rate * duration_s * 1.5) + 16)
     arrival = np.cumsum(gaps)
@@ -57,7 +58,7 @@ def poisson(rate: float, duration_s: float, prompts: np.ndarray, seed: int = 0) 
 
 def bursty(rate: float, on_s: float, off_s: float, duration_s: float, prompts: np.ndarray, seed: int = 0) -> Stream:
     """Poisson at ``rate`` during each ``on_s``-second burst, nothing for ``off_s`` seconds after it."""
-    _check_rate(rate)
+    check_rate(rate)
     if not (on_s > 0 and off_s >= 0):
         raise SimspecError(f"a bursty stream needs on-periods > 0 s and off-periods >= 0 s, not {on_s:g} and {off_s:g}")
     period = on_s + off_s

@@ -72,8 +72,10 @@ class TuneRequest:
         if self.rate is not None and not self.batch_sizes:
             raise SimspecError("--rate tunes a draft length per batch-size band: pass --batch-sizes too, e.g. "
                                "--batch-sizes 1,2,4,8 (the largest is the server's maximum batch)")
-        if self.rate is not None and not self.rate > 0:
-            raise SimspecError(f"--rate must be a positive number of requests per second, not {self.rate:g}")
+        if self.rate is not None:
+            from simspec.sim.stream import check_rate
+
+            check_rate(self.rate)  # before the per-batch tuning, which takes seconds
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ LOAD_DRAFT_LENS = (0, 1, 2, 3, 4, 5, 7)  # the draft lengths K a band may take; 
 
 
 def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float, duration: float, seed: int,
-             max_new_tokens: int | None, advance=lambda: None) -> dict:
+             max_new_tokens: int | None) -> dict:
     """The draft length per batch-size band that serves a Poisson stream at ``rate`` best
     (``sim.load.better``: goodput at ``tpot_s``, then throughput, then latency) through
     ``max(batch sizes)`` rows, a cycle taking the smallest tuned batch size at or above its busy
@@ -117,8 +117,6 @@ def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float,
     from simspec.sim.load import better, replay_load
     from simspec.sim.stream import poisson
 
-    if not rate > 0:
-        raise SimspecError(f"--rate must be a positive number of requests per second, not {rate:g}")
     sizes = [r["batch_size"] for r in rows]
     charge = decision_charges(profile.meta).get("static", 0.0)
     lens = [k for k in LOAD_DRAFT_LENS if k < train.depth_max]
@@ -126,7 +124,6 @@ def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float,
     def served(traces, schedule, stream) -> dict:
         policy = None if schedule is None else DraftLenSchedule(dict(zip(sizes, schedule)), traces.width,
                                                                 traces.depth_max)
-        advance()
         return replay_load(traces, profile.cost, policy, stream, max(sizes), max_new_tokens,
                            0.0 if policy is None else charge, seed).summary(tpot_s)
 
