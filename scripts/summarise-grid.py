@@ -1,14 +1,16 @@
 """Merge the chunk files of scripts/lossless-grid.sh into one report and print its summary.
 
 Usage: python scripts/summarise-grid.py CHUNK_DIR OUT.json
+(chunks as lossless-grid.sh writes them, CHUNK.json, or gzipped, CHUNK.json.gz, as research/runs keeps them)
 """
 
+import gzip
 import json
 import sys
 from pathlib import Path
 
-chunks = sorted(Path(sys.argv[1]).glob("*.json"))
-reports = [json.loads(p.read_text()) for p in chunks]
+chunks = sorted([*Path(sys.argv[1]).glob("*.json"), *Path(sys.argv[1]).glob("*.json.gz")])
+reports = [json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text()) for p in chunks]
 # chunks carry their drafter's fingerprint (bench-engine's JSON since schema 1): never merge two drafters' runs
 fingerprints = {r.get("draft_fingerprint") for r in reports} - {None}
 if len(fingerprints) > 1:

@@ -34,7 +34,7 @@ PROFILE = ROOT / "calibration" / "cpu-demo"
 ANALYTIC = "calibration/h100-demo-analytic"  # an analytic profile with traces
 CURVES_ONLY = "calibration/a100-llama8b-analytic"  # an analytic profile without traces
 POLICY = ROOT / "policies" / "ltd-cpu-demo"
-REPORT = ROOT / "real" / "validate-cpu-demo-insitu-humaneval40" / "report.json"
+REPORT = ROOT / "research" / "runs" / "validate-cpu-demo-insitu-humaneval40" / "report.json"
 TIMEOUT = 120
 
 

@@ -18,7 +18,8 @@ from simspec.errors import SimspecError
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAFTERS = ROOT / "real" / "drafters"
-CARDS = [DRAFTERS / "eagle", DRAFTERS / "lm", *sorted((ROOT / "real" / "bench" / "research-heads").iterdir())]
+RESEARCH_HEADS = ROOT / "research" / "runs" / "bench" / "research-heads"
+CARDS = [DRAFTERS / "eagle", DRAFTERS / "lm", *sorted(RESEARCH_HEADS.iterdir())]
 
 
 @pytest.mark.parametrize("folder", CARDS, ids=lambda f: f.name)

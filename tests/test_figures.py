@@ -14,7 +14,7 @@ from simspec.report import figures, plots
 
 PROFILE = str(ROOT / "calibration" / "cpu-demo")
 POLICY = str(ROOT / "policies" / "radar-cpu-demo")
-REPORT = str(ROOT / "real" / "validate-T1-humaneval8")  # 7 methods, 3 learned: 5 figures
+REPORT = str(ROOT / "research" / "runs" / "validate-T1-humaneval8")  # 7 methods, 3 learned: 5 figures
 OLD = b"an earlier figure"
 
 

@@ -118,7 +118,7 @@ def test_analytic_profiles_state_their_runtime():
 
 
 def test_the_roofline_tracks_the_h200_measured_under_cuda_graphs():
-    """real/gpu/h200 (measured on a lent H200, scripts/gpu/): the curves files load, and the
+    """research/runs/gpu/h200 (measured on a lent H200, scripts/gpu/): the curves files load, and the
     analytic model prices the 8B target's verify forwards within 25 % of the CUDA-graph runtime
     at every point (measured 0.93-1.22x), while simspec's eager engine there is host-bound:
     the same forward costs ~4x the roofline, and V = 256 costs what V = 1 does."""
@@ -130,7 +130,7 @@ def test_the_roofline_tracks_the_h200_measured_under_cuda_graphs():
     h200 = device_spec("h200")
     ratios = {}
     for runtime, name in (("graph", "graph-curves"), ("eager", "curves")):
-        meta, samples = load_curves(f"real/gpu/h200/{name}-llama-3.1-8b.json")
+        meta, samples = load_curves(f"research/runs/gpu/h200/{name}-llama-3.1-8b.json")
         assert meta["device"] == "NVIDIA H200" and meta["target"] == "arch:llama-3.1-8b"
         ratios[runtime] = {(s["n"], s["context"]): s["median"] / forward_seconds(h200, LLAMA31_8B, s["n"], s["context"])
                            for s in samples if s["kind"] == "verify"}

@@ -6,7 +6,7 @@ GPU that was measured and prints, in markdown: absolute latencies at context 512
 curve's shape (cost of V tokens over cost of one, what tree size trades against), and the
 median measured / modelled ratio per kind. numpy only.
 
-    python scripts/gpu/compare-analytic.py real/gpu/h200 --gpu h200
+    python scripts/gpu/compare-analytic.py research/runs/gpu/h200 --gpu h200
 """
 
 from __future__ import annotations
