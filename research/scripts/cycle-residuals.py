@@ -29,7 +29,7 @@ run = Path(sys.argv[1])
 report = read_json(run / "report.json")
 base = load_profile(sys.argv[2] if len(sys.argv) > 2 else report["profile"]["path"])
 ran_on = (report["profile"].get("in_situ") or {}).get("inputs_hash")
-if ran_on and base.meta.get("inputs_hash") != ran_on:  # the base was re-measured since: its curves are not the run's
+if ran_on and base.meta.inputs_hash != ran_on:  # the base was re-measured since: its curves are not the run's
     sys.exit(f"{base.directory} is not the base profile this run refitted (inputs hash {ran_on}, created "
              f"{report['profile']['in_situ'].get('created')}): pass that profile as PROFILE (git show an older commit)")
 t = np.load(run / "cycles.npz")
@@ -200,7 +200,7 @@ if "co-timed" in phases:
     # co-timed ladder's, both ladders pooled, and the upfront ladder's shape (its ratio at each
     # size over its overall ratio) at the co-timed ladder's level.
     refit_phase = phases.index("refit")
-    insitu = refit_profile.meta["in_situ"]["scales"]
+    insitu = refit_profile.meta.in_situ["scales"]
     base_draft = t["cycle_predicted_draft"] / np.where(phase == scored, insitu["draft"], 1.0)
     base_step = step_ref  # the base curve at each plain step's context, whatever the refit scaled it by
     live_draft = t["cycle_measured_draft"]
@@ -234,7 +234,7 @@ if "co-timed" in phases:
     per_run = lambda x: np.bincount(run_at, weights=x, minlength=len(run_key))  # noqa: E731
     depth, committed = t["cycle_depth"], t["cycle_committed"]
     first = np.asarray(base.cost.draft(committed.astype(float), context.astype(float)), dtype=float)
-    later = np.maximum(depth - 2, 0) * np.asarray(base.cost.draft(float(base.meta["traces"]["width"]),
+    later = np.maximum(depth - 2, 0) * np.asarray(base.cost.draft(float(base.meta.traces.width),
                                                                  context.astype(float)), dtype=float)
     first_share = np.where(drafted, first / np.maximum(first + later, 1e-12), 0.0)
     draft_first, draft_later = base_draft * first_share, base_draft * (1 - first_share)
