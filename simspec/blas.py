@@ -1,9 +1,5 @@
-"""One BLAS thread around small numpy products that run between torch's forwards.
-
-A multi-threaded BLAS leaves its threads spinning after a small call, on the cores torch needs
-next, and the following model forward runs slower (docs/validation.md). The engine, the
-decision-time measurement and the PPO learner all limit BLAS to one thread around such code.
-"""
+"""One BLAS thread around small numpy products between torch's forwards: a multi-threaded BLAS
+leaves its threads spinning on the cores torch needs next (docs/validation.md)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,8 @@ def cache_dir() -> Path:
 
 @contextmanager
 def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
-    """Yield a temporary sibling of ``final`` to fill; rename it into place only on success.
-
-    With ``replace`` an existing ``final`` is swapped out; otherwise it must not exist."""
+    """Yield a temporary sibling of ``final`` to fill, renamed into place on success (with ``replace``
+    over an existing ``final``)."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
@@ -43,9 +42,8 @@ def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
 
 
 def check_out(out: Path | str, force: bool = False, flag: str = "--out") -> Path:
-    """The output folder ``out``, checked before any work: it must not exist (unless ``force``)
-    and its nearest existing parent must take a new folder (the artifact is renamed into place
-    at the end, so an unwritable place would otherwise be found only after the work)."""
+    """The output folder ``out``, checked before any work (it is renamed into place at the end): it must
+    not exist (unless ``force``) and its nearest existing parent must take a new folder."""
     from simspec.errors import SimspecError
 
     out = Path(out)

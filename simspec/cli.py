@@ -1,10 +1,6 @@
-"""The ``simspec`` command: the only place that parses flags or prints for a person.
-
-Each verb's options are its request's fields (a frozen, keyword-only dataclass owned by the
-module that does the work, declaring each flag's default and help once: ``simspec.flags``),
-plus the verb's own ``--json`` and ``--threads``; the verb hands the request progress callbacks
-and renders the summary it gets back. ``main`` maps every error to one line on stderr (exit 2)
-and an interrupt to ``simspec: interrupted`` (exit 130)."""
+"""The ``simspec`` command: the only place that parses flags or prints for a person. Each verb's
+options are its request's fields (``simspec.flags``) plus its own ``--json`` and ``--threads``; it
+hands the request progress callbacks and renders the summary it gets back."""
 
 import logging
 import signal
@@ -40,6 +36,15 @@ app.add_typer(plot_app, name="plot")
 Threads = Annotated[int | None, typer.Option("--threads", help=flags.THREADS)]
 Json = Annotated[bool, typer.Option("--json", help=flags.JSON)]
 Simulated = Annotated[bool, typer.Option("--simulated", help=flags.SIMULATED)]
+Real = Annotated[bool, typer.Option("--real", help="Run every method on the real engine, interleaved with plain greedy "
+                                    "decoding, next to the simulator's prediction for the same prompts.")]
+
+
+def _work(run, request, threads: int | None, render, as_json: bool, *extra, uses_torch: bool = True) -> None:
+    """``run(request, bar, status, *extra)`` under progress bars, its summary rendered, then its --json line."""
+    summary = _run(lambda bar, status: run(request, bar, status, *extra), threads, uses_torch)
+    render(summary)
+    _json(as_json, summary)
 
 
 def _version_callback(value: bool) -> None:
@@ -66,12 +71,9 @@ def bench_engine(request, threads: Threads = None, as_json: Json = False) -> Non
     from simspec.measure.bench import bench_engine as run
     from simspec.measure.tree_grid import capped_note
 
-    checked = request.check()
-    summary = _run(lambda bar, status: run(request, bar, status, checked), threads)
-    show.bench_engine(summary)
+    _work(run, request, threads, show.bench_engine, as_json, request.check())
     if note := capped_note(request.depths, request.widths, request.sizes):
         show.note(note)
-    _json(as_json, summary)
 
 
 @command(app, "latency", "simspec.measure.latency:LatencyRequest")
@@ -83,9 +85,7 @@ def latency(request, threads: Threads = None, as_json: Json = False) -> None:
     from simspec.measure.latency import measure_latency  # torch: after the flags are checked
 
     resolve_dtype(request.dtype)
-    summary = _run(lambda bar, status: measure_latency(request, bar, status), threads)
-    show.latency(summary, request.contexts)
-    _json(as_json, summary)
+    _work(measure_latency, request, threads, lambda s: show.latency(s, request.contexts), as_json)
 
 
 @command(app, "train-draft", "simspec.distill.run:TrainDraftRequest")
@@ -96,9 +96,7 @@ def train_draft(request, threads: Threads = None, as_json: Json = False) -> None
     from simspec.distill.run import train_draft as run
 
     request.check()
-    s = _run(lambda bar, status: run(request, bar, status), threads)
-    show.train_draft(s)
-    _json(as_json, s)
+    _work(run, request, threads, show.train_draft, as_json)
 
 
 @command(app, "drafter-card", "simspec.distill.card_request:CardRequest")
@@ -111,9 +109,7 @@ def drafter_card(request, threads: Threads = None, as_json: Json = False) -> Non
     from simspec.distill.card import make_card
 
     request.check()
-    summary = _run(lambda bar, status: make_card(request, bar, status), threads)
-    show.drafter_card(summary)
-    _json(as_json, summary)
+    _work(make_card, request, threads, show.drafter_card, as_json)
 
 
 @command(app, "migrate-traces", "simspec.measure.migrate:MigrateRequest")
@@ -124,9 +120,7 @@ def migrate_traces(request, threads: Threads = None, as_json: Json = False) -> N
     and the profiles and policies built on them, stay valid; a folder up to date is left alone."""
     from simspec.measure.migrate import run
 
-    s = _run(lambda bar, status: run(request, bar, status), threads)
-    show.migrated(s)
-    _json(as_json, s)
+    _work(run, request, threads, show.migrated, as_json)
 
 
 @command(app, "export-draft", "simspec.distill.export:ExportRequest")
@@ -163,9 +157,7 @@ def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
     if plan.kind == "analytic":
         show.warn(f"no {plan.gpu.upper()} here: building an ANALYTIC roofline profile from public device specs "
                   "and the model architecture. It is a model, not a measurement.")
-    s = _run(lambda bar, status: run(request, bar, status, plan), threads)
-    show.calibrate(s)
-    _json(as_json, s)
+    _work(run, request, threads, show.calibrate, as_json, plan)
 
 
 @command(app, "recalibrate", "simspec.measure.insitu:RecalibrateRequest")
@@ -180,22 +172,13 @@ def recalibrate(request, threads: Threads = None, as_json: Json = False) -> None
     from simspec.measure.insitu import recalibrate as run
 
     checked = request.check()
-    s = _run(lambda bar, status: run(request, bar, status, checked), threads or checked[0].meta.threads)
-    show.recalibrate(s)
-    _json(as_json, s)
+    _work(run, request, threads or checked[0].meta.threads, show.recalibrate, as_json, checked)
 
 
 # --- validation and training -----------------------------------------------------------------
 @command(app, "validate", "simspec.measure.validate:ValidateRequest", lead=("simulated", "real"))
-def validate(
-    request,
-    simulated: Simulated = False,
-    real: Annotated[bool, typer.Option("--real", help="Run every method on the real engine, interleaved with plain "
-                                       "greedy decoding, next to the simulator's prediction for the same "
-                                       "prompts.")] = False,
-    threads: Threads = None,
-    as_json: Json = False,
-) -> None:
+def validate(request, simulated: Simulated = False, real: Real = False, threads: Threads = None,
+             as_json: Json = False) -> None:
     """Score baselines and learned policies against plain decoding (greedy, or sampling at the
     profile's temperature). --simulated: replay
     the profile's held-out traces, next to the hindsight oracle (seconds). --real: run them on
@@ -211,19 +194,18 @@ def validate(
     if real and request.drafters:
         raise SimspecError("--drafters is read by validate --simulated (the select baseline) only")
     if real:
-        from simspec.measure.validate import validate_real
         from simspec.report.validation import summary_line
 
         checked = request.check()
         if request.batch_size > 1:
-            from simspec.measure.validate_batch import validate_batch
-
-            report, run_dir = _run(lambda bar, status: validate_batch(request, bar, status, checked),
-                                   threads or checked[0].meta.threads)
+            from simspec.measure.validate_batch import validate_batch as run
+        else:
+            from simspec.measure.validate import validate_real as run
+        threads = threads or checked[0].meta.threads
+        report, run_dir = _run(lambda bar, status: run(request, bar, status, checked), threads)
+        if request.batch_size > 1:
             show.validate_batch(report, run_dir)
             return _json(as_json, {"report": str(run_dir / "report.json"), **report.to_json()})
-        report, run_dir = _run(lambda bar, status: validate_real(request, bar, status, checked),
-                               threads or checked[0].meta.threads)
         show.validate_real(report, run_dir)
         return _json(as_json, summary_line(report, str(run_dir)))
     from simspec.sim.run import validate_simulated
@@ -235,12 +217,7 @@ def validate(
 
 @command(app, "train", "simspec.train.run:TrainRequest", lead=("simulated",),
          options=("simspec.train.trainers:algorithm_options", "algo"))
-def train(
-    request,
-    simulated: Simulated = False,
-    threads: Threads = None,
-    as_json: Json = False,
-) -> None:
+def train(request, simulated: Simulated = False, threads: Threads = None, as_json: Json = False) -> None:
     """Train a tree policy in the simulator, in minutes on a CPU. Learns on the profile's
     training prompts (a fifth of them held back to pick the best checkpoint), measures the
     policy's decision time here, scores it on the held-out prompts against EAGLE-3's default
@@ -268,9 +245,7 @@ def sweep(request, as_json: Json = False) -> None:
     from simspec.train.sweep import run
 
     request.check()
-    s = _run(lambda bar, status: run(request, bar, status), request.trial_threads)
-    show.sweep(s)
-    _json(as_json, s)
+    _work(run, request, request.trial_threads, show.sweep, as_json)
 
 
 @command(app, "demo", "simspec.demo:DemoRequest")
@@ -328,9 +303,7 @@ def load(request, as_json: Json = False) -> None:
     (the metrics against the rate, where speculation stops paying shaded)."""
     from simspec.measure.load import run
 
-    s = _run(lambda bar, status: run(request, bar, status), None, uses_torch=request.live)
-    show.load(s)
-    _json(as_json, s)
+    _work(run, request, None, show.load, as_json, uses_torch=request.live)
 
 
 @command(app, "headroom", "simspec.sim.headroom:HeadroomRequest")
@@ -366,9 +339,6 @@ def tune(request, as_json: Json = False) -> None:
 
 
 # --- figures ---------------------------------------------------------------------------------
-
-
-
 def _figures(paths: list, as_json: bool) -> None:
     out.print(f"figure written to {paths[0]}" if len(paths) == 1 else
               "figures written: " + ", ".join(str(p) for p in paths))
@@ -413,15 +383,12 @@ def plot_validation_command(request, as_json: Json = False) -> None:
     folder unless --out."""
     from simspec.report.figures import validation
 
-    paths = validation(request.report, request.out, request.method, force=request.force)
-    out.print("figures written: " + ", ".join(str(p) for p in paths))
-    _json(as_json, {"figures": [str(p) for p in paths]})
+    _figures(validation(request.report, request.out, request.method, force=request.force), as_json)
 
 
 # --- entry point -----------------------------------------------------------------------------
 def _exceptions(name: str) -> tuple[type, ...]:
-    """Click's exception class ``name`` as typer raises it: its vendored copy (typer >= 0.17
-    ships ``typer._click``) and the real click's, whichever are installed."""
+    """Click's exception class ``name``: typer's vendored copy (``typer._click``) and click's, where installed."""
     import importlib
 
     found = []
@@ -433,9 +400,9 @@ def _exceptions(name: str) -> tuple[type, ...]:
     return tuple(found)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str) -> None:
     err.print(f"simspec: error: {message}", markup=False, highlight=False, soft_wrap=True)
-    sys.exit(code)
+    sys.exit(2)
 
 
 def _interrupted() -> None:
@@ -458,9 +425,8 @@ def _terminated(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: user errors become one line on stderr and exit status 2; an
-    interrupt (SIGINT, or SIGTERM: what `timeout` and session ends send), ``simspec:
-    interrupted`` and exit status 130, after the work in flight saved what it checkpoints."""
+    """Console entry point: a user error is one line on stderr, exit status 2; an interrupt (SIGINT or
+    SIGTERM), ``simspec: interrupted``, exit status 130, after the work in flight checkpointed."""
     # only the main thread may set handlers; an in-process caller gets its own back
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None

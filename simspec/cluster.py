@@ -1,6 +1,4 @@
-"""Ray, the optional extra that spreads work over processes and machines (``pip install
-"simspec[ray]"``): finding it, and starting or joining a cluster. Used by the sharded trace
-recording (``simspec.measure.shards``) and by sweeps (``simspec.train.sweep``)."""
+"""Ray, the optional extra (``pip install "simspec[ray]"``): finding it, starting or joining a cluster."""
 
 from __future__ import annotations
 

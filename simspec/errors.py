@@ -1,10 +1,6 @@
-"""User-facing errors, and the JSON checks artifact readers share.
-
-Artifacts are typed records (``simspec.schema``) read through ``read_json`` (the file is JSON and
-holds an object) and ``require_schema`` (it is the schema and version this simspec writes);
-``require`` / ``require_records`` check the few fields a record cannot declare (a policy
-algorithm's own inference fields, a profile's bulk samples). A wrong-shaped file is reported by
-its path and the field at fault, with what to do, and never as a Python error."""
+"""User-facing errors, and the JSON checks artifact readers share (``simspec.schema`` reads the typed
+fields; ``require`` / ``require_records`` the few a record cannot declare): a wrong-shaped file is
+reported by its path and the field at fault, with what to do, never as a Python error."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def describe(value) -> str:
 
 
 def _is(value, kind) -> bool:
-    """``isinstance`` for JSON values: a bool is not a number, an int is a float, and a
-    float must be finite."""
+    """``isinstance`` for JSON values: a bool is not a number, an int is a float, a float is finite."""
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if isinstance(value, bool) and bool not in kinds:
         return False
@@ -53,9 +48,8 @@ _NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an objec
 
 
 def read_json(file: Path, what: str, missing: str, fix: str) -> dict:
-    """The JSON object in ``file``. A missing file raises ``missing``; an unreadable one, or one
-    that holds anything but an object, says which ``what`` (e.g. "profile ") it was, what is
-    wrong, and ``fix``."""
+    """The JSON object in ``file``; a missing file raises ``missing``, a bad one names ``what`` (e.g.
+    "profile "), what is wrong, and ``fix``."""
     try:
         blob = json.loads(Path(file).read_text())
     except FileNotFoundError:
@@ -82,9 +76,8 @@ def field_error(file, name: str, want: str, seen: str, fix: str) -> SimspecError
 
 def require(blob: dict, field: str, kind, file, fix: str, what: str | None = None, optional: bool = False,
             name: str | None = None):
-    """``blob[field]``, which must be of ``kind`` (a type or a tuple of types; null or absent
-    too when ``optional``); else one error naming ``file`` and the field (``name``, e.g.
-    "traces.width", when it is nested), what it must be (``what``) and ``fix``."""
+    """``blob[field]``, which must be of ``kind`` (types; null or absent too when ``optional``); else one
+    error naming ``file``, the field (``name`` when nested), what it must be (``what``) and ``fix``."""
     value = blob.get(field, _MISSING) if isinstance(blob, dict) else _MISSING
     if optional and (value is _MISSING or value is None):
         return None
@@ -100,8 +93,7 @@ def _found(value) -> str:
 
 
 def require_records(blob: dict, field: str, keys: dict, file, fix: str, what: str, optional: bool = False):
-    """``blob[field]``: a list of objects, each with the ``keys`` (name -> type) given; else
-    one error naming the file, the field and the first bad item."""
+    """``blob[field]``: a list of objects, each with the ``keys`` (name -> type); else one error."""
     records = require(blob, field, list, file, fix, what=what, optional=optional)
     for i, record in enumerate(records or []):
         if not isinstance(record, dict):

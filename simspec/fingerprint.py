@@ -1,9 +1,5 @@
-"""Drafter fingerprints: which weights a recording was made with.
-
-Traces are named by their drafter (``eagle``), and a retrained drafter keeps its name; the
-fingerprint tells the two apart, so that a profile's acceptance is never replayed against, or
-refitted with, a drafter that would draft other trees. Torch-free: checks run before models load.
-"""
+"""Drafter fingerprints: which weights a recording was made with. A retrained drafter keeps its
+name; the fingerprint tells the two apart (torch-free: checks run before models load)."""
 
 from __future__ import annotations
 
@@ -16,9 +12,8 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".npz")
 
 
 def drafter_fingerprint(ref: str) -> str | None:
-    """A short hash of what the drafter ``ref`` computes with: its folder's config and weight
-    files (provenance and model cards excluded), or the reference itself for drafters made from
-    the target. None for a reference that is not a folder here (a hub id): nothing to check."""
+    """A short hash of the drafter ``ref``'s config and weight files (the reference itself for drafters
+    made from the target); None for a reference that is not a folder here (a hub id)."""
     import hashlib
 
     if ref == "target" or ref.startswith("target-layers:"):
@@ -37,9 +32,8 @@ def drafter_fingerprint(ref: str) -> str | None:
 
 
 def check_fingerprint(recorded: str | None, ref: str, what: str) -> None:
-    """Refuses drafter ``ref`` when ``what`` (traces, a profile) was recorded with other weights
-    under the same name: its acceptance would describe another drafter. Artifacts from before
-    the fingerprint (``recorded`` None) cannot be checked."""
+    """Refuses drafter ``ref`` when ``what`` (traces, a profile) was recorded with other weights under
+    the same name (``recorded`` None: not checkable)."""
     if recorded is None:
         return
     here = drafter_fingerprint(ref)

@@ -1,10 +1,9 @@
 """Each flag declared once: a request field's default, help and bounds, read by the CLI.
 
-A request (a frozen, keyword-only dataclass owned by the module that does the work) declares
-every field with ``opt``; ``simspec.cli`` turns the fields into the verb's options (``command``)
-and builds the request by keyword from what was parsed. A list flag (``--depths 1,3,5``) names a
-``parse`` function: the request holds the parsed tuple, and the flag's text default is the tuple's
-default joined with commas, so there is one default. Typer only: no torch, no numpy."""
+A request (a frozen, keyword-only dataclass owned by the module that does the work) declares every
+field with ``opt``; ``command`` turns the fields into the verb's options and builds the request by
+keyword. A list flag (``--depths 1,3,5``) names a ``parse``: the request holds the tuple, and the
+flag's text default is the tuple joined with commas. Typer only: no torch, no numpy."""
 
 from __future__ import annotations
 
@@ -25,12 +24,10 @@ Parse = Callable[[str, str], tuple]  # (the flag's text, the flag's name) -> the
 def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", *, flag: str | None = None,
         min: float | None = None, max: float | None = None, parse: Parse | None = None,
         factory: Callable[[], Any] | None = None, cli: bool = True) -> Any:
-    """A request field that is also a flag: its default (none: a required flag), its ``--help``
-    text, its name when it is not the field's (``--intermediate-size``, ``--cut-at-eos/--no-cut-at-eos``),
-    its bounds, and for a comma-separated list the ``parse`` that reads it. A default or help a
-    registry makes (the default baselines, the drafter formats) is a ``factory`` / a callable,
-    read when the request is made / the verb is built, after every plugin has registered.
-    ``cli=False``: a field the verb fills itself, not a flag (an algorithm's own options)."""
+    """A request field that is also a flag: its default (none: required), ``--help`` text, name when not
+    the field's (``--cut-at-eos/--no-cut-at-eos``), bounds and list ``parse``. A default or help a
+    registry makes is a ``factory`` / a callable, read after every plugin has registered.
+    ``cli=False``: a field the verb fills itself, not a flag."""
     metadata = {"help": help, "flag": flag, "min": min, "max": max, "parse": parse, "cli": cli}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -66,8 +63,7 @@ def target() -> Any:
 
 
 def draft(help: Callable[[], str]) -> Any:
-    """``--draft``: its help is the drafter formats' (``engine.formats.draft_help``), passed in
-    because this module imports nothing of simspec's packages (no import cycle through it)."""
+    """``--draft``: its help passed in, as this module imports none of simspec's packages (no cycle)."""
     return opt("eagle", help)
 
 
@@ -161,8 +157,7 @@ def tree_sizes(default: tuple[int, ...], parse: Parse) -> Any:
 
 
 def algos(default: Any, registered: Callable[[], tuple[str, ...]]) -> Any:
-    """``--algos``: learned algorithms, comma-separated; ``registered`` names them (read when the
-    help is built, after plugins register)."""
+    """``--algos``: learned algorithms, comma-separated; ``registered`` names them (after plugins)."""
     return opt(default, lambda: f"Comma-separated learned algorithms: {', '.join(registered())}.", parse=names)
 
 
@@ -287,9 +282,8 @@ _named: tuple[str, ...] | None = None  # the verb path being parsed; None: every
 
 @contextlib.contextmanager
 def naming(args: list[str]):
-    """While typer parses ``args``, only the verb they name reads its request: every start
-    builds every verb, and importing each request's module (numpy, gymnasium) for a verb not run
-    would slow every command down."""
+    """While typer parses ``args``, only the verb they name reads its request: every start builds every
+    verb, and importing each request's module (numpy, gymnasium) would slow every command down."""
     global _named
     words: list[str] = []  # the verb's path (``plot surface``): the words before its first option
     for arg in args:
@@ -304,12 +298,10 @@ def naming(args: list[str]):
 
 
 class Verb:
-    """A verb typer builds from its request's fields: typer reads ``__signature__``, the body's
-    own keyword parameters (``--json``, ``--threads``: the verb's, not the work's) after the
-    fields, those named in ``lead`` (a mode: ``--simulated``) right after the first field; the
-    body is called with the request built by keyword. The body's docstring is the verb's help.
-    With ``options`` (``train``: one options class per ``--algo``), every class's fields are flags
-    too, and the chosen one's values become the request's ``options`` field."""
+    """A verb typer builds from ``__signature__``: the request's fields, then the body's own keyword
+    parameters (``--json``; those in ``lead``, a mode, right after the first field). The body gets the
+    request built by keyword; its docstring is the help. With ``options`` (one options class per
+    ``--algo``), every class's fields are flags too, the chosen one's the request's ``options``."""
 
     def __init__(self, name: str, request: str, body: Callable, lead: tuple[str, ...],
                  options: tuple[str, str] | None = None) -> None:
@@ -322,8 +314,7 @@ class Verb:
         return _imported(self._request)
 
     def option_classes(self) -> dict[str, type]:
-        """Choice -> its own options class (``options``: a ``module:function`` returning them, and
-        the request field that chooses), read after every plugin registered; none without."""
+        """Choice -> its own options class (from ``options``' ``module:function``); none without."""
         return _imported(self._options[0])() if self._options else {}
 
     @property
@@ -352,8 +343,8 @@ class Verb:
         return self._body(build(request, {**values, **chosen}), **extras)
 
     def _chosen_options(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Pops every choice's own flags from ``values``; returns ``{"options": the chosen one's
-        options}`` (none without ``options``), refusing a flag of another choice given a value."""
+        """Pops every choice's flags from ``values``; ``{"options": the chosen one's}``, refusing a flag of
+        another choice given a value."""
         classes = self.option_classes()
         if not classes:
             return {}
@@ -381,9 +372,7 @@ def _imported(path: str) -> Any:
 
 def command(app: Any, name: str, request: str, lead: tuple[str, ...] = (), options: tuple[str, str] | None = None
             ) -> Callable[[Callable], Callable]:
-    """Registers ``body(request, **extras)`` as verb ``name`` of ``app``, its options the fields
-    of ``request`` (``module:Class``) and, with ``options`` (``module:function``, the request's
-    field that chooses), each choice's own options class's fields: see ``Verb``."""
+    """Registers ``body(request, **extras)`` as verb ``name`` of ``app`` (see ``Verb``)."""
 
     def register(body: Callable) -> Callable:
         app.command(name)(Verb(name, request, body, lead, options))

@@ -1,9 +1,5 @@
-"""The one description of the machine an artifact was made on (stdlib only).
-
-Profiles, policies, drafters and validation runs each record it, so that a number can be
-traced to the device that produced it: the CPU's model name (``/proc/cpuinfo``), or the GPU's
-when a run used one. torch is consulted only when the caller has already imported it.
-"""
+"""The one description of the machine an artifact was made on (stdlib only; torch is consulted
+only when the caller has already imported it)."""
 
 from __future__ import annotations
 
@@ -15,9 +11,8 @@ from functools import lru_cache
 
 @lru_cache(maxsize=1)
 def cpu_model() -> str:
-    """The CPU's model name with its family and model numbers, e.g. 'AMD EPYC (family 25, model
-    17)' ('unknown CPU' when nothing says). Virtual machines often show a bare brand ('AMD
-    EPYC', 'Intel(R) Xeon(R) Processor') for several generations: the numbers tell them apart."""
+    """The CPU's model name with its family and model numbers, e.g. 'AMD EPYC (family 25, model 17)':
+    virtual machines often show a bare brand for several generations, the numbers tell them apart."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as lines:

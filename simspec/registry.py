@@ -1,12 +1,7 @@
-"""One small registry type for simspec's extension points (rule baselines, learned algorithms,
-drafter formats): a name maps to a frozen spec, listed in the order registered.
-
-Each kind wraps one ``Registry`` in a decorator (``register_baseline``, ``register_learned``,
-``register_drafter_format``) and loads its built-ins before the first lookup, so that the CLI's
-choices, help and defaults follow from what is registered rather than from lists kept by hand.
-Third-party modules register the same way: an installed package names its module under the
-``simspec.plugins`` entry-point group, a loose module is named in ``$SIMSPEC_PLUGINS``; both are
-imported right after the built-ins, before the first lookup (so before the CLI builds its help)."""
+"""One registry type for simspec's extension points (rule baselines, learned algorithms, drafter
+formats): a name maps to a frozen spec, in the order registered, so the CLI's choices, help and
+defaults follow from what is registered. Plugins (``simspec.plugins`` entry points, modules named in
+``$SIMSPEC_PLUGINS``) are imported right after the built-ins, before the first lookup."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ Spec = TypeVar("Spec")
 
 
 class Registry(Generic[Spec]):
-    """Name -> spec. ``builtins`` are module names imported (once, in order) before the first
-    lookup or registration, so that built-ins always come first and in a fixed order."""
+    """Name -> spec; ``builtins``: modules imported (once, in order) before the first lookup or registration."""
 
     def __init__(self, kind: str, builtins: tuple[str, ...]) -> None:
         self.kind, self._builtins = kind, builtins
@@ -78,9 +72,8 @@ _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Imports the modules installed packages name under the ``simspec.plugins`` entry points,
-    then those ``$SIMSPEC_PLUGINS`` names (comma-separated, importable from ``sys.path``); once.
-    The CLI calls it before it parses, so that a plugin may add a verb too."""
+    """Imports the ``simspec.plugins`` entry points, then the modules ``$SIMSPEC_PLUGINS`` names
+    (comma-separated); once. The CLI calls it before it parses, so a plugin may add a verb."""
     global _plugins_loaded
     if _plugins_loaded:
         return

@@ -1,27 +1,12 @@
-"""Typed artifacts: each JSON artifact's fields are a frozen dataclass, read and checked by one
-checker from its annotations.
+"""Typed artifacts: each JSON artifact's fields are a frozen dataclass (a ``Record``), read and checked
+by one checker from its annotations (``str``, ``int``, ``float``: an int too, not NaN, ``bool``,
+``dict``, ``list``, ``Literal``, a nested ``Record``, ``list[Record]``; ``X | None``: optional).
+``parse`` raises one ``SimspecError`` line naming the file, the dotted field, what it must be (or a
+field's ``metadata={"what": ...}``), what was found, and what to do.
 
-A ``Record`` subclass declares the fields simspec reads, with their JSON types:
-
-    @dataclass(frozen=True)
-    class TracesRef(Record):
-        path: str
-        content_hash: str
-        width: int | None = None          # optional: null or absent reads as the default
-
-``TracesRef.parse(blob, file, fix)`` checks every field (``str``, ``int``, ``float`` (an int is
-one too, NaN is not), ``bool``, ``dict``, ``list``, ``Literal`` choices, a nested ``Record``, or
-``list[Record]``) and raises one ``SimspecError`` line naming the file, the field (dotted when
-nested), what it must be, what was found, and what to do: the wording ``errors.require`` uses.
-A field's ``metadata={"what": ...}`` says what it must be in the user's words.
-
-The record keeps the object it was read from (``raw``): writing it back, or hashing it, gives
-the same bytes, and fields this version does not name (written by a later simspec, or
-informational) travel along untouched. ``with_(**changes)`` makes a changed copy of both.
-
-Frozen dataclasses and this checker, rather than pydantic or msgspec: the artifacts are small,
-their errors must read as simspec's one-line messages, and the simulator must import with
-numpy alone."""
+A record keeps the object it was read from (``raw``): writing it back gives the same bytes, and
+fields this version does not name travel along untouched. Not pydantic or msgspec: the errors
+must read as simspec's one-line messages, and the simulator must import with numpy alone."""
 
 from __future__ import annotations
 
@@ -80,14 +65,12 @@ class Artifact(Record):
 
     @classmethod
     def read(cls, file, what: str, missing: str, fix: str):
-        """The artifact in JSON ``file``: it must exist (else ``missing``), be an object, carry
-        this schema and a readable version, and pass the field checks (else ``fix``)."""
+        """The artifact in JSON ``file`` (missing: the error ``missing``; wrong: one naming ``fix``)."""
         return cls.check(read_json(file, what, missing, fix), file, fix)
 
     @classmethod
     def check(cls, blob: dict, file, fix: str, leave: tuple[str, ...] = ()):
-        """The artifact in an object read from ``file``: its schema and version, then its fields.
-        Keys in ``leave`` (bulk data such as a profile's samples) stay out of the record."""
+        """The artifact in an object read from ``file``; keys in ``leave`` (bulk data) stay out of the record."""
         version = blob.get("schema_version")
         require_schema(blob, cls.SCHEMA, version if version in cls.VERSIONS else cls.VERSIONS[-1], file, fix)
         return cls.parse({k: v for k, v in blob.items() if k not in leave}, file, fix)

@@ -1,17 +1,8 @@
-"""Where the shipped artifacts live: the demo's drafters, profiles, traces and policies.
-
-In a source checkout (an editable install) they are the repository's own folders
-(``real/drafters/``, ``calibration/``, ``policies/``). A built wheel (``pip install .``, or
-``pip wheel .`` then ``pip install simspec-*.whl``) carries copies of them inside the package,
-``simspec/_shipped/``, laid out the same way (``setup.py`` says which files: what inference
-reads, no training checkpoints or logs), so a non-editable install run from any directory
-finds them too. ``$SIMSPEC_SHIPPED`` names another folder with that layout, and then only it.
-
-A path the user names is always taken as given when it exists; only a relative path that does
-not exist here is looked up among the shipped artifacts (so ``--profile calibration/cpu-demo``,
-``--policies policies/ltd-cpu-demo`` and ``--draft eagle`` work from any directory). When the
-install has no shipped artifacts at all, asking for one is a one-line error saying what is
-missing and how to get it (``missing_hint``).
+"""Where the shipped artifacts live (drafters, profiles, traces, policies): the checkout's own
+``real/drafters/``, ``calibration/`` and ``policies/``, or in a built wheel their copies in
+``simspec/_shipped/`` (``setup.py`` picks what inference reads); ``$SIMSPEC_SHIPPED`` names another
+folder with that layout, and then only it. A path the user names that exists is taken as given;
+only a relative one that does not is looked up there, so ``--draft eagle`` works from any directory.
 """
 
 from __future__ import annotations
@@ -45,10 +36,8 @@ def _names_shipped_folder(path: Path) -> bool:
 
 
 def locate(path: str | Path) -> Path:
-    """``path`` itself when it exists (or is absolute); else its shipped copy when there is
-    one; else ``path`` unchanged, for the caller to report as missing. A relative path under
-    ``calibration/``, ``policies/`` or ``real/drafters/`` in an install with no shipped
-    artifacts is a SimspecError naming it and how to get them."""
+    """``path`` itself when it exists (or is absolute); else its shipped copy; else ``path`` unchanged,
+    for the caller to report (a SimspecError at once for a shipped folder's path with none shipped)."""
     path = Path(path)
     if path.exists() or path.is_absolute():
         return path
@@ -61,9 +50,8 @@ def locate(path: str | Path) -> Path:
 
 
 def shipped_drafter(name: str) -> Path | None:
-    """The shipped drafter folder called ``name`` (``eagle``, ``lm``, or another folder under
-    ``real/drafters/``), if there is one. For a name in SHIPPED_DRAFTERS that is not a local
-    path either, a missing drafter is a SimspecError saying how to get it."""
+    """The shipped drafter folder ``name`` under ``real/drafters/``, if there is one; a missing one of
+    SHIPPED_DRAFTERS (not a local path either) is a SimspecError saying how to get it."""
     if not name or "/" in name or name in (".", ".."):
         return None
     root = shipped_root()

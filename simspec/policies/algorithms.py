@@ -1,11 +1,6 @@
-"""The learned-algorithm registry, inference side: every ``--algo`` a policy folder can name,
-with its help phrase, what its ``policy.json`` "policy" object must hold, and how its numpy
-inference policy is built from that object and the exported networks (``policy.npz``). numpy
-only; the training side registers in ``simspec.train.trainers`` under the same name.
-
-    @register_learned("ltd", help="...", fields={"sizes": list, "size": int})
-    def ltd(spec: dict, arrays: dict[str, np.ndarray], name: str) -> BatchPolicy: ...
-"""
+"""The learned-algorithm registry, inference side (numpy only): every ``--algo`` a policy folder can
+name, what its ``policy.json`` "policy" object must hold, and how its policy is built from that and
+``policy.npz``. The training side registers in ``simspec.train.trainers`` under the same name."""
 
 from __future__ import annotations
 

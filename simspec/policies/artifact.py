@@ -1,13 +1,7 @@
-"""The learned-policy artifact ``policies/<name>/``: its one writer and one reader.
-
-- ``policy.json``: what the policy is (algorithm, its inference configuration) and what made it
-  (preset, reward, seed, steps, wall time, profile and trace hashes, validation curve, the
-  measured decision latency that the simulator charges, simspec version).
-- ``policy.npz``: the exported inference networks (plain arrays; no SB3 or torch needed).
-- ``training.csv``, ``tb/`` and the SB3 / torch checkpoints sit beside them (written by
-  ``simspec.train``; ``*.sb3`` are SB3 ``ActorCriticPolicy`` files, actor and critic without
-  optimizer state: ``ActorCriticPolicy.load(path)``); nothing here reads them.
-"""
+"""The learned-policy artifact ``policies/<name>/``, its one writer and one reader: ``policy.json``
+(what the policy is and what made it) and ``policy.npz`` (the inference networks as plain arrays).
+``training.csv``, ``tb/`` and the SB3 / torch checkpoints (``*.sb3``: ``ActorCriticPolicy.load``,
+no optimizer state) sit beside them; nothing here reads them."""
 
 from __future__ import annotations
 
@@ -104,8 +98,8 @@ def build_policy(meta: PolicyMeta, arrays: dict[str, np.ndarray]) -> BatchPolicy
 
 def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], extra_files: dict[str, Path] | None = None,
                  force: bool = False) -> Path:
-    """Writes the artifact through a temporary folder renamed at the end, so a failure leaves
-    no half-written policy. ``extra_files`` maps names in the folder to files or folders to move in."""
+    """Writes the artifact through a folder renamed into place at the end; ``extra_files``: name -> a
+    file or folder to move in."""
     directory = Path(directory)
     if directory.exists() and not force:
         raise SimspecError(f"{directory} exists: choose another --out or pass --force")
@@ -132,8 +126,7 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
 
 
 def retrain_advice(directory: Path, meta: dict | None = None) -> str:
-    """How to make the policy in ``directory`` again (with its algorithm and profile, when
-    its metadata still says them)."""
+    """How to make the policy in ``directory`` again (its algorithm and profile where ``meta`` says them)."""
     meta = meta if isinstance(meta, dict) else {}
     algo = meta.get("algo") if meta.get("algo") in LEARNED else "ALGO"
     source = meta.get("profile")
@@ -161,8 +154,8 @@ def read_policy_meta(path: str | Path) -> tuple[Path, PolicyMeta]:
 
 
 def load_policy(path: str | Path, profile_hash: str | None = None) -> tuple[BatchPolicy, PolicyMeta]:
-    """The policy in ``path`` and its metadata; one clear error for a missing or corrupt file,
-    and a ``ProfileMismatch`` warning when ``profile_hash`` is not the profile it was trained on."""
+    """The policy in ``path`` and its metadata; a ``ProfileMismatch`` warning when ``profile_hash`` is
+    not the profile it was trained on."""
     directory, meta = read_policy_meta(path)
     weights = directory / "policy.npz"
     try:

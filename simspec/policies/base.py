@@ -1,29 +1,17 @@
 """The one policy interface, shared unchanged by the real engine and the simulator.
 
 A policy is written once over arrays of sequences (``BatchPolicy``): the simulator steps
-thousands of them per call, the real engine its busy rows (one at batch 1). A draft-and-verify
-cycle offers it three decision points, the ones the seed papers use:
+thousands per call, the real engine its busy rows. A cycle offers the seed papers' three
+decision points: ``plan_batch`` before drafting (depth budget and size: Re-SpS),
+``keep_drafting_batch`` after every draft step (CONTINUE or STOP: LTD's depth policy, RADAR,
+DDD, SVIP) and ``choose_size_batch`` once the trees are built (nodes verified: LTD's size
+policy); ``observe_batch`` then reports what the target accepted (and, to token-cache rules,
+how many accepted drafts were already in the cache).
 
-1. ``plan_batch``           before drafting: each row's depth budget and size — Re-SpS picks
-                            (total tokens, depth, top-k) here and may hold it for N cycles.
-2. ``keep_drafting_batch``  after every draft step: CONTINUE or STOP per row, seeing the newest
-                            level's candidate scores and the depth so far — LTD's depth policy,
-                            RADAR, DDD, SVIP.
-3. ``choose_size_batch``    once the trees are built: how many nodes the target verifies per
-                            row, seeing every node's score — LTD's size policy.
-
-``observe_batch`` then reports what the target accepted, for adaptive baselines (GammaTune, the
-analytic window, FSMs, Q-learning), and to rules that keep a token cache (seed 003's
-cache-enabled FSM) how many accepted drafts were already in it (``count_cache_hits``).
-
-Conventions (LTD's counting, used everywhere in simspec):
-- depth D counts tree *levels including the root*; a depth-D tree needs D - 1 draft steps,
-  holds at most ``tree_capacity(D, W) = 1 + W + (D - 2) * W**2`` nodes and can gain at most
-  D tokens per cycle (D - 1 accepted drafts plus the target's bonus token). D = 1 is plain
-  decoding.
-- size V counts verified nodes *including the root*, i.e. the tokens in the target's
-  forward pass. V = 1 is plain decoding.
-- scores are cumulative draft log-probabilities along the path from the root (root = 0).
+Conventions (LTD's counting): depth D counts tree levels *including the root* (D - 1 draft
+steps, at most ``tree_capacity(D, W)`` nodes, at most D tokens per cycle); size V counts
+verified nodes *including the root*; D = 1 or V = 1 is plain decoding. Scores are cumulative
+draft log-probabilities from the root (root = 0).
 """
 
 from __future__ import annotations
@@ -41,9 +29,7 @@ from simspec.policies.shape import TreeShape
 
 def tree_capacity(depth: int, width: int) -> int:
     """Nodes (root included) of a fully drafted tree of ``depth`` levels and beam ``width``."""
-    if depth <= 1:
-        return 1
-    return 1 + width + (depth - 2) * width * width
+    return 1 if depth <= 1 else 1 + width + (depth - 2) * width * width
 
 
 def tree_capacities(depth: np.ndarray, width: int) -> np.ndarray:
@@ -90,8 +76,7 @@ def frontier_scores(scores: np.ndarray, width: int) -> np.ndarray:
 
 
 def sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
-    """Node scores laid out as the simulator's traces hold them: ``[levels, W**2]``, level by
-    level, each as ``frontier_scores`` lays it out."""
+    """Node scores as traces hold them: ``[levels, W**2]``, each level as ``frontier_scores`` lays it out."""
     out = np.empty((levels, width * width), dtype=np.float32)
     start = 1
     for level in range(levels):
@@ -107,36 +92,23 @@ def overrides(policy: BatchPolicy, method: str) -> bool:
 
 
 class BatchPolicy(ABC):
-    """A policy written once over arrays of sequences: the simulator steps thousands of them per
-    call, the real engine its busy rows (one at batch 1), through the same methods. Per-row state
-    lives in arrays sized by ``reset_batch``; ``rows`` index into them; subclasses override the
-    methods their method decides.
-
-    Observations are the same on both sides: frontier scores as ``[rows, W**2]`` (sorted, -inf
-    padded) and tree scores as ``[rows, depth - 1, W**2]`` (level by level, sorted), rounded to
-    float16 as traces store them, so that a threshold decides alike in the engine and in replay."""
+    """Per-row state lives in arrays sized by ``reset_batch``, indexed by ``rows``. Observations are
+    alike on both sides: frontier scores ``[rows, W**2]`` and tree scores ``[rows, depth - 1, W**2]``,
+    sorted, -inf padded and rounded to float16 as traces store them, so a threshold decides alike."""
 
     name: str = "policy"
-    # Which decision time a method is charged per cycle, in one vocabulary: a baseline's name as
-    # ``--baselines`` spells it (its time measured by calibrate, in the profile's
-    # ``policy_seconds``), "static" for any fixed tree, or "policy:<folder>" for a learned
-    # policy (its own measured time, from its policy.json).
+    # The decision time charged per cycle: a baseline's --baselines name (timed by calibrate),
+    # "static" for any fixed tree, or "policy:<folder>" (its policy.json's time).
     family: str = "static"
     width: int = 10
-    # Token-cache rules set this: ``observe_batch`` then also gets ``hits``, how many of each
-    # row's accepted drafts were already in the cache (the prompt and every token committed
-    # before them). Replay reads them off the traces, the engine counts them (``count_cache_hits``).
+    # Token-cache rules: ``observe_batch`` also gets ``hits``, accepted drafts already in the cache.
     reads_cache: bool = False
-    # Sequences the target verifies together in one forward, set by whatever drives the policy
-    # before ``reset_batch``: 1 in replay and the engine at batch 1, B in replay at batch B
-    # (``simspec.sim.replay``) and the engine at batch B. Batch-aware rules (SGLang's adaptive
-    # steps, vLLM's per-batch-size K) read it; replay's rows are independent sequences, not a batch.
-    # Under load (``simspec.sim.load``) it is set before every cycle, to the batch the cycle runs
-    # at, and ``waiting`` to the requests that have arrived but have no row yet.
+    # Sequences verified together in one forward, set by the driver before ``reset_batch`` (under
+    # load before every cycle, with ``waiting``: requests arrived that have no row yet). Replay's
+    # rows are independent sequences, not a batch.
     batch_size: int = 1
     waiting: int = 0
-    # A policy that drafts one tree of fixed shape (Sequoia's) sets it: the engines build that
-    # tree, replay reads its acceptance off the traces' child ranks; None: (D, W, top-V) trees.
+    # Sequoia's one tree of fixed shape; None: (D, W, top-V) trees.
     shape: TreeShape | None = None
 
     def reset_batch(self, n: int) -> None:  # noqa: B027 (optional hook)
@@ -161,10 +133,8 @@ class BatchPolicy(ABC):
 
 
 def count_cache_hits(cache: set[int], tokens: list[int], accepted: int) -> int:
-    """How many of a cycle's ``accepted`` drafts (the first of ``tokens``, the committed ones) were
-    already in ``cache`` (the prompt and every token committed before them), adding every
-    committed token to it: token by token, as replay counts them off the traces
-    (``TraceSet.cache_hits``)."""
+    """How many of a cycle's ``accepted`` drafts (the first of the committed ``tokens``) were already in
+    ``cache``, adding each committed token to it in turn, as replay counts them (``TraceSet.cache_hits``)."""
     hits = 0
     for i, token in enumerate(tokens):
         hits += i < accepted and token in cache
@@ -174,9 +144,8 @@ def count_cache_hits(cache: set[int], tokens: list[int], accepted: int) -> int:
 
 def drafted_depths(policy: BatchPolicy, rows: np.ndarray, planned: np.ndarray,
                    frontier_of: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """The depths ``policy`` drafts to, asked step by step as the engine asks (after every draft
-    step but the last), for many rows at once. ``frontier_of(idx, depth)`` gives the newest
-    level's scores of rows ``idx`` at ``depth`` levels, laid out as the traces hold them."""
+    """The depths ``policy`` drafts to, asked after every draft step but the last as the engine asks;
+    ``frontier_of(idx, depth)``: the newest level's scores of rows ``idx`` at ``depth`` levels."""
     depth = np.minimum(planned, 2)
     asking = planned > 2
     while asking.any():

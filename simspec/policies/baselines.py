@@ -1,10 +1,6 @@
-"""Baseline policies: heuristics and adaptive rules from the literature, as batch policies.
-
-Each one runs unchanged in the simulator (thousands of rows per call) and in the real engine
-(a batch of one). The window rules of seed 003 (analytic γ, FSM, Q-learning) and GammaTune were
-stated for draft *chains*; here they set the depth D of the beam tree (γ = D - 1 draft steps)
-at a fixed width and verification budget, which is how LTD compares against such rules.
-"""
+"""Depth rules from the literature as batch policies. The window rules of seed 003 (analytic γ,
+FSM, Q-learning) and GammaTune were stated for draft *chains*; here they set the depth D of the
+beam tree (γ = D - 1 draft steps) at a fixed width and size, as LTD compares against them."""
 
 from __future__ import annotations
 
@@ -118,12 +114,9 @@ class AnalyticWindow(DepthBudget):
                  max_depth: int = 12, size: int = 60) -> None:
         super().__init__(width, max_depth, size)
         self.history = history
-        gamma = np.arange(1, max_depth)
-        depth = gamma + 1
-        cap = tree_capacities(depth, width)
+        self.gamma = np.arange(1, max_depth)
         self.step_s = float(cost.draft(width, context))
-        self.verify_s = cost.verify(np.minimum(size, cap), context)
-        self.gamma = gamma
+        self.verify_s = cost.verify(np.minimum(size, tree_capacities(self.gamma + 1, width)), context)
         self.name = f"analytic(h={history})"
 
     def reset_batch(self, n):
@@ -156,8 +149,7 @@ class QLearning(DepthBudget):
         super().__init__(width, max_depth, size)
         self.epsilon, self.lr, self.seed = epsilon, lr, seed
         depth = np.arange(2, max_depth + 1)
-        cap = tree_capacities(depth, width)
-        self.cycle_s = cost.cycle(depth, width, np.minimum(size, cap), context, 1)
+        self.cycle_s = cost.cycle(depth, width, np.minimum(size, tree_capacities(depth, width)), context, 1)
         self.name = f"qlearn(eps={epsilon:g})"
 
     def reset_batch(self, n):
@@ -179,7 +171,7 @@ class QLearning(DepthBudget):
         self.state[rows] = np.minimum(accepted, self.max_depth - 1)
 
 
-class TokenCacheFSM(DepthBudget):
+class TokenCacheFSM(FSM):
     """Seed 003's cache-enabled FSM. A token cache holds the prompt and every token committed
     since; after each cycle the window γ = D - 1 moves by the paper's rules: +1 when an accepted
     draft token was already in the cache, +1 more when every drafted token was accepted, -1 when
@@ -189,15 +181,8 @@ class TokenCacheFSM(DepthBudget):
     reads_cache = True
 
     def __init__(self, width: int = 10, max_depth: int = 12, size: int = 60, start_depth: int = 4) -> None:
-        super().__init__(width, max_depth, size)
-        self.start_depth = start_depth
+        super().__init__(width, max_depth, size, start_depth)
         self.name = "cachefsm-token"
-
-    def reset_batch(self, n):
-        self.depth = np.full(n, self.start_depth, dtype=np.int64)
-
-    def plan_batch(self, rows, context):
-        return self.depth[rows].copy(), np.full(len(rows), self.size)
 
     def observe_batch(self, rows, depth, size, accepted, hits=None):
         if hits is None:
@@ -213,8 +198,7 @@ class PaperQLearning(DepthBudget):
     the window by -1, 0 or +1, the reward is the cycle's speedup over plain decoding (tokens per
     second from the cost model, divided by plain decoding's), and the table is updated by
     one-step Q-learning (discount ``discount``), ε-greedy, one table per sequence. The table
-    starts optimistic (the discounted return of earning the best reward any cycle can earn,
-    every depth's tokens accepted, forever), so
+    starts optimistic (the discounted return of the best reward any cycle can earn, forever), so
     that each move is tried before it is judged: from zeros, the first move tried keeps a
     positive value and greedy choice never leaves it."""
 

@@ -1,11 +1,6 @@
-"""Observations of the learned policies, built by one function each, so that the Gymnasium
-environments that train a policy and the deployed policy (in replay or in the real engine) see
-bit-identical inputs.
-
-Scores are cumulative draft log-probs as the traces store them (float16, each level sorted best
-first, -inf padded). They are floored at ``SCORE_FLOOR`` (padding and hopeless nodes look alike)
-and divided by ``SCORE_SCALE`` so that network inputs are O(1).
-"""
+"""Observations of the learned policies, one function each, so that the training environments and
+the deployed policy see bit-identical inputs. Scores (as traces store them) are floored at
+``SCORE_FLOOR`` (padding and hopeless nodes look alike) and divided by ``SCORE_SCALE`` (inputs O(1))."""
 
 from __future__ import annotations
 
@@ -32,10 +27,8 @@ def size_feature_dim(width: int, depth_max: int) -> int:
 
 def size_features(level_scores: np.ndarray, depth: np.ndarray, context: np.ndarray, depth_max: int,
                   width: int) -> np.ndarray:
-    """LTD's size policy: every node score of the drafted tree in LTD's padded layout (level 1
-    holds W nodes, deeper levels W**2; the root's constant 0 is left out), D / D_max, L / 4096.
-    ``level_scores`` is ``[rows, levels, W**2]`` with ``levels <= D_max - 1``; levels at or
-    past ``depth - 1`` (not drafted) read as the floor."""
+    """LTD's size policy: every node score in LTD's padded layout (level 1: W nodes, deeper: W**2; no
+    root), D / D_max, L / 4096, from ``[rows, levels, W**2]``; levels not drafted read as the floor."""
     n, have = level_scores.shape[0], level_scores.shape[1]
     nodes = np.full((n, size_feature_dim(width, depth_max) - 2), SCORE_FLOOR, dtype=np.float32)
     nodes[:, :width] = level_scores[:, 0, :width]
@@ -50,9 +43,8 @@ def size_features(level_scores: np.ndarray, depth: np.ndarray, context: np.ndarr
 
 def radar_features(frontier: np.ndarray, previous_best: np.ndarray, calls: np.ndarray, t_max: int,
                    width: int) -> np.ndarray:
-    """RADAR's per-call input: the draft's W most confident continuations after draft call t,
-    as probabilities relative to the best path before the call (for the best node's own
-    children this is exactly their conditional probability), and t / t_max."""
+    """RADAR's per-call input: the W best continuations after draft call t as probabilities relative
+    to the best path before the call (its children's conditional probability), and t / t_max."""
     relative = np.maximum(frontier[:, :width] - previous_best[:, None], SCORE_FLOOR)
     return np.concatenate([np.exp(relative), (calls / t_max)[:, None]], axis=1).astype(np.float32)
 
@@ -62,9 +54,8 @@ RESPS_FEATURES = 5
 
 def resps_features(context: np.ndarray, mean_accepted: np.ndarray, depth: np.ndarray, total: np.ndarray,
                    depth_max: int) -> np.ndarray:
-    """Re-SpS's state at the start of an interval: L / 4096, and over the interval just ended the
-    mean accepted length / D_max, the per-draft-step acceptance rate, and the (d, TT) held
-    (all zero before a prompt's first interval: ``depth`` 0)."""
+    """Re-SpS's state at an interval's start: L / 4096, and over the interval ended the mean accepted
+    length / D_max, the per-step acceptance rate and the (d, TT) held (zeros before the first)."""
     rate = np.where(depth >= 2, mean_accepted / np.maximum(depth - 1, 1), 0.0)
     return np.stack([context / CONTEXT_SCALE, mean_accepted / depth_max, rate, depth / depth_max,
                      total / 128.0], axis=1).astype(np.float32)

@@ -1,10 +1,5 @@
-"""Learned policies at inference: small numpy networks behind the one ``BatchPolicy`` interface.
-
-Training (``simspec.train``) exports the actor networks of stable-baselines3 / torch models as
-plain arrays; these classes run them without SB3 or torch, deterministically (argmax), on a
-batch of rows in replay and on a batch of one in the real engine. Their observations come from
-``simspec.policies.features``, the functions the training environments use.
-"""
+"""Learned policies at inference: the actor networks ``simspec.train`` exports as plain arrays,
+run in numpy (no SB3 or torch), deterministically (argmax), on ``simspec.policies.features``."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ from simspec.policies.features import depth_features, radar_features, resps_feat
 
 @dataclass(frozen=True)
 class MLP:
-    """SB3's actor: tanh hidden layers, then linear action logits. ``layers[i] = (W, b)`` with
-    ``W`` of shape [inputs, outputs]."""
+    """SB3's actor: tanh hidden layers, then linear action logits; ``layers[i] = (W [in, out], b)``."""
 
     layers: tuple[tuple[np.ndarray, np.ndarray], ...]
 
@@ -34,10 +28,7 @@ class MLP:
         return np.argmax(self.logits(x), axis=1)
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {}
-        for i, (weight, bias) in enumerate(self.layers):
-            out[f"{prefix}.{i}.weight"], out[f"{prefix}.{i}.bias"] = weight, bias
-        return out
+        return {f"{prefix}.{i}.{k}": v for i, pair in enumerate(self.layers) for k, v in zip(("weight", "bias"), pair)}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> MLP:
@@ -83,9 +74,8 @@ CONTINUE = 1
 
 
 class LTDPolicy(BatchPolicy):
-    """LTD: the depth network says CONTINUE/STOP after every draft step (up to D_max); the size
-    network picks V from ``sizes`` once the tree is built. Either may be absent (a phase of
-    training): the depth is then ``depth``, the size ``size``."""
+    """LTD: the depth network says CONTINUE/STOP after every draft step, the size network picks V from
+    ``sizes``; either may be absent (a phase of training): then ``depth`` / ``size``."""
 
     def __init__(self, width: int, depth_max: int, sizes: np.ndarray, depth_net: MLP | None = None,
                  size_net: MLP | None = None, depth: int | None = None, size: int = 60, name: str = "ltd") -> None:
@@ -174,9 +164,6 @@ class RadarPolicy(BatchPolicy):
         logits, self.h[rows], self.c[rows] = self.net.step(features, self.h[rows], self.c[rows])
         self.previous_best[rows] = frontier[:, 0]
         return (np.argmax(logits, axis=1) == CONTINUE) & (depth < planned)
-
-
-# --- the built-in algorithms, as policy folders name them (simspec.policies.algorithms) --------
 
 
 @register_learned("ltd", help="depth + size PPO, co-adapted", fields={"sizes": list, "size": int})

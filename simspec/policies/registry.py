@@ -1,16 +1,8 @@
-"""The rule-baseline registry: every name ``--baselines`` accepts, with its help line, whether
-it is in the default set, how it is built and tuned, and what its decisions are charged.
-
-A baseline is one decorated factory, ``make(ctx, value) -> BatchPolicy``::
-
-    @register_baseline("ddd", help="...", grid=(0.05, 0.1, 0.2), timing_value=0.3, default=True)
-    def ddd(ctx: RuleContext, threshold: float) -> BatchPolicy:
-        return DDD(threshold, ctx.width, ctx.depth_max, ctx.size)
-
+"""The rule-baseline registry: every name ``--baselines`` accepts, each one decorated factory
+``make(ctx, value) -> BatchPolicy`` (``@register_baseline("ddd", help=..., grid=(0.05, 0.1))``).
 The simulator builds it once per ``grid`` value and keeps the one that replays fastest on the
-train split (a one-value grid is just built); the decision-time table (``calibrate``) times
-``make(timing_context, timing_value)``. Everything here is numpy only: tuning needs replay, so
-the simulator (``simspec.sim.evaluate``) drives it. See docs/extending.md."""
+train split; calibrate's decision-time table times ``make(ctx, timing_value)``. numpy only:
+the simulator (``simspec.sim.evaluate``) drives the tuning. See docs/extending.md."""
 
 from __future__ import annotations
 
@@ -27,25 +19,20 @@ PROMPT_LEVEL = ("select",)
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What a baseline is built from: the traces' beam width and depth, the verified size depth
-    rules keep (the grid best's, so that they differ from it in depth only), the median context
-    length, the profile's cost model, and two things fitted on the train split on first use:
-    the acceptance classifier (SpecDec++, Disco), the grid-best static tree, the acceptance
-    by child rank (Sequoia) and the node classifiers (C2T, Bayes)."""
+    """What a baseline is built from: the traces' width and depth, the size depth rules verify (the
+    grid best's: they differ from it in depth only), the median context, the cost model, and
+    callables that fit on the train split on first use."""
 
     width: int
     depth_max: int
     size: int | None  # None only when no requested baseline is ``sized``
     context: int
     cost: Costs
-    predictor: Callable[[], Any]  # -> simspec.policies.stopping.AcceptancePredictor
+    predictor: Callable[[], Any]  # -> the acceptance classifier (SpecDec++, Disco)
     grid_best: Callable[[], BatchPolicy]
-    # -> the drafter's acceptance by child rank on the train split (Sequoia); None: not at hand
-    acceptance: Callable[[], Any] | None = None
-    # -> C2T's node classifier, fitted on the train split on first use
-    node_predictor: Callable[[], Any] | None = None
-    # -> the same classifier fitted over every node a tree verifies (the Bayes rule's)
-    tree_predictor: Callable[[], Any] | None = None
+    acceptance: Callable[[], Any] | None = None  # -> acceptance by child rank (Sequoia); None: not at hand
+    node_predictor: Callable[[], Any] | None = None  # -> C2T's node classifier
+    tree_predictor: Callable[[], Any] | None = None  # -> it fitted over every node a tree verifies (Bayes)
 
 
 @dataclass(frozen=True)
@@ -110,9 +97,8 @@ def baselines_help() -> str:
 
 
 def timing_policies(cost: Costs, width: int, depth_max: int) -> dict[str, BatchPolicy]:
-    """One untuned instance of every family that pays its own decision time, plus 'static'
-    (what every static tree pays), for the decision-time table: decision time does not depend
-    on tuned thresholds."""
+    """One untuned instance of every family that pays its own decision time, plus 'static': decision
+    time does not depend on tuned thresholds."""
     from simspec.policies.stopping import AcceptancePredictor
 
     ctx = RuleContext(width, depth_max, 60, 256, cost, AcceptancePredictor.random, lambda: None,

@@ -1,14 +1,10 @@
 """A draft tree of fixed shape (numpy only): Sequoia's trees, or any tree written as rank paths.
 
-A shape lists its non-root nodes as *rank paths*: ``(0, 2)`` is the third-best child of the
-root's best child. EAGLE-1 and Medusa tree "choices" and vLLM's ``speculative_token_tree`` use
-the same form. Nodes are kept breadth first, by depth then path, which is the order the engine
-creates them in (each level's expanded nodes in order, each one's children best first), so
-node i of the shape is node i of the live tree (``simspec.engine.tree.ShapedTree``).
-
-Replay reads a shaped cycle's accepted length off the traces' ``child_rank`` (the rank of the
-target's greedy token among the drafter's children, all along the greedy path): the accepted
-drafts are the longest prefix of those ranks that is a path of the shape.
+A shape lists its non-root nodes as *rank paths* (EAGLE/Medusa "choices", vLLM's
+``speculative_token_tree``): ``(0, 2)`` is the third-best child of the root's best child. Nodes
+are kept breadth first, by depth then path: the order the engine creates them in, so node i of
+the shape is node i of the live tree. Replay's accepted drafts are the longest prefix of the
+traces' ``child_rank`` (along the greedy path) that is a path of the shape.
 """
 
 from __future__ import annotations
@@ -81,8 +77,7 @@ class TreeShape:
 
     @cached_property
     def fed(self) -> np.ndarray:
-        """``fed[l - 1]``: nodes of depth l the drafter expands (those with children), l = 1..D-2:
-        what draft steps 2..D-1 feed (step 1 drafts the root's children from the committed tokens)."""
+        """``fed[l - 1]``: nodes of depth l with children (l = 1..D-2), what draft steps 2..D-1 feed."""
         expanded = self.depths[self.children > 0]
         return np.bincount(expanded, minlength=self.depth)[1:self.depth - 1]
 
@@ -91,8 +86,8 @@ class TreeShape:
         return np.searchsorted(self.depths, np.asarray(depth), side="left")
 
     def accepted(self, child_rank: np.ndarray, depth) -> np.ndarray:
-        """Accepted drafts per row: the longest prefix of ``child_rank[row]`` (ranks along the greedy
-        path; negative or too large: no such child) that is a path of the shape cut to ``depth``."""
+        """Accepted drafts per row: the longest prefix of ``child_rank[row]`` (negative or too large: no
+        such child) that is a path of the shape cut to ``depth``."""
         rows = len(child_rank)
         depth = np.broadcast_to(np.asarray(depth), (rows,))
         node = np.zeros(rows, dtype=np.int64)
@@ -109,8 +104,7 @@ class TreeShape:
         return count
 
     def branching(self) -> list[int] | None:
-        """Children per node by level when every node of each level but the last has the same
-        number (what vLLM's tree drafting takes), else None."""
+        """Children per node by level when each level's nodes have the same number (vLLM's form), else None."""
         out = []
         for level in range(self.depth - 1):
             counts = np.unique(self.children[self.depths == level])

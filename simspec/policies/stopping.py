@@ -1,17 +1,13 @@
-"""Classifier stopping rules (SpecDec++, Disco): a small network reads the draft's newest level
-and predicts whether the target will accept the path one level deeper; the rule stops drafting
-when that prediction says continuing no longer pays.
+"""Classifier stopping rules: a small network reads the draft's newest level and predicts whether
+the target accepts the path one level deeper.
 
 - SpecDec++ (Huang et al., 2024) stops when the predicted probability that *some* drafted token
   is rejected, 1 - prod_i p_i, exceeds a threshold h (its MDP's optimal policy is such a threshold).
-- Disco (Mamou et al., 2024, "dynamic speculation lookahead") stops as soon as the newest token's
-  own acceptance probability p_i falls under a threshold.
+- Disco (Mamou et al., 2024) stops as soon as the newest token's own p_i falls under a threshold.
 
-Both read the same features, the ones the engine hands ``keep_drafting`` (the newest level's
-cumulative log-probs, float16-rounded as traces hold them) plus the previous level's best score,
-so that one predictor, trained on train-split traces (``simspec.sim.labels``), decides alike in
-replay and in the engine. The papers' classifiers read the draft model's hidden states; on a
-tree the beam's scores carry the same signal and need no model at decision time.
+Both read the newest level's scores and the previous level's best, so one predictor (trained on
+train-split traces: ``simspec.sim.labels``) decides alike in replay and the engine. The papers'
+classifiers read the drafter's hidden states; on a tree the beam's scores carry the same signal.
 """
 
 from __future__ import annotations
@@ -27,10 +23,9 @@ _FLOOR = -20.0  # log-prob floor: padded (-inf) candidates and empty levels
 
 
 def step_features(frontier: np.ndarray, depth: np.ndarray, previous_top: np.ndarray, depth_max: int) -> np.ndarray:
-    """[rows, N_FEATURES] after a draft step reaching ``depth`` levels (root included):
-    the best candidate's score and its gain over the previous level's best (about the best
-    extension's conditional log-prob), the runner-up's margin, the level's log-mass over the
-    previous best, the entropy of the level renormalised, and the depth."""
+    """[rows, N_FEATURES] after a draft step reaching ``depth`` levels: the best score and its gain over
+    the previous level's best, the runner-up's margin, the level's log-mass over the previous best,
+    the level's renormalised entropy, and the depth."""
     frontier = np.maximum(np.asarray(frontier, np.float64), _FLOOR)
     top = frontier[:, 0]
     previous_top = np.maximum(np.asarray(previous_top, np.float64), _FLOOR)
@@ -42,9 +37,8 @@ def step_features(frontier: np.ndarray, depth: np.ndarray, previous_top: np.ndar
 
 @dataclass
 class AcceptancePredictor:
-    """features -> P(the path one level deeper is accepted): standardised inputs, one tanh
-    hidden layer, a sigmoid output. numpy inference; ``fit`` trains it by weighted
-    cross-entropy (soft labels at T > 0) with Adam, full batch, seeded."""
+    """features -> P(the path one level deeper is accepted): one tanh hidden layer, a sigmoid; ``fit``:
+    weighted cross-entropy (soft labels at T > 0) with Adam, full batch, seeded."""
 
     mean: np.ndarray
     scale: np.ndarray
@@ -89,8 +83,7 @@ class AcceptancePredictor:
 
 
 class _ClassifierStop(DepthBudget):
-    """Shared state: the previous level's best score and the running product of predictions;
-    a subclass names itself by ``label``, formatted with its threshold."""
+    """Shared state: the previous level's best score and the running product of predictions."""
 
     label = "{:g}"
 

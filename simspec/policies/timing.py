@@ -1,6 +1,5 @@
-"""Decision time: what one cycle of a policy's decisions costs, measured through the same
-batch methods the engine calls for a row. The simulator charges it per cycle; calibrate and
-train store it."""
+"""Decision time: what one cycle of a policy's decisions costs, through the batch methods the
+engine calls; the simulator charges it per cycle."""
 
 from __future__ import annotations
 
@@ -14,13 +13,9 @@ from simspec.stats import robust_median
 
 
 def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: int = 0) -> dict[str, float]:
-    """Seconds one cycle of decisions costs each policy, called as the engine calls it for one
-    row: ``plan_batch``, ``keep_drafting_batch`` after every draft step but the last and
-    ``choose_size_batch`` (where the policy decides them), ``observe_batch``; synthetic scores of
-    the real shapes, laid out as the engine lays them out before it asks (decision code does not
-    depend on their values). The simulator charges these per cycle. Each cycle starts with cold
-    caches, as it does in the engine after the models' forwards (warm-cache timings underrate
-    them; inside the engine they cost more still: docs/validation.md#decision-time)."""
+    """Seconds one cycle of decisions costs each policy, called as the engine calls it for one row, on
+    synthetic scores of the real shapes. Each cycle starts with cold caches, as in the engine after
+    the models' forwards (warm-cache timings underrate them: docs/validation.md#decision-time)."""
     rng = np.random.default_rng(seed)
     levels = [np.sort(-rng.exponential(2.0, width if i == 0 else width * width)).astype(np.float32)
               for i in range(depth - 1)]
@@ -70,10 +65,9 @@ def timing_depths(depth_max: int) -> tuple[int, ...]:
 
 def policy_latency_by_depth(policies: dict, width: int, depth_max: int, repeats: int,
                             seed: int = 0) -> dict[str, dict[str, float]]:
-    """``policy_latency`` at each of ``timing_depths(depth_max)``: {name: {"depth": seconds}}, what
-    ``DecisionCharge.of`` reads (a cycle is charged at its own depth). The shallower depths take a
-    third of the ``repeats``: each timed cycle first evicts the caches (32 MB written), which costs
-    more than most decisions, and they weigh less in a cycle's time."""
+    """``policy_latency`` at each of ``timing_depths(depth_max)``: {name: {"depth": seconds}}. The
+    shallower depths take a third of the ``repeats``: each timed cycle first evicts the caches, which
+    costs more than most decisions, and they weigh less in a cycle's time."""
     depths = timing_depths(depth_max)
     timed = {d: policy_latency(policies, width, d, repeats if d == depths[-1] else max(1, repeats // 3), seed)
              for d in depths}

@@ -25,17 +25,15 @@ err = Console(stderr=True)
 
 
 def default_threads() -> int:
-    """``$OMP_NUM_THREADS`` when it is a positive integer (a process sharing the machine, a test
-    worker), else every core."""
+    """``$OMP_NUM_THREADS`` when it is a positive integer, else every core."""
     value = os.environ.get("OMP_NUM_THREADS", "")
     return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count() or 1
 
 
 def run_with_progress(work, threads: int | None = None, uses_torch: bool = True):
-    """``work(bar, status)`` under progress bars on stderr, with torch's threads set first (unless
-    the work runs no model: ``uses_torch`` off, and torch is not even imported).
-    ``bar(description, total)`` adds a bar and returns ``advance(n=1, description=None)``;
-    ``status(text)`` is a context manager shown during steps without a count."""
+    """``work(bar, status)`` under progress bars on stderr, torch's threads set first (``uses_torch``).
+    ``bar(description, total)`` returns ``advance(n=1, description=None)``; ``status(text)`` is a
+    context manager shown during steps without a count."""
     if uses_torch:
         import torch
 
@@ -76,8 +74,9 @@ def json_line(as_json: bool, summary: dict) -> None:
         print(json.dumps(summary))
 
 
-def warn(text: str) -> None:
-    err.print(f"[yellow]warning:[/] {text}")
+def warn(*texts: str) -> None:
+    for text in texts:
+        err.print(f"[yellow]warning:[/] {text}")
 
 
 def note(text: str) -> None:
@@ -196,8 +195,7 @@ def calibrate(s: dict) -> None:
 
 
 def recalibrate(s: dict) -> None:
-    for text in s.get("warnings", []):
-        warn(text)
+    warn(*s.get("warnings", []))
     ratios = ", ".join(f"{op} {r:.2f}" for op, r in s["live_over_profile"].items())
     out.print(f"{s['profile']}: {s['base']} refitted to {s['cycles']:,} live cycles on {s['prompts']} train prompts "
               f"in {s['seconds']:.0f} s; live / profile before: {ratios}")
@@ -205,8 +203,7 @@ def recalibrate(s: dict) -> None:
 
 def validate_simulated(result) -> None:
     s = result.summary
-    for text in result.notes:
-        warn(text)
+    warn(*result.notes)
     if s["kind"] == "analytic":
         warn(f"ANALYTIC profile: these times come from a model, not a measurement ({s['runtime']})")
     elif s["kind"] == "imported":
@@ -228,11 +225,10 @@ def validate_simulated(result) -> None:
 
 
 def validate_real(report: ValidationReport, run_dir) -> None:
-    from simspec.report.markdown import predicted_by, spread
+    from simspec.report.markdown import predicted_by, rank_text, spread
     from simspec.report.validation import fidelity_rows
 
-    for text in report.warnings:
-        warn(text)
+    warn(*report.warnings)
     corrected = report.drift_corrected
     pct = lambda v: "-" if v is None else f"{v:+.1%}"  # noqa: E731
     pv = lambda v: "-" if v is None else f"{v:.1e}"  # noqa: E731
@@ -251,14 +247,13 @@ def validate_real(report: ValidationReport, run_dir) -> None:
             pv(r.p_vs_eagle3), pct(r.gain_vs_grid), pv(r.p_vs_grid), r.verdict())
            for r in sorted(report.rows, key=lambda r: -r.speedup_real)])
     drift = ", ".join(f"{op} {ratio:.2f}" for op, ratio in report.drift.ratios.items())
-    rank_of = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     for i, f in enumerate(fidelity_rows(report)):
         noise = "" if f["noise_mean"] is None else (
             f" (an exact simulator vs this run's noise: {f['noise_mean']:.1%} / {f['noise_max']:.1%})")
         out.print(f"{'simulator' if i == 0 else '         '}: {f['prediction']}, {f['statistic']}: mean |error| "
-                  f"{f['mean']:.1%}, max {f['max']:.1%}, Spearman {rank_of(f['spearman'])}{noise}")
+                  f"{f['mean']:.1%}, max {f['max']:.1%}, Spearman {rank_text(f['spearman'])}{noise}")
     out.print(f"drift-corrected (median over prompts): mean {corrected.mean_abs_rel_error:.1%}, max "
-              f"{corrected.max_abs_rel_error:.1%}, Spearman {rank_of(corrected.rank_agreement)}; "
+              f"{corrected.max_abs_rel_error:.1%}, Spearman {rank_text(corrected.rank_agreement)}; "
               f"drift (live / profile): {drift}")
     if report.drift.advice:
         warn(report.drift.advice)
@@ -390,8 +385,7 @@ def _stream_name(stream: dict) -> str:
 def headroom(s: dict) -> None:
     from simspec.sim.headroom import verdict_line
 
-    for text in s["notes"]:
-        warn(text)
+    warn(*s["notes"])
     if s["kind"] == "analytic":
         warn("ANALYTIC profile: these speedups come from a model of the device, not a measurement")
     for batch in s["batches"]:
@@ -413,8 +407,7 @@ def migrated(s: dict) -> None:
 
 def tune(tuned) -> None:
     s = tuned.summary
-    for text in tuned.notes:
-        warn(text)
+    warn(*tuned.notes)
     r = s["runner_up"]
     batch = f", batch {s['batch_size']}" if s["batch_size"] > 1 else ""
     out.print(f"best static tree for {s['profile']} ({s['device']}{batch}), chosen on {s['prompts']['train']} train "
@@ -470,8 +463,7 @@ def _tune_load(s: dict) -> None:
 def validate_batch(report, run_dir) -> None:
     from simspec.report.validation import lossless_label
 
-    for text in report.warnings:
-        warn(text)
+    warn(*report.warnings)
     table(f"validate --real at batch {report.batch_size}: {report.n_prompts} {report.prompts} prompts, "
           f"{report.max_new_tokens} new tokens, {report.repeats} pass(es), {report.device}",
           ("method", "real", "per pass", "simulated", "error", "tokens/s", "cycles real/sim", "lossless"),

@@ -1,8 +1,5 @@
-"""``simspec plot``: each figure drawn from the artifacts it needs, by what the user names.
-
-An existing figure is refused (one line, unless ``force``) before any artifact is loaded or
-replayed: the figure's name comes from the folder the user names, not from its contents
-(``validation`` reads its report first, since the report says which action maps it draws)."""
+"""``simspec plot``: each figure drawn from the artifacts the user names, an existing one refused
+before any is loaded (its name comes from the folder named, not from its contents)."""
 
 from __future__ import annotations
 
@@ -12,8 +9,7 @@ from simspec.errors import SimspecError
 
 
 def _folder(path: str, *files: str) -> Path:
-    """The artifact folder ``path`` names (or the folder of one of its ``files``), as its loader
-    finds it: the name its figure carries."""
+    """The artifact folder ``path`` names (or the folder of one of its ``files``): its figure's name."""
     from simspec.shipped import locate
 
     located = locate(path)
@@ -21,8 +17,7 @@ def _folder(path: str, *files: str) -> Path:
 
 
 def curves(profile: str, out: str, *, force: bool = False) -> tuple[Path, bool]:
-    """Latency curves with the fitted cost model; returns the figure and whether the profile is
-    analytic."""
+    """Latency curves with the fitted cost model, and whether the profile is analytic."""
     from simspec.report.plots import curves_file, plot_curves, refuse_existing
     from simspec.sim.profile import load_profile
 
@@ -67,8 +62,7 @@ def training(policy: str, out: str, *, force: bool = False) -> Path:
 
 
 def validation(report: str, out: str | None, method: str | None, *, force: bool = False) -> list[Path]:
-    """A real validation's figures, redrawn from its report.json (plus ``method``'s action map):
-    all refused if any exists (without ``force``), else all written."""
+    """A real validation's figures, redrawn from its report.json (plus ``method``'s action map)."""
     from simspec.report.plots import plot_validation, refuse_existing, validation_files
     from simspec.report.validation import read_report
 
@@ -83,8 +77,7 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
 
 
 def _summary_folder(summary: dict, out: str, force: bool, stem: str, draw) -> list[str]:
-    """``STEM.json`` (the verb's summary) and, with ``draw``, its figure ``STEM.png``: a new
-    folder, renamed into place whole. Returns the paths written."""
+    """A new folder of ``STEM.json`` (the summary) and, with ``draw``, ``STEM.png``; the paths written."""
     import json
 
     from simspec.cache import atomic_directory
@@ -105,8 +98,7 @@ def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
 
 
 def load_folder(summary: dict, out: str, force: bool) -> list[str]:
-    """``simspec load --out``: ``load.json`` and, where two or more streams have a rate (the
-    figure's x axis), ``load.png``."""
+    """``simspec load --out``: ``load.json`` and, where two or more streams have a rate, ``load.png``."""
     from simspec.report.plots import plot_load
 
     rated = len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2

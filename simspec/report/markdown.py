@@ -1,5 +1,5 @@
-"""``report.md`` of a ``validate --real`` run: the table a paper would print, then fidelity,
-drift, residual and lossless notes, rendered from the report (``report/validation.py``'s ``ValidationReport``)."""
+"""``report.md`` of a ``validate --real`` run: the table a paper would print, then fidelity, drift,
+residual and lossless notes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _pct(value) -> str:
     return "—" if value is None else f"{value:+.1%}"
 
 
-def _rank(value) -> str:
+def rank_text(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
@@ -111,26 +111,17 @@ def predicted_by(profile: ReportProfile, staleness: dict | None = None) -> str:
 def render_markdown(report: ValidationReport) -> str:
     """``report.md``: the table a paper would print, then fidelity, drift and lossless notes."""
     m = report
-    lines = [
-        f"# validate --real: {m.profile.name}",
-        "",
-        f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
-        f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
-        + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
-        f"simspec {m.simspec_version}, {m.created}."
-        + " " + predicted_by(m.profile, m.staleness),
-        "",
-        _method_text(m),
-        "",
-        *_rows_table(m),
-        *_fidelity(m),
-    ]
+    lines = [f"# validate --real: {m.profile.name}", "",
+             f"{m.n_prompts} {m.prompts} ({m.split}) prompts, {m.max_new_tokens} new tokens, "
+             f"{m.repeats} pass(es); target {m.target}, draft {m.draft}; device {m.device}; {m.runtime} runtime"
+             + (f" (compiled in {m.compile_s:.0f} s, before the timed runs)" if m.compile_s else "") + "; "
+             f"simspec {m.simspec_version}, {m.created}. " + predicted_by(m.profile, m.staleness), "",
+             _method_text(m), "", *_rows_table(m), *_fidelity(m)]
     if m.rows[0].speedup_real_set is not None:
         lines += over_the_set_table(m)
     lines += _noise_and_refit(m)
     if m.rank_inversions:
-        lines.append("")
-        lines.append("Pairs the simulator orders differently from the real runs:")
+        lines += ["", "Pairs the simulator orders differently from the real runs:"]
         for inv in m.rank_inversions:
             lines.append(f"- {inv['a']} vs {inv['b']}: real {inv['real_difference']:+.3f}, sim "
                          f"{inv['sim_difference']:+.3f}; real paired p = {_p(inv['p_real'])}"
@@ -150,34 +141,29 @@ def render_markdown(report: ValidationReport) -> str:
 def _method_text(m: ValidationReport) -> str:
     """How the table's numbers were made: paired runs, the statistic, the tests."""
     if m.temperature:
-        how = (f"Temperature {m.temperature:g} (top-p {m.top_p:g}): every pass samples each prompt with its "
-               f"own seed (pass k, prompt i: {m.seed} + k · prompts + i), the same for plain sampling and every "
-               "method. Speedup = plain sampling's time per token / the method's, on the same prompt and seed, "
-               "measured back to back (order rotated per prompt); mean over prompts and seeds [95 % CI over "
-               "prompts]. *sim*: the simulator's expected speedup on the same prompts, one sampled continuation "
-               "recorded per (pass, prompt) with the same seed, acceptance drawn from each tree's law (8 draws), "
-               "replayed with the profile's cost model; *drift-corrected*: the same with each latency curve "
-               "rescaled by its live / profile ratio in this run. p: two-sided Wilcoxon signed-rank test on "
-               "per-seed speedups; gain: median per-seed ratio. Lossless: KS test of every output token's "
-               "randomised PIT under the target's distribution.")
-    else:
-        how = ("Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
-               "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
-               "prompts (their trees recorded in this run, replayed with the profile's cost model); "
-               "*drift-corrected*: the same with each latency curve rescaled by its live / profile ratio in this "
-               "run. p: two-sided Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.")
-    return how
+        return (f"Temperature {m.temperature:g} (top-p {m.top_p:g}): every pass samples each prompt with its "
+                f"own seed (pass k, prompt i: {m.seed} + k · prompts + i), the same for plain sampling and every "
+                "method. Speedup = plain sampling's time per token / the method's, on the same prompt and seed, "
+                "measured back to back (order rotated per prompt); mean over prompts and seeds [95 % CI over "
+                "prompts]. *sim*: the simulator's expected speedup on the same prompts, one sampled continuation "
+                "recorded per (pass, prompt) with the same seed, acceptance drawn from each tree's law (8 draws), "
+                "replayed with the profile's cost model; *drift-corrected*: the same with each latency curve "
+                "rescaled by its live / profile ratio in this run. p: two-sided Wilcoxon signed-rank test on "
+                "per-seed speedups; gain: median per-seed ratio. Lossless: KS test of every output token's "
+                "randomised PIT under the target's distribution.")
+    return ("Speedup = plain greedy time / method time on the same prompt, measured back to back (order "
+            "rotated per prompt); median over prompts [IQR]. *sim*: the simulator's prediction for the same "
+            "prompts (their trees recorded in this run, replayed with the profile's cost model); "
+            "*drift-corrected*: the same with each latency curve rescaled by its live / profile ratio in this "
+            "run. p: two-sided Wilcoxon signed-rank test on per-prompt speedups; gain: median per-prompt ratio.")
 
 
 def _rows_table(m: ValidationReport) -> list[str]:
     """One row per method, fastest first."""
-    lines = [
-        f"| method | real | {'95 % CI' if m.temperature else 'IQR'} | sim | sim error | sim, drift-corrected | error | "
-        "τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
-        "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| :---: |",
-    ]
+    lines = [f"| method | real | {'95 % CI' if m.temperature else 'IQR'} | sim | sim error | sim, drift-corrected | "
+             "error | τ real / sim | draft calls | decision µs / cycle, real (charged) | draft / verify / policy / "
+             "bookkeeping | gain vs EAGLE-3 | p | gain vs grid | p | lossless |",
+             "| --- " + "| ---: " * 14 + "| :---: |"]
     for r in sorted(m.rows, key=lambda r: -r.speedup_real):
         s = r.time_shares
         lines.append(
@@ -201,20 +187,20 @@ def _fidelity(m: ValidationReport) -> list[str]:
         "",
         f"**Simulator fidelity** ({head['prediction']}, {head['statistic']}): mean |relative error| "
         f"{head['mean']:.1%}, max {head['max']:.1%} over {len(m.rows)} methods; rank agreement (Spearman) "
-        f"{_rank(head['spearman'])}. *Over the set*: plain decoding's time per token / the method's, each summed "
+        f"{rank_text(head['spearman'])}. *Over the set*: plain decoding's time per token / the method's, each summed "
         "over every prompt and pass (the throughput ratio); *median over prompts*: the table above. Every "
         "prediction of this run, scored both ways (the last column: what an exact simulator would show against "
         "this run's pass-to-pass noise):",
         "",
         "| prediction | statistic | mean \\|error\\| | max | Spearman | exact model vs the noise (mean / max) |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
-        *(f"| {f['prediction']} | {f['statistic']} | {f['mean']:.1%} | {f['max']:.1%} | {_rank(f['spearman'])} | "
+        *(f"| {f['prediction']} | {f['statistic']} | {f['mean']:.1%} | {f['max']:.1%} | {rank_text(f['spearman'])} | "
           + ("—" if f["noise_mean"] is None else f"{f['noise_mean']:.1%} / {f['noise_max']:.1%}") + " |"
           for f in fidelity),
         "",
         f"With the profile's curves rescaled by this run's drift (below), median over prompts: mean "
         f"{m.drift_corrected.mean_abs_rel_error:.1%}, max {m.drift_corrected.max_abs_rel_error:.1%}, "
-        f"Spearman {_rank(m.drift_corrected.rank_agreement)}.",
+        f"Spearman {rank_text(m.drift_corrected.rank_agreement)}.",
     ]
 
 
@@ -233,7 +219,7 @@ def _noise_and_refit(m: ValidationReport) -> list[str]:
         lines += ["", f"**Co-timed refit** (the ladder on train prompts, {co.refit['steps']} steps, one after each "
                   f"scored prompt; its profile in `profile-cotimed/`): mean |relative error| "
                   f"{co.mean_abs_rel_error:.1%}, max {co.max_abs_rel_error:.1%}, Spearman "
-                  f"{_rank(co.rank_agreement)}.", "",
+                  f"{rank_text(co.rank_agreement)}.", "",
                   "| method | real | sim (co-timed) | error |", "| --- | ---: | ---: | ---: |"]
         lines += [f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
                   for r in co.rows]

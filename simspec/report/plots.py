@@ -1,9 +1,6 @@
-"""Figures of profiles, policies and real runs.
-
-Every figure is rendered into a temporary file beside its final path and renamed over it
-(``os.replace``), so an error or Ctrl-C never leaves half a PNG; an existing figure is refused
-(``SimspecError``) unless the caller passes ``force``. Each figure's file name comes from one
-``*_file`` function, so that a caller can refuse before loading or replaying anything."""
+"""Figures of profiles, policies and real runs: each rendered beside its path and renamed over it (no
+half a PNG), an existing one refused unless ``force``; its name from one ``*_file`` function, so
+that a caller can refuse before loading or replaying anything."""
 
 from __future__ import annotations
 
@@ -21,7 +18,10 @@ from simspec.report.validation import ValidationReport
 from simspec.sim.profile import FitError, Profile
 
 
-def _pyplot():
+def _pyplot(path: Path | None = None, force: bool = False):
+    """pyplot, headless, once ``path`` (if any) is refused where it exists (unless ``force``)."""
+    if path is not None:
+        refuse_existing([path], force)
     import matplotlib
 
     matplotlib.use("Agg")  # headless: figures are files
@@ -47,8 +47,7 @@ def action_map_file(out_dir: Path, method: str) -> Path:
 
 
 def validation_files(report: ValidationReport, out_dir: Path, method: str | None = None) -> list[Path]:
-    """What ``plot_validation`` writes, in order: the scatter, the time breakdown, the action
-    map of each learned policy, then ``method``'s (if it is not one of them)."""
+    """What ``plot_validation`` writes: the scatter, the time breakdown, the action maps."""
     out_dir = Path(out_dir)
     return [out_dir / "sim-vs-real.png", out_dir / "time-breakdown.png",
             *(action_map_file(out_dir, m) for m in _mapped_methods(report, method))]
@@ -61,8 +60,8 @@ def _mapped_methods(report: ValidationReport, method: str | None) -> list[str]:
 
 
 def refuse_existing(paths: list[Path], force: bool) -> None:
-    """One error line, before any drawing, if a figure of ``paths`` exists (and ``force`` is
-    off) or cannot be a file: all of a command's figures are refused together, or none."""
+    """One error line, before any drawing, if a figure of ``paths`` exists (without ``force``) or cannot
+    be a file: a command's figures are refused together."""
     for path in paths:
         if path.parent.exists() and not path.parent.is_dir():
             raise SimspecError(f"{path.parent} is a file, not a folder: choose another --out")
@@ -76,8 +75,7 @@ def refuse_existing(paths: list[Path], force: bool) -> None:
 
 
 def _write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary sibling of ``path``, renamed over ``path`` only once it
-    is complete; removed on any error or interrupt."""
+    """``write(file)`` into a temporary sibling of ``path``, renamed over it once complete."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     # os.open with 0o666 (less the umask) gives the figure the mode a plain open would; mkstemp's 0600 would
     # survive the rename and hide the figure from other users
@@ -92,8 +90,7 @@ def _write_atomic(path: Path, write) -> None:
 
 
 def _save(plt, fig, path: Path, tight: bool = True) -> Path:
-    """Writes ``fig`` to ``path`` atomically and closes it (on error too). Callers refuse an
-    existing ``path`` first (``refuse_existing``), before drawing."""
+    """Writes ``fig`` to ``path`` atomically and closes it (on error too)."""
     try:
         if tight:  # figures with hand-placed axes (a shared colour bar) set their own layout
             fig.tight_layout()
@@ -108,8 +105,7 @@ def plot_curves(profile: Profile, out_dir: Path, width: int | None = None, *, fo
     """LTD Figure 2 (left), from this profile: draft time vs depth at width W and verify time
     vs V, per measured context; dots are measurements (bars: IQR), lines the cost model."""
     path = curves_file(out_dir, profile.directory.name)
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     width = width or (profile.meta.traces and profile.meta.traces.width) or 10
     samples = [s for s in profile.samples if s.get("batch", 1) == 1]  # the batch-1 curves the model fits
     contexts = sorted({s["context"] for s in samples if s["kind"] == "verify"})
@@ -149,8 +145,7 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
                  split: str, *, force: bool = False) -> Path:
     """Mean simulated speedup of static trees over (D, V); grid best starred."""
     path = surface_file(out_dir, profile.directory.name, split)
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     depths = sorted({d for d, _ in surface})
     sizes = sorted({v for _, v in surface})
     grid = np.full((len(depths), len(sizes)), np.nan)
@@ -179,12 +174,10 @@ def plot_surface(profile: Profile, surface: dict[tuple[int, int], float], oracle
 
 
 def plot_training(name: str, meta: PolicyMeta, rows: list[dict], out_dir: Path, *, force: bool = False) -> Path:
-    """LTD Figure 3 style, for one policy: the mean reward per environment step of each rollout
-    (left) and the deployed policy's validation speedup (right) against environment steps,
-    phase by phase, with the best static tree on the same validation prompts."""
+    """LTD Figure 3 style: each rollout's mean reward per step (left) and the deployed policy's
+    validation speedup (right) against environment steps, phase by phase."""
     path = training_file(out_dir, name)
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     phases = list(dict.fromkeys(r["phase"] for r in rows))
     colours = plt.cm.tab10(np.arange(len(phases)) % 10)
@@ -222,8 +215,7 @@ def _run_title(report: ValidationReport) -> str:
 def plot_sim_vs_real(report: ValidationReport, out_dir: Path, *, force: bool = False) -> Path:
     """Simulated against real median speedup per method, with the diagonal and IQR bars."""
     path = Path(out_dir) / "sim-vs-real.png"
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     rows = report.rows
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     real = np.array([r.speedup_real for r in rows])
@@ -256,8 +248,7 @@ def plot_sim_vs_real(report: ValidationReport, out_dir: Path, *, force: bool = F
 def plot_time_breakdown(report: ValidationReport, out_dir: Path, *, force: bool = False) -> Path:
     """LTD Figure 2 (right): where each method's time goes, as shares of its total."""
     path = Path(out_dir) / "time-breakdown.png"
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     rows = sorted(report.rows, key=lambda r: -r.speedup_real)
     parts = ("prefill", "draft", "verify", "policy", "bookkeeping")
     colours = plt.cm.Set2(np.arange(len(parts)))
@@ -282,8 +273,7 @@ def plot_action_map(report: ValidationReport, method: str, out_dir: Path, *, for
     if row is None:
         raise KeyError(method)
     path = action_map_file(out_dir, method)
-    refuse_existing([path], force)
-    plt = _pyplot()
+    plt = _pyplot(path, force)
     actions = np.array(row.actions, dtype=int).reshape(-1, 3)
     depths = np.arange(1, max(int(actions[:, 0].max()), 2) + 1)
     sizes = np.unique(actions[:, 1])
@@ -312,10 +302,8 @@ def plot_action_map(report: ValidationReport, method: str, out_dir: Path, *, for
 
 def plot_validation(report: ValidationReport, out_dir: Path, method: str | None = None, *,
                     force: bool = False) -> list[Path]:
-    """Every figure of a ``validate --real`` report (``validation_files``): the scatter, the time
-    breakdown, the action map of each learned policy and of ``method``. All or none: every one
-    is refused up front if any exists (without ``force``), and all are drawn into a staging
-    folder beside ``out_dir``'s figures before any is renamed into place."""
+    """Every figure of a ``validate --real`` report (``validation_files``), all or none: drawn into a
+    staging folder before any is renamed into place."""
     out_dir = Path(out_dir)
     paths = validation_files(report, out_dir, method)
     refuse_existing(paths, force)
@@ -333,9 +321,8 @@ def plot_validation(report: ValidationReport, out_dir: Path, method: str | None 
 
 
 def plot_load(s: dict, path: Path) -> Path:
-    """``simspec load``'s summary against the request rate: goodput, time per output token (p50
-    solid, p90 dashed) and throughput, a line per method, the span where speculation stops
-    paying shaded; with a surface, each tree size's throughput over plain decoding's, per rate."""
+    """``simspec load``'s goodput, TPOT (p90 dashed) and throughput against the rate, a line per method,
+    where speculation stops paying shaded; with a surface, each tree size's over plain decoding's."""
     plt = _pyplot()
     verdicts = sorted((v for v in s["verdicts"] if "rate" in v["stream"]), key=lambda v: v["stream"]["rate"])
     rates = np.array([v["stream"]["rate"] for v in verdicts])
@@ -395,8 +382,7 @@ def _load_surface(ax, s: dict, verdicts: list[dict]) -> None:
 
 
 def plot_headroom(s: dict, path: Path) -> Path:
-    """``simspec headroom``: per batch size, every row's median speedup over prompts with its
-    interquartile range, best first; the best static tree's level dashed, the oracle's dotted."""
+    """``simspec headroom``: per batch size, every row's median speedup with its IQR, best first."""
     plt = _pyplot()
     batches = s["batches"]
     colours = {"oracle": "C3", "bound": "C1", "static": "C2", "rule": "C0", "learned": "C4"}

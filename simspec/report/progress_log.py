@@ -1,9 +1,6 @@
-"""Progress for a log file. When stderr is not a terminal (a job under ``nohup``, a CI log) rich
-draws no bars, and a run of hours (a teacher pass, a drafter's training) would say nothing until
-its result. Here a bar writes a plain line at most once per ``every`` seconds while it advances,
-and one when it completes if it ran that long; a step without a count writes one line when it
-ends, if it took that long. A run shorter than that writes nothing (a refused input's log stays
-its one error line)."""
+"""Progress for a log file, where rich draws no bars and a run of hours would say nothing: a bar
+writes a line at most once per ``every`` seconds, and one when it completes if it ran that long; a
+step without a count, one when it ends if it took that long (a short run writes nothing)."""
 
 from __future__ import annotations
 

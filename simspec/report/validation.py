@@ -1,6 +1,5 @@
-"""The ``validate --real`` report: real and simulated speedups side by side, paired tests, rank
-agreement, drift (``report/markdown.py`` renders ``report.md``). ``report.json`` holds everything the figures need,
-so ``simspec plot validation`` redraws them without rerunning anything."""
+"""The ``validate --real`` report: real and simulated speedups side by side, paired tests, rank agreement,
+drift. ``report.json`` holds everything the figures need (``simspec plot validation`` redraws them)."""
 
 from __future__ import annotations
 
@@ -155,8 +154,8 @@ REFERENCES = ("eagle3", "grid")
 
 
 def lossless_label(exact_match: bool | None, lossless: bool | None, pit_p: float | None, no: str = "NO") -> str:
-    """A method's lossless verdict: yes (equal to greedy), near-tie (split only at float-order
-    ties) or NO (a bug); at T > 0 (``pit_p`` given) yes / NO by the KS test of the outputs' PIT."""
+    """yes (equal to greedy), near-tie (split only at float-order ties) or NO (a bug); at T > 0 (``pit_p``
+    given) yes / NO by the KS test of the outputs' PIT."""
     if pit_p is not None:  # T > 0: a statistical verdict
         return f"{'yes' if lossless else no} (PIT p {pit_p:.2g})"
     return "yes" if exact_match else ("near-tie" if lossless else no)
@@ -172,10 +171,8 @@ def per_prompt(values: np.ndarray, prompts: int) -> np.ndarray:
 
 
 def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) -> dict:
-    """One method's row: real measurements, the simulator's prediction (and with the profile's
-    curves rescaled by the run's drift), paired tests. Greedy: medians over prompts. At T > 0
-    the speedup is random: means over every (prompt, seed), a 95 % confidence interval over
-    prompts, the simulator's expectation per recorded (pass, prompt) folded the same way."""
+    """One method's row: real, simulated (also drift-corrected), paired tests. Greedy: medians over
+    prompts; at T > 0 the speedup is random: means over every (prompt, seed), a 95 % CI over prompts."""
     real = runs.speedup
     n = len(real)
     sim, sim_corrected = per_prompt(simulated.speedup, n), per_prompt(corrected.speedup, n)
@@ -222,8 +219,7 @@ def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) ->
 
 
 def rank_inversions(rows: list[dict]) -> list[dict]:
-    """Pairs of methods the simulator orders differently from the real runs, with the real
-    runs' own paired p-value for the pair (a large one: the real runs cannot tell them apart)."""
+    """Pairs the simulator orders differently from the real runs, with the real runs' paired p-value."""
     out = []
     for a, b in itertools.combinations(rows, 2):
         real = a["speedup_real"] - b["speedup_real"]
@@ -236,17 +232,11 @@ def rank_inversions(rows: list[dict]) -> list[dict]:
 
 
 def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict) -> dict:
-    """``runs``: MethodRuns in method order; ``simulated``: method name -> ReplayResult on the
-    same prompts; ``drift``: the DriftMeter of the run; ``corrected``: the replays with the
-    profile's curves rescaled by that drift."""
-    references = {}
-    for family in REFERENCES:
-        match = next((r for r in runs if r.family == family), None)
-        if match is not None:
-            references[family] = match.paired
+    """``report.json`` from MethodRuns (method order), their replays on the same prompts (by method), the
+    run's DriftMeter and the replays with the profile's curves rescaled by that drift."""
+    first = {r.family: r for r in reversed(runs)}
+    references = {family: first[family].paired for family in REFERENCES if family in first}
     rows = [method_row(r, simulated[r.name], corrected[r.name], references) for r in runs]
-    corrected_errors = np.abs([r["rel_error_drift_corrected"] for r in rows])
-    ratios = drift.ratios()
     drifted = drift.drifted()
     noise = measurement_noise(rows)
     return {
@@ -257,16 +247,9 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
         "rank_inversions": rank_inversions(rows),
         "over_the_set": error_summary(rows, "_set"),
         **({"measurement_noise": noise} if noise else {}),
-        "drift_corrected": {
-            "mean_abs_rel_error": float(np.mean(corrected_errors)),
-            "max_abs_rel_error": float(np.max(corrected_errors)),
-            "rank_agreement": _finite(spearman([r["speedup_sim_drift_corrected"] for r in rows],
-                                                [r["speedup_real"] for r in rows])),
-            "over_the_set": error_summary([{"speedup_real_set": r["speedup_real_set"],
-                                            "speedup_sim_set": r["speedup_sim_set_drift_corrected"],
-                                            "rel_error_set": r["rel_error_set_drift_corrected"]} for r in rows],
-                                          "_set")},
-        "drift": {"ratios": ratios, "drifted": drifted, "tolerance": 0.10,
+        "drift_corrected": {**error_summary(rows, "_drift_corrected", real=""),
+                            "over_the_set": error_summary(rows, "_set_drift_corrected", real="_set")},
+        "drift": {"ratios": drift.ratios(), "drifted": drifted, "tolerance": 0.10,
                   "advice": (f"live latencies differ from the profile's by more than 10 % ({', '.join(drifted)}): "
                              "refit the profile in situ (`simspec recalibrate --profile PROFILE`) right before "
                              "the runs it predicts, and validate with the refitted one") if drifted
@@ -274,21 +257,20 @@ def build_report(meta: dict, runs: list, simulated: dict, drift, corrected: dict
     }
 
 
-def error_summary(rows: list[dict], statistic: str = "") -> dict:
-    """Mean / max |relative error| and Spearman of rows holding ``speedup_real{statistic}``,
-    ``speedup_sim{statistic}`` and ``rel_error{statistic}`` ("": median over prompts, "_set":
-    over the set)."""
+def error_summary(rows: list[dict], statistic: str = "", real: str | None = None) -> dict:
+    """Mean / max |relative error| and Spearman of rows' ``rel_error{statistic}`` and
+    ``speedup_sim{statistic}`` against ``speedup_real{real}`` (``real`` defaults to ``statistic``)."""
     errors = np.abs([r[f"rel_error{statistic}"] for r in rows])
+    real = statistic if real is None else real
     return {"mean_abs_rel_error": float(errors.mean()), "max_abs_rel_error": float(errors.max()),
             "rank_agreement": _finite(spearman([r[f"speedup_sim{statistic}"] for r in rows],
-                                                [r[f"speedup_real{statistic}"] for r in rows]))}
+                                                [r[f"speedup_real{real}"] for r in rows]))}
 
 
 def measurement_noise(rows: list[dict], draws: int = 20_000, seed: int = 0) -> dict | None:
-    """How far the real runs alone move each method's speedup: the pass-to-pass standard error of
-    its median (relative), and the mean and max |error| an exact simulator would still show
-    against these runs (errors drawn from those standard errors, Monte Carlo). The yardstick for
-    a fidelity figure: below it, an error is measurement noise, not the model. Needs >= 2 passes."""
+    """The pass-to-pass standard error of each method's median speedup, and the mean and max |error| an
+    exact simulator would show against runs this noisy (Monte Carlo): below it, an error is noise, not
+    the model. None with fewer than 2 passes."""
     medians = [r["repeat_medians"] for r in rows]
     if any(len(m) < 2 for m in medians):
         return None
@@ -345,13 +327,9 @@ def summary_line(report: ValidationReport, run_path: str) -> dict:
 
 
 def fidelity_rows(report: ValidationReport) -> list[dict]:
-    """Every prediction a report holds, scored by both statistics: the profile that predicted
-    (with ``--recalibrate``: refitted right before the runs) and, when there is one, the refit
-    co-timed with the runs; each on the median over prompts and on the whole set. The first row
-    is the headline: the co-timed refit over the set where the run has it (its latencies are
-    measured over the same minutes as the runs it predicts, and the set's throughput ratio does
-    not jump between fast and slow prompts as a median over eight does), otherwise the
-    profile over the set. Reports written before the set statistic have only the median rows."""
+    """Every prediction a report holds (its profile or upfront refit, and any co-timed refit), each over
+    the set and as a median over prompts. The first row is the headline: the co-timed refit (timed over
+    the same minutes as the runs) over the set (which does not jump between fast and slow prompts)."""
     noise = report.measurement_noise or {}
     up = "upfront refit" if report.profile.refit == "this run" else "profile"
     rows = []

@@ -1,7 +1,5 @@
-"""``report.json`` of ``validate --real --batch-size B`` (B > 1): per method the real speedup over
-plain decoding at batch B (the whole prompt set as one queue through B rows, the throughput
-ratio, median over passes; at T > 0 the mean, each pass sampling with its own seeds) beside the
-simulator's (``simspec.sim.replay`` at B) for the same prompts."""
+"""``report.json`` of ``validate --real --batch-size B`` (B > 1): per method the real speedup over plain
+decoding at batch B (the prompt set as one queue through B rows) beside the simulator's."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The built-in rule baselines, one registering module each or a few grouped: every module in
-this package is imported when the registry first loads, the three below first and in this order
-(the order ``--baselines`` lists them), any other after them by name. A new built-in is a new
-module here; a baseline outside the package is any module that calls ``register_baseline``
-(docs/extending.md)."""
+"""The built-in rule baselines: every module here is imported when the registry first loads, the
+three below first (the order ``--baselines`` lists them), any other after them by name."""
 
 import importlib
 import pkgutil

@@ -1,28 +1,21 @@
-"""Bayes decisions over the drafted tree: simspec's own rule, named apart from every seed's
-(numpy only).
+"""Bayes decisions over the drafted tree: simspec's own rule (numpy only).
 
 Verifying the best V nodes by score (a set closed under ancestors) accepts exactly the verified
-nodes that lie on the target's greedy path, so a cycle's expected tokens are
-``1 + sum of P(node on path)`` over the verified nodes: marginals suffice, no independence is
-assumed. C2T's node classifier (``simspec.policies.rules.c2t``) gives those probabilities. A
-throughput maximiser then trades tokens for seconds at a rate lambda (Dinkelbach: the optimal
-long-run rate makes ``tokens - lambda * seconds`` the per-cycle objective), and the profile's
-curves price the seconds at the current context:
+nodes on the target's greedy path, so a cycle's expected tokens are ``1 + sum of P(node on
+path)``: marginals suffice, no independence is assumed (C2T's node classifier gives them). A
+throughput maximiser trades tokens for seconds at a rate lambda (Dinkelbach: the optimal rate
+makes ``tokens - lambda * seconds`` the per-cycle objective), seconds priced on the curves:
 
 - size: ``argmax_V  1 + P_1 + ... + P_{V-1} - lambda * verify(V, L)``;
-- depth: after each draft step the best objective J of the tree so far is known; the next levels
-  are expected to add J's last increment shrunk by the newest level's mass ratio, per level, and
-  drafting goes on while some lookahead of k levels pays its k draft steps.
+- depth: the next levels are expected to add the best objective's last increment, shrunk per
+  level by the newest level's mass ratio; drafting goes on while some lookahead of k levels
+  pays its k draft steps.
 
-``lambda = kappa / verify(1, L)`` (one plain decoding step): kappa is the speedup the rule aims
-at (tuned on the train split, like every rule's knob).
-
-In a batch (B > 1) one forward drafts every row's next level and one verifies every row padded to
-the same size, so the rows decide together: the batch drafts on while the rows' lookahead gains
-*summed* pay for the level, and verifies the one size that maximises their summed expected tokens
-less the batch's rate times ``verify`` at B. With calibrated probabilities the size
-choice is the Bayes decision given the node features; ``simspec.sim.bound`` grants the same
-decision the whole tree for free to bound what any policy observing node scores can reach.
+``lambda = kappa / verify(1, L)``: kappa is the speedup aimed at (tuned on the train split). In a
+batch (B > 1) the rows decide together, one forward drafting and one verifying them all: the
+batch drafts on while the rows' *summed* gains pay, and verifies the one size that maximises
+their summed expected tokens less the batch's rate times ``verify`` at B. ``simspec.sim.bound``
+grants the size decision the whole tree for free to bound any policy observing node scores.
 """
 
 from __future__ import annotations
@@ -64,12 +57,9 @@ PRIOR_KAPPA, PRIOR_CYCLES = 1.5, 8  # the auto rate's prior: 8 plain steps' wort
 
 
 class BayesTree(BatchPolicy):
-    """Size and depth by expected tokens against seconds at a rate lambda (see the module):
-    ``kappa / verify(1, L)``, or with ``kappa=None`` each sequence's own tokens per second so far
-    (Dinkelbach's iteration, run online: its fixed point is the best rate) times the batch size
-    (every row's tokens pay for a batch second), priced on the curves at the batch size the
-    driver sets. A fixed kappa is tuned where it runs (``validate --batch-size`` tunes it on the
-    batch's curves), so it is not scaled."""
+    """The rule at rate ``kappa / verify(1, L)``, or with ``kappa=None`` each sequence's own tokens per
+    second so far (Dinkelbach's iteration, online) times the batch size. A fixed kappa is tuned
+    where it runs (on the batch's curves), so it is not scaled."""
 
     def __init__(self, predictor, cost: Costs, kappa: float | None, width: int, depth_max: int,
                  lookahead: int = 3) -> None:

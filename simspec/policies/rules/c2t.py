@@ -1,15 +1,8 @@
-"""C2T (Huo et al., 2025) as a baseline: a classifier decides which drafted tokens the target
-verifies (numpy only).
-
-The tree is drafted to the grid-best depth at the traces' width; then a small classifier reads
-every node's features and predicts whether the target accepts it, and the verified tree is the
-nodes it keeps. The features are what the engine hands ``choose_size`` and traces hold: the
-node's joint log-prob, its depth, its gap to its level's best and its level's renormalised
-entropy (the paper also reads the parent's own entropy, which traces do not store per node).
-The network is ``AcceptancePredictor`` (one tanh layer), trained on the train split
-(``simspec.sim.labels.node_examples``: a node is positive when it lies on the target's greedy
-path). The engines verify the best V nodes by score, a set closed under ancestors, with V - 1 the
-number of nodes the classifier keeps at a tuned threshold, so the pruned tree stays a tree.
+"""C2T (Huo et al., 2025) as a baseline (numpy only): the tree is drafted to the grid-best depth,
+then a classifier (``AcceptancePredictor``, trained on the train split's greedy paths) reads each
+node's joint log-prob, depth, gap to its level's best and its level's entropy (the paper also reads
+the parent's entropy, which traces do not store). The engines verify the best V nodes by score,
+V - 1 the nodes kept at a tuned threshold, so the pruned tree stays a tree.
 """
 
 from __future__ import annotations
@@ -24,8 +17,8 @@ _FLOOR = -20.0  # log-prob floor for padded (-inf) candidates
 
 
 def node_features(tree_scores: np.ndarray, depth_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per node of trees laid out as traces hold them (``[rows, levels, W**2]``, each level sorted,
-    -inf padded): features ``[rows, levels * W**2, N_NODE_FEATURES]`` and which entries are nodes."""
+    """Features ``[rows, levels * W**2, N_NODE_FEATURES]`` per node of ``[rows, levels, W**2]`` trees,
+    and which entries are nodes."""
     scores = np.asarray(tree_scores, np.float64)
     rows, levels, k = scores.shape
     valid = np.isfinite(scores)

@@ -1,19 +1,12 @@
 """Sequoia's hardware-aware static tree (Chen et al., 2024) as a baseline (numpy only).
 
-Sequoia models acceptance by a child's rank alone: ``p[r]``, the chance that the target's token
-is the drafter's rank-r child of a node on the target's path, measured here on the train
-split's greedy paths (``TraceSet.child_rank``). A tree's expected accepted drafts are then the
-sum over its nodes of the product of ``p`` along the node's rank path, and Sequoia's dynamic
-program finds the tree of n nodes and at most D levels that maximises that sum.
-
-With ``p`` non-increasing in rank (the estimate is pooled to be so: pool-adjacent-violators,
-weighted by how often each rank was observed) that optimum is the n best rank paths by their
-product: a node's value is at most its parent's and its better sibling's, so the n largest
-values form a tree, and no n-node tree can sum higher. A best-first expansion therefore yields
-the optimal tree of every size at once, in one pass per depth bound (the tests check it
-against the recursion itself). Hardware-aware, as Sequoia chooses: (n, D) maximise expected
-tokens per cycle over the cycle's seconds on the profile's curves (each draft step feeding its
-level's expanded nodes, one verification of n tokens) at the train split's median context.
+Sequoia models acceptance by a child's rank alone: ``p[r]``, measured on the train split's greedy
+paths. A tree's expected accepted drafts are the sum over its nodes of the product of ``p`` along
+the node's rank path; Sequoia's dynamic program finds the best tree of n nodes and D levels.
+With ``p`` non-increasing in rank (pooled to be so) that optimum is the n best rank paths by their
+product (a node is worth at most its parent and its better sibling), so a best-first expansion
+yields the optimal tree of every size at once (the tests check it against the recursion). (n, D)
+then maximise expected tokens per second of the cycle on the profile's curves.
 """
 
 from __future__ import annotations
@@ -31,10 +24,8 @@ MAX_NODES = 240  # the largest tree considered (root included): the static grid'
 
 
 def positional_acceptance(child_rank: np.ndarray, cap: int = 16, by_depth: bool = False) -> np.ndarray:
-    """``p[d - 1, r]``, r < ``cap``: the share of observed greedy-path nodes of depth d whose
-    token was their parent's rank-r child (``child_rank`` >= 0 marks an observation), made
-    non-increasing in r. Sequoia's vector pools every depth (each row the same); ``by_depth``
-    keeps one per depth, a depth with no observation taking the pooled one."""
+    """``p[d - 1, r]``, r < ``cap``: the share of greedy-path nodes of depth d that were their parent's
+    rank-r child, non-increasing in r; pooled over depths (Sequoia's) unless ``by_depth``."""
     levels = child_rank.shape[1]
     observed = child_rank >= 0
     if not observed.any():
@@ -70,11 +61,8 @@ def non_increasing(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def best_first(p: np.ndarray, levels: int, nodes: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """The ``nodes`` best rank paths of at most ``levels`` ranks by the product of ``p[depth - 1,
-    rank]`` along them, best first (ties: the lexicographically smaller path), with their
-    values. Each is pushed only once its parent and better sibling are in, and none is worth
-    more than they are (``p`` <= 1, non-increasing in rank), so the values come out
-    non-increasing and every prefix of the list is the optimal tree of that many non-root nodes."""
+    """The ``nodes`` best rank paths of at most ``levels`` ranks by the product of ``p[depth - 1, rank]``,
+    best first (ties: the smaller path), with their values: every prefix is the optimal tree."""
     levels = min(levels, len(p))
     heap: list[tuple[float, tuple[int, ...], float]] = [(-float(p[0, 0]), (0,), 1.0)] if levels >= 1 else []
     paths, values = [], []

@@ -1,6 +1,5 @@
-"""The serving engines' own speculation settings as baselines: what a user gets from SGLang or
-vLLM without training anything. Both draft chains (top-k 1), read here as every other chain in
-simspec: the V = D best nodes of the recorded beam tree (``simspec tune``'s chains).
+"""The serving engines' own speculation settings as baselines: what a user gets without training
+anything. Their chains (top-k 1) are, as every chain in simspec, the V = D best nodes of the tree.
 
 - ``sglang-adaptive``: SGLang's adaptive speculative decoding (``--speculative-adaptive``,
   ``python/sglang/srt/speculative/adaptive_spec_params.py``). An exponential average of the
@@ -12,9 +11,8 @@ simspec: the V = D best nodes of the recorded beam tree (``simspec tune``'s chai
   The ladder and hystereses depend on the batch size: bands keyed by their smallest batch size.
   A server's batch shares one average; replay's rows are sequences decoded alone, one each.
 - ``vllm-schedule``: vLLM's ``num_speculative_tokens_per_batch_size``, inclusive ``[start, end,
-  K]`` ranges (K = 0: no drafting; past the last range its K). A run decodes at one batch size,
-  so the schedule's K is that size's: tuned on the train split at the batch size validated
-  (``simspec tune --engine vllm --batch-sizes 1,2,4,8`` writes the whole schedule).
+  K]`` ranges (K = 0: no drafting; past the last range its K); K tuned on the train split at the
+  batch size validated (``simspec tune --engine vllm`` writes the whole schedule).
 - ``trtllm-schedule``: TensorRT-LLM's ``draft_len_schedule`` with its acceptance-rate switch-off
   (``DecodingBaseConfig``): a batch of b rows drafts the length of the smallest scheduled batch
   size >= b, none past the largest (speculation off: its max-concurrency control); once the mean
@@ -24,9 +22,7 @@ simspec: the V = D best nodes of the recorded beam tree (``simspec tune``'s chai
   length for batches up to 4 (K, then max(K - 1, 1) up to 8, off beyond), window 16, threshold
   none or 0.3 (TensorRT-LLM leaves both to the user).
 - ``queue-aware``: simspec's load-aware rule: the grid-best static tree while no request waits
-  for a row, plain decoding (D = 1) once one does, when the server lacks throughput rather than
-  a request's latency. It reads ``BatchPolicy.waiting``, which only replay under load and a live
-  stream set: in replay without arrivals (and so in tuning) it is the grid-best tree.
+  for a row (``BatchPolicy.waiting``, set under load only), plain decoding once one does.
 """
 
 from __future__ import annotations

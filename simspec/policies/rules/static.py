@@ -1,5 +1,4 @@
-"""Static trees as baselines: EAGLE-3's default and the best static tree of the train split.
-Both pay the decision time of a static tree (the 'static' entry)."""
+"""Static trees as baselines: EAGLE-3's default and the best static tree of the train split."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ def fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
     """``policy``'s tree at the traces' width (a trace holds one width)."""
     if policy.width == width:
         return policy
-    depth, size = policy._plan.depth, policy._plan.size
-    fitted = StaticPolicy(depth, width, size)
+    fitted = StaticPolicy(policy._plan.depth, width, policy._plan.size)
     fitted.name = f"{policy.name}(W={width})"
     return fitted
