@@ -1,13 +1,9 @@
 """Analytic (roofline) latency for GPUs that are not on hand: a model, not a measurement.
 
-Every matrix multiply costs the larger of its math time and its memory time, plus a fixed
-launch overhead per kernel; the token dimension is rounded up to the GEMM tile, so verifying
-65 tokens costs what 128 do on the same tiles -- the step-wise verify curve LTD's Figure 2
-shows. Attention reads the KV cache of the whole context. Efficiency factors are the usual
-fractions of peak that eager-mode inference reaches; they are stated here, not fitted.
-
-Device numbers are public dense (no-sparsity) fp16/bf16 tensor-core peaks and memory
-bandwidths from the vendors' data sheets.
+Every matrix multiply costs the larger of its math and memory time plus a launch overhead; the
+token dimension is rounded up to the GEMM tile (the step-wise verify curve of LTD's Figure 2).
+Attention reads the whole context's KV cache. Efficiency factors are the usual fractions of peak
+of eager inference, stated, not fitted; device numbers are the vendors' dense fp16/bf16 peaks.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """The information bound on greedy traces (numpy only): the Bayes decision of
 ``simspec.policies.rules.bayes`` granted the whole drafted tree before it decides.
 
-Every cycle, the bound reads every level's node scores at once (as if the drafter had run to
-D_max for free), turns them into P(node on the greedy path) with a node classifier, and picks
-the (D, V) maximising ``expected tokens - lambda * cycle seconds`` on the profile's curves, paying
-only for the D levels it keeps. A policy that sees the scores level by level, and must pay for
-each level before it sees the next, observes less; with the classifier fitted on the evaluated
-prompts themselves, nothing it learns from node scores calibrates better. What
-the bound still misses of the hindsight oracle is what node scores do not tell about the
-target's choice. Its remaining optimism: per-node features (C2T's four), one classifier class,
-and lambda picked on the evaluated prompts.
+Every cycle, the bound reads every level's node scores at once (as if drafted to D_max for
+free), turns them into P(node on the greedy path) with a node classifier, and picks the (D, V)
+maximising ``expected tokens - lambda * cycle seconds``, paying only for the D levels it keeps. A
+policy that sees the scores level by level observes less. What the bound misses of the oracle is
+what node scores do not tell; its remaining optimism: C2T's four node features, one classifier
+class, and lambda picked on the evaluated prompts.
 
-``history_bound`` adds what a policy knows besides the tree: the prompt's recent acceptance (moving
-averages of its own cycles' accepted tokens and of how often they took the whole drafted path, both
-under the bound's own decisions, as a policy sees them) and the context length, as three more
-features of every node, its classifier fitted on the cycles the node-score bound visits.
+``history_bound`` adds the prompt's recent acceptance (moving averages of its cycles' accepted
+tokens and of whole-path cycles, under the bound's own decisions) and the context length as three
+more features of every node, its classifier fitted on the cycles the node-score bound visits.
 """
 
 from __future__ import annotations
@@ -70,15 +66,13 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
         if visits is not None:
             visits.append((at, history))
         scores, p = traces.level_scores[at].astype(np.float32), probabilities(at, history)
-        rate = kappa / cost.verify(np.ones(len(rows)), context)
-        best = np.full(len(rows), -np.inf)
+        rate, best = kappa / cost.verify(np.ones(len(rows)), context), np.full(len(rows), -np.inf)
         depth, size = np.ones(len(rows), np.int64), np.ones(len(rows), np.int64)
         for d in range(1, dmax + 1):
             cap = int(min(tree_capacities(np.array([d]), width)[0], traces.nodes))
             gain = expected_tokens(p, scores, level_of[None, :] < d - 1)[:, :cap]
-            sizes = np.arange(1, gain.shape[1] + 1)
             shape = gain.shape
-            cycle = cost.cycle(np.full(shape, d), width, np.broadcast_to(sizes, shape),
+            cycle = cost.cycle(np.full(shape, d), width, np.broadcast_to(np.arange(1, shape[1] + 1), shape),
                                np.broadcast_to(context[:, None], shape), np.broadcast_to(committed[:, None], shape))
             objective = gain - rate[:, None] * cycle
             pick = objective.argmax(axis=1)
@@ -102,10 +96,15 @@ def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tupl
                       max_new_tokens: int | None = None) -> BoundResult:
     """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
     value with the best median speedup on ``traces`` themselves."""
-    def probabilities(at, history=None):
-        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
+    return _best_kappa(traces, cost, _scored(traces, predictor), kappas, max_new_tokens)
 
-    return _best_kappa(traces, cost, probabilities, kappas, max_new_tokens)
+
+def _scored(traces: TraceSet, predictor, history: bool = False):
+    """``probabilities(at, history)`` of ``full_tree_bayes`` from ``predictor`` (reading the history or not)."""
+    def probabilities(at, extra=None):
+        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max,
+                                  extra=extra if history else None)
+    return probabilities
 
 
 def _greedy(traces: TraceSet) -> None:
@@ -128,11 +127,7 @@ def history_predictor(traces: TraceSet, cost: CostModel, predictor, kappa: float
     ``WHOLE_TREE`` nodes of each labelled by the greedy path."""
     _greedy(traces)
     visits: list = []
-
-    def plain(at, history=None):
-        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max)
-
-    full_tree_bayes(traces, cost, plain, kappa, visits)
+    full_tree_bayes(traces, cost, _scored(traces, predictor), kappa, visits)
     at, history = np.concatenate([v[0] for v in visits]), np.concatenate([v[1] for v in visits])
     rng = np.random.default_rng(seed)  # one stream: the cycles drawn, then the examples kept of theirs
     chosen = np.sort(rng.choice(len(at), min(positions, len(at)), replace=False))
@@ -144,17 +139,11 @@ def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[fl
                   max_new_tokens: int | None = None) -> BoundResult:
     """The full-tree Bayes decision with node probabilities from ``history_predictor``'s classifier,
     each cycle's history its own (under its decisions), at the best ``kappas`` value on ``traces``."""
-
-    def probabilities(at, history):
-        return node_probabilities(predictor, traces.level_scores[at].astype(np.float32), traces.depth_max,
-                                  extra=history)
-
-    return _best_kappa(traces, cost, probabilities, kappas, max_new_tokens)
+    return _best_kappa(traces, cost, _scored(traces, predictor, True), kappas, max_new_tokens)
 
 
 def perfect_probabilities(traces: TraceSet):
-    """P(node on path) known exactly (1 on the greedy path's nodes, else 0): the bound then knows
-    what the oracle knows, so it must come close to it (a check of the machinery)."""
+    """P(node on path) known exactly: the bound then knows what the oracle knows (a check of the machinery)."""
 
     def probabilities(at, history=None):
         flat = traces.level_scores[at].astype(np.float32).reshape(len(at), -1)

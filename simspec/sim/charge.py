@@ -1,12 +1,8 @@
 """What the simulator charges a policy per cycle for its decisions.
 
-A rule's decisions cost more the deeper it drafts: it is asked whether to go on after every
-draft step, and sizes a tree with more nodes (``bayes``: 0.8 ms a cycle at depth 2 and 7.9 ms at
-depth 12 on a 2-core EPYC). Charging every cycle at the traces' deepest tree overcharges a rule
-that stops early, by several per cent of a CPU cycle's time. ``calibrate`` times each family at a
-few depths (``policy_seconds_by_depth``); a cycle is charged at its own depth, interpolated
-between them. A family timed at one depth (an older profile, a learned policy timed at the depth
-it drafts to) is charged that flat.
+A rule's decisions cost more the deeper it drafts (``bayes``: 0.8 ms a cycle at depth 2, 7.9 ms at
+depth 12 on a 2-core EPYC), so ``calibrate`` times each family at a few depths and a cycle is
+charged at its own depth, interpolated; a family timed at one depth is charged that flat.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Cycle cost model: latency curves fitted to measurements (numpy only).
 
-A curve maps (n, L) to seconds: n is the number of tokens the operation processes (V verified
-tokens for ``verify``; nodes fed for ``draft``; 1 for ``greedy``; prompt tokens for ``prefill``,
-at context 0; V for ``bookkeeping``) and L the context length (the tree depth D for
-``bookkeeping``, whose cost does not grow with L). Two fits are tried and the one with the lower
-held-out error is kept, so the choice is justified by data, not taste:
+A curve maps (n, L) to seconds: n the tokens the operation processes (V for ``verify`` and
+``bookkeeping``, nodes fed for ``draft``, 1 for ``greedy``, prompt tokens for ``prefill`` at
+context 0) and L the context length (the tree depth D for ``bookkeeping``). Two fits are tried
+and the one with the lower held-out error is kept:
 
 - ``interp``: piecewise-linear in n through the measured medians at each measured L, linear
   in L between measured contexts (and beyond them, along the last segment). Follows the steps
@@ -16,11 +15,9 @@ interpolates when it prices a cycle, since a measured point is read back, not pr
 - in n, every third interior point at each context where the grid has a gap (a point whose
   measured neighbours are not n - 1 and n + 1), predicted from the rest;
 - in L, every other interior context with all its points, predicted from the other contexts.
-Both fits are made without the held-out points and the relative errors ``|fit - measured| /
-measured`` on their medians, pooled, give the median and p90 reported. A run of consecutive
-sizes (every V and draft width up to 16) is not held out in n: there the curve may step from
-one size to the next (a CPU kernel's row blocking), which no fit between neighbours predicts
-and none needs to, since every size is measured.
+The relative errors ``|fit - measured| / measured``, pooled, give the median and p90 reported.
+A run of consecutive sizes is not held out in n: there the curve may step from one size to the
+next (a CPU kernel's row blocking), which no fit predicts and none needs to (all are measured).
 """
 
 from __future__ import annotations
@@ -44,14 +41,12 @@ class Point:
     rows: int | None = None  # of those, the ones a draft level runs for (None: all of them)
 
 
-
 class Curve:
     """One fitted latency curve for one kind of operation."""
 
     def __init__(self, method: str, n: np.ndarray, context: np.ndarray, seconds: np.ndarray,
                  bucketed: bool = False) -> None:
-        """``bucketed``: the operation runs padded to the next power of two (the compiled
-        runtime's shape buckets), so n is priced at its bucket: a staircase, not a slope."""
+        """``bucketed``: n is priced at its next power of two (the compiled runtime's shape buckets)."""
         self.method = method
         self.bucketed = bucketed
         n = next_power_of_two(n) if bucketed else n
@@ -98,8 +93,7 @@ class Curve:
 
 
 def holdout_folds(n: np.ndarray, context: np.ndarray) -> list[np.ndarray]:
-    """Masks of points held out together (module docstring): the size fold, then the context
-    fold; empty folds are dropped."""
+    """Masks of points held out together (module docstring): the size fold, then the context fold."""
     by_size = np.zeros(len(n), dtype=bool)
     for c in np.unique(context):
         idx = np.flatnonzero(context == c)
@@ -111,9 +105,8 @@ def holdout_folds(n: np.ndarray, context: np.ndarray) -> list[np.ndarray]:
 
 
 def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = False) -> tuple[Curve, dict]:
-    """Fit one kind's curve; returns it (refitted on all points) and the held-out report.
-    ``interpolate``: the points are another model's values (an in-situ refit): pass through them.
-    ``bucketed``: priced at n's shape bucket (``Curve``)."""
+    """One kind's curve (refitted on all points) and its held-out report. ``interpolate``: the points
+    are another model's values (an in-situ refit): pass through them."""
     n = np.array([p.n for p in points], dtype=float)
     context = np.array([p.context for p in points], dtype=float)
     seconds = np.array([p.median for p in points])
@@ -127,9 +120,8 @@ def fit_curve(points: list[Point], interpolate: bool = False, bucketed: bool = F
         return Curve("interp", n, context, seconds, bucketed), report
     errors = {}
     for method in ("interp", "affine"):
-        rel = np.concatenate([np.abs(Curve(method, n[~held], context[~held], seconds[~held], bucketed)(
+        errors[method] = rel = np.concatenate([np.abs(Curve(method, n[~held], context[~held], seconds[~held], bucketed)(
             n[held], context[held]) - seconds[held]) / seconds[held] for held in folds])
-        errors[method] = rel
         report[method] = {"median": float(np.median(rel)), "p90": float(np.percentile(rel, 90)),
                           "max": float(rel.max()), "errors": [round(float(e), 5) for e in rel]}
     best = min(errors, key=lambda m: (np.median(errors[m]), np.percentile(errors[m], 90)))
@@ -142,9 +134,8 @@ class CostModel:
 
     def __init__(self, points: list[Point], interpolate: frozenset = frozenset(),
                  bucketed: frozenset[str] = frozenset()) -> None:
-        """``interpolate``: kinds whose points are interpolated as they are, never fitted, at every
-        batch size, or (kind, batch size) pairs (an in-situ refit at one batch size);
-        ``bucketed``: kinds priced at their shape bucket (see ``fit_curve``)."""
+        """``interpolate``: kinds (or (kind, batch size) pairs) whose points are interpolated, never
+        fitted; ``bucketed``: kinds priced at their shape bucket (``Curve``)."""
         self.curves: dict[str, Curve] = {}
         self.report: dict[str, dict] = {}
         self._tables: dict[str | tuple[str, int], np.ndarray] = {}
@@ -169,11 +160,9 @@ class CostModel:
             raise ValueError(f"a cost model needs verify and draft measurements; missing {missing}")
 
     def at_batch(self, batch: int) -> CostModel:
-        """The cost model of one sequence in a batch of ``batch`` that share every cycle's draft and
-        verify time (continuous batching: each sequence pays the batch's cycle): verify, draft and
-        plain steps from the curves measured at that batch size; bookkeeping, per sequence, is
-        ``batch`` times batch 1's unless the profile holds it at that size (an in-situ refit at
-        B); the prefill, per prompt, batch 1's. Batch 1 is this model."""
+        """The cost model of one sequence in a batch of ``batch`` sharing every cycle: verify, draft and
+        plain steps from the curves at that size; bookkeeping ``batch`` times batch 1's unless held at
+        that size (an in-situ refit); the prefill batch 1's."""
         if batch == 1:
             return self
         if batch not in self.batch_sizes:
@@ -183,8 +172,6 @@ class CostModel:
                                f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
                                f"--batch-sizes 1,{batch}`, or choose a measured batch size")
         if batch not in self._batches:
-            # A kind held at this batch size (an in-situ refit at B writes its bookkeeping there) is
-            # priced by those points; the others by batch 1's.
             held = {p.kind for p in self._points if p.batch == batch} - {"prefill"}
             points = [Point(p.kind, p.n, p.context, p.median, 1, p.rows) for p in self._points if p.batch == batch
                       and p.kind in held]
@@ -205,10 +192,8 @@ class CostModel:
         return self.curves["draft"](nodes, context)
 
     def draft_rows(self, rows: np.ndarray, nodes: np.ndarray, context: np.ndarray) -> np.ndarray:
-        """Draft steps in which ``rows`` of the batch's sequences draft (the rest stopped this
-        cycle), where the profile measured that count (``calibrate --batch-sizes``); else, and
-        for all of them, the whole batch's step. Integer operating points, looked up in tables
-        of the curves (replay asks once per level of every cycle)."""
+        """Draft steps in which ``rows`` of the batch draft, where the profile measured that count; else
+        the whole batch's step. Integer operating points, looked up in tables."""
         n_max, c_max = int(nodes.max(initial=1)), int(context.max(initial=1))
         out = self.table("draft", n_max, c_max)[nodes, context]
         for count, curve in self._draft_rows.items():
@@ -227,23 +212,20 @@ class CostModel:
         return self.table(kind, 1, int(context.max(initial=1)))[1, context]
 
     def prefill(self, prompt_tokens) -> np.ndarray:
-        """The prompt's forward pass, alone (a batch prefills each prompt into its row by itself:
-        batch 1's); without a measured curve, the verify curve from context 0."""
+        """The prompt's forward pass, alone (batch 1's); without a prefill curve, verify's from context 0."""
         if self._alone is not None:
             return self._alone.prefill(prompt_tokens)
         curve = self.curves.get("prefill")
         return curve(prompt_tokens, 0) if curve is not None else self.curves["verify"](prompt_tokens, 0)
 
     def bookkeeping(self, size, depth) -> np.ndarray:
-        """The engine's host-side work per cycle (tree building, selection, acceptance, cache
-        trimming) for ``size`` verified tokens of a ``depth``-level tree: its curve uses the
-        context axis for depth."""
+        """The engine's host-side work per cycle for ``size`` tokens of a ``depth``-level tree (its
+        curve's context axis is the depth)."""
         curve = self.curves.get("bookkeeping")
         return np.zeros(np.broadcast(size, depth).shape) if curve is None else curve(size, depth)
 
     def table(self, kind: str, n_max: int, c_max: int) -> np.ndarray | None:
-        """The curve tabulated at every integer (n, context) up to the given extents, so that
-        replay looks costs up instead of interpolating millions of times. Grown on demand."""
+        """The curve at every integer (n, context) up to the given extents, grown on demand."""
         return None if kind not in self.curves else self._tabulate(kind, self.curves[kind], n_max, c_max)
 
     def _tabulate(self, key: str | tuple[str, int], curve: Curve, n_max: int, c_max: int) -> np.ndarray:
@@ -256,11 +238,9 @@ class CostModel:
         return table
 
     def cycle(self, depth, width, size, context, committed) -> np.ndarray:
-        """Seconds of one cycle: the first draft call (which also feeds the ``committed``
-        tokens of the last cycle), ``depth - 2`` calls of ``width`` nodes, one verification
-        of ``size`` tokens, and the engine's bookkeeping. Depth 1 drafts nothing: the engine runs
-        it as a plain step (``greedy``), the drafter fed its token at its next draft. Integer
-        operating points (every replay) are looked up in tables of the same curves."""
+        """Seconds of one cycle: the first draft call (fed the last cycle's ``committed`` tokens),
+        ``depth - 2`` calls of ``width`` nodes, the verification of ``size`` tokens and the
+        bookkeeping. Depth 1 is a plain step. Integer operating points are looked up in tables."""
         depth, width, size, context, committed = np.broadcast_arrays(
             *(np.asarray(x) for x in (depth, width, size, context, committed)))
         if all(np.issubdtype(x.dtype, np.integer) for x in (depth, width, size, context, committed)) and depth.size:

@@ -1,26 +1,18 @@
 """Gymnasium environments for the seeds' MDPs, on recorded traces and a cost model.
 
-Every environment is written once as a *batched core* that steps ``n`` independent copies
-with numpy (state in arrays, no loop over copies), keeping ``simspec.sim.mdp.BatchedMDP``.
-``SimEnv`` exposes one copy as a ``gymnasium.Env`` (it passes ``check_env``);
-``simspec.train.vecenv.SimVecEnv`` exposes all of
-them as a stable-baselines3 ``VecEnv``, which is what PPO trains on (it lives apart because
-stable-baselines3 imports torch, and this module must not).
+Each MDP is a batched core stepping ``n`` copies in numpy (``simspec.sim.mdp.BatchedMDP``);
+``SimEnv`` wraps one copy as a ``gymnasium.Env``, ``simspec.train.vecenv.SimVecEnv`` all of them
+as an SB3 ``VecEnv`` (apart, because SB3 imports torch).
 
-An episode is one decision unit: a draft-and-verify cycle (LTD's MDPs, the chain window,
-RADAR) or one held interval (Re-SpS), and its return is that unit's reward. A copy's prompt
-carries on across episodes; a new prompt is drawn (at random) when it is decoded to its token
-budget. Episodes as long as a prompt would sum per-cycle throughputs, and that sum grows with
-the *number* of cycles: it pays a policy to cut every cycle short, the opposite of what a
-throughput objective wants. LTD optimises "the throughput of each draft-and-verify cycle".
+An episode is one decision unit: a cycle (LTD, the chain window, RADAR) or one held interval
+(Re-SpS). A copy's prompt carries on across episodes, a new one drawn once it is decoded to its
+budget: prompt-long episodes would sum per-cycle throughputs, which pays a policy to cut every
+cycle short (LTD optimises "the throughput of each draft-and-verify cycle").
 
-Rewards (``reward=``) are per cycle, in units of plain greedy decoding at the profile's median
-context so that they are O(1) on any hardware:
-- ``throughput`` (default, LTD's): (accepted + 1) / cycle seconds, over greedy's tokens per
-  second; 1.0 means "as fast as greedy".
-- ``acceptance``: accepted + 1, the tokens the cycle gains (the proxy LTD argues against).
-- ``time``: (accepted + 1) - cycle seconds / greedy seconds per token: the time the cycle saves
-  over greedy decoding, in greedy tokens; an episode's sum is the prompt's total saving.
+Rewards (``reward=``) are per cycle, in units of greedy decoding at the median context (O(1)
+on any hardware): ``throughput`` (LTD's) is (accepted + 1) / cycle seconds over greedy's
+tokens per second; ``acceptance`` is accepted + 1 (the proxy LTD argues against); ``time`` is
+(accepted + 1) - cycle seconds / greedy seconds per token, the saving in greedy tokens.
 """
 
 from __future__ import annotations
@@ -48,8 +40,7 @@ REWARDS = ("throughput", "acceptance", "time")
 
 
 def cycle_reward(kind: str, accepted, seconds, greedy_seconds: float) -> np.ndarray:
-    """A cycle's reward of the given kind (see the module's docstring); ``greedy_seconds`` is
-    plain decoding's time per token at the profile's median context."""
+    """A cycle's reward of the given kind (module docstring); ``greedy_seconds``: greedy's per token."""
     tokens = np.asarray(accepted) + 1.0
     if kind == "throughput":
         return (tokens / seconds * greedy_seconds).astype(np.float32)
@@ -123,20 +114,17 @@ class Core:
         return cycle_reward(self.reward, accepted, seconds, self.reward_scale)
 
     def frontier(self, rows: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """Scores of the newest level of a ``depth``-level tree, [rows, W**2] (as recorded)."""
+        """Scores of the newest level of a ``depth``-level tree, [rows, W**2]."""
         return self.traces.level_scores[self.at(rows), depth - 2].astype(np.float32)
 
     def level_scores(self, rows: np.ndarray) -> np.ndarray:
-        """All levels' scores at the rows' roots, [rows, D_max - 1, W**2] (``size_features``
-        hides the levels a tree did not draft)."""
+        """All levels' scores at the rows' roots, [rows, D_max - 1, W**2]."""
         return self.traces.level_scores[self.at(rows)].astype(np.float32)
 
 
 class LTDDepth:
-    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0). Observation:
-    ``depth_features`` (the newest level's candidate scores, D / D_max, L / 4096). Reward: the
-    cycle's at STOP (or when D_max forces it), 0 after CONTINUE. The verified size is fixed (LTD
-    trains its depth policy at V = 60) or chosen by ``size_policy(size features) -> V``
+    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0), seeing ``depth_features``;
+    the cycle's reward at STOP (or D_max). V is fixed (LTD: 60) or ``size_policy(size features)``
     (co-adaptation)."""
 
     n_actions = 2
@@ -156,19 +144,17 @@ class LTDDepth:
         return self.observe(rows)
 
     def step(self, actions: np.ndarray):
-        c, rows = self.core, np.arange(self.core.n)
+        c = self.core
         go_on = (actions == 1) & (self.depth < c.dmax)
         self.depth[go_on] += 1
-        finish = ~go_on | (self.depth >= c.dmax)
         reward = np.zeros(c.n, dtype=np.float32)
-        done = np.zeros(c.n, dtype=bool)
-        idx = rows[finish]
+        done = ~go_on | (self.depth >= c.dmax)
+        idx = np.flatnonzero(done)
         if len(idx):
             size = np.full(len(idx), self.size)
             if self.size_policy is not None:
                 size = self.size_policy(size_observation(c, idx, self.depth[idx]))
             reward[idx] = c.finish_cycle(idx, self.depth[idx], size)[0]
-            done[idx] = True
             self.depth[idx] = 2
         return reward, done
 
@@ -183,10 +169,8 @@ def size_observation(core: Core, rows: np.ndarray, depth: np.ndarray) -> np.ndar
 
 
 class LTDSize:
-    """LTD's size MDP: once per cycle, pick V from ``sizes`` (LTD: 12 sizes, 20..240).
-    Observation: ``size_features`` (every node score of the drafted tree, D / D_max, L / 4096).
-    The depth is uniform in 1..D_max (LTD's initial training) or set by
-    ``depth_policy(rows, core) -> D`` (co-adaptation)."""
+    """LTD's size MDP: once per cycle, pick V from ``sizes`` seeing ``size_features``. The depth is
+    uniform in 1..D_max (LTD's initial training) or ``depth_policy(rows, core)`` (co-adaptation)."""
 
     def __init__(self, core: Core, sizes=None, depth_policy=None) -> None:
         self.core, self.depth_policy = core, depth_policy
@@ -223,10 +207,8 @@ def resps_actions(width: int, depth_max: int) -> np.ndarray:
 
 
 class ReSpS:
-    """Re-SpS's MDP: pick (TT, d), hold it for ``hold`` cycles (10 in training, 30 at
-    inference, or until the prompt ends); reward = the interval's mean per-cycle reward; one
-    interval, one episode. Observation:
-    ``resps_features`` of the interval that just ended (zeros at a prompt's start)."""
+    """Re-SpS's MDP: pick (TT, d), hold it ``hold`` cycles (or to the prompt's end) for the mean
+    per-cycle reward, seeing ``resps_features`` of the last interval (zeros at a prompt's start)."""
 
     def __init__(self, core: Core, hold: int = 10) -> None:
         self.core, self.hold = core, hold
@@ -264,11 +246,9 @@ class ReSpS:
 
 
 def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.ndarray:
-    """RADAR's offline data: for every prefix (trace position) the accepted length after
-    t = 1..t_max draft calls, [positions, t_max]. Greedy decoding makes each distribution a
-    point mass, so the table holds the value itself; at T > 0 it holds the expectation of the
-    tree's accepted-length distribution (RADAR's Eqs. 8-10), which is all a reward linear in
-    the accepted length needs."""
+    """RADAR's offline data: per trace position, the accepted length after t = 1..t_max draft
+    calls, [positions, t_max]; at T > 0 its expectation (RADAR's Eqs. 8-10), all that a reward
+    linear in it needs."""
     t_max = t_max or traces.depth_max - 1
     calls = np.arange(1, t_max + 1)
     n = traces.positions
@@ -287,16 +267,14 @@ def radar_observations(traces: TraceSet, where: np.ndarray, calls: np.ndarray) -
 
 
 def radar_cost(traces: TraceSet, cost: CostModel, size: int, policy_seconds: float) -> tuple[float, float, float]:
-    """RADAR's T_gen(t) = T0 + Tf t + T_policy (t + 1): (T0, Tf, T_policy) from the cost model
-    at the traces' median context (T0 verifies ``size`` nodes, Tf is one draft call)."""
+    """RADAR's T_gen(t) = T0 + Tf t + T_policy (t + 1): (T0, Tf, T_policy) at the median context."""
     context = float(np.median(traces.context_length))
     return float(cost.verify(size, context)), float(cost.draft(traces.width, context)), policy_seconds
 
 
 class Radar:
-    """RADAR's MDP over one cycle at a random prefix: after draft call t, ``radar_features``;
-    CONTINUE (1) costs ``alpha``; STOP (0) or t_max ends the cycle with the reward of l_acc
-    tokens in T_gen(t) (``radar_cost``)."""
+    """RADAR's MDP, one cycle at a random prefix: CONTINUE (1) costs ``alpha``; STOP (0) or t_max
+    earns the reward of l_acc tokens in T_gen(t) (``radar_cost``)."""
 
     n_actions = 2
 
@@ -329,9 +307,8 @@ class Radar:
 
 
 class ChainWindow:
-    """Seed 003's window MDP: each cycle pick γ (draft steps, 1..D_max-1) seeing the recent
-    per-step acceptance rate (over the prompt's last ``history`` cycles) and the context;
-    reward = the cycle's; one cycle, one episode."""
+    """Seed 003's window MDP: each cycle pick γ in 1..D_max-1 seeing the acceptance rate of the
+    prompt's last ``history`` cycles and the context."""
 
     def __init__(self, core: Core, size: int = 60, history: int = 8) -> None:
         self.core, self.size, self.history = core, size, history
@@ -363,14 +340,12 @@ class ChainWindow:
         return reward, np.ones(self.core.n, dtype=bool)  # one cycle, one episode
 
 
-# The MDPs training runs against, by name: a new one registers here (``register_mdp``) from any
-# module, as an algorithm or a baseline does, and its trainer names it.
+# The MDPs by name; a new one registers from any module (``register_mdp``).
 MDPS: Registry[type] = Registry("MDP", ("simspec.sim.envs",))
 
 
 def register_mdp(name: str, mdp: type) -> type:
-    """Registers ``mdp`` (a ``simspec.sim.mdp.BatchedMDP`` built from a ``Core`` and keyword
-    options) as ``name``."""
+    """Registers ``mdp`` (a ``BatchedMDP`` built from a ``Core`` and keyword options) as ``name``."""
     return MDPS.add(name, mdp)
 
 
@@ -390,9 +365,8 @@ def spaces(mdp: BatchedMDP) -> tuple[gym.Space, gym.Space]:
 
 
 class SimEnv(gym.Env):
-    """One copy of an MDP as a plain Gymnasium environment. ``reset()`` starts the next
-    episode (the prompt carries on); ``reset(seed=...)`` also starts a new prompt, so that a
-    seeded reset is reproducible."""
+    """One copy of an MDP as a Gymnasium env; ``reset(seed=...)`` also starts a new prompt, so that
+    a seeded reset is reproducible."""
 
     metadata = {"render_modes": []}
 

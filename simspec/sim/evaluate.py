@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from simspec.policies.registry import (
 from simspec.sim.charge import DecisionCharge
 from simspec.sim.costmodel import CostModel
 from simspec.sim.oracle import oracle
-from simspec.sim.replay import ReplayResult, replay
+from simspec.sim.replay import ReplayResult, mean_speedup, replay
 from simspec.sim.traces import TraceSet
 
 SPLITS = ("heldout", "train", "all")
@@ -37,15 +38,9 @@ def check_split(split: str) -> str:
     return split
 
 
-def parse_names(text: str) -> list[str]:
-    """A comma-separated list of methods; ``static:D,V`` keeps its own comma (``static:DxV``
-    is accepted too)."""
-    return [m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip()]
-
-
 def methods_flag(text: str, flag: str) -> tuple[str, ...]:
-    """``--baselines``' parse (``simspec.flags.opt``): ``parse_names``."""
-    return tuple(parse_names(text))
+    """``--baselines``' parse: comma-separated methods; ``static:D,V`` keeps its comma (or ``static:DxV``)."""
+    return tuple(m.strip() for m in re.findall(r"\s*static:\s*\d+\s*(?:[,x]\s*\d+)?|[^,]+", text) if m.strip())
 
 
 def check_names(names: list[str], prompt_level: bool = True) -> None:
@@ -70,10 +65,8 @@ def split_traces(traces: TraceSet, split: str) -> TraceSet:
 
 def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None,
                    depths=GRID_DEPTHS, sizes=GRID_SIZES) -> dict[tuple[int, int], ReplayResult]:
-    """Every static (D, V) of the grid, replayed; a V past the tree's node count verifies the
-    whole tree, so such cells share one replay with the capped V. The distinct cells replay
-    together, as one batch of (cell, prompt) rows: one pass of the replay loop instead of one
-    per cell (each row's decoding depends on its own plan and trace alone)."""
+    """Every static (D, V) of the grid, replayed (a V past the tree's node count shares the capped
+    V's replay); the distinct cells replay together, as one batch of (cell, prompt) queues."""
     keys = {(d, s): (d, int(min(s, tree_capacities(d, traces.width))))
             for d in depths if d <= traces.depth_max for s in sizes}
     cells = sorted(set(keys.values()))
@@ -97,13 +90,9 @@ class _StaticGrid(BatchPolicy):
         return self.depth[rows], self.size[rows]
 
 
-def _score(result: ReplayResult) -> float:
-    return float(np.mean(result.speedup))
-
-
 def grid_best(train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> StaticPolicy:
     surface = static_surface(train, cost, max_new_tokens)
-    depth, size = max(surface, key=lambda k: (_score(surface[k]), -k[1]))  # ties: the smaller V
+    depth, size = max(surface, key=lambda k: (mean_speedup(surface[k]), -k[1]))  # ties: the smaller V
     return grid_policy(depth, train.width, int(min(size, tree_capacities(depth, train.width))))
 
 
@@ -126,43 +115,22 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
             raise SimspecError(f"{spec.name} reads the prompts' tokens, and these traces hold none (recorded before "
                                "traces stored them): record them again (`simspec calibrate --traces-only ... "
                                "--force`) or add the tokens with `simspec migrate-traces --traces FOLDER`")
-    searched: list[StaticPolicy] = []
+    from simspec.policies.rules.sequoia import split_acceptance
+    from simspec.sim.labels import WHOLE_TREE, fit_node_predictor, fit_predictor
 
-    def best() -> StaticPolicy:  # the grid search replays every static tree: run only when needed
-        if not searched:
-            searched.append(grid_best(train, cost, max_new_tokens))
-        return searched[0]
-
+    # Each fitted or searched on first use (the grid search replays every static tree).
+    best = cache(lambda: grid_best(train, cost, max_new_tokens))
     if not size and any(spec.sized for spec in specs.values()):
         size = best().plan_batch(np.zeros(1, dtype=np.int64), np.zeros(1))[1][0]
-    predictor: list = []
-
-    def trained():  # one classifier for both stopping rules, fitted on first use
-        if not predictor:
-            from simspec.sim.labels import fit_predictor
-
-            predictor.append(fit_predictor(train, size))
-        return predictor[0]
+    trained = cache(lambda: fit_predictor(train, size))  # one classifier for both stopping rules
+    node_classifier = cache(lambda top: fit_node_predictor(train, top))  # C2T's (the best 64) and Bayes's
 
     def score(policy: BatchPolicy) -> float:  # tuning: the mean speedup on the train split
-        return _score(replay(train, cost, policy, max_new_tokens))
-
-    def by_rank(by_depth: bool) -> np.ndarray:  # Sequoia's acceptance, read off the greedy paths' child ranks
-        from simspec.policies.rules.sequoia import split_acceptance
-
-        return split_acceptance(train, by_depth)
-
-    nodes: dict = {}
-
-    def node_classifier(whole: bool):  # C2T's (the best 64 nodes) and the Bayes rule's, each fitted on first use
-        if whole not in nodes:
-            from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
-
-            nodes[whole] = fit_node_predictor(train, WHOLE_TREE if whole else 64)
-        return nodes[whole]
+        return mean_speedup(replay(train, cost, policy, max_new_tokens))
 
     ctx = RuleContext(train.width, train.depth_max, size, int(np.median(train.context_length)), cost, trained, best,
-                      by_rank, lambda: node_classifier(False), lambda: node_classifier(True))
+                      lambda by_depth: split_acceptance(train, by_depth), lambda: node_classifier(64),
+                      lambda: node_classifier(WHOLE_TREE))
     out = []
     for name in names:
         if name.startswith("static:"):
@@ -179,9 +147,8 @@ def build_baselines(names: list[str], train: TraceSet, cost: CostModel, max_new_
 
 
 def decision_charges(meta) -> dict[str, DecisionCharge]:
-    """What each baseline family's decisions cost per cycle, as the profile (its ``meta``) measured
-    them: by tree depth (``policy_seconds_by_depth``), else at the deepest tree (``policy_seconds``,
-    profiles from before); static trees, EAGLE-3's and the grid's included, pay the 'static' entry."""
+    """What each baseline family's decisions cost per cycle, as the profile measured them: by depth
+    (``policy_seconds_by_depth``), else flat (``policy_seconds``); static trees pay the 'static' entry."""
     charged = {name: DecisionCharge.flat(s) for name, s in (meta.policy_seconds or {}).items()}
     charged |= {name: DecisionCharge.of(timed) for name, timed in (meta.policy_seconds_by_depth or {}).items()}
     return {**charged, **{s.name: charged.get(s.charged_as, DecisionCharge.flat(0.0))
@@ -190,9 +157,8 @@ def decision_charges(meta) -> dict[str, DecisionCharge]:
 
 def method_set(names: list[str], policy_paths: list[str], profile, train: TraceSet, max_new_tokens: int | None
                ) -> tuple[list[BatchPolicy], dict[str, DecisionCharge], list[str]]:
-    """The methods a validation scores: baselines by name (tuned on ``train``) and learned
-    policies from their folders; the decision seconds to charge each family; and the warnings
-    met on the way (a policy trained on another profile)."""
+    """The methods a validation scores (baselines tuned on ``train``, learned policies), the decision
+    seconds to charge each family, and the warnings met (a policy trained on another profile)."""
     import warnings
 
     from simspec.policies.artifact import ProfileMismatch, load_policy

@@ -1,16 +1,13 @@
 """``simspec headroom``: how much an adaptive policy could add on a profile, before anyone trains
 one (numpy only).
 
-On the profile's held-out traces, per batch size (each sequence's cycles priced at the batch's
-curves, as ``tune --batch-size`` prices them), side by side: the hindsight oracle (every cycle's
-(D, V) chosen knowing what the target accepts: not reachable by a policy), the information bound
-(``simspec.sim.bound``: the Bayes decision granted the whole drafted tree for free, its node
-classifier fitted on the train split; optionally with each cycle's history), the best static tree
-(the grid searched on the train split), the seeds' rules (tuned on the train split) and any
-learned policies given. Each row is a median speedup over prompts with its interquartile range
-and its share of the oracle's. The verdict is the bound over the best static tree: what no policy
-deciding from node scores can beat (docs/findings.md, "How much of the oracle's gain is
-observable"). The bound reads the greedy path: at T > 0 only the oracle stands above the rules.
+On the profile's held-out traces, per batch size (priced at the batch's curves), side by side:
+the hindsight oracle (not reachable by a policy), the information bound (``simspec.sim.bound``,
+its classifier fitted on the train split; optionally with each cycle's history), the best static
+tree, the seeds' rules (tuned on the train split) and any learned policies. Each row is a median
+speedup over prompts with its interquartile range and its share of the oracle's. The verdict is
+the bound over the best static tree: what no policy deciding from node scores can beat. The bound
+reads the greedy path: at T > 0 only the oracle stands above the rules.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ def _row(method: str, kind: str, speedup: np.ndarray, oracle: np.ndarray) -> dic
 
 
 def run(request: HeadroomRequest, bar, status) -> dict:
-    """Every row at every batch size, and the verdict per batch size (``--out`` is checked here,
-    before the work, and written by ``simspec.report.figures.headroom_folder``)."""
+    """Every row and the verdict per batch size (``--out`` is checked here, written by ``report.figures``)."""
     from simspec.cache import check_out
     from simspec.sim.evaluate import build_baselines, check_names, method_set, split_traces
     from simspec.sim.profile import load_profile
@@ -87,13 +83,12 @@ def run(request: HeadroomRequest, bar, status) -> dict:
         batches.append(_batch(batch, cost, train, held, predictor, methods + learned, charged, r, tick))
     from simspec import __version__
 
-    summary = {"schema": "simspec-headroom", "schema_version": 1, "simspec_version": __version__,
-               "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "kind": profile.kind,
-               "device": profile.meta.device, "target": profile.meta.target, "draft": profile.meta.draft,
-               "dtype": profile.dtype, "prompts": traces.meta.prompts, "traces_hash": traces.content_hash(),
-               "temperature": traces.temperature, "heldout_prompts": held.n_prompts,
-               "max_new_tokens": r.max_new_tokens, "batches": batches, "notes": notes}
-    return summary
+    return {"schema": "simspec-headroom", "schema_version": 1, "simspec_version": __version__,
+            "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "kind": profile.kind,
+            "device": profile.meta.device, "target": profile.meta.target, "draft": profile.meta.draft,
+            "dtype": profile.dtype, "prompts": traces.meta.prompts, "traces_hash": traces.content_hash(),
+            "temperature": traces.temperature, "heldout_prompts": held.n_prompts,
+            "max_new_tokens": r.max_new_tokens, "batches": batches, "notes": notes}
 
 
 def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dict, r: HeadroomRequest, tick) -> dict:
@@ -124,7 +119,6 @@ def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dic
     grid = grid_best(train, cost, tokens)
     static = replay(held, cost, grid, tokens, charged.get(grid.family, 0.0)).speedup
     rows.append(_row(grid.name, "static", static, best))
-    static_median = float(np.median(static))
     tick()
     for method in methods:
         kind = "learned" if method.family.startswith("policy:") else "rule"
@@ -132,6 +126,7 @@ def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dic
                          best))
     tick()
     top = rows[1] if bound is not None else rows[0]
+    static_median = float(np.median(static))
     verdict = {"ceiling": top["method"], "over_best_static": top["speedup"] / static_median - 1,
                "best_static": grid.name, "oracle_over_best_static": rows[0]["speedup"] / static_median - 1}
     return {"batch_size": batch, "rows": sorted(rows, key=lambda row: -row["speedup"]), "verdict": verdict}

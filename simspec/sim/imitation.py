@@ -1,20 +1,12 @@
 """The information bound: how much of the hindsight oracle's gain a policy can reach from what it
 observes when it decides (numpy only).
 
-The oracle (``simspec.sim.oracle``) picks every cycle's (D, V) knowing what the target will
-accept. ``oracle_cycles`` follows its choices forward on the train split, from each prompt's first
-position, through the tokens each choice commits. Imitation fits two classifiers on what a policy
-sees at the engine's decision points in those cycles:
-
-- after each draft step, *continue* iff the oracle drafted deeper, from the newest level's scores
-  as ``keep_drafting`` gets them (``step_features``), the previous cycle's accepted drafts and the
-  context length;
-- once drafted, each node is *verified* iff the oracle's V keeps it, from the node features C2T
-  reads (``node_features``); the policy verifies the root and the nodes kept, best by score.
-
-The imitating policy then replays on held-out traces like any other. What it reaches is what
-those observations carry for this learner (one tanh layer): a lower bound on the bound. The rest
-of the oracle's gain needs knowledge of this cycle's acceptance that the observations lack.
+``oracle_cycles`` follows the oracle's choices forward on the train split; imitation fits two
+classifiers on what a policy sees at the engine's decision points in those cycles: after each
+draft step, *continue* iff the oracle drafted deeper (``step_features``, the previous cycle's
+accepted drafts, the context length); once drafted, each node *verified* iff the oracle's V keeps
+it (C2T's ``node_features``). What the imitating policy reaches in replay is what those
+observations carry for this learner (one tanh layer): a lower bound on the bound.
 """
 
 from __future__ import annotations
@@ -135,10 +127,8 @@ THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 def fit_imitation(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None, max_examples: int = 60_000,
                   seed: int = 0) -> Imitation:
-    """The imitating policy, fitted on ``traces`` (the train split); its two decision thresholds
-    (continue, keep a node) are then tuned by replay on the same split, as the rule baselines
-    are: a classifier's 0.5 is not where throughput is best when the oracle's choice is a coin
-    flip given the observations."""
+    """The imitating policy, fitted on ``traces``; its two thresholds are tuned by replay on them, as
+    the rules' are (0.5 is not where throughput is best when the oracle's choice is a coin flip)."""
     from simspec.sim.replay import replay
 
     (xs, ys), (xn, yn) = imitation_examples(traces, oracle_cycles(traces, cost, max_new_tokens))

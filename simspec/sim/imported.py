@@ -1,10 +1,8 @@
 """Latency curves measured in another engine (``calibrate --import-curves FILE``), numpy only.
 
-simspec's measured profiles time its own engine (Hugging Face, eager); a server with CUDA graphs
-and fused kernels has other curves, and the best tree depends on them. A curves file carries
-what a user measured on their server, in simspec's operating points, and becomes an
-``imported`` profile: fitted and checked like a measured one, marked IMPORTED in every report,
-and never validated against simspec's engine (whose curves these are not).
+A server with CUDA graphs and fused kernels has other curves than simspec's engine, and the best
+tree depends on them. A curves file of what a user measured, in simspec's operating points,
+becomes an ``imported`` profile: fitted like a measured one, marked IMPORTED in every report.
 
 JSON (``schema``: ``simspec-curves``, ``schema_version``: 1)::
 
@@ -18,11 +16,7 @@ CSV: a header ``kind,n,context,seconds`` (one row per timing; rows of the same p
 repeats), metadata in ``# key: value`` lines before it (``device``, ``engine``,
 ``engine_version``, optional ``engine_settings``, ``dtype``, ``target``, ``draft``).
 
-Kinds and their axes (as simspec's own curves, ``simspec.sim.costmodel``): ``verify`` (n = tokens
-in one target forward, root included; context = tokens already in the KV cache), ``draft`` (n =
-nodes fed to one draft step), ``greedy`` (one plain decoding step; n = 1), ``prefill`` (n = prompt
-tokens, context 0), ``bookkeeping`` (host work per cycle; n = V, context = tree depth D). Verify
-and draft are required; without greedy the verify curve at n = 1 stands in for plain decoding.
+Kinds and their axes are simspec's own (``simspec.sim.costmodel``); verify and draft are required.
 """
 
 from __future__ import annotations
@@ -49,14 +43,10 @@ def _bad(file: Path, why: str) -> SimspecError:
 
 
 def _read_csv(file: Path, text: str) -> dict:
-    meta = {}
     lines = text.splitlines()
     body = [line for line in lines if not line.lstrip().startswith("#")]
-    for line in lines:
-        if line.lstrip().startswith("#") and ":" in line:
-            key, value = line.lstrip()[1:].split(":", 1)
-            if key.strip() in META_KEYS:
-                meta[key.strip()] = value.strip()
+    pairs = [line.lstrip()[1:].split(":", 1) for line in lines if line.lstrip().startswith("#") and ":" in line]
+    meta = {key.strip(): value.strip() for key, value in pairs if key.strip() in META_KEYS}
     reader = csv.DictReader(io.StringIO("\n".join(body)))
     if reader.fieldnames is None or [f.strip() for f in reader.fieldnames] != ["kind", "n", "context", "seconds"]:
         raise _bad(file, "a CSV file needs the header kind,n,context,seconds")
@@ -76,8 +66,7 @@ def _read_csv(file: Path, text: str) -> dict:
 
 
 def load_curves(path: str | Path) -> tuple[dict, list[dict]]:
-    """(provenance, latency samples) of a curves file, JSON or CSV; one error line for anything
-    unusable (naming the field or the row)."""
+    """(provenance, latency samples) of a curves file, JSON or CSV; one error line for anything unusable."""
     file = Path(path)
     try:
         text = file.read_text()

@@ -1,15 +1,11 @@
-"""Training examples for the acceptance classifiers of ``simspec.policies.stopping``, read off
-traces: one example per (position, drafted level j), with the features the stopping rule sees
-after drafting level j and, as label, whether the target accepts the path's level-j token given
-it accepted the levels above (a tree of j + 1 levels verified at ``size`` nodes). Greedy traces
-give 0/1 labels; traces recorded at T > 0 give the exact conditional probability
-P(accepted >= j) / P(accepted >= j - 1), weighted by P(accepted >= j - 1).
+"""Training examples for the acceptance classifiers of ``simspec.policies.stopping``: one per
+(position, drafted level j), with the stopping rule's features after level j and, as label,
+whether the target accepts the level-j token given the levels above (greedy: 0/1; T > 0:
+P(accepted >= j) / P(accepted >= j - 1), weighted by P(accepted >= j - 1)).
 
-C2T's node classifier (``simspec.policies.rules.c2t``) and the Bayes rule's learn from
-``node_examples``: the best nodes of full trees, each labelled by whether it lies on the
-target's greedy path, or at T > 0 by the probability that the verification walk reaches it
-(``simspec.sim.stochastic``): either way the sum of the verified nodes' labels is the cycle's
-expected accepted length."""
+C2T's and the Bayes rule's node classifiers learn from ``node_examples``: the best nodes of full
+trees, labelled by whether they lie on the greedy path (T > 0: the walk's reach probability), so
+that the verified nodes' labels sum to the cycle's expected accepted length."""
 
 from __future__ import annotations
 
@@ -22,8 +18,8 @@ from simspec.sim.traces import TraceSet, accepted_at
 
 def acceptance_examples(traces: TraceSet, size: int, max_examples: int = 60_000, seed: int = 0
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, weights) over every position and level, examples of zero weight
-    (the path was rejected above) dropped, at most ``max_examples`` drawn at random."""
+    """(features, labels, weights) over every position and level, zero weights dropped, at most
+    ``max_examples`` drawn at random."""
     rows = np.arange(traces.positions)
     size = min(size, traces.nodes)
     xs, ys, ws = [], [], []
@@ -66,11 +62,9 @@ def path_by_rank(traces: TraceSet, rows: np.ndarray, n: int) -> np.ndarray:
 
 
 def reach_by_slot(traces: TraceSet, rows: np.ndarray) -> np.ndarray:
-    """``[rows, levels, slots]`` as ``level_scores``: at T > 0 the probability that the walk
-    reaches each recorded node, at its level and its rank within the level (a level's slots are
-    its nodes best first, as the engine orders a level's nodes); NaN past the recorded nodes.
-    (Matched by level and rank, not by the global order: the scores are stored in float16, whose
-    ties across levels would swap nodes.)"""
+    """``[rows, levels, slots]`` as ``level_scores``: each recorded node's reach probability at its
+    level and rank within it, NaN past them (not by global order: float16 ties across levels would
+    swap nodes)."""
     from simspec.sim.stochastic import reach_probabilities
 
     n = traces.nodes
@@ -89,12 +83,9 @@ def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_ex
                   seed: int | np.random.Generator = 0,
                   rows: np.ndarray | None = None, extra: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, weights) for C2T and the Bayes rule: at up to ``positions`` random
-    positions (or at ``rows``), the ``top`` best nodes of the full tree in the engine's order (score
-    descending, ties to the shallower), labelled 1 where the node is on the greedy path (``path_rank``
-    at the full depth); at T > 0 by the probability that the walk reaches it, for the recorded nodes.
-    ``extra`` (``[rows, k]``) joins each row's own features to every node's; ``seed`` may be a
-    generator to draw on."""
+    """(features, labels, weights) for C2T and the Bayes rule: the ``top`` best nodes of the full tree
+    at up to ``positions`` random positions (or ``rows``), labelled as the module says. ``extra``
+    (``[rows, k]``) joins each row's own features to every node's; ``seed`` may be a generator."""
     rng = np.random.default_rng(seed)
     if rows is None:
         rows = np.sort(rng.choice(traces.positions, min(positions, traces.positions), replace=False))
@@ -119,9 +110,8 @@ def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_ex
 
 
 def fit_node_predictor(traces: TraceSet, top: int = 64, seed: int = 0) -> AcceptancePredictor:
-    """C2T's node classifier, trained on ``traces``; the Bayes rule's on the best ``WHOLE_TREE``
-    nodes, as many as any tree it verifies (its expected tokens sum the probabilities of every
-    verified node, so they must be calibrated past the best 64 too)."""
+    """C2T's node classifier, trained on ``traces``; the Bayes rule's on the best ``WHOLE_TREE`` nodes
+    (its expected tokens sum every verified node's probability: calibrated past the best 64 too)."""
     return AcceptancePredictor.fit(*node_examples(traces, top=top, seed=seed), seed=seed)
 
 

@@ -1,19 +1,12 @@
 """Replay under load (numpy only): a request stream (``simspec.sim.stream``) served by continuous
-batching through at most ``max_batch`` rows, speculatively with a policy or plainly, by the
-engine's rules (``simspec.sim.queues``: a request joins a free row at a cycle boundary once it
-has arrived, is prefilled alone, and leaves when done).
+batching through at most ``max_batch`` rows (``simspec.sim.queues``), with a policy or plainly.
 
-A cycle runs at the smallest batch size the profile measured that holds its busy rows, as a
-CUDA-graph server pads to a captured size, and is priced by the curves there
-(``CostModel.at_batch``). Before every cycle the policy is told that batch size and how many
-requests are waiting (``BatchPolicy.batch_size``, ``waiting``), so a load-aware rule can switch
-speculation down as the batch fills.
-
-Per request: time to first token (arrival to the end of its prefill, queueing included), time
-per output token after the first, end-to-end latency. Over the stream: throughput (output
-tokens per second from the first arrival to the last token) and goodput at a latency target
-(requests per second that met it). ``simspec load`` (``simspec.measure.load``) serves streams
-with every method, here and, with ``--live``, on the engine.
+A cycle runs at the smallest measured batch size that holds its busy rows (as a CUDA-graph server
+pads to a captured size), priced by the curves there. Before every cycle the policy is told that
+batch size and how many requests wait (``batch_size``, ``waiting``), so a load-aware rule can
+switch speculation down as the batch fills. Per request: time to first token (queueing
+included), time per output token after the first, end-to-end latency; over the stream:
+throughput and goodput at a latency target.
 """
 
 from __future__ import annotations
@@ -85,10 +78,9 @@ TIE = 0.01  # metrics within 1 % of each other tie, and the next one decides
 
 
 def better(a: dict, b: dict) -> int:
-    """Whether the stream served as ``a`` (a ``LoadResult.summary`` with goodput) went better than
-    as ``b`` (1), worse (-1) or alike (0): goodput first, then throughput, then the median time per
-    output token, each settled only past ``TIE`` (at light load throughput is the arrivals' own,
-    and what speculation buys there is latency)."""
+    """Whether the stream served as ``a`` (a summary with goodput) went better than as ``b`` (1), worse
+    (-1) or alike (0): goodput, then throughput, then median TPOT, each settled only past ``TIE`` (at
+    light load throughput is the arrivals' own; speculation buys latency)."""
     for key, sign in (("goodput_requests_per_s", 1), ("throughput_tokens_per_s", 1), ("tpot_p50_s", -1)):
         x, y = a[key], b[key]
         if abs(x - y) > TIE * max(abs(x), abs(y)):
@@ -106,11 +98,9 @@ def best_row(rows: list[dict]) -> dict:
 def replay_load(traces: TraceSet, cost: CostModel, policy: BatchPolicy | None, stream: Stream, max_batch: int,
                 max_new_tokens: int | None = None, decision_seconds: float | DecisionCharge = 0.0,
                 seed: int = 0, padded: bool = False) -> LoadResult:
-    """Serve ``stream`` with ``policy`` (None: plain decoding) through at most ``max_batch`` rows;
-    ``cost`` is the profile's batch-1 model. On traces recorded at T > 0, ``seed`` draws each
-    cycle's acceptance (one draw: the latencies are the stream's, not an average). ``padded``:
-    every cycle at ``max_batch`` rows, as simspec's engine runs them (its forwards pad to every
-    row), not at the busy rows' bucket."""
+    """Serve ``stream`` with ``policy`` (None: plain) through at most ``max_batch`` rows; ``cost``: the
+    batch-1 model. At T > 0, ``seed`` draws acceptance (one draw). ``padded``: every cycle at
+    ``max_batch`` rows, as simspec's engine runs them, not at the busy rows' bucket."""
     cost.at_batch(max_batch)  # a maximum batch the profile has no curves for: one line
     sizes = np.array([max_batch] if padded else [b for b in cost.batch_sizes if b <= max_batch])
     slots = np.asarray(stream.prompt)

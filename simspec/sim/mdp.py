@@ -1,7 +1,5 @@
-"""The contract every simulator MDP keeps (``simspec.sim.envs``): a batched core stepping ``n``
-independent copies in numpy, which ``SimEnv`` (one copy, a Gymnasium env) and
-``simspec.train.vecenv.SimVecEnv`` (all copies, an SB3 VecEnv) wrap without knowing which MDP
-they hold. A new MDP implements these members and registers with ``envs.register_mdp``."""
+"""The contract every simulator MDP keeps: ``n`` copies stepped in numpy, which ``SimEnv`` and
+``SimVecEnv`` wrap without knowing the MDP. A new one registers with ``envs.register_mdp``."""
 
 from __future__ import annotations
 
@@ -23,9 +21,7 @@ class BatchedMDP(Protocol):
         """Observations of copies ``rows``: [len(rows), obs_dim] float32."""
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
-        """Starts the next episode of copies ``rows`` (a copy's prompt carries on until decoded
-        to its budget); returns their observations."""
+        """Starts the next episode of copies ``rows``; returns their observations."""
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One action per copy ([n] ints); returns (reward [n] float32, done [n] bool). A done
-        copy must be ``reset`` before it steps again."""
+        """One action per copy; (reward [n] float32, done [n] bool). A done copy is ``reset`` next."""

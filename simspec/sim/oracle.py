@@ -1,17 +1,11 @@
 """The hindsight oracle: the least time any per-cycle (D, V) choice could take on these trees.
 
 Dynamic programming over positions, backwards: from root position p, with c tokens committed
-by the previous cycle (they ride along in the first draft call, so they change its cost),
+by the previous cycle (fed in the first draft call, so they change its cost),
 ``best[p, c] = min over (D, V) of cycle(D, V, L_p, c) + best[p + a + 1, a + 1]`` where
-a = accepted(D, V) is read off the trace. Positions past the token budget cost nothing.
-Vectorised over prompts and options; the loop runs over positions only. No policy that picks
-(D, V) per cycle at this width can beat it on these traces and curves: every report shows
-methods as a share of it.
-
-At T > 0 acceptance is random, and the oracle is one in expectation: it knows every tree's
-accepted-length distribution but not the draw, ``best[p, c] = min over (D, V) of cycle +
-sum_a P(a) best[p + a + 1, a + 1]``, the least *expected* time. A policy can beat it on one
-draw, not on average.
+a = accepted(D, V) is read off the trace; positions past the budget cost nothing. The loop runs
+over positions only. At T > 0 the oracle is one in expectation (it knows every tree's
+accepted-length law, not the draw): ``cycle + sum_a P(a) best[p + a + 1, a + 1]``.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ class OracleResult:
 
 def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
            sizes: tuple[int, ...] = ORACLE_SIZES, choices: bool = False) -> OracleResult:
-    """The least time per prompt; with ``choices``, also the argmin option of every state, which
-    ``simspec.sim.imitation`` follows forward to the oracle's own cycles."""
+    """The least time per prompt; with ``choices``, also the argmin option of every state (``imitation``)."""
     width, dmax = traces.width, traces.depth_max
     # Sizes past a tree's node count verify the whole tree: that choice is searched too.
     options = np.array(sorted({(d, int(min(v, tree_capacities(d, width), traces.nodes)))

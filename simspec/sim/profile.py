@@ -1,10 +1,9 @@
 """Profiles: latency measurements (or an analytic model of them) plus the traces they pair with.
 
 ``calibration/<name>/profile.json`` holds every latency sample with its operating point, the
-fitted cost model's held-out error, what made it (device, models, dtype, threads, simspec
-version, seed, creation time) and a reference to its traces: a folder path relative to the
-profile plus the traces' content hash. Traces do not depend on the hardware (greedy decoding),
-so several profiles can share one trace folder; the hash makes sure it is the same one.
+cost model's held-out error, what made it, and its traces: a folder relative to the profile
+plus their content hash. Traces do not depend on the hardware, so several profiles can share one
+trace folder; the hash makes sure it is the same one.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ PROFILE_VERSION = 1
 
 
 def sample_record(kind: str, n: int, context: int, samples, batch: int = 1, rows: int | None = None) -> dict:
-    """``rows``: of a batch's ``batch`` sequences, how many take part (a draft level some rows
-    stopped before); all of them when None."""
+    """One latency sample; ``rows``: of the batch's sequences, how many a draft level runs (None: all)."""
     samples = [float(s) for s in samples]
     q25, q75 = np.percentile(samples, [25, 75])
     record = {"kind": kind, "n": int(n), "context": int(context), "samples": samples,
@@ -51,9 +49,8 @@ def points_of(samples: list[dict], scale: dict[str, float] | None = None) -> lis
 
 
 def cost_model(samples: list[dict], scale: dict[str, float] | None = None) -> CostModel:
-    """The cost model of a profile's samples (each kind's medians times ``scale[kind]``). Records
-    an in-situ refit marked ``projected`` (the base model's value there times the live ratio) are
-    interpolated as they are: a fit through them would smooth the per-size ratios away."""
+    """The cost model of a profile's samples (medians times ``scale[kind]``). An in-situ refit's
+    ``projected`` records are interpolated: a fit through them would smooth the per-size ratios away."""
     projected = frozenset((s["kind"], s.get("batch", 1)) for s in samples if s.get("projected"))
     bucketed = frozenset(s["kind"] for s in samples if s.get("bucketed"))  # the compiled runtime's verify
     return CostModel(points_of(samples, scale), projected, bucketed)
@@ -67,8 +64,7 @@ def inputs_hash(meta: dict, samples: list[dict]) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class TracesRef(Record):
-    """Which traces a profile pairs with: a folder relative to it and their content hash, plus
-    the tree shape and prompts they were drafted with (what the live engine is rebuilt from)."""
+    """A profile's traces: a folder relative to it, their hash, and the tree shape and prompts."""
 
     path: str
     content_hash: str
@@ -158,9 +154,8 @@ class Profile:
 
     @property
     def runtime(self) -> str:
-        """What prices its cycles: simspec's engine (measured), the roofline's runtime assumption
-        (analytic; profiles made before it was stored take it from the same device table), or the
-        engine that imported curves were measured in."""
+        """What prices its cycles: simspec's engine, the roofline's runtime (analytic; older profiles:
+        from the device table) or the engine imported curves were measured in."""
         if self.meta.runtime:
             return self.meta.runtime
         if self.kind == "analytic":
@@ -197,8 +192,7 @@ class Profile:
         return None if ref is None else (self.directory / ref.path).resolve()
 
     def traces(self) -> TraceSet:
-        """The profile's traces, checked against it (loaded once per profile object: a request's
-        ``check()`` reads them before any work, and the work then uses the same ones)."""
+        """The profile's traces, checked against it, loaded once per profile object."""
         if self._traces is None:
             self._traces = self._load_traces()
         return self._traces
@@ -237,8 +231,7 @@ def dtype_label(name: str) -> str:
 
 
 def build_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
-    """A profile from its metadata and samples, fitted and hashed, in memory (``directory``: where
-    it is, or will be, written)."""
+    """A profile from its metadata and samples, fitted and hashed, in memory."""
     cost = cost_model(samples)
     # A fit error given (calibrate's engine fit: the tight-loop curves' held-out error, which the
     # engine's scaling keeps) stands; else the held-out error of these samples' fits.
@@ -262,8 +255,7 @@ def write_profile(directory: Path, meta: dict, samples: list[dict]) -> Profile:
 
 
 def recreate_advice(directory: Path) -> str:
-    """What to do about an unusable profile (``recalibrate`` reads the profile it refits, so it
-    cannot repair one)."""
+    """What to do about an unusable profile (``recalibrate`` reads it, so it cannot repair one)."""
     return f"re-create it with `simspec calibrate --out {directory} --force`"
 
 
@@ -295,8 +287,7 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def load_live_profile(path: str | Path, purpose: str) -> Profile:
-    """A measured profile with traces, for work that runs the live engine against it
-    (``purpose`` says which, in the errors)."""
+    """A measured profile with traces, for work (``purpose``, in the errors) that runs the live engine."""
     profile = load_profile(path)
     if profile.kind == "imported":
         raise SimspecError(f"profile {path} prices cycles with curves measured in {profile.meta.runtime}: "
@@ -309,7 +300,6 @@ def load_live_profile(path: str | Path, purpose: str) -> Profile:
     if profile.meta.traces is None:
         raise SimspecError(f"profile {path} has no traces, which {purpose} needs: "
                            "record traces with `simspec calibrate`")
-    # What the live engine is built from: the models, and the trees the traces were drafted with.
     file, fix = profile.directory / "profile.json", recreate_advice(profile.directory)
     profile.meta = LiveProfileMeta.parse(profile.meta.to_json(), file, fix)
     return profile

@@ -2,12 +2,10 @@
 runs, whatever decides a cycle (``simspec.sim.replay``) or prices it.
 
 Each queue has ``batch`` rows and its requests in arrival order. Before every cycle a free row
-takes the queue's next request that has arrived by the queue's clock, and prefills it alone (its
-first token comes out of the prefill; prefills run one after the other); a request with nothing
-left to decode frees its row at once. A cycle runs every busy row of the queue together and
-advances its clock by the cycle's time; a row whose request is done frees after it. A queue
-with no busy row jumps its clock to its next arrival. All queues advance together, one cycle
-per loop iteration, so the Python loop runs over cycles, never over requests or queues.
+takes the next request that has arrived by the queue's clock and prefills it alone (its first
+token comes out of the prefill); a request with nothing to decode frees its row at once. A cycle
+runs every busy row together and advances the clock; a done row frees after it. A queue with no
+busy row jumps to its next arrival. The Python loop runs over cycles, never requests or queues.
 """
 
 from __future__ import annotations
@@ -17,10 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# One cycle of the busy rows (request slots, sorted: each queue's in its order, as the engine
-# asks its policy), at their positions, a queue's rows contiguous from ``first``, with ``waiting``
-# requests arrived but not admitted per busy queue: each busy queue's seconds and how far each
-# row advanced.
+# One cycle of the busy rows (sorted request slots, a queue's contiguous from ``first``) at their
+# positions, with ``waiting`` requests per busy queue: each busy queue's seconds, each row's advance.
 Step = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 

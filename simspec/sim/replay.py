@@ -2,29 +2,21 @@
 engine (``simspec.engine.speculative``), so that its cycles are the engine's cycles: exact for
 greedy traces, Monte Carlo at T > 0.
 
-Prompts decode as queues through ``batch`` rows: at batch 1 every prompt is its own queue (so
-each result is a prompt's); at batch B one queue holds them all, or a caller passes several
-(validate's sampled passes). All queues advance together, one cycle per loop iteration, the
-Python loop over cycles, never over prompts or queues.
+Prompts decode as queues through ``batch`` rows (``simspec.sim.queues``): at batch 1 every
+prompt is its own queue; at batch B one queue holds them all, or a caller passes several.
 
-- A row decodes one prompt; when it finishes, the next prompt of its queue is prefilled into it
-  (alone: batch 1's prefill, before the next cycle). Once the queue is empty a free row idles
-  as padding: every cycle is a batch-B forward.
-- Each row's accepted length comes from its trace at its position (greedy: read off the greedy
-  path; T > 0: drawn from the tree's accepted-length law with a seeded generator, the next tree
-  the one recorded at that position of the sampled continuation: acceptance is drawn from the
-  right law, the tokens are not re-sampled), and its position moves by accepted + 1.
-- A cycle drafts as deep as its queue's deepest row (one draft forward per level, padded over
-  every row, the first one feeding each drafting row's tokens committed since it last drafted,
-  padded to the most; the draft
-  head scores only the rows still drafting, so a level costs the profile's step at that many
-  rows where it measured them) and verifies every row's tree in one forward padded to the
-  largest V, whose attention reads the longest context. Its time is the profile's curves at
-  batch B (``CostModel.at_batch``) at those maxima, plus one policy decision (the engine asks
-  the policy once per cycle for every busy row, vectorised), charged at the deepest tree.
-- A cycle in which no row of a queue drafts (every depth 1) is the engine's plain step, priced as
-  plain decoding's; its tokens wait for the row's next draft, whose first level feeds them all.
-- Plain decoding runs the same queues one token per row per cycle.
+- A row decodes one prompt; then the queue's next prompt is prefilled into it alone. Once the
+  queue is empty a free row idles as padding: every cycle is a batch-B forward.
+- Each row's accepted length comes from its trace at its position (greedy: off the greedy path;
+  T > 0: drawn from the tree's accepted-length law, the next tree the one recorded at that
+  position of the sampled continuation; the tokens are not re-sampled).
+- A cycle drafts as deep as its queue's deepest row (one padded draft forward per level, the
+  first feeding each drafting row's tokens committed since it last drafted; the draft head
+  scores only the rows still drafting, priced at that many rows where the profile measured them)
+  and verifies every tree in one forward padded to the largest V at the longest context, priced
+  at batch B, plus one policy decision charged at the deepest tree.
+- A cycle in which no row of a queue drafts is the engine's plain step; its tokens wait for the
+  row's next draft, whose first level feeds them all. Plain decoding runs the same queues.
 
 Speedup is plain decoding's time over the method's, prefills included on both sides: the same
 tokens, so at batch B the throughput ratio a server sees.
@@ -81,6 +73,11 @@ class ReplayResult:
         return ReplayResult(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
+def mean_speedup(result) -> float:
+    """A replay's mean speedup over its prompts."""
+    return float(np.mean(result.speedup))
+
+
 def positions_limit(traces: TraceSet, max_new_tokens: int | None) -> np.ndarray:
     """Roots each prompt decodes from: the recorded positions, capped at ``max_new_tokens - 1``."""
     counts = np.diff(traces.prompt_offsets)
@@ -88,8 +85,7 @@ def positions_limit(traces: TraceSet, max_new_tokens: int | None) -> np.ndarray:
 
 
 def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.ndarray:
-    """Plain greedy decoding of each prompt alone: one target step per token, summed per prompt
-    in one pass over all positions."""
+    """Plain greedy decoding of each prompt alone: one target step per token, summed per prompt."""
     counts = np.diff(traces.prompt_offsets)
     prompt_of = np.repeat(np.arange(traces.n_prompts), counts)
     index_in_prompt = np.arange(traces.positions) - np.repeat(traces.prompt_offsets[:-1], counts)
@@ -100,9 +96,8 @@ def greedy_seconds(traces: TraceSet, cost: CostModel, limit: np.ndarray) -> np.n
 
 def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarray, context: np.ndarray,
            rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One cycle of ``rows`` (the policy's row ids) rooted at trace positions ``at``: the depth
-    drafted, the nodes verified and the drafts accepted, asked of ``policy`` as the engine asks
-    it, which then observes the outcome."""
+    """One cycle of ``rows`` (the policy's row ids) at trace positions ``at``: (depth, size, accepted),
+    asked of ``policy`` as the engine asks it, which then observes the outcome."""
     levels = traces.depth_max - 1
     planned, size = policy.plan_batch(rows, context)
     planned = np.clip(planned, 1, traces.depth_max)
@@ -133,11 +128,9 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
 def cycle_costs(cost: CostModel, width: int, depth: np.ndarray, size: np.ndarray, first: np.ndarray,
                 context: np.ndarray, fed: np.ndarray, shape: TreeShape | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(draft, verify, bookkeeping) seconds of one cycle of each queue at ``cost``'s batch size:
-    ``depth`` and ``size`` per busy row, a queue's rows contiguous from ``first``; ``context`` per
-    queue (its longest row's) and ``fed`` (the most tokens a row committed last cycle, which the
-    first draft level feeds). The largest tree sets the verify width, the deepest row the levels
-    (module docstring); a tree of fixed ``shape`` feeds each level's expanded nodes, not ``width``."""
+    """(draft, verify, bookkeeping) seconds of one cycle of each queue: ``depth`` and ``size`` per
+    busy row, a queue's rows contiguous from ``first``; ``context`` (longest) and ``fed`` (the most
+    tokens the first draft level feeds) per queue; a fixed ``shape`` feeds its expanded nodes."""
     deepest, largest = _per_queue(np.maximum, depth, first), _per_queue(np.maximum, size, first)
     c_max = int(context.max())
     verify = cost.table("verify", int(largest.max()), c_max)[largest, context]
@@ -162,12 +155,10 @@ SAMPLED_DRAWS = 8  # at T > 0, replays averaged per queue unless a caller asks o
 def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_tokens: int | None = None,
            decision_seconds: float | DecisionCharge = 0.0, seed: int = 0, prompts: np.ndarray | None = None,
            draws: int | None = None, batch: int = 1) -> ReplayResult:
-    """Decode trace prompts with ``policy`` and plainly through ``batch`` rows; ``cost`` is the
-    profile's batch-1 model (its curves at ``batch`` price the cycles). ``prompts``, repeats
-    allowed: 1-D (default every prompt) one queue at batch B, a queue per prompt at batch 1; 2-D a
-    queue per row. ``decision_seconds`` is charged per cycle (seconds, or a ``DecisionCharge`` by
-    the cycle's depth). On traces recorded at T > 0, ``seed`` seeds acceptance and each queue is
-    decoded ``draws`` times (default ``SAMPLED_DRAWS``), its times and counts averaged."""
+    """Decode trace prompts with ``policy`` and plainly through ``batch`` rows; ``cost``: the batch-1
+    model. ``prompts`` (repeats allowed): 1-D one queue at batch B, a queue per prompt at batch 1;
+    2-D a queue per row. ``decision_seconds``: charged per cycle. At T > 0, ``seed`` seeds
+    acceptance and each queue is decoded ``draws`` times, its times and counts averaged."""
     if policy.shape is None and policy.width != traces.width:
         raise SimspecError(f"policy {policy.name} drafts at width {policy.width}, but the traces were recorded "
                            f"at width {traces.width}: record traces at that width or change the policy")
@@ -183,9 +174,8 @@ def replay(traces: TraceSet, cost: CostModel, policy: BatchPolicy, max_new_token
 
 
 class Cycles:
-    """The cycles of request slots (``slots``: trace prompt indices) decided by ``policy`` and
-    priced by a cost model per call: ``step`` and ``plain_step`` are ``run_queues``' steps once a
-    cost model is bound (``functools.partial``); per-slot tokens and per-queue draft calls and
+    """The cycles of request slots (trace prompt indices) decided by ``policy``: ``step`` and
+    ``plain_step`` are ``run_queues``' steps once a cost model is bound; tokens, draft calls and
     decision seconds add up as they run."""
 
     def __init__(self, traces: TraceSet, policy: BatchPolicy | None, charge: DecisionCharge, slots: np.ndarray,

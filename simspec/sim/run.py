@@ -157,4 +157,3 @@ def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:
     return ({"profile": r.profile, "temperature": traces.temperature, "copies": r.copies, "depth": r.depth,
              "size": r.size, "cycles": runs[0][0], "cycles_per_s": rates[len(rates) // 2], "all_cycles_per_s": rates},
             traces.n_prompts)
-

@@ -2,22 +2,16 @@
 
 Several drafters of one target, each with its traces of the same prompts and its profile:
 
-1. Each prompt is described by features a server has before decoding it, read off its tokens
-   (``PROMPT_FEATURES``).
-2. A drafter's single-token accuracy α on a prompt (the share of positions whose best first
-   draft is the target's token; at T > 0 the expected acceptance of that draft) is predicted
-   from the features by least squares, fitted per drafter on a few reference prompts (the
-   train split).
-3. The paper's throughput model (its Eq. 4, the speedup of a draft chain of γ tokens with
-   acceptance α and draft-to-target cost ratio c), maximised over γ:
-   ``(1 - α^(γ+1)) / ((1 - α)(γ c + 1))``; c is one draft step over one target step at the
-   prompt's context, from the drafter's own profile.
-4. The prompt is decoded with the drafter the model ranks first.
+1. Each prompt is described by features of its tokens (``PROMPT_FEATURES``).
+2. A drafter's single-token accuracy α on a prompt is predicted from them by least squares,
+   fitted per drafter on the train split.
+3. The paper's Eq. 4, the speedup of a γ-token chain at acceptance α and draft-to-target cost
+   ratio c (from the drafter's profile), ``(1 - α^(γ+1)) / ((1 - α)(γ c + 1))``, maximised over γ.
+4. The prompt is decoded with the drafter ranked first.
 
-Each drafter decodes with the static tree that does best on its own train traces, so the
-comparison is between drafters, not tree shapes. The selection is scored against the drafter
-that is best on average on the train split (always used), and against the hindsight choice
-per prompt (the best any selection of these drafters could do).
+Each drafter decodes with its own best static tree (drafters are compared, not tree shapes). The
+selection is scored against the drafter best on average on the train split, and against the
+hindsight choice per prompt.
 """
 
 from __future__ import annotations
@@ -38,8 +32,7 @@ GAMMA_MAX = 16  # window sizes the throughput model considers
 
 @dataclass(frozen=True)
 class Drafter:
-    """One candidate: its name (the profile's ``draft``), where its profile is, its traces
-    (aligned to the common prompts) and its cost model."""
+    """One candidate: its name, its profile's path, its traces (aligned) and its cost model."""
 
     name: str
     profile: str
@@ -48,8 +41,7 @@ class Drafter:
 
 
 def prompt_features(traces: TraceSet) -> np.ndarray:
-    """``[prompts, len(PROMPT_FEATURES)]``: 1, log prompt length, share of distinct tokens, share
-    of bigrams seen earlier in the prompt (repetitive prompts are easy to draft: code, lists)."""
+    """``[prompts, len(PROMPT_FEATURES)]`` (repetitive prompts are easy to draft: code, lists)."""
     if not traces.has_prompt_tokens:
         raise SimspecError("draft selection reads the prompts' tokens, and these traces hold none: record them again "
                            "(`simspec calibrate --traces-only ... --force`)")
@@ -63,8 +55,7 @@ def prompt_features(traces: TraceSet) -> np.ndarray:
 
 
 def single_token_accuracy(traces: TraceSet) -> np.ndarray:
-    """α per prompt: mean over its positions of the chance that the first draft step's best
-    token is accepted (greedy: it is the target's token; T > 0: its expected acceptance)."""
+    """α per prompt: the mean chance over its positions that the first step's best draft is accepted."""
     rows = np.arange(traces.positions)
     first = traces.expected_accepted(rows, np.full(traces.positions, 2), np.full(traces.positions, 2))
     counts = np.diff(traces.prompt_offsets)
@@ -88,8 +79,7 @@ def cost_ratio(cost: CostModel, width: int, context: float) -> float:
 
 @dataclass(frozen=True)
 class DraftSelector:
-    """The fitted rule: least-squares coefficients of α per drafter ``[drafters, features]`` and
-    each drafter's cost ratio."""
+    """The fitted rule: α's coefficients per drafter ``[drafters, features]`` and the cost ratios."""
 
     coef: np.ndarray
     ratios: np.ndarray
@@ -112,8 +102,7 @@ class DraftSelector:
 
 
 def align(primary: TraceSet, other: TraceSet, name: str) -> TraceSet:
-    """``other``'s traces of ``primary``'s prompts, in ``primary``'s order; one error line when it
-    lacks some, or belongs to another target or temperature."""
+    """``other``'s traces of ``primary``'s prompts, in its order; one error line where that cannot be."""
     for key, what in (("target", "target"), ("temperature", "temperature")):
         if getattr(primary.meta, key) != getattr(other.meta, key):
             raise SimspecError(f"drafter profile {name} has traces for {what} {getattr(other.meta, key)!r}, but the "
@@ -153,8 +142,7 @@ class Selection:
 
 
 def compare(drafters: list[Drafter], train: np.ndarray, scored: np.ndarray, max_new_tokens: int | None) -> Selection:
-    """Seed 003's selection fitted on the ``train`` prompts and scored on ``scored`` (indices into
-    the aligned traces), beside the best fixed drafter and the hindsight choice."""
+    """Seed 003's selection fitted on the ``train`` prompts and scored on ``scored`` (indices)."""
     from simspec.sim.evaluate import grid_best
 
     policies, train_results, results = [], [], []

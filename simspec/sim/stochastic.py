@@ -1,24 +1,19 @@
 """Acceptance at temperature > 0 from the target's probability of each draft-tree node (numpy
 only): the simulator's extension of "a tree's acceptance is determined by the recorded tree".
 
-With deterministic (top-k) drafts, EAGLE's verification walk descends from a node into its
-verified child c with probability p(c), the target's probability of c's token given the path
-to c's parent, whatever the siblings' order (rejecting sibling x leaves p(c) / (1 - p(x)) of
-the remaining mass, and so on: the product is p(c)). A node is therefore reached with
-probability ``reach`` = the product of p along its path, and the events "the walk reaches
-node n" for the nodes of one depth are disjoint. For a verified set S (closed under
-ancestors):
+With deterministic (top-k) drafts, EAGLE's verification walk descends into a verified child c
+with probability p(c), the target's probability of c's token given c's parent's path, whatever
+the siblings' order (rejecting sibling x leaves p(c) / (1 - p(x)) of the remaining mass, and so
+on). A node is reached with probability ``reach`` = the product of p along its path, disjointly
+for the nodes of one depth. For a verified set S (closed under ancestors):
 
     P(accepted >= d) = sum of reach over the nodes of S at depth d
     E[accepted]      = sum of reach over the non-root nodes of S
 
-(RADAR's Eqs. 8-10 in tree form.) Sampling an accepted length from that distribution by its
-inverse CDF is exactly what a live cycle does to the length, so the Monte Carlo mode needs one
-uniform number per cycle and is vectorised over cycles.
-
-Nodes are given in the engine's order (cumulative draft score descending, ties to the
-shallower then earlier node), root first, so a parent always precedes its children and the
-top-V verified set is the first V nodes of a tree of the chosen depth.
+(RADAR's Eqs. 8-10 in tree form.) Sampling from it by its inverse CDF is what a live cycle does
+to the length: one uniform number per cycle. Nodes come in the engine's order (score descending,
+ties to the shallower then earlier node), root first, so parents precede children and the top-V
+set is the first V nodes of a tree of the chosen depth.
 """
 
 from __future__ import annotations
@@ -27,9 +22,8 @@ import numpy as np
 
 
 def reach_probabilities(parents: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """``parents[..., i]``: the index of node i's parent (root: -1, at index 0); ``probs[..., i]``:
-    the target's probability of node i's token given its parent's path. Returns the probability
-    that the walk reaches each node (root 1). Leading axes are independent trees."""
+    """The probability that the walk reaches each node (root 1) from ``parents[..., i]`` (node i's
+    parent; root -1, at 0) and ``probs[..., i]``; leading axes are independent trees."""
     parents = np.asarray(parents)
     reach = np.ones(probs.shape, dtype=np.float64)
     flat_reach, flat_parents = reach.reshape(-1, reach.shape[-1]), parents.reshape(-1, parents.shape[-1])
@@ -41,8 +35,7 @@ def reach_probabilities(parents: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 
 def verified_mask(depths: np.ndarray, depth: int, size: int) -> np.ndarray:
-    """The nodes a (D, V) cycle verifies: the root and the V - 1 first nodes (engine order) of
-    depth < D, i.e. of the tree drafted to D levels."""
+    """The nodes a (D, V) cycle verifies: the root and the first V - 1 nodes of depth < D."""
     inside = depths < depth
     rank = np.cumsum(inside, axis=-1) - 1  # rank among the tree's nodes, root 0
     return inside & (rank < size)
@@ -70,15 +63,13 @@ def expected_accepted(reach: np.ndarray, verified: np.ndarray) -> np.ndarray:
 
 
 def sample_accepted(tail: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Accepted lengths drawn by inverse CDF from ``tail`` = P(accepted >= d) (``at_least``),
-    one uniform in [0, 1) per tree: the largest d with u < P(accepted >= d)."""
+    """Accepted lengths by inverse CDF from ``tail`` = P(accepted >= d): the largest d with u < tail."""
     return (uniforms[..., None] < tail).sum(-1) - 1
 
 
 def stored_nodes(scores: np.ndarray, depths: np.ndarray, depth_max: int, nodes: int) -> np.ndarray:
-    """Tree indices, in the engine's order (root first), of every node a (D, V <= ``nodes``)
-    cycle verifies for some D: the union over D of the best ``nodes`` nodes of depth < D. Closed
-    under ancestors, as each top-V set is."""
+    """Tree indices, in engine order, of every node some (D, V <= ``nodes``) cycle verifies: the union
+    over D of the best ``nodes`` nodes of depth < D (closed under ancestors)."""
     order = np.argsort(-scores, kind="stable")
     keep = np.zeros(len(scores), dtype=bool)
     for d_levels in range(2, depth_max + 1):
@@ -88,12 +79,9 @@ def stored_nodes(scores: np.ndarray, depths: np.ndarray, depth_max: int, nodes: 
 
 def acceptance_tails(node_depth: np.ndarray, node_parent: np.ndarray, node_prob: np.ndarray, depth_max: int,
                      nodes: int) -> np.ndarray:
-    """Every (D, V) cycle's P(accepted >= d) from traces' node arrays (see ``simspec.sim.traces``):
-    [positions, depth_max - 1, nodes, depth_max] float32 for D = 2..depth_max, V = 1..nodes.
-
-    The (D, V) cycle verifies the first V of the nodes of depth < D (root included); summing
-    each depth's reach over a running prefix of those nodes gives all sizes at once. Replay then
-    reads one row per cycle, whatever the policy."""
+    """Every (D, V) cycle's P(accepted >= d) from traces' node arrays: [positions, depth_max - 1,
+    nodes, depth_max] float32 for D = 2..depth_max, V = 1..nodes. Each depth's reach summed over a
+    running prefix of the nodes of depth < D gives all sizes at once."""
     positions, k = node_depth.shape
     depth = node_depth.astype(np.int64)
     real = depth <= depth_max  # padding holds PAD_DEPTH

@@ -1,15 +1,7 @@
 """Request streams for replay under load (numpy only): when each request arrives, which trace
-prompt it asks, and how many tokens it wants.
-
-- ``poisson``: exponential gaps at ``rate`` requests per second.
-- ``bursty``: Poisson at ``rate`` during on-periods of ``on_s`` seconds, silent for ``off_s``
-  seconds between them (the mean rate is ``rate * on_s / (on_s + off_s)``).
-- ``read_stream``: a file, CSV with a header or JSON lines, one request per line with
-  ``arrival_s``, ``prompt_id`` (a trace prompt's id) and ``output_tokens``.
-
-Prompts are drawn uniformly, with replacement, from the trace prompts given (held-out ones for
-scoring). A request decodes at most its trace's recorded continuation: ``output_tokens`` beyond
-it are cut there (``simspec.sim.load.replay_load``).
+prompt it asks (drawn uniformly, with replacement), and how many tokens it wants (at most its
+trace's continuation). ``read_stream`` reads a CSV with a header or JSON lines, one request per
+line with ``arrival_s``, ``prompt_id`` (a trace prompt's id) and ``output_tokens``.
 """
 
 from __future__ import annotations
@@ -57,7 +49,8 @@ def poisson(rate: float, duration_s: float, prompts: np.ndarray, seed: int = 0) 
 
 
 def bursty(rate: float, on_s: float, off_s: float, duration_s: float, prompts: np.ndarray, seed: int = 0) -> Stream:
-    """Poisson at ``rate`` during each ``on_s``-second burst, nothing for ``off_s`` seconds after it."""
+    """Poisson at ``rate`` during each ``on_s``-second burst, nothing for ``off_s`` seconds after it
+    (mean rate ``rate * on_s / (on_s + off_s)``)."""
     check_rate(rate)
     if not (on_s > 0 and off_s >= 0):
         raise SimspecError(f"a bursty stream needs on-periods > 0 s and off-periods >= 0 s, not {on_s:g} and {off_s:g}")

@@ -4,12 +4,7 @@ without importing each other (numpy only)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-
-def mean_speedup(result) -> float:
-    """A replay's mean speedup over its prompts."""
-    return float(np.mean(result.speedup))
+from simspec.sim.replay import mean_speedup
 
 
 def tree_surface(train, cost, max_new_tokens: int | None, chain: bool) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 
 from simspec.errors import SimspecError, read_json
 from simspec.shipped import locate
-from simspec.sim.traces import ARRAYS, DERIVED_ARRAYS, NODE_ARRAYS, TRACE_SCHEMA, TRACE_VERSION, TraceMeta, TraceSet
+from simspec.sim.traces import ARRAYS, DERIVED_ARRAYS, NODE_DTYPES, TRACE_SCHEMA, TRACE_VERSION, TraceMeta, TraceSet
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +29,7 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     content = traces.content_hash()
     np.savez_compressed(directory / "traces.npz",
-                        **{name: getattr(traces, name) for name in ARRAYS + NODE_ARRAYS + DERIVED_ARRAYS})
+                        **{name: getattr(traces, name) for name in ARRAYS + tuple(NODE_DTYPES) + DERIVED_ARRAYS})
     meta = {**traces.meta.to_json(), "schema": TRACE_SCHEMA, "schema_version": TRACE_VERSION, "content_hash": content,
             "positions": traces.positions, "n_prompts": traces.n_prompts}
     (directory / "traces.json").write_text(json.dumps(meta, indent=1))
@@ -38,8 +38,8 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
 
 
 def record_again(directory: Path, meta: dict | None = None) -> str:
-    """What to do about unusable traces: restore them, or record them again into the same
-    folder (with the models and prompts they were recorded with, when their meta says)."""
+    """What to do about unusable traces: restore them, or record them again (with their meta's models
+    and prompts)."""
     meta = meta if isinstance(meta, dict) else {}
     flags = "".join(f" --{flag} {meta[key]}" for flag, key in (("target", "target"), ("draft", "draft"),
                                                                ("prompts", "prompts"))
@@ -56,8 +56,7 @@ ARRAY_SHAPES = {"prompt_offsets": ("i", 1), "tokens": ("i", 1), "token_offsets":
 
 
 def _check_arrays(arrays: dict[str, np.ndarray], meta: TraceMeta, data_file: Path, fix: str) -> None:
-    """The arrays fit together (kinds, dimensions, lengths), so that replay cannot index out
-    of them: one error naming the array at fault otherwise."""
+    """The arrays fit together (kinds, dimensions, lengths): one error naming the array at fault otherwise."""
     def bad(name: str, why: str) -> SimspecError:
         return SimspecError(f"traces {data_file}: array '{name}' {why}: {fix}")
 
@@ -73,7 +72,7 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: TraceMeta, data_file: Pat
     expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
                 "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}
     k = arrays["node_depth"].shape[1]
-    expected.update({name: (positions, k) for name in NODE_ARRAYS})
+    expected.update({name: (positions, k) for name in NODE_DTYPES})
     for name, shape in expected.items():
         if arrays[name].shape != shape:
             raise bad(name, f"has shape {arrays[name].shape}, not {shape}")
@@ -98,9 +97,8 @@ _KEEP = 2
 
 
 def load_traces(directory: Path, verify_hash: bool = True) -> TraceSet:
-    """A trace folder (a relative one that is not here: the shipped copy, see ``simspec.shipped``);
-    one clear error, naming the file and what to do, for anything unusable. A folder read (and
-    its hash verified) a moment ago and unchanged since is not read again: its arrays are
+    """A trace folder (a relative one not here: the shipped copy); one clear error for anything
+    unusable. A folder verified a moment ago and unchanged since is not read again: its arrays are
     read-only, so that one caller cannot change what the next one gets."""
     directory = locate(directory)
     key = _identity(Path(directory))
@@ -146,7 +144,7 @@ def _read_traces(directory: Path, verify_hash: bool) -> TraceSet:
                     raise SimspecError(f"traces {data_file} are missing or corrupt (no array "
                                        f"{', '.join(lacking)}): {fix}")
                 arrays = {name: blob[name] for name in ARRAYS}
-                for name in NODE_ARRAYS:  # version 1 (greedy) has none
+                for name in NODE_DTYPES:  # version 1 (greedy) has none
                     arrays[name] = blob[name] if name in blob.files else None
                 prompt_tokens = blob["prompt_tokens"] if "prompt_tokens" in blob.files else None
                 child_rank = blob["child_rank"] if "child_rank" in blob.files else None
@@ -156,12 +154,10 @@ def _read_traces(directory: Path, verify_hash: bool) -> TraceSet:
         detail = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else ""
         raise SimspecError(f"traces {data_file} are missing or corrupt ({exc.__class__.__name__}"
                            f"{': ' + detail if detail else ''}): {fix}") from None
-    if any(arrays[name] is None for name in NODE_ARRAYS):
+    if any(arrays[name] is None for name in NODE_DTYPES):
         if meta.temperature > 0:
             raise SimspecError(f"traces {data_file} are missing or corrupt (no node arrays at temperature > 0): {fix}")
-        positions = len(arrays["context_length"])
-        arrays.update(node_depth=np.zeros((positions, 0), np.int8), node_parent=np.zeros((positions, 0), np.int16),
-                      node_prob=np.zeros((positions, 0), np.float32), node_token=np.zeros((positions, 0), np.int32))
+        arrays.update({name: np.zeros((len(arrays["context_length"]), 0), t) for name, t in NODE_DTYPES.items()})
     _check_arrays(arrays, meta, data_file, fix)
     if prompt_tokens is not None and len(prompt_tokens) and (
             prompt_tokens.dtype.kind not in "iu" or prompt_tokens.shape != (int(arrays["prompt_lengths"].sum()),)):

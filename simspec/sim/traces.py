@@ -14,12 +14,9 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     (D, V) is the number of path nodes with rank < V-1: ``accepted_lengths``.
 ``level_scores[p, l - 1, :]`` (float16), for level ``l`` in 1..depth_max-1: the cumulative
     log-prob scores of the level's nodes, sorted descending (level 1 has W nodes, the rest of
-    the row is -inf; every later level holds all W**2 candidates). What LTD's depth policy
-    (frontier candidates), its size policy (all node scores) and RADAR (confidences per draft
-    call) observe.
+    the row is -inf; every later level holds all W**2 candidates): what LTD and RADAR observe.
 ``best_child_logprobs[p, l - 1, :]`` (float16): the conditional log-probs of the W children
-    of level l-1's best node (the root for l = 1), best first: the draft's confidence along
-    its most likely path, which entropy- and confidence-based stopping rules (SVIP, RADAR) read.
+    of level l-1's best node (the root for l = 1), best first (SVIP's and RADAR's confidence).
 
 ``child_rank[p, j - 1]`` (int16), for path depth ``j`` in 1..depth_max-1: the rank (0 = best) of
     the greedy token at depth ``j`` among the drafter's children of the greedy path's depth
@@ -30,8 +27,7 @@ position ``p`` of it (root = continuation token ``p``), the tree the drafter bui
     Greedy traces only; ``[positions, 0]`` in traces recorded before it was.
 
 Plus ``context_length[p]`` (prompt + accepted tokens before the root), per-prompt offsets and
-``prompt_tokens`` (the prompts' token ids, concatenated; empty in traces recorded before they
-were stored), which token-cache rules read (``cache_hits``).
+``prompt_tokens`` (the prompts' token ids, concatenated, for ``cache_hits``; empty in older traces).
 
 At temperature T > 0 (``meta.temperature``, 0 or absent: greedy) acceptance is random and
 the continuation is a seeded sample from the target. There is no greedy path (``path_rank``
@@ -42,9 +38,8 @@ order (root first, so parents precede children), padded to a common count K:
 ``node_depth[p, k]`` (int8, ``PAD_DEPTH`` past the position's nodes), ``node_parent[p, k]``
     (int16, the parent's column; the root and padding -1), ``node_prob[p, k]`` (float32): the
     target's probability of the node's token given its parent's path, at the traces'
-    temperature and top-p; ``node_token[p, k]`` (int32) the token. ``simspec.sim.stochastic``
-    turns them into every (D, V)'s accepted-length distribution. Greedy traces hold these
-    arrays with K = 0.
+    temperature and top-p; ``node_token[p, k]`` (int32) the token (``simspec.sim.stochastic``).
+    Greedy traces hold these arrays with K = 0.
 Trees are drafted one position at a time, as if every earlier cycle had accepted nothing; a
 drafter's state depends on the committed tokens only, not on how they were committed, up to
 floating-point rounding (the replay check in ``simspec calibrate`` measures the consequence).
@@ -65,7 +60,8 @@ NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
 ARRAYS = ("prompt_offsets", "tokens", "token_offsets", "prompt_lengths", "context_length", "path_rank",
           "level_scores", "best_child_logprobs")
-NODE_ARRAYS = ("node_depth", "node_parent", "node_prob", "node_token")
+NODE_DTYPES = {"node_depth": np.int8, "node_parent": np.int16, "node_prob": np.float32, "node_token": np.int32}
+NODE_ARRAYS = tuple(NODE_DTYPES)
 # Stored, but kept out of the content hash: the prompt ids and the target (both in the meta)
 # determine them, and adding them to traces recorded without them keeps every profile and
 # policy built on those traces valid.
@@ -79,8 +75,7 @@ TRACE_VERSION = 2  # 2 added the temperature and the node arrays; version 1 (gre
 
 @dataclass(frozen=True, kw_only=True)
 class TraceMeta(Artifact):
-    """``traces.json``: what the arrays are traces of (models, prompts, tree shape, sampling)
-    and what recorded them. Recorders fill it in memory; ``content_hash`` arrives on saving."""
+    """``traces.json``: models, prompts, tree shape, sampling and recorder; ``content_hash`` on saving."""
 
     SCHEMA: ClassVar[str] = TRACE_SCHEMA
     VERSIONS: ClassVar[tuple[int, ...]] = (1, TRACE_VERSION)
@@ -126,8 +121,7 @@ class TraceSet:
         if isinstance(self.meta, dict):
             self.meta = TraceMeta.of(self.meta)
         n = len(self.context_length)
-        for name, dtype in (("node_depth", np.int8), ("node_parent", np.int16), ("node_prob", np.float32),
-                            ("node_token", np.int32)):
+        for name, dtype in NODE_DTYPES.items():
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros((n, 0), dtype=dtype))
         if self.prompt_tokens is None:
@@ -164,8 +158,7 @@ class TraceSet:
         return len(self.prompt_tokens) == int(self.prompt_lengths.sum()) > 0
 
     def child_ranks(self, rows: np.ndarray) -> np.ndarray:
-        """``child_rank`` at positions ``rows``; one clear error where these traces cannot replay a
-        tree of fixed shape."""
+        """``child_rank`` at ``rows``; one error where these traces cannot replay a tree of fixed shape."""
         if self.sampled:
             raise SimspecError("a tree of fixed shape (sequoia) replays greedy traces only: these were recorded at "
                                f"T = {self.temperature:g}; use greedy traces (temperature 0)")
@@ -176,10 +169,9 @@ class TraceSet:
         return self.child_rank[rows]
 
     def cache_hits(self, rows: np.ndarray, accepted: np.ndarray) -> np.ndarray:
-        """How many of the ``accepted`` draft tokens of cycles rooted at positions ``rows`` were
-        already in the token cache (the prompt and every token committed before them): what
-        seed 003's cache-enabled FSM counts. Per continuation token the answer does not depend
-        on the policy, so it is computed once per trace set, as a prefix sum."""
+        """How many of the ``accepted`` drafts of cycles at ``rows`` were already in the token cache
+        (the prompt and every earlier token; seed 003's cache-enabled FSM). Policy-independent per
+        token, so computed once per trace set, as a prefix sum."""
         if self._seen is None:
             if not self.has_prompt_tokens:
                 raise SimspecError("these traces hold no prompt tokens, which token-cache rules need: record them "
@@ -203,8 +195,7 @@ class TraceSet:
 
     def accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,
                  rng: np.random.Generator | None = None) -> np.ndarray:
-        """Accepted draft tokens of (depth, size) cycles rooted at positions ``rows``: read off the
-        greedy path, or at T > 0 drawn from the tree's accepted-length distribution with ``rng``."""
+        """Accepted drafts of (depth, size) cycles at ``rows``: off the greedy path, or drawn with ``rng``."""
         if not self.sampled:
             return accepted_at(self.path_rank, rows, depth, size)
         if rng is None:
@@ -285,17 +276,15 @@ class TraceSet:
 
 
 def accepted_lengths(path_rank: np.ndarray, depth: np.ndarray | int, size: np.ndarray | int) -> np.ndarray:
-    """Accepted draft tokens for trees of ``depth`` levels verified at ``size`` nodes (root
-    included), one per row of ``path_rank`` ([n, depth_max-1, depth_max-1]). Vectorised;
-    ``depth`` and ``size`` broadcast against the rows. Depth 1 drafts nothing: 0."""
+    """Accepted drafts of trees of ``depth`` levels verified at ``size`` nodes (root included), per
+    row of ``path_rank``; ``depth`` and ``size`` broadcast. Depth 1 drafts nothing: 0."""
     n = path_rank.shape[0]
     return accepted_at(path_rank, np.arange(n), np.broadcast_to(np.asarray(depth), (n,)),
                        np.broadcast_to(np.asarray(size), (n,)))
 
 
 def accepted_at(path_rank: np.ndarray, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """``accepted_lengths(path_rank[rows], depth, size)`` without copying whole tables: one
-    gather of the column each row needs (the replay hot path)."""
+    """``accepted_lengths(path_rank[rows], depth, size)``, gathering only each row's column (hot path)."""
     levels = path_rank.shape[1]
     column = np.clip(depth - 2, 0, levels - 1)
     ranks = path_rank[rows[:, None], np.arange(levels)[None, :], column[:, None]]
@@ -347,8 +336,8 @@ def assemble(traces: list[PromptTrace], prompts: list[list[int]] | list[int], me
 
 
 def pad_node_rows(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One prompt's node arrays from its positions' (depth, parent, prob, token) rows, padded to
-    the longest row (depth ``PAD_DEPTH``, parent -1, probability and token 0)."""
+    """Node arrays from positions' (depth, parent, prob, token) rows, padded to the longest row
+    (depth ``PAD_DEPTH``, parent -1, probability and token 0)."""
     n, k = len(rows), max((len(r[0]) for r in rows), default=1)
     out = {"node_depth": np.full((n, k), PAD_DEPTH, np.int8), "node_parent": np.full((n, k), -1, np.int16),
            "node_prob": np.zeros((n, k), np.float32), "node_token": np.zeros((n, k), np.int32)}
@@ -362,15 +351,4 @@ def _node_tables(traces: list[PromptTrace]) -> dict:
     """The prompts' node arrays padded to one column count (none: greedy traces)."""
     if all(t.node_depth is None for t in traces):
         return {}
-    k = max(t.node_depth.shape[1] for t in traces)
-    positions = sum(len(t.context_length) for t in traces)
-    out = {"node_depth": np.full((positions, k), PAD_DEPTH, np.int8),
-           "node_parent": np.full((positions, k), -1, np.int16), "node_prob": np.zeros((positions, k), np.float32),
-           "node_token": np.zeros((positions, k), np.int32)}
-    row = 0
-    for t in traces:
-        n, width = t.node_depth.shape
-        for name in NODE_ARRAYS:
-            out[name][row:row + n, :width] = getattr(t, name)
-        row += n
-    return out
+    return pad_node_rows([row for t in traces for row in zip(*(getattr(t, name) for name in NODE_ARRAYS))])

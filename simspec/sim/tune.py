@@ -1,14 +1,10 @@
 """``simspec tune``: the best static tree for a profile, in the settings of the engine a user
 deploys (numpy only).
 
-Every static (D, V) of the grid is replayed on the profile's train prompts; the best one and
-the runner-up are then scored on the held-out prompts, so the speedup printed is not the one
-the choice was made on. Per context band (positions grouped by context length), the best tree
-is estimated cycle by cycle and reported where it differs from the overall choice.
-
-At ``batch_size`` B > 1 the profile's curves measured (or modelled) at B price every cycle: B
-sequences share each cycle's draft and verify time, each advancing by its own accepted tokens,
-against plain decoding of the same B sequences (``CostModel.at_batch``).
+Every static (D, V) of the grid is replayed on the train prompts; the best one and the
+runner-up are scored on the held-out prompts, so the speedup printed is not the one the choice
+was made on. The best tree per context band is reported where it differs. At ``batch_size`` B
+the profile's curves at B price every cycle (``CostModel.at_batch``).
 
 Engine conventions (simspec counts tree levels with the root, and verified tokens with it):
 
@@ -37,7 +33,7 @@ import numpy as np
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
-from simspec.sim.surface import mean_speedup, ranking, tree_surface
+from simspec.sim.surface import ranking, tree_surface
 
 ENGINES = ("sglang", "vllm", "trtllm", "eagle", "json")
 CHAIN_ENGINES = ("vllm", "trtllm")
@@ -121,22 +117,19 @@ class Tuned:
 
 
 def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> list[dict]:
-    """Per context band: the candidate with the best throughput, estimated with every position
-    of the band as a cycle's root (greedy time of the tokens a cycle yields over its time)."""
+    """Per context band: the candidate with the best throughput, with every position of the band as a
+    cycle's root (greedy time of the tokens a cycle yields over its time)."""
     out = []
     context = traces.context_length
-    rows = np.arange(traces.positions)
     for lo, hi in zip(BAND_EDGES[:-1], BAND_EDGES[1:]):
-        at = rows[(context >= lo) & (context < hi)]
+        at = np.flatnonzero((context >= lo) & (context < hi))
         if len(at) < 200:  # too few positions to call a band's best
             continue
-        plain = cost.greedy(context[at])
-        scores = []
+        plain, scores = cost.greedy(context[at]), []
         for depth, size in candidates:
             d, v = np.full(len(at), depth), np.full(len(at), size)
-            tokens = traces.expected_accepted(at, d, v) + 1
             seconds = cost.cycle(d, width, v, context[at], np.ones(len(at), dtype=np.int64))
-            scores.append(float(np.sum(tokens * plain) / np.sum(seconds)))
+            scores.append(float(np.sum((traces.expected_accepted(at, d, v) + 1) * plain) / np.sum(seconds)))
         best = int(np.argmax(scores))
         out.append({"context": [int(lo), int(min(hi, context.max() + 1))], "positions": int(len(at)),
                     "depth": candidates[best][0], "size": candidates[best][1], "speedup": scores[best]})
@@ -147,33 +140,27 @@ def run(request: TuneRequest) -> Tuned:
     """The best static tree on the profile's train prompts, scored on its held-out ones."""
     from simspec.policies.base import StaticPolicy
     from simspec.sim.profile import load_profile
-    from simspec.sim.replay import replay
+    from simspec.sim.replay import mean_speedup, replay
 
     r = request
     r.check()
     profile = load_profile(r.profile)
-    cost = profile.cost.at_batch(r.batch_size)
-    traces = profile.traces()
+    cost, traces = profile.cost.at_batch(r.batch_size), profile.traces()
     splits = np.array(traces.meta.splits or [])
     train_idx, held_idx = np.flatnonzero(splits == "train"), np.flatnonzero(splits == "heldout")
     notes = []
     if len(train_idx) == 0 or len(held_idx) == 0:
         notes.append("the traces have no train/held-out split: the tree is chosen and scored on the same prompts")
         train_idx = held_idx = np.arange(traces.n_prompts)
-    train, held = traces.subset(train_idx), traces.subset(held_idx)
-    width = traces.width
-    chain = r.engine in CHAIN_ENGINES
-    surface = tree_surface(train, cost, r.max_new_tokens, chain)
-    if chain:
+    train, held, width = traces.subset(train_idx), traces.subset(held_idx), traces.width
+    surface = tree_surface(train, cost, r.max_new_tokens, r.engine in CHAIN_ENGINES)
+    if r.engine in CHAIN_ENGINES:
         notes.append(f"{r.engine} drafts a chain: trees verifying D tokens, acceptance read off the recorded "
                      f"width-{width} beam trees' best D nodes (the chain's where those are the top-1 chain)")
     ranked = ranking(surface)
     best, runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
-
-    def scored(key):
-        return replay(held, cost, StaticPolicy(key[0], width, key[1]), r.max_new_tokens)
-
-    held_best, held_runner = scored(best), scored(runner)
+    held_best, held_runner = (replay(held, cost, StaticPolicy(d, width, v), r.max_new_tokens)
+                              for d, v in (best, runner))
     tree, second = Tree(best[0], width, best[1]), Tree(runner[0], width, runner[1])
     draft = r.draft_path or str(profile.meta.draft or "DRAFT")
     if best[0] == 1:
@@ -215,8 +202,7 @@ def run(request: TuneRequest) -> Tuned:
 
 
 def _load_notes(load: dict) -> list[str]:
-    """What a user should know before deploying the load-tuned schedule: how it fared on the
-    held-out stream against the throughput-tuned one."""
+    """How the load-tuned schedule fared on the held-out stream against the throughput-tuned one."""
     from simspec.sim.load import better
 
     held = load["heldout"]

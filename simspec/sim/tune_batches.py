@@ -1,9 +1,8 @@
 """``simspec tune --batch-sizes 1,2,4,8``: the best speculative setting at each batch size, in
 the per-batch-size configuration the serving engines read (numpy only).
 
-Each batch size B is tuned as ``tune --batch-size B`` tunes one (the grid replayed on the train
-prompts with the profile's curves at B, the choice scored on the held-out prompts), for trees
-and for chains. The engines' formats, read from their code (SGLang 0.5.23, vLLM 0.33.0):
+Each batch size B is tuned as ``tune --batch-size B`` tunes one, for trees and for chains. The
+engines' formats, read from their code (SGLang 0.5.23, vLLM 0.33.0):
 
 - SGLang varies only the number of draft steps by batch size, and only for chains: its adaptive
   speculative decoding (``--speculative-adaptive --speculative-adaptive-config FILE``, EAGLE /
@@ -36,13 +35,13 @@ from simspec.errors import SimspecError
 
 def _best(train, held, cost, max_new_tokens, chain: bool) -> dict:
     from simspec.policies.base import StaticPolicy
-    from simspec.sim.replay import replay
+    from simspec.sim.replay import mean_speedup, replay
     from simspec.sim.surface import ranking, tree_surface
 
     surface = tree_surface(train, cost, max_new_tokens, chain)
     ranked = ranking(surface)
     (depth, size), runner = ranked[0], ranked[1] if len(ranked) > 1 else ranked[0]
-    held_speedup = float(np.mean(replay(held, cost, StaticPolicy(depth, train.width, size), max_new_tokens).speedup))
+    held_speedup = mean_speedup(replay(held, cost, StaticPolicy(depth, train.width, size), max_new_tokens))
     return {"depth": depth, "size": size, "speedup": held_speedup, "runner_up": {"depth": runner[0], "size": runner[1]}}
 
 
@@ -60,11 +59,9 @@ def per_batch(profile, train, held, batch_sizes: tuple[int, ...], max_new_tokens
 
 def sglang_adaptive(rows: list[dict]) -> dict:
     """SGLang's adaptive-speculation file: a band per tuned batch size, its candidate steps."""
-    config = {}
-    for row in rows:
-        steps = {row["chain"]["depth"] - 1, row["chain"]["runner_up"]["depth"] - 1}
-        config[str(row["batch_size"])] = {"candidate_steps": sorted(steps)}
-    return config
+    return {str(row["batch_size"]): {"candidate_steps": sorted({row["chain"]["depth"] - 1,
+                                                                row["chain"]["runner_up"]["depth"] - 1})}
+            for row in rows}
 
 
 def vllm_ranges(rows: list[dict]) -> list[list[int]]:
@@ -106,12 +103,9 @@ LOAD_DRAFT_LENS = (0, 1, 2, 3, 4, 5, 7)  # the draft lengths K a band may take; 
 def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float, duration: float, seed: int,
              max_new_tokens: int | None) -> dict:
     """The draft length per batch-size band that serves a Poisson stream at ``rate`` best
-    (``sim.load.better``: goodput at ``tpot_s``, then throughput, then latency) through
-    ``max(batch sizes)`` rows, a cycle taking the smallest tuned batch size at or above its busy
-    rows (TensorRT-LLM's ``draft_len_schedule`` rule). Searched band by band (coordinate descent,
-    from the throughput-tuned chains of ``rows``, until no band changes) on a stream of train
-    prompts; the choice, the throughput-tuned schedule and plain decoding then serve a stream of
-    held-out prompts."""
+    (``sim.load.better``) through ``max(batch sizes)`` rows, by TensorRT-LLM's ``draft_len_schedule``
+    rule. Coordinate descent from the throughput-tuned chains on a stream of train prompts; the
+    choice, the throughput-tuned schedule and plain decoding then serve a held-out stream."""
     from simspec.policies.rules.serving import DraftLenSchedule
     from simspec.sim.evaluate import decision_charges
     from simspec.sim.load import better, replay_load
@@ -130,14 +124,11 @@ def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float,
     stream = poisson(rate, duration, np.arange(train.n_prompts), seed)
     start = [min(r["chain"]["depth"] - 1, max(lens)) for r in rows]
     best, score = list(start), served(train, start, stream)
-    first = score
-    changed = True
+    first, changed = score, True
     while changed:
         changed = False
         for band in range(len(sizes)):
-            for k in lens:
-                if k == best[band]:
-                    continue
+            for k in (k for k in lens if k != best[band]):
                 trial = best[:band] + [k] + best[band + 1:]
                 trial_score = served(train, trial, stream)
                 if better(trial_score, score) > 0:
@@ -150,10 +141,7 @@ def for_load(profile, train, held, rows: list[dict], rate: float, tpot_s: float,
 
 
 def load_rows(rows: list[dict], draft_lens: dict[str, int]) -> list[dict]:
-    """``rows`` with each batch size's chain set to the load-tuned draft length (what
-    ``engine_config`` renders)."""
-    out = []
-    for row in rows:
-        depth = draft_lens[str(row["batch_size"])] + 1
-        out.append({**row, "chain": {"depth": depth, "size": depth, "runner_up": {"depth": depth, "size": depth}}})
-    return out
+    """``rows`` with each batch size's chain set to the load-tuned draft length."""
+    chains = {b: {"depth": k + 1, "size": k + 1} for b, k in draft_lens.items()}
+    return [{**row, "chain": {**chains[str(row["batch_size"])], "runner_up": chains[str(row["batch_size"])]}}
+            for row in rows]

@@ -1,13 +1,7 @@
-"""``simspec tune``'s Sequoia tree: the hardware-aware tree of any shape for the profile, and the
-settings of the engines that can take one (numpy only).
-
-A tree of fixed shape is written as rank paths (``simspec.policies.shape``), the form these take:
-
-- EAGLE-1 (and Medusa): ``tree_choices``, any tree of rank paths.
-- vLLM: ``speculative_token_tree`` with ``num_speculative_tokens`` = its node count, under its
-  tree attention backend, for trees whose nodes of each level all have the same number of
-  children; any other shape it cannot draft.
-- SGLang drafts EAGLE-2/3 dynamic trees (top-k beam, best V): no fixed shape.
+"""``simspec tune``'s Sequoia tree (any shape) and the settings of the engines that can take one,
+as rank paths (numpy only): EAGLE-1's ``tree_choices`` (any tree); vLLM's ``speculative_token_tree``
+with ``num_speculative_tokens`` = its nodes, for trees whose nodes of each level all have the same
+number of children; SGLang drafts top-k beam trees only.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import numpy as np
 
 from simspec.policies.rules.sequoia import SequoiaTree, sequoia_shape, split_acceptance
 from simspec.policies.shape import TreeShape
-from simspec.sim.replay import replay
+from simspec.sim.replay import mean_speedup, replay
 
 
 def settings(shape: TreeShape, engine: str, draft: str) -> tuple[dict | None, str]:
@@ -44,12 +38,10 @@ def sequoia_summary(train, held, cost, depth_max: int, max_new_tokens: int | Non
     """Sequoia's tree from the train split's acceptance by rank and ``cost``, scored on ``held``."""
     p = split_acceptance(train, by_depth)
     shape, model = sequoia_shape(p, cost, int(np.median(train.context_length)), depth_max)
-    policy = SequoiaTree(shape)
-    scored = replay(held, cost, policy, max_new_tokens)
-    engine_settings, line = settings(shape, engine, draft)
+    policy, (engine_settings, line) = SequoiaTree(shape), settings(shape, engine, draft)
     return {"nodes": shape.size, "depth": shape.depth, "per_level": np.bincount(shape.depths)[1:].tolist(),
             "tree": shape.choices(), "acceptance_by_rank": [round(float(x), 4) for x in p[0, :8]],
             "expected_tokens": model["expected_tokens"],
-            "speedup": float(np.mean(scored.speedup)),
-            "speedup_train": float(np.mean(replay(train, cost, policy, max_new_tokens).speedup)),
+            "speedup": mean_speedup(replay(held, cost, policy, max_new_tokens)),
+            "speedup_train": mean_speedup(replay(train, cost, policy, max_new_tokens)),
             "settings": engine_settings, "flags": line}

@@ -1,17 +1,12 @@
 """LTD (Learning to Draft): a size policy and a depth policy, each PPO, trained separately and
 then co-adapted in alternating rounds with the other one frozen.
 
-Two choices of the paper are stated for its GPU and are carried over by their role here:
-- the depth policy's initial training verifies a fixed V (60 in the paper: EAGLE-3's static
-  size on its GPU); here it is the best static V of the profile's training prompts;
-- the 12 size actions map linearly to V = s, 2s, ..., 12s with s = 20 in the paper, where the
-  best static V sits mid-range; here s = round(best static V / 6), which gives LTD's own 20..240
-  on the analytic H100 profile (best V 128) and 1..12 on the CPU one (best V 6).
-
-Ablations (LTD Tab. 4 and 7), ``ablate``: "size" trains the depth policy alone (every cycle
-verifies the best static V), "depth" the size policy alone (every cycle drafts the best static
-depth), "rounds" both policies without co-adaptation (round 0: the two initial trainings,
-combined as they are).
+Two of the paper's choices for its GPU carry over by their role: the depth policy's initial
+training verifies the best static V of the training prompts (the paper's 60), and the 12 size
+actions are V = s, 2s, ..., 12s with s = round(best static V / 6) (the paper's s = 20 puts the
+best V mid-range). Ablations (LTD Tab. 4 and 7), ``ablate``: "size" trains the depth policy alone
+(best static V), "depth" the size policy alone (best static depth), "rounds" both without
+co-adaptation.
 """
 
 from __future__ import annotations
@@ -55,15 +50,13 @@ SIZE_PPO = PPOConfig(policy_layers=(1024, 256), value_layers=(1024, 256), gamma=
 DEPTH_PPO = PPOConfig(policy_layers=(1024,), value_layers=(1024, 256), gamma=0.999, steps=1_000_000, **_SHARED)
 
 LTD_PRESETS = {
-    # The paper's networks and hyper-parameters and its initial step counts; the paper gives no
-    # step count for co-adaptation rounds: each phase of a round here is 10 % of that policy's
-    # initial training, starting from its best checkpoint.
+    # The paper's networks, hyper-parameters and initial steps; its rounds' steps unstated: each
+    # round's phase is 10 % of that policy's initial training, from its best checkpoint.
     "paper": LTDSchedule(SIZE_PPO, DEPTH_PPO, rounds=2, round_size_steps=10_000, round_depth_steps=100_000),
     # Same networks and hyper-parameters, a tenth of the steps: minutes, not a quarter hour.
     "fast": LTDSchedule(SIZE_PPO.with_steps(10_000), DEPTH_PPO.with_steps(100_000), rounds=1,
                         round_size_steps=4_096, round_depth_steps=20_480, validations_per_phase=8),
-    # Same networks, every phase one or two rollouts of 256 steps and two epochs: seconds, for
-    # checking the wiring (phases, co-adaptation, checkpoints, export); learns little.
+    # Every phase one or two rollouts of 256 steps: seconds, for checking the wiring; learns little.
     "smoke": LTDSchedule(SIZE_PPO.smoke(), DEPTH_PPO.smoke(), rounds=1, round_size_steps=256, round_depth_steps=256,
                          validations_per_phase=1),
 }
@@ -106,8 +99,7 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
         steps_done += model.num_timesteps
         return callback.best_score
 
-    # Initial trainings: the size policy under uniform depths (validated with the best static
-    # depth), the depth policy at a fixed V.
+    # Initial trainings: the size policy under uniform depths, the depth policy at a fixed V.
     size_model = depth_model = None
     if ablate != "size":
         size_model = make_ppo(env("ltd-size", sizes=sizes), schedule.size, s.seed, tensorboard, s.precision)
@@ -126,8 +118,7 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
         both = policy(export_actor(depth_model), export_actor(size_model))
         return LTDResult(both, size_model, depth_model, sizes, s.validation_speedup(both), steps_done)
 
-    # Co-adaptation: retrain each policy against the other one frozen at its best checkpoint;
-    # the combination kept is the best validated one.
+    # Co-adaptation: each policy retrained against the other frozen; the best validated pair is kept.
     best = (-np.inf, None, None, None)
 
     def keep_if_best(score: float, depth_net: MLP, size_net: MLP) -> None:

@@ -1,14 +1,13 @@
-"""Stable-baselines3 PPO as the seeds configure it, on the simulator's VecEnv: configuration,
-the warm-up + linear-decay learning rate, export of the actor to numpy, and a callback that
-logs the training curve, validates the deployed (deterministic) policy in replay and keeps the
-best checkpoint, as LTD does."""
+"""Stable-baselines3 PPO as the seeds configure it, on the simulator's VecEnv: the warm-up +
+linear-decay learning rate, the actor's export to numpy, and a callback that validates the
+deployed policy in replay and keeps the best checkpoint, as LTD does."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -26,9 +25,8 @@ from simspec.train.setting import PRECISIONS
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """One PPO training phase. ``buffer`` is the rollout size summed over environment copies
-    (SB3's n_steps x n_envs); gradient work per environment step is epochs / minibatch, so the
-    number of copies changes speed, not the learning problem."""
+    """One PPO training phase. ``buffer`` is the rollout size over all copies (SB3's n_steps x n_envs),
+    so the number of copies changes speed, not the learning problem."""
 
     policy_layers: tuple[int, ...]
     value_layers: tuple[int, ...]
@@ -45,16 +43,15 @@ class PPOConfig:
     n_envs: int = 16
 
     def with_steps(self, steps: int) -> PPOConfig:
-        return PPOConfig(**{**self.__dict__, "steps": steps})
+        return replace(self, steps=steps)
 
     def smoke(self) -> PPOConfig:
         """The ``smoke`` preset's phase: the same networks, two rollouts of 256 steps, two epochs."""
-        return PPOConfig(**{**self.__dict__, "steps": 512, "buffer": 256, "epochs": 2})
+        return replace(self, steps=512, buffer=256, epochs=2)
 
 
 def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callable[[float], float]:
-    """SB3 schedule (argument: progress remaining, 1 -> 0): rises to ``peak`` over the first
-    ``warmup`` of the phase, then decays linearly to 0 (or stays, without ``decay``)."""
+    """SB3 schedule (of progress remaining, 1 -> 0): up to ``peak`` over ``warmup``, then linearly to 0."""
     def schedule(remaining: float) -> float:
         if not decay:
             return peak
@@ -67,9 +64,8 @@ def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callab
 
 @contextmanager
 def _lean_torch() -> Iterator[None]:
-    """Exact shortcuts for a CPU learner: no argument validation in every minibatch's
-    distribution, and single-threaded numpy BLAS (the simulator's and frozen partner policies'
-    small products would otherwise leave OpenBLAS threads spinning on the cores torch needs)."""
+    """Exact shortcuts for a CPU learner: no argument validation of distributions, single-threaded numpy
+    BLAS (the simulator's small products would leave OpenBLAS threads spinning on torch's cores)."""
     checks = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(False)
     try:
@@ -79,14 +75,10 @@ def _lean_torch() -> Iterator[None]:
         torch.distributions.Distribution.set_default_validate_args(checks)
 
 
-
-
 class BF16Extractor(MlpExtractor):
-    """SB3's actor and critic trunks with their hidden layers multiplied in bfloat16 (autocast),
-    in rollouts and updates alike, so PPO's probability ratio starts each update at exactly 1.
-    Weights, gradients and Adam's moments stay fp32, and so do the action and value heads, the
-    log-probabilities, the losses and the exported (deployed) actor: mixed precision as GPU
-    trainers use it, which halves the update time on a CPU with native bf16."""
+    """SB3's actor and critic trunks with hidden layers in bfloat16 (autocast), in rollouts and updates
+    alike, so PPO's ratio starts each update at exactly 1. Weights, Adam, heads, losses and the
+    exported actor stay fp32; halves the update time on a CPU with native bf16."""
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -128,8 +120,7 @@ def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None, precisi
 
 
 def export_actor(model: PPO) -> MLP:
-    """The deterministic actor as numpy: the policy branch's linear layers and the action head
-    (SB3's default tanh activations; its features extractor only flattens)."""
+    """The deterministic actor as numpy: the policy branch's linear layers and the action head."""
     linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
     linears.append(model.policy.action_net)
     return MLP(tuple((layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy())
@@ -137,10 +128,9 @@ def export_actor(model: PPO) -> MLP:
 
 
 class ValidatedPhase(BaseCallback):
-    """Per rollout: the mean reward per environment step goes to the log; every
-    ``validate_every`` rollouts (and at the end) ``validate(actor) -> speedup`` scores the
-    deployed policy on validation prompts, and the best-scoring weights are kept. Both also go
-    to SB3's logger (TensorBoard: ``rollout/reward``, ``validation/speedup``, RADAR's tags too)."""
+    """Per rollout, the mean reward goes to the log; every ``validate_every`` rollouts (and at the end)
+    ``validate(actor)`` scores the deployed policy and the best weights are kept. Both also go to
+    SB3's logger (``rollout/reward``, ``validation/speedup``)."""
 
     def __init__(self, phase: str, validate: Callable[[MLP], float], validate_every: int, log: TrainingLog,
                  progress: Callable[[int], None], step_offset: int) -> None:
@@ -155,9 +145,7 @@ class ValidatedPhase(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         self.rollouts += 1
-        score = None
-        if self.rollouts % self.validate_every == 0:
-            score = self._check()
+        score = self._check() if self.rollouts % self.validate_every == 0 else None
         reward = float(self.model.rollout_buffer.rewards.mean())
         self.log.add(self.phase, self.step_offset + self.num_timesteps, reward, score)
         self.logger.record("rollout/reward", reward)  # written by SB3's next dump, right after this rollout

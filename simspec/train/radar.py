@@ -1,15 +1,8 @@
-"""RADAR: offline REINFORCE of a small LSTM that reads the draft's confidences after each draft
-call and says CONTINUE or STOP, trained on the table of accepted lengths per prefix and number
-of draft calls (``radar_dataset``) rather than in the decoding loop.
-
-An episode is one cycle at a random training prefix: after call t the LSTM sees
-``radar_features``; CONTINUE costs ``alpha``; STOP after t calls (forced at t_max) earns the
-reward of the accepted tokens in T_gen(t) = T0 + Tf t + T_policy (t + 1). Batches of episodes
-are rolled out at once in torch; the baseline is the batch's mean return.
-
-With a ``tensorboard`` folder, the scalars go to its ``radar_1/`` run under the tags the PPO
-trainers write (``simspec.train.ppo``): ``train/loss``, ``rollout/reward``,
-``validation/speedup`` and ``time/fps``, against environment steps."""
+"""RADAR: offline REINFORCE of a small LSTM that reads the draft's confidences after each call and
+says CONTINUE or STOP, trained on the table of accepted lengths per prefix and number of calls
+(``radar_dataset``), an episode being the MDP ``simspec.sim.envs.Radar`` describes. Batches of
+episodes roll out at once; the baseline is the batch's mean return. TensorBoard scalars go to
+a ``radar_1/`` run under the PPO trainers' tags."""
 
 from __future__ import annotations
 
@@ -76,13 +69,10 @@ class RadarResult:
 
 def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float) -> np.ndarray:
     """[prefixes, t_max]: the return of stopping after t calls at each training prefix."""
-    s = setting
-    traces, t_max = s.fit, s.depth_max - 1
-    accepted = radar_dataset(traces, s.grid_size, t_max)
-    t0, tf, tp = radar_cost(traces, s.cost, s.grid_size, policy_seconds)
-    t = np.arange(1, t_max + 1)
-    reward = cycle_reward(s.reward, accepted, (t0 + tf * t + tp * (t + 1))[None, :],
-                          greedy_token_seconds(traces, s.cost))
+    s, t = setting, np.arange(1, setting.depth_max)
+    t0, tf, tp = radar_cost(s.fit, s.cost, s.grid_size, policy_seconds)
+    reward = cycle_reward(s.reward, radar_dataset(s.fit, s.grid_size, len(t)), (t0 + tf * t + tp * (t + 1))[None, :],
+                          greedy_token_seconds(s.fit, s.cost))
     return reward - config.alpha * (t - 1)[None, :]
 
 
@@ -158,9 +148,7 @@ RADAR_TIMING_KEY = "radar_call"
 
 def radar_call_seconds(width: int, depth_max: int, size: int, hidden: int = RadarConfig.hidden,
                        repeats: int = 50) -> float:
-    """Seconds of one RADAR decision cycle at depth 3 (one CONTINUE/STOP call), for T_gen's
-    T_policy; an untrained network, since the time does not depend on the weights."""
-    from simspec.policies.learned import RadarPolicy
+    """T_gen's T_policy: one RADAR decision cycle at depth 3, of an untrained network (weights do not matter)."""
     from simspec.policies.timing import policy_latency
 
     untrained = RadarPolicy(width, depth_max, RadarNet(width + 1, hidden).export(), size)

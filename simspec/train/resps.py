@@ -1,9 +1,6 @@
-"""Re-SpS: one PPO policy picks the tree's (total tokens, depth) and the choice is held for N
-cycles (10 in training, 30 at inference); the reward is the interval's mean per-cycle reward.
-Two variants, as in the paper: standard PPO and maximum-entropy PPO (entropy coefficient 0.1).
-
-The paper's MLP [128, 128]; what DESIGN.md does not state is SB3's PPO default (learning rate
-3e-4 constant, 10 epochs, minibatch 64, gamma 0.99, GAE 0.95), over a 2048-step rollout."""
+"""Re-SpS: one PPO policy picks the tree's (total tokens, depth), held for N cycles (10 in training,
+30 at inference), standard or maximum-entropy (entropy 0.1). The paper's MLP [128, 128]; the
+rest SB3's PPO defaults (3e-4 constant, 10 epochs, minibatch 64, gamma 0.99), 2048-step rollouts."""
 
 from __future__ import annotations
 
@@ -36,8 +33,7 @@ class ReSpSResult:
 def train_resps(setting: Setting, config: PPOConfig, variant: str, log: TrainingLog,
                 progress: Callable[[int], None], tensorboard: str | None = None,
                 validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD) -> ReSpSResult:
-    """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold``
-    cycles (the paper's 10 and 30; Fig. 3's interval N)."""
+    """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold`` (Fig. 3's N)."""
     s = setting
     actions = resps_actions(s.width, s.depth_max)
     config = PPOConfig(**{**config.__dict__, "entropy": VARIANTS[variant]})

@@ -1,9 +1,6 @@
-"""``simspec train --simulated``: one request in, one policy artifact and its summary out.
-
-Trains the algorithm against the profile's cost model and training traces, measures the
-deployed policy's decision latency on this machine, scores it on the held-out prompts next to
-EAGLE-3's default tree, the best static tree and the hindsight oracle, and writes
-``policies/<name>/`` (see ``simspec.policies.artifact``)."""
+"""``simspec train --simulated``: trains the algorithm on the profile's training traces, times the
+deployed policy's decisions here, scores it on the held-out prompts next to EAGLE-3's tree, the
+best static tree and the oracle, and writes ``policies/<name>/`` (``simspec.policies.artifact``)."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ class TrainRequest:
     precision: str = opt("auto", "PPO's hidden layers: fp32, or bf16 (autocast; weights, heads, losses, Adam and the "
                          "exported policy stay fp32). auto: the algorithm's own choice (LTD's wide networks: bf16 "
                          "where the CPU has native bf16, twice as fast; else fp32).")
-    # The algorithm's own options (``simspec.train.trainers``: its flags, filled by the verb);
-    # None: its defaults.
+    # The algorithm's own options (``simspec.train.trainers``), filled by the verb; None: its defaults
     options: object = opt(None, "The algorithm's own options.", cli=False)
 
     def __post_init__(self) -> None:
@@ -63,8 +59,7 @@ class TrainRequest:
         return trainer(self.algo).auto_precision() if self.precision == "auto" else self.precision
 
     def check(self) -> Profile:
-        """Every flag, the output folder, the profile and its traces, before any work; returns
-        the profile."""
+        """Every flag, the output folder, the profile and its traces, before any work; the profile."""
         from simspec.cache import check_out
 
         learned(self.algo)  # a registered algorithm, else one line naming them
@@ -88,12 +83,9 @@ class TrainRequest:
     def out_dir(self) -> Path:
         if self.out:
             return Path(self.out)
-        parts = [self.options.label(self.algo), Path(self.profile).name]
-        if self.preset != "paper":
-            parts.append(self.preset)
-        if self.reward != "throughput":
-            parts.append(self.reward)
-        return Path("policies") / "-".join(parts + self.options.name_parts())
+        parts = [self.options.label(self.algo), Path(self.profile).name, "" if self.preset == "paper" else self.preset,
+                 "" if self.reward == "throughput" else self.reward, *self.options.name_parts()]
+        return Path("policies") / "-".join(part for part in parts if part)
 
 
 def total_work(request: TrainRequest) -> int:

@@ -1,6 +1,5 @@
-"""What every training run shares: the profile's cost model and its traces split three ways
-(prompts to learn on, training-split prompts held back to pick checkpoints, the held-out split
-that only the final report sees), the best static tree of the training split, and the reward."""
+"""What every training run shares: the cost model, the traces split three ways (fit, validation to
+pick checkpoints, held-out for the final report), the best static tree, and the reward."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from simspec.policies.base import BatchPolicy
 from simspec.sim.costmodel import CostModel
 from simspec.sim.evaluate import grid_best, split_traces
 from simspec.sim.profile import Profile
-from simspec.sim.replay import replay
+from simspec.sim.replay import mean_speedup, replay
 from simspec.sim.traces import TraceSet
 
 # Choices that requests check before any heavy import (torch, SB3).
@@ -48,7 +47,7 @@ class Setting:
 
     def validation_speedup(self, policy: BatchPolicy) -> float:
         """Mean replay speedup of the deployed policy on the validation prompts."""
-        return float(np.mean(replay(self.validation, self.cost, policy, self.max_new_tokens).speedup))
+        return mean_speedup(replay(self.validation, self.cost, policy, self.max_new_tokens))
 
 
 def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 0.2,

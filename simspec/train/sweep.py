@@ -1,13 +1,10 @@
 """``simspec sweep``: many trainings on one profile (algorithms x rewards x seeds), one after
 another or as Ray tasks, and a table of held-out speedups over seeds per configuration.
 
-A trial is exactly ``simspec train --simulated`` with the trial's algorithm, reward and seed,
-writing its policy folder inside the sweep's. Every trial runs ``threads`` torch threads (one by
-default), in this process or in a Ray worker alike, because training's float arithmetic, and so
-its policy, depends on the thread count: one seed then gives one policy with or without Ray.
-Under Ray each trial is a task that asks for that many CPUs and returns its policy folder's
-files, which the driver writes into the sweep folder; a trial whose worker fails is retried.
-The folder is renamed into place only when every trial has finished.
+A trial is ``simspec train --simulated`` writing its policy folder inside the sweep's, at
+``threads`` torch threads here or in a Ray worker alike (a policy depends on the thread count).
+Under Ray each trial is a task returning its folder's files, which the driver writes; a failed
+worker's trial is retried. The folder is renamed into place once every trial has finished.
 """
 
 from __future__ import annotations
@@ -108,9 +105,8 @@ def run_trial(request: SweepRequest, trial: Trial, folder: Path, advance: Callab
 
 
 def _ray_trial(request: SweepRequest, trial: Trial) -> tuple[dict, dict[str, bytes]]:
-    """A Ray task: one trial in a scratch folder on its worker; the numbers it reports and its
-    policy folder's files (path -> bytes), which reach the driver through Ray's object store, so
-    that the nodes of a cluster need no shared file system."""
+    """A Ray task: one trial in a scratch folder; its numbers and its files (path -> bytes), through
+    Ray's object store (a cluster needs no shared file system)."""
     work = Path(tempfile.mkdtemp(prefix=".simspec-trial-"))
     try:
         summary = run_trial(request, trial, work)
@@ -147,8 +143,7 @@ def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status
 def table(rows: list[dict]) -> list[dict]:
     """Per (algorithm, reward): held-out speedup mean and sd over seeds, beside the grid best's."""
     out = []
-    keys = sorted({(r["algo"], r["reward"]) for r in rows})
-    for algo, reward in keys:
+    for algo, reward in sorted({(r["algo"], r["reward"]) for r in rows}):
         mine = [r for r in rows if (r["algo"], r["reward"]) == (algo, reward)]
         speedups = [r["heldout_speedup"] for r in mine]
         out.append({"algo": algo, "reward": reward, "seeds": [r["seed"] for r in mine],
@@ -168,9 +163,8 @@ def run(request: SweepRequest, bar, status) -> dict:
     started = time.perf_counter()
     with atomic_directory(request.out_dir(), replace=request.force) as folder:
         if request.ray is None:
-            summaries = []
-            for trial in trials:
-                summaries.append(run_trial(request, trial, folder, bar(f"trial {trial.name}", _work(request, trial))))
+            summaries = [run_trial(request, trial, folder, bar(f"trial {trial.name}", _work(request, trial)))
+                         for trial in trials]
         else:
             summaries = _run_on_ray(request, trials, folder, status)
         rows = [{**s, "policy": str(request.out_dir() / t.name), "reward": t.reward, "seed": t.seed}
@@ -186,5 +180,3 @@ def _work(request: SweepRequest, trial: Trial) -> int:
     from simspec.train.run import total_work
 
     return total_work(request.train_request(trial, Path(".")))
-
-

@@ -1,8 +1,6 @@
-"""The learned-algorithm registry, training side: for each ``--algo``, how much work a request
-is (the progress bar's units), how it trains into what the policy artifact holds, its own
-options (flags ``train`` offers and checks for it alone) and the precisions it trains in. The
-name must also be registered for inference (``simspec.policies.algorithms``: how a folder is
-read).
+"""The learned-algorithm registry, training side: for each ``--algo``, its work (the progress bar's
+units), how it trains into a policy artifact, its own options (``train``'s flags for it alone) and
+precisions. The name is also registered for inference (``simspec.policies.algorithms``).
 
     @dataclass(frozen=True, kw_only=True)
     class MyOptions(AlgorithmOptions):
@@ -11,8 +9,7 @@ read).
     @register_trainer("my-algo", work=lambda request: ..., options=MyOptions)
     def fit(request, setting, log, advance, work_dir) -> Fitted: ...  # reads request.options.budget
 
-The built-ins (LTD, Re-SpS, RADAR) register below; their training code stays in ltd.py,
-resps.py and radar.py, imported when a run starts (torch loads only then)."""
+The built-ins register below; their code (ltd.py, resps.py, radar.py, torch) loads when a run starts."""
 
 from __future__ import annotations
 
@@ -52,9 +49,8 @@ class Fitted:
 
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmOptions:
-    """An algorithm's own options: a frozen, keyword-only dataclass whose fields are ``train``'s
-    flags for that algorithm alone (``simspec.flags.opt``; given with another ``--algo``, refused
-    in one line). The hooks say how they shape the run's name and record."""
+    """An algorithm's own options: a frozen, keyword-only dataclass of ``train``'s flags for it alone
+    (``simspec.flags.opt``); the hooks shape the run's name and record."""
 
     def check(self) -> None:
         """One line (``SimspecError``) for a value out of its range."""
@@ -88,8 +84,7 @@ TRAINERS: Registry[TrainerSpec] = Registry("trainer", ("simspec.train.trainers",
 def register_trainer(name: str, *, work: Callable[[TrainRequest], int], options: type = AlgorithmOptions,
                      precisions: tuple[str, ...] = ("fp32", "bf16"),
                      auto_precision: Callable[[], str] = lambda: "fp32"):
-    """Decorator: registers ``fit(request, setting, log, advance, work_dir) -> Fitted`` for ``name``,
-    with its options class and precisions."""
+    """Decorator: registers ``fit(request, setting, log, advance, work_dir) -> Fitted`` for ``name``."""
     def decorate(fit: Callable[[TrainRequest, Setting, TrainingLog, Advance, Path], Fitted]):
         TRAINERS.add(name, TrainerSpec(name, work, fit, options, tuple(precisions), auto_precision))
         return fit
@@ -121,8 +116,7 @@ class LTDOptions(AlgorithmOptions):
 
 
 def _ltd_precision() -> str:
-    """bf16 for LTD's wide networks where this CPU has native bf16 (faster updates:
-    docs/results/training.md#ltds-paper-schedule-fp32-and-bf16)."""
+    """bf16 for LTD's wide networks where this CPU has native bf16 (faster updates)."""
     from simspec.train.ppo import native_bf16
 
     return "bf16" if native_bf16() else "fp32"
@@ -213,10 +207,8 @@ def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
     from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
 
     config = RADAR_PRESETS[request.preset]
-    # T_policy of RADAR's T_gen: from the profile when calibrate measured it (so that one seed
-    # gives one policy); else the untrained network's decision time, measured now.
-    per_call = (setting.profile.meta.policy_seconds or {}).get(RADAR_TIMING_KEY)
-    source = "profile"
+    # T_policy of RADAR's T_gen: the profile's (so that one seed gives one policy), else measured now
+    per_call, source = (setting.profile.meta.policy_seconds or {}).get(RADAR_TIMING_KEY), "profile"
     if per_call is None:
         per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
             "measured during training (the profile has none: runs with one seed may differ)"

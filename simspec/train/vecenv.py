@@ -14,9 +14,8 @@ from simspec.sim.traces import TraceSet
 
 
 class SimVecEnv(VecEnv):
-    """All copies of an MDP as one stable-baselines3 VecEnv, stepped in numpy. Finished
-    copies restart on a new prompt at once; their last observation is in
-    ``info["terminal_observation"]``, as SB3 expects."""
+    """All copies of an MDP as one SB3 VecEnv; finished copies restart at once, their last observation
+    in ``info["terminal_observation"]``."""
 
     render_mode = None
 
@@ -37,10 +36,9 @@ class SimVecEnv(VecEnv):
     def step_wait(self):
         reward, done = self.mdp.step(self._actions)
         obs = self.mdp.observe(self._all)
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = np.flatnonzero(done)
-        for i in finished:
-            infos[i]["terminal_observation"] = obs[i].copy()
+        infos: list[dict[str, Any]] = [{"terminal_observation": obs[i].copy()} if done[i] else {}
+                                       for i in range(self.num_envs)]
         if len(finished):
             obs[finished] = self.mdp.reset(finished)
         return obs, reward, done, infos
