@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from simspec.engine.batch_models import TargetRows
-from simspec.engine.kv_rows import causal
-from simspec.engine.kv_slots import SlotCache
+from simspec.engine.kv_rows import RowSlotCache, causal, rows_mask
 from simspec.engine.modeling import base_and_head
 
 # a tree over 5 drafted tokens: parents of rows 0..4 (row 0 hangs off the committed context)
@@ -53,15 +52,17 @@ def test_a_kept_path_continues_as_the_sequence_run_from_scratch(tiny, path, capa
 
 
 def test_a_cache_is_one_preallocated_buffer_per_layer(tiny):
-    cache = SlotCache(tiny.model, 32)
+    cache = RowSlotCache(tiny.model, 1, 32)
     assert len(cache.layers) == tiny.model.config.num_hidden_layers
     base = base_and_head(tiny.model)[0]
     with torch.inference_mode():
+        cache.begin(0)
         base(input_ids=torch.arange(8)[None], past_key_values=cache, use_cache=True)
-        buffers = [layer._keys.data_ptr() for layer in cache.layers]
-        base(input_ids=torch.arange(4)[None], position_ids=torch.arange(8, 12)[None], past_key_values=cache,
-             use_cache=True)
-        cache.crop(-4)
-    # written in place: the same storage after more tokens and a crop
-    assert [layer._keys.data_ptr() for layer in cache.layers] == buffers
-    assert all(layer.keys.shape[-2] == 8 for layer in cache.layers)
+        buffers = [s.keys.data_ptr() for s in cache.slots]
+        cache.begin(8)
+        mask = rows_mask(12, np.array([8]), [causal(4)], np.array([8]), 4, base.dtype, torch.device("cpu"))
+        base(input_ids=torch.arange(4)[None], position_ids=torch.arange(8, 12)[None], attention_mask=mask,
+             past_key_values=cache, use_cache=True)
+    # written in place: the same storage after more tokens
+    assert [s.keys.data_ptr() for s in cache.slots] == buffers
+    assert all(layer.keys.shape[-2] == 12 for layer in cache.layers)

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 
 def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], depth: int, width: int,
                         max_new_tokens: int, tick: Callable[[], object] = lambda: None) -> dict:
-    """Share of cycles whose accepted length reaches k, for k = 1 .. depth-1, with a fixed
-    (depth, width, full-tree) config; plus tau. ``tick()`` after each prompt."""
+    """Share of cycles whose accepted length reaches k < depth, and tau, for a fixed whole tree."""
     accepted = []
     for ids in prompts:
         accepted += [c.accepted for c in engine.generate(ids, StaticPolicy(depth, width, 10**6), max_new_tokens).cycles]
@@ -43,10 +42,8 @@ def acceptance_by_depth(engine: SpeculativeEngine, prompts: list[list[int]], dep
 @torch.inference_mode()
 def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_new_tokens: int,
                      tick: Callable[[], object] = lambda: None) -> dict:
-    """Top-1 / top-10 agreement of the drafter's first draft step with the target's greedy token,
-    teacher-forced along the target's own greedy continuation of each prompt (through the
-    engine's drafter interface, exactly as a cycle drafts its root's children); ``tick()``
-    after each prompt."""
+    """Top-1 / top-10 agreement of the drafter's root step with the target's greedy token, teacher-forced
+    along its greedy continuation of each prompt, through the drafter interface a cycle uses."""
     from simspec.engine.batch_models import TargetRows
 
     drafter, device = engine.drafter, engine.device
@@ -72,8 +69,7 @@ def greedy_agreement(engine: SpeculativeEngine, prompts: list[list[int]], max_ne
 
 def measure_card(target: LoadedModel, drafter: Drafter, n_prompts: int = 8, max_new_tokens: int = 64,
                  repeats: int = 7, bar: Bar | None = None) -> dict:
-    """Held-out agreement, latency vs W (next to one target forward of 1 token) and acceptance
-    on held-out prompts; ``bar(description, total)`` counts the prompts' runs."""
+    """Held-out agreement, latency vs W (beside a 1-token target forward) and acceptance."""
     device = target.device
     widths = [1, 2, 4, 6, 8, 10]
     drafts = draft_latency(drafter, target.model.config.vocab_size, widths, [256], repeats, device)
@@ -185,9 +181,7 @@ def _lm_description(config) -> str:
 
 
 def make_card(request: CardRequest, bar: Bar, status) -> dict:
-    """Measures the drafter and writes its card (README.md + measured.json) into its folder;
-    returns the summary (the ``--json`` line). ``bar`` counts the held-out prompts' runs;
-    ``status(text)`` is a context manager shown during the steps without a count."""
+    """Measures the drafter and writes its card (README.md + measured.json); the ``--json`` summary."""
     from simspec.engine.load import load_pair
     from simspec.shipped import shipped_drafter
 

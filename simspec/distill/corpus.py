@@ -1,19 +1,12 @@
 """Teacher data for drafters: token sequences with the target's features and greedy labels.
 
-The text comes from the sources of ``simspec.distill.sources``, mixed by token budget: human text
-(``sharegpt``, ``code``) and the target's own continuations of prompt pools (``self``,
-``selfturns``, ``selfcode``, ``selfpkg``, greedy and cut after their first end-of-sequence token
-as decoding is; ``selft1``, sampled at T = 1), generated in batches (``GENERATION_BATCH`` by default).
-
-For every sequence one batched teacher pass records, at every position, the target's last
-hidden state (after the final norm: what an EAGLE-1/2 head reads), the inputs of three
-decoder layers (low, middle, high: what an EAGLE-3 head fuses) and its greedy next token. Labels are the target's, never
-the dataset's: a drafter is scored on agreeing with the target. The result is cached on disk,
-keyed by everything that determines it, its features in files mapped into memory (a 2 M-token
-corpus's are ~17 GB, more than a 24 GB machine can hold beside training; the page cache keeps
-what fits); the self-distillation, most of its time, is kept per prompt in a text store
-(``simspec.distill.textstore``) as it goes, so a killed build resumes and a kept store serves
-every later build.
+The text mixes ``simspec.distill.sources`` by token budget: human text and the target's own
+continuations of prompt pools (greedy, cut after their first end-of-sequence token as decoding
+is, or sampled). A batched teacher pass records at every position the target's final-norm
+hidden state (what an EAGLE-1/2 head reads), the inputs of three decoder layers (what an EAGLE-3
+head fuses) and its greedy next token: labels are the target's, never the dataset's. The result
+is cached, keyed by all that determines it, its features in memory-mapped files (a 2 M-token
+corpus's are ~17 GB); the self-distilled text is kept per prompt in a ``TextStore`` as it goes.
 """
 
 from __future__ import annotations
@@ -106,8 +99,8 @@ def cut_at_eos(sequence: list[int], prompt_length: int, eos: frozenset[int]) -> 
 
 def _mapped(shape: tuple[int, ...], file: Path | None, dtype: torch.dtype = torch.float16, write: bool = True
             ) -> torch.Tensor:
-    """Zeros in memory, or the contents of ``file`` mapped into memory (``write``: created
-    zero-filled, or kept as it is when it exists, and what is written to the tensor goes to the file)."""
+    """Zeros in memory, or ``file`` mapped into memory (``write``: created zero-filled if missing,
+    writes to the tensor going to the file)."""
     if file is None:
         return torch.zeros(shape, dtype=dtype)
     return torch.from_file(str(file), shared=write, size=math.prod(shape), dtype=dtype).view(shape)
@@ -126,8 +119,7 @@ def _digest(sequences: list[list[int]], seq_len: int, target: LoadedModel) -> st
 
 
 def _resume_point(store: Path, digest: str) -> int:
-    """Rows (in the pass's order) an earlier pass over the same text finished in ``store``; 0 when
-    there is none, its files then cleared so nothing of another text is mapped."""
+    """Rows an earlier pass over the same text finished in ``store``; else 0, its files cleared."""
     try:
         progress = json.loads((store / PROGRESS_FILE).read_text())
         if progress["digest"] == digest:
@@ -142,10 +134,9 @@ def _resume_point(store: Path, digest: str) -> int:
 @torch.inference_mode()
 def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, batch: int = 8,
                  advance: Callable[[int], None] = lambda n: None, store: Path | None = None) -> Corpus:
-    """Features and greedy labels of the target at every position of every sequence; with
-    ``store`` (a folder), features and labels are written to files there instead of kept in memory,
-    and the pass resumes where an earlier one over the same text stopped (its progress recorded
-    every ``PROGRESS_SECONDS``: a 6 M-token corpus's pass takes hours on a CPU)."""
+    """Features and greedy labels of the target at every position of every sequence; with ``store``
+    (a folder) written to files there, the pass resuming where an earlier one over the same text
+    stopped (progress recorded every ``PROGRESS_SECONDS``: a large corpus takes hours on a CPU)."""
     base, head = base_and_head(target.model)
     hidden = target.model.config.hidden_size
     layers = aux_layer_ids(target.model.config.num_hidden_layers)
@@ -201,8 +192,8 @@ def _save_progress(store: Path, digest: str, rows_done: int) -> None:
 
 def corpus_sequences(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
                      store: TextStore, batch: int = GENERATION_BATCH) -> tuple[list[list[int]], dict]:
-    """The token sequences of ``spec`` and their count per source: human text as read, the
-    self-distilled text taken from ``store`` or generated into it, ``batch`` prompts at a time."""
+    """The token sequences of ``spec`` and their count per source, self-distilled text taken from
+    ``store`` or generated into it ``batch`` prompts at a time."""
     if dtype_name(target.model.dtype) != spec.dtype:
         raise SimspecError(f"the teacher corpus wants the target in {spec.dtype}, it is loaded in "
                            f"{dtype_name(target.model.dtype)}")
@@ -235,10 +226,8 @@ def corpus_sequences(target: LoadedModel, spec: CorpusSpec, progress: Callable[[
 
 def build_corpus(target: LoadedModel, spec: CorpusSpec, progress: Callable[[str, int], Callable[[int], None]],
                  text_store: Path | None = None, batch: int = GENERATION_BATCH) -> Corpus:
-    """The teacher corpus for ``spec`` (cached). ``progress(description, total)`` returns a
-    tick function, so the caller decides how progress is shown. The self-distilled text goes to
-    ``text_store`` (a ``TextStore`` folder the caller keeps: another build, here or on another
-    machine, repeats only the teacher pass, minutes, not the generation, hours); without one, to
+    """The teacher corpus for ``spec`` (cached); ``progress(description, total)`` returns a tick
+    function. The self-distilled text goes to ``text_store`` (a folder the caller keeps), else to
     a store beside the cache, dropped once the corpus is stored."""
     path = cache_dir() / "distill" / spec.key(target.name)
     if (path / "corpus.pt").is_file():

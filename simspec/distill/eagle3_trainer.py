@@ -13,10 +13,11 @@ import torch.nn.functional as F
 
 from simspec import __version__
 from simspec.distill.corpus import Corpus
-from simspec.distill.provenance import EAGLE3_FORMAT, FORMAT_VERSION, checked
+from simspec.distill.provenance import FORMAT_VERSION, check_init_fits, checked
 from simspec.distill.trainer import DraftTrainer, Eagle3TrainConfig, reduced_vocabulary
 from simspec.engine.eagle_checkpoint import save_eagle3
 from simspec.engine.eagle_public import Eagle3Head, eagle3_for_target
+from simspec.engine.formats import EAGLE3_FORMAT
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -24,8 +25,7 @@ from simspec.errors import SimspecError
 
 def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_vocab: int,
                  intermediate: int | None = None) -> Eagle3Head:
-    """The EAGLE-3 head a run continues from (float32), checked against the run: same target,
-    same fused layers, a draft vocabulary no smaller than the head's (a larger one grows it)."""
+    """The EAGLE-3 head a run continues from (float32), checked against the run's target and corpus."""
     from simspec.engine.eagle_checkpoint import read_public_head
 
     where = f"--init {directory}"
@@ -40,21 +40,13 @@ def initial_head(directory: Path, target: LoadedModel, corpus: Corpus, draft_voc
     if list(head.feature_layers) != list(corpus.meta["aux_layers"]):
         raise SimspecError(f"{where} fuses target layers {list(head.feature_layers)}, the corpus records "
                            f"{corpus.meta['aux_layers']}: train it afresh")
-    if draft_vocab < head.cfg.draft_vocab:
-        raise SimspecError(f"{where} has a draft vocabulary of {head.cfg.draft_vocab} tokens, --draft-vocab is "
-                           f"{draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
-                           f"{head.cfg.draft_vocab} or more")
-    if intermediate is not None and intermediate < head.cfg.intermediate:
-        raise SimspecError(f"{where} has an MLP of {head.cfg.intermediate} units, --intermediate-size is "
-                           f"{intermediate}: a continued head keeps its units; pass {head.cfg.intermediate} or more")
+    check_init_fits(where, head.cfg.draft_vocab, draft_vocab, head.cfg.intermediate, intermediate)
     return head
 
 
 def grown_head(head: Eagle3Head, vocab_ids: torch.Tensor, target_head: torch.nn.Module) -> Eagle3Head:
-    """``head`` over the larger draft vocabulary ``vocab_ids`` (sorted target ids, the head's own
-    among them): every weight kept, the new tokens' ``lm_head`` rows the target's own rows for
-    them. A trained head's rows stay close to the target's (cosine 0.96 for the shipped head),
-    so a new token starts where a fresh head would and the old ones where they were."""
+    """``head`` over the larger draft vocabulary ``vocab_ids`` (sorted, its own among them): every weight
+    kept, the new tokens' ``lm_head`` rows the target's (as a fresh head's start)."""
     grown = Eagle3Head(replace(head.cfg, draft_vocab=len(vocab_ids)))
     state = {k: v for k, v in head.state_dict().items() if k not in ("lm_head.weight", "d2t", "t2d")}
     grown.load_state_dict(state, strict=False)
@@ -70,9 +62,8 @@ def grown_head(head: Eagle3Head, vocab_ids: torch.Tensor, target_head: torch.nn.
 
 
 def widened_head(head: Eagle3Head, intermediate: int, seed: int) -> Eagle3Head:
-    """``head`` with ``intermediate`` MLP units: its own units kept, the new ones' gate and up rows
-    drawn as a fresh layer's and their ``down_proj`` columns zero, so the widened head computes
-    exactly what ``head`` did until training moves the new columns off zero."""
+    """``head`` with ``intermediate`` MLP units: new gate and up rows drawn as a fresh layer's, their
+    ``down_proj`` columns zero, so it computes what ``head`` did until training moves them."""
     wide = Eagle3Head(replace(head.cfg, intermediate=intermediate))
     own = head.cfg.intermediate
     state = head.state_dict()
@@ -89,10 +80,9 @@ def widened_head(head: Eagle3Head, intermediate: int, seed: int) -> Eagle3Head:
 
 
 class Eagle3Trainer(DraftTrainer):
-    """EAGLE-3's recipe: fused low/middle/high target features, its own LM head over the draft
-    vocabulary, and training-time test. Step k of the unroll feeds each position the head's
-    own output from step k-1 and attends, like a draft chain at inference, to the target-feature
-    keys up to its root and to the chain's own keys of steps 1..k (one per step, the diagonal)."""
+    """EAGLE-3's recipe with training-time test: step k feeds each position the head's output of step
+    k-1 and attends, as a draft chain does, to the target-feature keys up to its root and to the
+    chain's own keys of steps 1..k (the diagonal)."""
 
     cfg: Eagle3TrainConfig
 
@@ -108,8 +98,7 @@ class Eagle3Trainer(DraftTrainer):
         self.label_weight = lm_head.weight[self.vocab_ids].detach().float().contiguous()
 
     def vocabulary(self) -> torch.Tensor:
-        """A fresh head's: the corpus's most frequent greedy tokens. A continued head's: its own,
-        grown to ``draft_vocab`` by the most frequent of the others."""
+        """The corpus's most frequent greedy tokens; a continued head's own first."""
         if self.initial is None:
             return super().vocabulary()
         own = self.initial.target_ids()
@@ -140,8 +129,7 @@ class Eagle3Trainer(DraftTrainer):
         return head
 
     def _unrolled(self, idx: torch.Tensor, steps: int, soft: bool = False):
-        """Yields (step, logits over valid positions, draft-vocabulary labels, the target's
-        distribution over the draft vocabulary there or None) for each TTT step."""
+        """Per TTT step: (step, logits at valid positions, draft labels, the target's distribution or None)."""
         c, model = self.corpus, self.model
         layer, attn = model.midlayer, model.midlayer.self_attn
         width = int(c.valid[idx].sum(1).max())
@@ -193,8 +181,7 @@ class Eagle3Trainer(DraftTrainer):
 
     @torch.no_grad()
     def agreement(self, corpus: Corpus) -> dict:
-        """Top-1 / top-10 agreement with the target's greedy token, teacher-forced at step 1, and
-        top-1 at each later unrolled step (the head reading its own outputs, as in a draft chain)."""
+        """Top-1 / top-10 agreement with the target's greedy token at step 1, top-1 at each unrolled step."""
         self.model.eval()
         saved, self.corpus = self.corpus, corpus
         hits1 = hits10 = n = 0

@@ -1,8 +1,6 @@
-"""``simspec export-draft``: an EAGLE-3 head, read in any layout simspec loads (the shipped
-``eagle``, the public layout, the speculators format), written in the layout a serving engine
-takes: ``speculators`` (vLLM loads the folder alone: it names its verifier and its number of
-speculative tokens) or ``public`` (SGLang's and vLLM's EAGLE-3 layout). The weights are the
-head's, rounded to fp16 as both layouts store them; simspec's provenance card goes beside them."""
+"""``simspec export-draft``: an EAGLE-3 head in any layout simspec loads, written in a serving
+engine's: ``speculators`` (vLLM loads the folder alone) or ``public`` (SGLang's and vLLM's), fp16,
+with simspec's provenance card beside it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """A drafter's provenance: what ``train-draft`` records beside the weights, read back by the
 model card (``drafter-card``) and by a run that continues the head (``--init``).
 
-Where it lives depends on the kind: ``simspec.json`` beside an EAGLE-3 head (format
-``simspec-drafter-card``; its ``config.json`` is the public layout servers read) and beside a
-draft LM (``simspec-draft-lm``; its ``config.json`` is Hugging Face's), and the ``config.json``
-of simspec's own EAGLE-style head (``simspec-eagle-drafter``, its architecture under ``config``).
-A folder with neither (a public EAGLE checkpoint, a Hugging Face model) has no provenance: an
-empty record. Every field is optional, as drafters trained before it lack some; a field of the
-wrong type is one error line naming the file and the field."""
+It is ``simspec.json`` beside an EAGLE-3 head or a draft LM, the ``config.json`` of simspec's
+own EAGLE-style head; other folders have an empty record. Every field is optional (older
+drafters lack some); a field of the wrong type is one error line naming the file and field."""
 
 from __future__ import annotations
 
@@ -15,14 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from simspec.engine.formats import DRAFT_VOCAB_FILE, PROVENANCE_FILE, SIMSPEC_EAGLE
-from simspec.errors import read_json
+from simspec.engine.formats import PROVENANCE_FILE, SIMSPEC_EAGLE, retrain_advice
+from simspec.errors import SimspecError, read_json
 from simspec.schema import Record
 
-EAGLE3_FORMAT = "simspec-drafter-card"  # simspec.json beside an EAGLE-3 head
-DRAFT_LM_FORMAT = "simspec-draft-lm"  # simspec.json beside a draft LM
 FORMAT_VERSION = 1
-KIND_OF_FORMAT = {EAGLE3_FORMAT: "eagle3", DRAFT_LM_FORMAT: "lm", SIMSPEC_EAGLE: "eagle"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,11 +31,8 @@ class Agreement(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class InitAgreement(Record):
-    """``init_agreement``: a continued head's (``--init``) starting weights, scored in the same run,
-    before training, on the same held-out (and validation) corpus as the trained head: what the
-    run added, measured alike. Scored as the run grew them (``--draft-vocab``,
-    ``--intermediate-size``): a widened MLP computes what it did, added vocabulary rows may win
-    argmaxes."""
+    """``init_agreement``: a continued head's (``--init``) starting weights as the run grew them,
+    scored before training on the trained head's held-out (and validation) corpus."""
 
     heldout: Agreement
     validation: Agreement | None = None
@@ -104,24 +94,8 @@ class DrafterProvenance(Record):
         return None if self.config is None else self.config.draft_vocab
 
 
-def retrain_advice(directory: Path, blob: dict | None = None) -> str:
-    """How to make the drafter in ``directory`` again (its kind as its provenance says, else as
-    its files suggest)."""
-    blob = blob if isinstance(blob, dict) else {}
-    kind, fmt = blob.get("kind"), blob.get("format")
-    if kind not in KIND_OF_FORMAT.values():
-        kind = KIND_OF_FORMAT.get(fmt) if isinstance(fmt, str) else None
-    if kind is None:
-        kind = ("eagle" if not (directory / PROVENANCE_FILE).is_file() else
-                "lm" if (directory / DRAFT_VOCAB_FILE).is_file() else "eagle3")
-    return f"restore it, or train the drafter again with `simspec train-draft --kind {kind} --out {directory} --force`"
-
-
 def read_provenance(directory: Path) -> DrafterProvenance:
-    """The provenance simspec wrote beside the drafter in ``directory``: ``simspec.json``, else
-    the ``config.json`` of a simspec EAGLE-style head; an empty record for a ``config.json``
-    simspec did not write. One ``SimspecError`` line when it is unreadable or a field has the
-    wrong type; a folder with neither file is one too."""
+    """The provenance beside the drafter in ``directory`` (module docstring), or one error line."""
     directory = Path(directory)
     source = directory / PROVENANCE_FILE
     if not source.is_file():
@@ -132,6 +106,17 @@ def read_provenance(directory: Path) -> DrafterProvenance:
     if source.name == "config.json" and blob.get("format") != SIMSPEC_EAGLE:
         return DrafterProvenance.of({})  # Hugging Face's or a public EAGLE checkpoint's: not simspec's
     return DrafterProvenance.parse(blob, source, retrain_advice(directory, blob))
+
+
+def check_init_fits(where: str, vocab: int, draft_vocab: int, units: int, intermediate: int | None) -> None:
+    """A head continued (``--init``) keeps its ``vocab`` tokens and ``units`` MLP units: refuse a
+    smaller ``--draft-vocab`` or ``--intermediate-size``."""
+    if vocab > draft_vocab:
+        raise SimspecError(f"{where} has a draft vocabulary of {vocab} tokens, --draft-vocab is {draft_vocab}: a "
+                           f"continued head keeps its tokens; pass --draft-vocab {vocab} or more")
+    if intermediate is not None and units > intermediate:
+        raise SimspecError(f"{where} has an MLP of {units} units, --intermediate-size is {intermediate}: a "
+                           f"continued head keeps its units; pass {units} or more")
 
 
 def checked(card: dict) -> dict:

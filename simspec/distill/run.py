@@ -1,9 +1,5 @@
-"""``simspec train-draft``: one request in, one drafter folder out.
-
-Builds the teacher corpus (text the target labels with its own greedy tokens), trains an
-EAGLE-style head or a standalone draft LM on it, resumably (a stopped run continues from
-``OUT.partial/``) and deterministically from the seed, and scores it on held-out text.
-"""
+"""``simspec train-draft``: builds the teacher corpus, trains a drafter on it resumably (from
+``OUT.partial/``) and deterministically, and scores it on held-out text."""
 
 from __future__ import annotations
 
@@ -88,8 +84,7 @@ class TrainDraftRequest:
     force: bool = flags.force()
 
     def corpus_specs(self) -> tuple[CorpusSpec, CorpusSpec, CorpusSpec | None]:
-        """The training corpus, the held-out one (the target's greedy text on held-out prompts) and,
-        with ``--validation``, the validation one (the same on the train prompts held apart)."""
+        """The training corpus, the held-out one and, with ``--validation``, the validation one."""
         from simspec.distill.corpus import CorpusSpec
 
         names, shares = [], []
@@ -124,8 +119,7 @@ class TrainDraftRequest:
                                f"{self.part}") from None
 
     def eagle3_config(self):
-        """The EAGLE-3 trainer's settings; bf16 matmuls only where this CPU multiplies bf16 natively
-        (emulated, they train ~100x slower than fp32: ``native_bf16``)."""
+        """The EAGLE-3 trainer's settings; bf16 matmuls only where the CPU has them (``native_bf16``)."""
         from simspec.distill.trainer import Eagle3TrainConfig
         from simspec.engine.models import native_bf16
 
@@ -139,7 +133,7 @@ class TrainDraftRequest:
     def check(self) -> None:
         """The flags and the output folder, before the target loads."""
         from simspec.cache import check_out
-        from simspec.distill.provenance import read_provenance
+        from simspec.distill.provenance import check_init_fits, read_provenance
         from simspec.engine.models import resolve_dtype
 
         if self.kind not in KINDS:
@@ -159,13 +153,7 @@ class TrainDraftRequest:
                 units = int(fields.get("intermediate_size", 0))
             except (OSError, ValueError, TypeError, AttributeError):
                 own = units = 0
-            if own > self.draft_vocab:
-                raise SimspecError(f"--init {self.init} has a draft vocabulary of {own} tokens, --draft-vocab is "
-                                   f"{self.draft_vocab}: a continued head keeps its tokens; pass --draft-vocab "
-                                   f"{own} or more")
-            if self.intermediate is not None and units > self.intermediate:
-                raise SimspecError(f"--init {self.init} has an MLP of {units} units, --intermediate-size is "
-                                   f"{self.intermediate}: a continued head keeps its units; pass {units} or more")
+            check_init_fits(f"--init {self.init}", own, self.draft_vocab, units, self.intermediate)
             read_provenance(Path(self.init))  # its card goes into the new one's: refused now, not after training
         if self.intermediate is not None and self.kind != "eagle3":
             raise SimspecError(f"--intermediate-size sets an EAGLE-3 head's MLP: use it with --kind eagle3, "
@@ -271,8 +259,8 @@ def train_draft(request: TrainDraftRequest, bar: Bar, status: Callable[[str], ob
 
 
 def init_agreement(trainer, heldout, validation, partial: Path, status) -> dict:
-    """The starting head's agreement on the run's held-out and validation corpora, before any step
-    (kept in ``OUT.partial/`` so that a resumed run, whose weights have moved, reports it too)."""
+    """The starting head's agreement on the run's corpora, before any step (kept in ``OUT.partial/``
+    for a resumed run, whose weights have moved)."""
     kept = partial / "init-agreement.json"
     if kept.is_file():
         return json.loads(kept.read_text())

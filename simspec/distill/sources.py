@@ -1,23 +1,16 @@
 """Teacher text sources: the prompts and texts ``simspec.distill.corpus`` builds a corpus from.
 
-Human text (``sharegpt``: train-split conversations, first exchange; ``code``: standard-library
-source in chunks) goes to the teacher pass as it is. Every ``self*`` source is a pool of chat
-prompts that the target continues itself (its own text is what a drafter faces):
+Human text (``sharegpt``: first exchanges; ``code``: standard-library source in chunks) goes to
+the teacher pass as it is; every ``self*`` source is a pool of chat prompts the target continues:
+``self`` (ShareGPT first turns and HumanEval prompts), ``selfturns`` (later human turns, the
+conversation so far), ``selfcode`` (stdlib function stubs: signature + docstring), ``selfpkg``
+(the same from installed packages), ``selft1`` (``self`` sampled at T = 1).
 
-- ``self``: train-split ShareGPT first turns and HumanEval prompts;
-- ``selfturns``: ShareGPT's later human turns, the conversation so far in the chat template;
-- ``selfcode``: standard-library function stubs (signature + docstring, HumanEval's shape);
-- ``selfpkg``: the same from every installed package outside the standard library;
-- ``selft1``: the ``self`` pool continued by sampling at temperature 1 (seeded).
-
-Never a held-out prompt: ShareGPT conversations are split by their first question's hash, as the
-prompt sets are; stubs by their own text's hash. ``train-draft --validation`` splits the train side
-once more (``in_split``): ``fit`` text to train on, ``validation`` text to choose settings on.
-``train-draft --part K/N`` keeps the K-th of N disjoint parts of every source (by another hash of
-the same key text; stdlib files by their name), so a corpus larger than one session's teacher pass
-and training is trained part by part.
-The new pools are deduplicated by token ids (``self`` and ``selfcode`` stay as the shipped head's
-corpus was built from them).
+Never a held-out prompt: conversations are split by their first question's hash, as the prompt
+sets are, stubs by their own text's. ``--validation`` splits the train side into ``fit`` and
+``validation`` (``in_split``); ``--part K/N`` keeps the K-th of N disjoint parts of every source.
+The newer pools are deduplicated by token ids (``self`` and ``selfcode`` stay as the shipped
+head's corpus was built).
 """
 
 from __future__ import annotations
@@ -43,8 +36,7 @@ Part = tuple[int, int] | None  # (k, n): the k-th of n parts (1-based), or None:
 
 
 def in_split(text: str, split: str, part: Part = None) -> bool:
-    """Whether ``text`` (a conversation's first question, a prompt, a stub) belongs to ``split``
-    (and to ``part`` of it)."""
+    """Whether ``text`` (a first question, a prompt, a stub) belongs to ``split`` (and ``part``)."""
     if part is not None and not in_part(text, part):
         return False
     if split in ("train", "heldout"):
@@ -65,8 +57,7 @@ def _first_exchange(record: Any) -> tuple[str, str] | None:
 
 
 def sharegpt_conversations(split: str, part: Part = None) -> list[tuple[str, str]]:
-    """(question, answer) pairs of ShareGPT conversations in ``split`` (by the question's hash,
-    the same split as the prompts), in dataset order."""
+    """(question, answer) pairs of ShareGPT conversations in ``split``, in dataset order."""
     return [(q, a) for q, a in _exchanges() if in_split(q, split, part)]
 
 
@@ -76,8 +67,7 @@ def _exchanges() -> tuple:
 
 
 def _dialogue(record: Any) -> list[tuple[str, str]] | None:
-    """The conversation as (role, text) turns alternating from a human turn, cut at the first turn
-    that breaks the alternation; None without one whole exchange."""
+    """(role, text) turns alternating from a human turn, cut where that breaks; None under one exchange."""
     out: list[tuple[str, str]] = []
     for turn in (record.get("conversations") if isinstance(record, dict) else None) or ():
         role, want = ("user", "human") if len(out) % 2 == 0 else ("assistant", "gpt")
@@ -94,8 +84,7 @@ def _dialogues() -> tuple:
 
 
 def sharegpt_later_turns(split: str, max_turns: int = 4, part: Part = None) -> list[list[dict]]:
-    """Every conversation of ``split`` (by its first question's hash) up to and including its
-    human turn k, for k = 2..``max_turns``, the real answers between."""
+    """Every conversation of ``split`` up to its human turn k, k = 2..``max_turns``, answers between."""
     out = []
     for turns in _dialogues():
         if not in_split(turns[0][1], split, part):
@@ -171,8 +160,7 @@ def stdlib_stubs(rng: random.Random) -> list[str]:
 
 
 def package_stubs(rng: random.Random) -> Iterator[str]:
-    """The same from the installed packages outside the standard library (site-packages), file by
-    file in a seeded order, read only as far as the caller takes them (tens of thousands of files)."""
+    """The same from site-packages, file by file in a seeded order, read only as far as taken."""
     roots = sorted({Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()})
     files = [path for root in roots for path in sorted(root.rglob("*.py"))]
     rng.shuffle(files)
@@ -182,8 +170,8 @@ def package_stubs(rng: random.Random) -> Iterator[str]:
 
 def self_prompts(tokenizer, source: str, n_tokens: int, seq_len: int, new_tokens: int, split: str,
                  rng: random.Random, part: Part = None) -> list[list[int]]:
-    """Distinct chat-rendered prompts of ``source``'s pool whose prompt + continuation add up to
-    ``n_tokens``; prompts leaving no room for the continuation are skipped, not cut."""
+    """Chat-rendered prompts of ``source``'s pool whose prompt + continuation add up to ``n_tokens``;
+    prompts leaving no room for the continuation are skipped, not cut."""
     if source in ("self", "selft1"):
         chat = [p for p in load_prompts("sharegpt", max_chars=1500) if in_split(p.text, split, part)]
         code = [p for p in load_prompts("humaneval") if in_split(p.text, split, part)]

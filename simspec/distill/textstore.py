@@ -1,15 +1,12 @@
 """The target's self-distilled text, kept per prompt in a folder that outlives any one run.
 
-Generating a teacher corpus is most of its cost (hours per million tokens on a CPU, minutes on a
-GPU), so every continuation is stored under a key of what determines it — target, length,
-temperature and seed, stop tokens, the prompt's ids — not of the corpus it was made for. Any
-later build, with another token budget or mix, another machine or session, takes what is there
-and generates only what is missing; a folder kept in git accumulates text across sessions.
+Generation is most of a corpus's cost, so every continuation is stored under a key of what
+determines it (target, length, temperature and seed, stop tokens, the prompt's ids), not of its
+corpus: any later build takes what is there and generates only what is missing.
 
-Each writer (one process) owns its shards, ``NAME-NNN.jsonl.gz``, one ``{"k": key, "c": ids,
-"s": source, "d": dtype}`` line per continuation (source and dtype only describe it), rewritten
-whole and renamed into place at each checkpoint (a kill leaves the previous one intact); after a
-checkpoint that reaches ``SHARD_ROWS`` rows the writer starts a new shard, so each stays a few MiB.
+Each writer (process) owns its shards, ``NAME-NNN.jsonl.gz``, one ``{"k": key, "c": ids, "s":
+source, "d": dtype}`` line per continuation, rewritten whole and renamed into place at each
+checkpoint; past ``SHARD_ROWS`` rows it starts a new shard, so each stays a few MiB.
 """
 
 from __future__ import annotations
@@ -32,18 +29,15 @@ SHARD_ROWS = 4000  # ~0.5 M tokens of 128-token continuations: ~1.5 MiB compress
 
 def continuation_key(target: LoadedModel, new_tokens: int, temperature: float, seed: int, stop: frozenset[int],
                      prompt: list[int]) -> str:
-    # Not the dtype or the device: the text is a sample of the target's own, which one rounding or
-    # another produces equally well (they part only at near-ties), and the teacher pass labels it
-    # again in the build's dtype. So text generated in fp32 on one machine serves a bf16 build on
-    # another; each row records the dtype it was generated in.
+    # Not the dtype or device: any rounding samples the target's text equally well (they part only
+    # at near-ties) and the teacher pass relabels it in the build's dtype; each row records its dtype.
     sampled = [temperature, seed] if temperature > 0 else []  # greedy text does not depend on the seed
     blob = json.dumps([target.name, new_tokens, *sampled, sorted(stop), prompt])
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 class TextStore:
-    """Continuations by key, read from every shard in ``folder``; ``add`` + ``save`` write this
-    process's own shard."""
+    """Continuations by key from every shard in ``folder``; ``add`` + ``save`` write this process's own."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -99,9 +93,8 @@ def stored_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
                          store: TextStore, advance: Callable[[int], None] = lambda n: None, every_s: float = 60.0,
                          temperature: float = 0.0, seed: int = 0, stop: frozenset[int] = frozenset(),
                          label: str = "") -> list[list[int]]:
-    """Prompt + continuation for every prompt: the stored ones as stored, the rest generated in
-    batches (``greedy_continuations``) and saved to the store (``label``: their source) at most
-    every ``every_s`` seconds and at the end, so a killed run loses at most that much."""
+    """Prompt + continuation for every prompt: stored ones as stored, the rest generated
+    (``greedy_continuations``) and saved (``label``: their source) every ``every_s`` seconds and at the end."""
     keys = [continuation_key(target, new_tokens, temperature, seed, stop, p) for p in prompts]
     # a repeated prompt (ShareGPT repeats many first questions) is one continuation: generated once
     first = {k: i for i, k in reversed(list(enumerate(keys)))}

@@ -1,18 +1,11 @@
 """Training drafters on a teacher corpus (``simspec train-draft``; EAGLE-3 heads in
-``distill/eagle3_trainer.py``).
+``eagle3_trainer``): the target's greedy token over a reduced draft vocabulary, one loop (AdamW,
+warm-up then cosine, clipping, a checkpoint every 100 steps), deterministic from the seed.
 
-Both kinds learn the target's greedy token over a reduced draft vocabulary (the tokens the
-target emits most), with the same loop: AdamW, linear warm-up then cosine, gradient clipping,
-a checkpoint every 100 steps. Deterministic from the seed; a stopped run resumes from
-``<out>.partial/``.
-
-- EAGLE (EAGLE-1 loss): cross-entropy of the predicted feature's logits, plus
-  ``feature_weight`` x smooth-L1 between the predicted and the target's feature. With
-  ``unroll = 2`` a second pass feeds the head's own predicted features back as inputs (a
-  cheap form of EAGLE-3's training-time test), which is what tree levels below the first see.
-- LM: a small Llama reading tokens only; cross-entropy against the target's greedy token at
-  every position (distillation on hard labels: the draft is scored on agreeing with the
-  target, not with the dataset).
+- EAGLE (EAGLE-1 loss): cross-entropy plus ``feature_weight`` x smooth-L1 to the target's
+  feature; with ``unroll = 2`` a second pass feeds the head's own features back (a cheap form of
+  EAGLE-3's training-time test: what tree levels below the first see).
+- LM: a small Llama on tokens only, cross-entropy against the target's greedy token.
 """
 
 from __future__ import annotations
@@ -29,9 +22,10 @@ import torch.nn.functional as F
 
 from simspec import __version__
 from simspec.distill.corpus import Corpus
-from simspec.distill.provenance import DRAFT_LM_FORMAT, FORMAT_VERSION, checked
+from simspec.distill.provenance import FORMAT_VERSION, checked
 from simspec.engine.draft_lm import DraftLMShape, build_draft_lm, save_draft_lm
 from simspec.engine.eagle import EagleConfig, EagleHead, save_eagle
+from simspec.engine.formats import DRAFT_LM_FORMAT
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -86,8 +80,7 @@ def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 
 
 class DraftTrainer:
-    """The loop both drafter kinds share; subclasses build ``self.model`` and define
-    ``losses`` (training objective on a batch of corpus rows) and ``agreement``."""
+    """The shared loop; subclasses define ``build_model``, ``losses`` and ``agreement``."""
 
     def __init__(self, target: LoadedModel, corpus: Corpus, cfg: TrainConfig) -> None:
         self.target, self.corpus, self.cfg = target, corpus, cfg

@@ -1,6 +1,4 @@
-"""The built-in drafter formats (``simspec.engine.formats`` is their registry): simspec's own
-EAGLE head, EAGLE-3 checkpoints in the speculators and the public layout, the target's first
-layers, the target itself, and any causal LM sharing the target's tokenizer. Each loader is
+"""The built-in drafter formats (``simspec.engine.formats`` is their registry); each loader is
 imported when its format loads, so that registering them loads no torch."""
 
 from __future__ import annotations
@@ -29,10 +27,9 @@ def _simspec_eagle(source: DraftSource, target: LoadedModel) -> Drafter:
     return load_eagle(source.path, target, source.ref)
 
 
-def _is_speculators(path: Path, config: dict) -> bool:
-    from simspec.engine.speculators import is_speculators
-
-    return is_speculators(config)
+def is_speculators(config: dict) -> bool:
+    """A config in the speculators format (``engine.speculators``)."""
+    return isinstance(config.get("speculators_config"), dict) or "speculators_model_type" in config
 
 
 def _speculators_shapes(source: DraftSource, target_config) -> dict:
@@ -44,7 +41,8 @@ def _speculators_shapes(source: DraftSource, target_config) -> dict:
 
 # Before the public layout: a speculators config also names an EAGLE architecture.
 @register_drafter_format("speculators", help="an EAGLE-3 checkpoint in the speculators format (vLLM's "
-                         "Eagle3Speculator)", match_folder=_is_speculators, shapes=_speculators_shapes)
+                         "Eagle3Speculator)", match_folder=lambda path, config: is_speculators(config),
+                         shapes=_speculators_shapes)
 def _speculators(source: DraftSource, target: LoadedModel) -> Drafter:
     from simspec.engine.speculators import load_speculators
 

@@ -1,13 +1,11 @@
 """The batched target under the compiled runtime (``engine.runtime``): ``TargetRows`` over the
-model's one Hugging Face ``StaticCache`` of ``B`` rows and a bucketed capacity, read whole
-through a mask, so that every forward after a prefill has one of a few static shapes (B, the
-tokens padded to a power of two, the capacity).
+model's one ``StaticCache`` of ``B`` rows and a bucketed capacity, read whole through a mask, so
+every forward after a prefill has one of a few static shapes.
 
-A static cache writes every row's new tokens at the same slots, so a forward writes them all
-after the longest row (``start``): row ``b`` then sees its committed slots and its own block
-there, and acceptance moves its kept tokens from the block down to its length. The slots in
-between hold whatever an earlier forward left, masked until a later one overwrites them. A new
-sequence's prefill runs eagerly in a scratch cache of its own and is copied into its row.
+A static cache writes every row at the same slots, so a forward writes after the longest row
+(``start``): row ``b`` sees its committed slots and its block there, and acceptance moves its
+kept tokens down to its length (the slots between stay masked). A prefill runs eagerly in a
+scratch cache and is copied into its row.
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from simspec.engine.batch_models import TargetRows, padded
-from simspec.engine.kv_rows import rows_mask
-from simspec.engine.kv_slots import SlotCache, move_rows
+from simspec.engine.batch_models import TargetRows
+from simspec.engine.kv_rows import RowSlotCache, padded, rows_mask
+from simspec.engine.kv_slots import move_rows
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
 
@@ -38,7 +36,8 @@ class CompiledTargetRows(TargetRows):
         n = len(prompt)
         if n > self.capacity:
             raise SimspecError(f"a prompt of {n} tokens does not fit the batch's cache of {self.capacity} slots")
-        scratch = SlotCache(self.model, n)
+        scratch = RowSlotCache(self.model, 1, n)
+        scratch.begin(0)
         out = self.base(input_ids=prompt[None], position_ids=torch.arange(n, device=self.device)[None],
                         past_key_values=scratch, use_cache=True, output_hidden_states=self.feature_layers is not None)
         for src, dst in zip(scratch.layers, self.cache.layers):
@@ -80,9 +79,8 @@ class CompiledTargetRows(TargetRows):
         return hidden, features
 
     def _grow(self, slots: int) -> None:
-        """Move to the model's cache of the capacity bucket that holds ``slots`` (a tree larger than
-        the engine planned for): every row's committed context is copied over. Correct, only
-        slower (a new capacity is a new graph)."""
+        """Move every row's context to the model's cache of the bucket that holds ``slots`` (a tree
+        larger than planned): correct, only slower (a new graph)."""
         from simspec.engine.runtime import capacity_bucket
 
         old, self.capacity = self.cache, capacity_bucket(slots)
@@ -106,6 +104,5 @@ class CompiledTargetRows(TargetRows):
 
 def target_rows(target: LoadedModel, batch: int, capacity: int, feature_layers: tuple[int, ...] | None = None,
                 runtime: str = "eager") -> TargetRows:
-    """The target over ``batch`` rows under ``runtime`` (``engine.runtime.RUNTIMES``): what the engine
-    decodes with, and what calibrate times."""
+    """The target over ``batch`` rows under ``runtime`` (``engine.runtime.RUNTIMES``)."""
     return (CompiledTargetRows if runtime == "compiled" else TargetRows)(target, batch, capacity, feature_layers)

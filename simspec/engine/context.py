@@ -1,7 +1,5 @@
-"""How long a sequence the engine can serve a target exactly: its position limit, or a sliding
-attention window where the model keeps one (Mistral, Phi-3, Gemma 2/3; Qwen2/3 with
-``use_sliding_window``). The engine's tree masks attend every cached token, so past the window
-its outputs would leave the model's: such a sequence is refused, not decoded."""
+"""How long a sequence the engine serves a target exactly: its position limit, or its sliding
+attention window (the tree masks attend every cached token: past the window, refused)."""
 
 from __future__ import annotations
 

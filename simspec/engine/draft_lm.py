@@ -1,11 +1,9 @@
-"""A standalone draft LM: a small Llama that shares the target's tokenizer, distilled from it.
+"""A standalone draft LM: a small Llama sharing the target's tokenizer, distilled from it.
 
-On disk it is a plain Hugging Face model directory (``config.json``, ``model.safetensors``,
-the target's tokenizer), so any tool loads it, plus ``draft_vocab.safetensors``: the reduced
-*output* vocabulary, the tokens the target emits most, mapped back to target ids. The drafter
-scores children over those rows of the (tied) embedding only: the vocabulary projection is
-most of a small model's step time, and the input side keeps every token, so any prompt reads
-correctly. ``simspec.json`` records provenance (target, data, training, agreement).
+A plain Hugging Face model directory plus ``draft_vocab.safetensors``, the reduced *output*
+vocabulary (target ids): children are scored over those rows of the tied embedding only (the
+projection is most of a small model's step), while the input side reads every token.
+``simspec.json`` records provenance.
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ class DraftLMShape:
 
 
 def build_draft_lm(target: LoadedModel, shape: DraftLMShape) -> torch.nn.Module:
-    """A Llama of ``shape`` with the target's vocabulary, rope and special tokens; its tied
-    embedding starts as the target's embedding projected on its top principal directions,
-    so that tokens the target treats alike start alike (training then starts from structure,
-    not noise)."""
+    """A Llama of ``shape`` with the target's vocabulary, rope and special tokens; its tied embedding
+    starts as the target's projected on its top principal directions (structure, not noise)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tc = target.model.config
@@ -72,8 +68,7 @@ def save_draft_lm(directory: Path, model: torch.nn.Module, tokenizer, vocab_ids:
 
 
 def draft_vocab_size(directory: Path) -> int | None:
-    """How many tokens the reduced vocabulary beside a draft LM holds (its header alone), or None
-    if it has none."""
+    """The size of the reduced vocabulary beside a draft LM (its header alone), or None."""
     from safetensors import safe_open
 
     path = directory / DRAFT_VOCAB_FILE

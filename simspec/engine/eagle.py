@@ -1,30 +1,26 @@
 """EAGLE-style feature drafter: one decoder layer that reads the target's own hidden states.
 
-At position t the head reads ``[f_t ; e(x_{t+1})]`` — the target's last hidden state (after its
-final norm) at token t and the embedding of the next token — mixes them with a linear layer,
-runs one Llama-style decoder layer with its own KV cache, and predicts the feature at t+1.
-That feature goes through the target's (frozen) LM head restricted to a reduced *draft
-vocabulary* (the tokens the target emits most often; ids map back to the target's), because
-on a CPU the full 49,152-row head costs more than the layer itself. Deeper tree levels feed
-the head's own predicted features instead of the target's.
-
-Only the mixer, the layer and the id map are stored; the embedding and the head rows come
-from the target at load time, so a drafter file is a few MB and cannot drift from its target.
+At position t the head mixes ``[f_t ; e(x_{t+1})]`` (the target's final-norm hidden state at t,
+the next token's embedding), runs one Llama-style layer and predicts the feature at t+1, scored
+by the target's LM head over a reduced *draft vocabulary* (on a CPU the full head costs more
+than the layer). Deeper tree levels feed the head's own predictions. Only the mixer, the layer
+and the id map are stored; the embedding and head rows come from the target at load time.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simspec.engine.drafter import Drafter
-from simspec.engine.formats import SIMSPEC_EAGLE
+from simspec.engine.drafter import Feed, RowDrafter, RowsDrafter
+from simspec.engine.formats import SIMSPEC_EAGLE, retrain_advice
+from simspec.engine.kv_rows import RowSlots, causal, padded, rows_mask
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError, read_json, require, require_schema
@@ -51,10 +47,14 @@ class EagleConfig:
     @classmethod
     def for_target(cls, target: LoadedModel, draft_vocab: int) -> EagleConfig:
         c = target.model.config
-        rope = getattr(c, "rope_parameters", None) or {}
-        theta = rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))
         return cls(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.intermediate_size,
-                   float(theta), float(c.rms_norm_eps), draft_vocab, c.vocab_size)
+                   rope_theta(c), float(c.rms_norm_eps), draft_vocab, c.vocab_size)
+
+
+def rope_theta(config) -> float:
+    """A transformers config's rotary base."""
+    rope = getattr(config, "rope_parameters", None) or {}
+    return float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
 
 class RMSNorm(nn.Module):
@@ -76,6 +76,13 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated * sin
 
 
+def rope(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``[B, 1, T, head_dim]`` of the rotary angles at ``positions`` ``[B, T]``."""
+    angles = positions[..., None].float() * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos()[..., None, :, :].to(dtype), angles.sin()[..., None, :, :].to(dtype)
+
+
 class DecoderLayer(nn.Module):
     """Pre-norm attention (grouped-query, rotary) + SwiGLU MLP, Llama style."""
 
@@ -93,21 +100,15 @@ class DecoderLayer(nn.Module):
         inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        angles = positions[..., None].float() * self.inv_freq
-        angles = torch.cat([angles, angles], dim=-1)
-        return angles.cos()[..., None, :, :], angles.sin()[..., None, :, :]  # [B, 1, T, hd]
-
     def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
-                cache: KVCache | None = None) -> torch.Tensor:
+                cache: RowSlots | None = None) -> torch.Tensor:
         """x [B, T, H], positions [B, T]; ``mask`` additive [B|1, 1, T, S] or None for causal."""
         cfg, hd = self.cfg, self.cfg.head_dim
         b, t, _ = x.shape
         h = self.attn_norm(x)
         q = self.q(h).view(b, t, cfg.heads, hd).transpose(1, 2)
         k, v = self.kv(h).view(b, t, 2, cfg.kv_heads, hd).permute(2, 0, 3, 1, 4)
-        cos, sin = self.rope(positions)
-        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        cos, sin = rope(positions, self.inv_freq, x.dtype)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         if cache is not None:
             k, v = cache.append(k, v)
@@ -119,29 +120,8 @@ class DecoderLayer(nn.Module):
         return x + self.down(F.silu(gate) * up)
 
 
-class KVCache:
-    """A preallocated single-layer KV cache: appending writes in place, trimming moves a
-    pointer (no concatenation per step, which a growing cache would cost)."""
-
-    def __init__(self, kv_heads: int, head_dim: int, capacity: int, device: torch.device, dtype: torch.dtype) -> None:
-        shape = (1, kv_heads, capacity, head_dim)
-        self.keys = torch.empty(shape, device=device, dtype=dtype)
-        self.values = torch.empty(shape, device=device, dtype=dtype)
-        self.length = 0
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        end = self.length + k.shape[2]
-        if end > self.keys.shape[2]:
-            raise SimspecError(f"draft KV cache overflow ({end} > {self.keys.shape[2]} positions)")
-        self.keys[:, :, self.length:end] = k
-        self.values[:, :, self.length:end] = v
-        self.length = end
-        return self.keys[:, :, :end], self.values[:, :, :end]
-
-
 class FeatureHead(nn.Module):
-    """What ``EagleDrafter`` drives: a one-layer head over target features (simspec's own,
-    or a public EAGLE-3 / EAGLE-1/2 checkpoint, ``eagle_public.py``, ``eagle_checkpoint.py``)."""
+    """What ``EagleDrafter`` drives: simspec's one-layer head, or a public one (``eagle_public``)."""
 
     kv_heads: int
     head_dim: int
@@ -157,8 +137,7 @@ class FeatureHead(nn.Module):
 
 
 class EagleHead(FeatureHead):
-    """simspec's head: feature/embedding mixer and one decoder layer; scored by the target's
-    own LM head rows over the draft vocabulary (bound at load, never stored)."""
+    """simspec's head: a mixer and one decoder layer, scored by the target's LM head rows (bound at load)."""
 
     def __init__(self, cfg: EagleConfig) -> None:
         super().__init__()
@@ -168,7 +147,7 @@ class EagleHead(FeatureHead):
         self.layer = DecoderLayer(cfg)
 
     def forward(self, features: torch.Tensor, embeddings: torch.Tensor, positions: torch.Tensor,
-                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, cache: RowSlots | None = None) -> torch.Tensor:
         """Predicted next features [B, T, H] from target features and next-token embeddings."""
         return self.layer(self.mix(torch.cat([features, embeddings], dim=-1)), positions, mask, cache)
 
@@ -180,75 +159,107 @@ class EagleHead(FeatureHead):
         return torch.mm(self.head_rows, out.T).T  # see modeling.head_logits
 
 
-class EagleDrafter(Drafter):
-    """A ``FeatureHead`` bound to its target: the engine's drafter interface. ``vocab_ids``
-    maps draft indices to target ids (None: the head scores the full vocabulary)."""
+class EagleRows(RowDrafter):
+    """An ``EagleDrafter`` over rows."""
+
+    def __init__(self, drafter: EagleDrafter, batch: int, capacity: int) -> None:
+        super().__init__(drafter, batch)
+        self.head, self.embed, self.device, self.dtype = drafter.head, drafter.embed, drafter.device, drafter.dtype
+        self.cache = RowSlots(batch, capacity)
+        self.positions = np.zeros(batch, dtype=np.int64)  # next token position per row
+        self.features: list[list[torch.Tensor]] = [[] for _ in range(batch)]  # pending target features
+        self.nodes: list[list[torch.Tensor]] = [[] for _ in range(batch)]  # root, then this cycle's fed nodes
+
+    def reset_row(self, b: int, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
+        # Pairs (f_t, x_{t+1}) for t < P - 1; the last prompt feature pairs with the root.
+        self.pending[b], self.features[b] = [prompt[1:]], [prompt_hidden[:-1]]
+        self.positions[b], self.committed[b], self.fill[b] = 1, 0, 0
+        self.nodes[b] = []
+
+    def commit(self, b: int, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None:
+        self.pending[b].append(tokens)
+        self.features[b].append(hidden)
+
+    def _forward(self, tokens: dict[int, torch.Tensor], features: dict[int, torch.Tensor],
+                 positions: dict[int, np.ndarray], visible: dict[int, np.ndarray]) -> torch.Tensor:
+        width = max(len(t) for t in tokens.values())
+        ids = torch.zeros((self.batch, width), dtype=torch.long, device=self.device)
+        feats = None
+        for b, t in tokens.items():
+            ids[b, : len(t)] = t
+            f = features[b]
+            if feats is None:
+                feats = f.new_zeros((self.batch, width, f.shape[-1]))
+            feats[b, : len(f)] = f
+        mask = rows_mask(int(self.fill.max()) + width, self.committed, [visible.get(b) for b in range(self.batch)],
+                         self.fill, width, self.dtype, self.device)
+        self.cache.begin(self.fill)
+        pos = torch.as_tensor(padded(positions, self.batch, width), device=self.device)
+        return self.head(feats, self.embed(ids), pos, mask, self.cache)
+
+    def _logprobs(self, out: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.head.logits(out).float(), dim=-1)
+
+    def draft_root(self, rows: list[int]) -> torch.Tensor:
+        tokens = {b: torch.cat(self.pending[b]) for b in rows}
+        features = {b: self.head.project(torch.cat(self.features[b])) for b in rows}
+        positions = {b: self.positions[b] + np.arange(len(t)) for b, t in tokens.items()}
+        out = self._forward(tokens, features, positions, {b: causal(len(t)) for b, t in tokens.items()})
+        last = []
+        for b in rows:
+            n = len(tokens[b])
+            self.pending[b], self.features[b] = [], []
+            self.positions[b] += n
+            self.committed[b] += n
+            self.fill[b] = self.committed[b]
+            self.nodes[b] = [out[b, n - 1: n]]
+            last.append(out[b, n - 1])
+        return self._logprobs(torch.stack(last))
+
+    def draft_level(self, rows: list[int], feeds: list[Feed]) -> list[torch.Tensor]:
+        tokens, features, positions, visible = {}, {}, {}, {}
+        for b, (frontier, depth, vis) in zip(rows, feeds):
+            n = len(frontier)
+            n_fed = vis.shape[1] - n
+            # a node's parent is its deepest visible fed slot (fed level by level), or the root
+            parents = (vis[:, :n_fed] * np.arange(1, n_fed + 1)).max(axis=1) if n_fed else np.zeros(n, dtype=np.int64)
+            tokens[b] = torch.as_tensor(frontier, device=self.device)
+            features[b] = torch.cat(self.nodes[b])[torch.as_tensor(parents, device=self.device)]
+            positions[b] = np.full(n, self.positions[b] - 1 + depth)
+            visible[b] = vis
+        out = self._forward(tokens, features, positions, visible)
+        result = []
+        for b in rows:
+            n = len(tokens[b])
+            self.nodes[b].append(out[b, :n])
+            self.fill[b] += n
+            result.append(self._logprobs(out[b, :n]))
+        return result
+
+    def end_cycle(self) -> None:
+        super().end_cycle()
+        for b in range(self.batch):
+            del self.nodes[b][1:]  # only the root's predicted feature outlives the cycle
+
+    def release(self, b: int) -> None:
+        super().release(b)
+        self.features[b], self.nodes[b] = [], []
+
+
+class EagleDrafter(RowsDrafter):
+    """A ``FeatureHead`` bound to its target; ``vocab_ids`` maps draft indices to target ids (None: all)."""
 
     uses_target_hidden = True
+    rows_class = EagleRows
 
-    def __init__(self, head: FeatureHead, vocab_ids: torch.Tensor | None, target: LoadedModel, name: str,
-                 max_positions: int | None = None) -> None:
+    def __init__(self, head: FeatureHead, vocab_ids: torch.Tensor | None, target: LoadedModel, name: str) -> None:
         self.head = head.eval().requires_grad_(False)
         self.name = name
         self.device = target.device
         self.feature_layers, self.feature_width = head.feature_layers, head.feature_width
         self.embed = base_and_head(target.model)[0].get_input_embeddings()
         self.draft_vocab = None if vocab_ids is None else vocab_ids.to(self.device)  # draft index -> target id
-        self.max_positions = max_positions or int(getattr(target.model.config, "max_position_embeddings", 8192))
-        self.dtype = self._dtype = self.embed.weight.dtype
-
-    def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
-        self.cache = KVCache(self.head.kv_heads, self.head.head_dim, self.max_positions + 1024, self.device,
-                             self._dtype)
-        # Pairs (f_t, x_{t+1}) for t < P - 1; the last prompt feature pairs with the root.
-        self._pending_tokens = [prompt[1:]]
-        self._pending_features = [prompt_hidden[:-1]]
-        self._positions = 1  # next token position to write (x_0 has no pair)
-        self._committed = 0  # cache entries belonging to the sequence
-        self._node_features: list[torch.Tensor] = []  # root, then every fed tree node, this cycle
-
-    def commit(self, tokens: torch.Tensor, hidden: torch.Tensor | None) -> None:
-        self._pending_tokens.append(tokens)
-        self._pending_features.append(hidden)
-
-    def _logprobs(self, out: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(self.head.logits(out).float(), dim=-1)
-
-    def draft_root(self) -> torch.Tensor:
-        tokens = torch.cat(self._pending_tokens)
-        features = self.head.project(torch.cat(self._pending_features))
-        self._pending_tokens, self._pending_features = [], []
-        positions = torch.arange(self._positions, self._positions + len(tokens), device=self.device)
-        n_new = len(tokens)
-        mask = None
-        if self._committed:  # causal within the new block, everything before it visible
-            mask = torch.zeros((1, 1, n_new, self._committed + n_new), dtype=self._dtype, device=self.device)
-            mask[0, 0, :, self._committed:] = torch.full((n_new, n_new), -math.inf, device=self.device).triu(1)
-        out = self.head(features[None], self.embed(tokens)[None], positions[None], mask, self.cache)[0]
-        self._positions += n_new
-        self._committed = self.cache.length
-        self._root_position = self._positions - 1
-        self._node_features = [out[-1:]]  # index 0: the root; then every fed tree node
-        return self._logprobs(out[-1:])[0]
-
-    def draft_level(self, tokens: torch.Tensor, depth: int, visible: torch.Tensor) -> torch.Tensor:
-        n, n_fed = len(tokens), visible.shape[1] - len(tokens)
-        # A node's parent is its deepest visible fed slot (slots are fed level by level), or the root.
-        fed_visible = visible[:, :n_fed]
-        slot_index = torch.arange(1, n_fed + 1, device=self.device)
-        parents = ((fed_visible * slot_index).amax(dim=1) if n_fed
-                   else torch.zeros(n, dtype=torch.long, device=self.device))
-        features = torch.cat(self._node_features)[parents]
-        positions = torch.full((1, n), self._root_position + depth, device=self.device)
-        mask = torch.zeros((1, 1, n, self._committed + n_fed + n), dtype=self._dtype, device=self.device)
-        mask[0, 0, :, self._committed:].masked_fill_(~visible, -math.inf)
-        out = self.head(features[None], self.embed(tokens)[None], positions, mask, self.cache)[0]
-        self._node_features.append(out)
-        return self._logprobs(out)
-
-    def end_cycle(self) -> None:
-        self.cache.length = self._committed
-        del self._node_features[1:]  # only the root's predicted feature outlives the cycle
+        self.dtype = self.embed.weight.dtype
 
 
 def save_eagle(directory: Path, head: EagleHead, vocab_ids: torch.Tensor, meta: dict) -> None:
@@ -263,17 +274,13 @@ def save_eagle(directory: Path, head: EagleHead, vocab_ids: torch.Tensor, meta: 
         {"format": FORMAT, "format_version": FORMAT_VERSION, "config": asdict(head.cfg), **meta}, indent=2))
 
 
-def retrain_eagle_advice(directory: Path) -> str:
-    return f"restore it, or train it again with `simspec train-draft --kind eagle --out {directory} --force`"
-
-
 def load_eagle(directory: Path, target: LoadedModel, name: str) -> EagleDrafter:
     """Load a drafter directory and bind it to ``target``; refuse one made for another target."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     config_file, weights_file = directory / "config.json", directory / "model.safetensors"
-    fix = retrain_eagle_advice(directory)
+    fix = retrain_advice(directory, {"kind": "eagle"})
     meta = read_json(config_file, f"drafter {name!r}: ", f"drafter {name!r}: {config_file} is missing: {fix}", fix)
     require_schema(meta, FORMAT, FORMAT_VERSION, config_file, fix, key="format")
     blob = require(meta, "config", dict, config_file, fix, what="an object (the drafter's architecture)")

@@ -1,7 +1,6 @@
-"""Public EAGLE checkpoint folders (the heads are ``engine/eagle_public.py``'s): ``config.json``
-(Llama fields) and ``model.safetensors`` or ``pytorch_model.bin``, read into a head bound to the
-target, and EAGLE-3 heads written in the layout SGLang and vLLM load. Every mismatch with the
-target is one error line naming the key or config field."""
+"""Public EAGLE checkpoint folders (``config.json`` and ``model.safetensors`` or
+``pytorch_model.bin``) read into ``eagle_public``'s heads, each mismatch one error line naming the
+key or field; EAGLE-3 heads written in the layout SGLang and vLLM load."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def aux_layers_from(config: dict, n_layers: int, where: str) -> tuple[int, ...]:
 
 
 def checkpoint_kind(config: dict, names) -> str:
-    """eagle3 (a one-layer ``midlayer`` with a draft vocabulary) or eagle1 (EAGLE-1/2), from the
-    config's architectures and the weights' names."""
+    """eagle3 or eagle1 (EAGLE-1/2), from the config's architectures and the weights' names."""
     if any(k.startswith("midlayer.") or k in ("d2t", "t2d") for k in names) \
             or any("eagle3" in str(a).lower() for a in config.get("architectures") or []):
         return "eagle3"
@@ -105,8 +103,7 @@ def checkpoint_kind(config: dict, names) -> str:
 
 
 def public_shapes(directory: Path, config: dict) -> dict:
-    """The head's shapes (``formats.head_shapes``) from its public-layout config and its weights'
-    names (nothing read but the header). Raises KeyError on a config without them."""
+    """The head's shapes (``formats.head_shapes``) from its config and weights' names; KeyError without them."""
     vocab, heads = config["vocab_size"], config["num_attention_heads"]
     eagle3 = checkpoint_kind(config, _weight_names(directory)) == "eagle3"
     return head_shapes(config["hidden_size"], heads, config.get("num_key_value_heads", heads),
@@ -158,9 +155,8 @@ def public_config(config: dict, tensors: dict[str, torch.Tensor], target: Loaded
 
 
 def _canonical(tensors: dict[str, torch.Tensor], kind: str) -> dict[str, torch.Tensor]:
-    """One key layout: EAGLE-3 checkpoints also circulate with ``layers.0.`` for ``midlayer.``,
-    and some carry the target's embedding (``embed_tokens.weight``), which simspec takes from
-    the target itself."""
+    """One key layout: EAGLE-3 checkpoints also circulate with ``layers.0.`` for ``midlayer.``, and
+    some carry the target's embedding (``embed_tokens.weight``), taken from the target instead."""
     out = {}
     for key, value in tensors.items():
         key = key.removeprefix("model.")
@@ -173,8 +169,7 @@ def _canonical(tensors: dict[str, torch.Tensor], kind: str) -> dict[str, torch.T
 
 
 def read_public_head(directory: Path, config: dict, target: LoadedModel, name: str) -> Eagle3Head | Eagle1Head:
-    """A public EAGLE-3 or EAGLE-1/2 head for ``target``, in float32 on the CPU; refuse, in one
-    line naming the key or field, one that does not fit it."""
+    """A public EAGLE-3 or EAGLE-1/2 head for ``target``, in float32 on the CPU, or one error line."""
     where = f"EAGLE head {name!r} ({directory})"
     tensors = _read_weights(directory, name)
     cfg = public_config(config, tensors, target, where)
@@ -218,7 +213,6 @@ def load_public_eagle(directory: Path, config: dict, target: LoadedModel, name: 
     return EagleDrafter(head.bind(base_and_head(target.model)[1]), None, target, name)
 
 
-# -- writing ----------------------------------------------------------------------------------
 def eagle3_config(head: Eagle3Head, target: LoadedModel) -> dict:
     """config.json in the fields SGLang's and vLLM's EAGLE-3 loaders read."""
     cfg, tc = head.cfg, target.model.config
@@ -251,8 +245,7 @@ def stored_tensors(head: Eagle3Head) -> dict[str, torch.Tensor]:
 
 
 def save_eagle3(directory: Path, head: Eagle3Head, target: LoadedModel, card: dict) -> None:
-    """The public layout (fp16 weights, ``d2t`` int64, ``t2d`` bool) plus ``simspec.json``,
-    simspec's provenance card, which servers ignore."""
+    """The public layout (fp16 weights, ``d2t`` int64, ``t2d`` bool) plus ``simspec.json``, the card."""
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Public EAGLE checkpoints: EAGLE-3 heads (SGLang's and vLLM's ``LlamaForCausalLMEagle3``) and
-EAGLE-1/2 heads, read and written in their own layout so one folder serves simspec and a server.
+"""Public EAGLE heads: EAGLE-3 (SGLang's and vLLM's ``LlamaForCausalLMEagle3``) and EAGLE-1/2, in
+their own layout so one folder serves simspec and a server (``eagle_checkpoint`` reads and writes
+the folders). The embedding is always the target's.
 
 EAGLE-3 (one ``midlayer``):
     fused = fc([a_low ; a_mid ; a_high])          the inputs of three target decoder layers, 3H -> H
@@ -10,9 +11,6 @@ EAGLE-3 (one ``midlayer``):
 EAGLE-1/2 (``layers.0``, no input_layernorm, no norm, no lm_head):
     h = layers.0(fc([e(x_{t+1}) ; f_t]))          f_t: the target's last hidden state (final norm)
     logits = the target's LM head over the full vocabulary.
-
-The embedding is always the target's. ``engine/eagle_checkpoint.py`` reads and writes the
-checkpoint folders.
 """
 
 from __future__ import annotations
@@ -24,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simspec.engine.eagle import FeatureHead, KVCache, RMSNorm, rotate
+from simspec.engine.eagle import FeatureHead, RMSNorm, rope, rope_theta, rotate
+from simspec.engine.kv_rows import RowSlots
 from simspec.engine.modeling import aux_layer_ids, head_logits
 from simspec.engine.models import LoadedModel
 
@@ -88,13 +87,11 @@ class Attention(nn.Module):
         q = self.q_proj(h).view(b, t, -1, hd).transpose(1, 2)
         k = self.k_proj(h).view(b, t, -1, hd).transpose(1, 2)
         v = self.v_proj(h).view(b, t, -1, hd).transpose(1, 2)
-        angles = positions[..., None].float() * self.inv_freq
-        angles = torch.cat([angles, angles], dim=-1)
-        cos, sin = angles.cos()[:, None].to(h.dtype), angles.sin()[:, None].to(h.dtype)
+        cos, sin = rope(positions, self.inv_freq, h.dtype)
         return rotate(q, cos, sin), rotate(k, cos, sin), v
 
     def forward(self, h: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
-                cache: KVCache | None) -> torch.Tensor:
+                cache: RowSlots | None) -> torch.Tensor:
         q, k, v = self.qkv(h, positions)
         if cache is not None:
             k, v = cache.append(k, v)
@@ -200,17 +197,14 @@ class Eagle1Head(FeatureHead):
         return head_logits(self._target_head[0], out)
 
 
-# -- reading ----------------------------------------------------------------------------------
 def eagle3_for_target(target: LoadedModel, draft_vocab: int, aux_layers: tuple[int, ...] | None = None
                       ) -> PublicConfig:
     """An EAGLE-3 head's shape for ``target``: its attention shape, hidden and intermediate sizes."""
     tc = target.model.config
-    rope = getattr(tc, "rope_parameters", None) or {}
-    theta = rope.get("rope_theta", getattr(tc, "rope_theta", 10000.0))
     heads = tc.num_attention_heads
     return PublicConfig(
         kind="eagle3", hidden=tc.hidden_size, target_hidden=tc.hidden_size, heads=heads,
         kv_heads=tc.num_key_value_heads, head_dim=getattr(tc, "head_dim", None) or tc.hidden_size // heads,
-        intermediate=tc.intermediate_size, rms_eps=float(tc.rms_norm_eps), rope_theta=float(theta),
+        intermediate=tc.intermediate_size, rms_eps=float(tc.rms_norm_eps), rope_theta=rope_theta(tc),
         rope_scaling=(), vocab=tc.vocab_size, draft_vocab=draft_vocab,
         aux_layers=aux_layers or aux_layer_ids(tc.num_hidden_layers), fc_bias=False, attention_bias=False)

@@ -14,9 +14,8 @@ from simspec.engine.models import LoadedModel
 
 
 def length_batches(prompts: list[list[int]], batch: int) -> list[list[int]]:
-    """The prompt indices ``greedy_continuations`` runs together: sorted by length (stably), in
-    groups of ``batch``. A subset made of whole groups, listed in this order, batches the same way,
-    which is what lets sharded recordings reproduce a single process's continuations exactly."""
+    """The prompt indices ``greedy_continuations`` runs together: stably sorted by length, in groups
+    of ``batch`` (whole groups batch the same way alone: sharded recordings reproduce exactly)."""
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths batch well
     return [order[start:start + batch] for start in range(0, len(order), batch)]
 
@@ -32,16 +31,11 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
                          on_batch: Callable[[dict[int, list[int]]], None] = lambda outputs: None,
                          temperature: float = 0.0, seed: int = 0, stop: frozenset[int] = frozenset()
                          ) -> list[list[int]]:
-    """Batched greedy generation (or sampling at ``temperature`` > 0), returning prompt +
-    continuation for every prompt.
-
-    Left-padded batches of similar-length prompts, one KV-cached step per token. (A hand loop:
-    ``model.generate`` ran far slower for the same batches.) Sequences keep generating past EOS
-    unless ``stop`` is given: then a batch ends once every row has emitted one of its tokens (the
-    caller cuts there; rows that stopped earlier carry on as padding). Sampling draws each row from
-    a generator of its own, seeded by ``seed`` and the row's prompt, so a prompt's sample does not
-    depend on which prompts share its batch (a resumed run, another budget, a store that already
-    holds some). ``on_batch`` sees the outputs after each batch."""
+    """Prompt + continuation for every prompt, greedy (or sampled at ``temperature`` > 0), in
+    left-padded batches of similar lengths (a hand loop: ``model.generate`` ran far slower). With
+    ``stop``, a batch ends once every row has emitted one of its tokens (the caller cuts there).
+    Each row samples from a generator seeded by ``seed`` and its prompt, whatever its batch.
+    ``on_batch`` sees the outputs after each batch."""
     from transformers import DynamicCache
 
     base, head = base_and_head(target.model)

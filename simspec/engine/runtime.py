@@ -1,17 +1,13 @@
 """The engine's runtimes. ``eager``: the Hugging Face forwards as they are. ``compiled``: the
 target's forward under ``torch.compile`` over a static, full-capacity KV cache, in a few shape
-buckets (the tokens of a forward padded to a power of two, the cache's capacity to a multiple
-of ``CAPACITY_STEP``, the batch size as it is), so that a run compiles a handful of graphs and
-then only replays them (``compiled_rows.CompiledTargetRows``, a sequence per row).
+buckets (tokens padded to a power of two, capacity to a multiple of ``CAPACITY_STEP``), so a run
+compiles a handful of graphs and then replays them (``compiled_rows.CompiledTargetRows``).
 
-On a CPU the graphs are built with inductor's freezing (weights become constants, prepacked) and
-its C++ GEMM templates (``max-autotune-no-cudagraphs``; ``SIMSPEC_COMPILE_MODE=default`` keeps
-ATen's GEMMs and compiles in half the time); on CUDA with ``reduce-overhead``, which captures
-each bucket as a CUDA graph (without autotuning's minutes per graph). Compiling costs
-tens of seconds per bucket on a CPU, paid once per process (inductor's graph cache does not keep
-frozen graphs across processes); the engine counts it (``CompiledForward.compile_s``) and every
-report states it. The cost model prices a compiled forward at its bucket (samples marked
-``bucketed``: ``sim.costmodel.Curve``)."""
+On a CPU: inductor's freezing (prepacked constant weights) and C++ GEMM templates
+(``max-autotune-no-cudagraphs``; ``SIMSPEC_COMPILE_MODE=default`` keeps ATen's GEMMs, compiling
+in half the time); on CUDA ``reduce-overhead``, a CUDA graph per bucket. Compiling costs tens
+of seconds per bucket on a CPU, once per process (frozen graphs are not cached across
+processes); ``CompiledForward.compile_s`` counts it for the reports."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ log = logging.getLogger("simspec")
 
 
 def check_runtime(name: str) -> str:
-    """``name`` if it is a runtime of this engine (and, compiled, its mode one torch knows); else
-    one error line."""
+    """``name`` if it is a runtime (and, compiled, its mode one torch knows); else one error line."""
     if name not in RUNTIMES:
         raise SimspecError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {name!r}")
     if name == "compiled":
@@ -52,9 +47,7 @@ def check_runtime(name: str) -> str:
 
 
 def compile_mode(device: str) -> str:
-    """The ``torch.compile`` mode of the compiled runtime on ``device``: CUDA graphs on CUDA;
-    on a CPU ``max-autotune-no-cudagraphs`` (GEMM templates benchmarked against ATen's at
-    compile time) unless SIMSPEC_COMPILE_MODE=default, which skips the benchmarking."""
+    """The compiled runtime's ``torch.compile`` mode on ``device`` (module docstring)."""
     if str(device).startswith("cuda"):
         return "reduce-overhead"
     mode = os.environ.get(MODE_VARIABLE) or CPU_MODES[0]
@@ -71,8 +64,7 @@ def bucket(n: int) -> int:
 
 
 def capacity_bucket(n: int) -> int:
-    """The cache capacity of a sequence that needs ``n`` slots. The padded tail of a forward
-    writes past the tokens it keeps: callers count a bucket's slack in ``n``."""
+    """The cache capacity for ``n`` slots (callers count a bucket's padded tail in ``n``)."""
     return -(-n // CAPACITY_STEP) * CAPACITY_STEP
 
 
@@ -104,11 +96,8 @@ class CompiledForward:
         self.compile_s = 0.0
 
     def cache(self, capacity: int, batch: int = 1):
-        """The one KV cache of ``batch`` rows of ``capacity`` slots every sequence (or batch) of
-        this model decodes in, one after the other. A graph reads and writes the buffers it was
-        compiled with (pinned for it, as CUDA graphs need), so a fresh cache per sequence would go
-        unread: each sequence starts by resetting this one (its prefill writes from slot 0; what
-        lies past its length is masked)."""
+        """The one KV cache of ``batch`` rows of ``capacity`` slots every batch of this model decodes
+        in, reset: a graph reads the buffers it was compiled with, so a fresh cache would go unread."""
         from transformers import StaticCache
 
         if (batch, capacity) not in self.caches:
@@ -146,17 +135,17 @@ def compiled_forward(base: torch.nn.Module) -> CompiledForward:
     return _COMPILED[base]
 
 
-def compiled_mode(target) -> str | None:
-    """The ``torch.compile`` mode this process compiled ``target``'s forwards in (None if none)."""
+def _compiled(target) -> CompiledForward | None:
     from simspec.engine.modeling import base_and_head
 
-    base = base_and_head(target.model)[0]
-    return _COMPILED[base].mode if base in _COMPILED else None
+    return _COMPILED.get(base_and_head(target.model)[0])
+
+
+def compiled_mode(target) -> str | None:
+    """The ``torch.compile`` mode this process compiled ``target``'s forwards in (None if none)."""
+    return None if _compiled(target) is None else _compiled(target).mode
 
 
 def compiled_seconds(target) -> float:
     """Seconds this process has spent compiling ``target``'s forwards (a ``LoadedModel``; 0 if none)."""
-    from simspec.engine.modeling import base_and_head
-
-    base = base_and_head(target.model)[0]
-    return _COMPILED[base].compile_s if base in _COMPILED else 0.0
+    return 0.0 if _compiled(target) is None else _compiled(target).compile_s

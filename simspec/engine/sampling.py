@@ -1,21 +1,15 @@
 """Speculative *sampling*: verification at temperature > 0 that keeps the output distribution
 exactly the target's.
 
-Feature heads draft deterministically (top-k children), so each drafted child is a point mass
-q = 1 and EAGLE-2/3's walk applies (``TreeVerifier``): at the last accepted node take the
-target's distribution p there; try that node's verified children in the engine's order (the
-drafter's rank), accepting child x with probability p(x); on a rejection set p(x) = 0 and
-renormalise before the next sibling; on an acceptance descend and repeat. When every child is
-rejected, or at a leaf, the bonus token is drawn from the current (residual) p. Summed over the
-walk, token x is emitted first with probability exactly p(x), and so on down the path.
+Feature heads draft top-k children, point masses q = 1, verified by EAGLE-2/3's walk
+(``TreeVerifier``): at the last accepted node, with the target's p there, try its children in
+the drafter's rank, accepting x with probability p(x); a rejection sets p(x) = 0 and
+renormalises; an acceptance descends. With every child rejected, or at a leaf, the bonus token
+is drawn from the residual p. A draft LM's sampled chain takes the standard rule
+(``ChainVerifier``): accept x with probability min(1, p(x)/q(x)), else draw from norm(max(0, p - q)).
 
-A standalone draft LM in chain mode samples its drafts from its own distribution q and is
-verified by the standard rule (``ChainVerifier``): accept x with probability min(1, p(x)/q(x));
-on a rejection draw from norm(max(0, p - q)).
-
-Both draw every random number from one ``numpy.random.Generator``, seeded per generation, so
-one seed gives one output. Distributions live on the host in float64: a walk touches a handful
-of rows, and float32 renormalisation after several rejections drifts.
+One seeded ``numpy.random.Generator`` per generation draws everything; distributions are float64
+on the host (float32 renormalisation after several rejections drifts).
 """
 
 from __future__ import annotations
@@ -31,10 +25,8 @@ from simspec.errors import SimspecError
 
 @dataclass(frozen=True)
 class Sampling:
-    """How tokens are chosen: ``temperature`` 0 is greedy decoding (argmax, bit-identical to the
-    greedy engine); above 0, sampling from softmax(logits / T) restricted to the nucleus of mass
-    ``top_p``. ``seed`` seeds each generation's generator (a run's n-th prompt uses seed + n
-    where a caller wants distinct draws)."""
+    """``temperature`` 0: greedy decoding (argmax); above 0, sampling from softmax(logits / T) cut
+    to the nucleus of mass ``top_p``. ``seed``: a run's n-th prompt draws with seed + n."""
 
     temperature: float = 0.0
     top_p: float = 1.0
@@ -78,8 +70,7 @@ def distribution(logits: torch.Tensor, sampling: Sampling) -> np.ndarray:
 
 
 def row_distributions(logits: torch.Tensor, sampling: Sampling) -> Callable[[int], np.ndarray]:
-    """The target's distribution after each verified row of ``logits``, computed when a walk
-    over the tree asks for it (most rows of a rejected tree are never asked)."""
+    """The target's distribution after each verified row, computed when a walk asks for it."""
     rows: dict[int, np.ndarray] = {}
 
     def probs_of(row: int) -> np.ndarray:
@@ -91,8 +82,7 @@ def row_distributions(logits: torch.Tensor, sampling: Sampling) -> Callable[[int
 
 
 def draw(weights: np.ndarray, rng: np.random.Generator) -> int:
-    """One index drawn with probability proportional to ``weights`` (inverse CDF; an index of
-    zero weight is never returned)."""
+    """One index drawn with probability proportional to ``weights`` (never one of zero weight)."""
     cdf = np.cumsum(weights)
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
@@ -152,12 +142,9 @@ class ChainVerifier:
 
 
 def pit_values(probs: np.ndarray, tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Randomised probability integral transform: for each emitted token x with the target's
-    distribution p at its context, u = F(x-) + U p(x), U ~ Uniform(0, 1). The u are i.i.d.
-    Uniform(0, 1) exactly when the tokens were drawn from p, for any order of the vocabulary
-    fixed by p alone. F runs over tokens from the likeliest down, so that the typical faults of
-    a verifier (too much or too little mass on the likely, drafted tokens) move u toward 0 or 1
-    (in token-id order they would scatter over the interval and hide)."""
+    """Randomised PIT: u = F(x-) + U p(x), U ~ Uniform(0, 1), i.i.d. Uniform(0, 1) exactly when
+    each x was drawn from its p. F runs from the likeliest token down, so that a verifier's typical
+    faults (mass on the likely, drafted tokens) move u toward 0 or 1 instead of scattering."""
     rows = np.arange(len(tokens))
     chosen = probs[rows, tokens]
     # mass of the tokens ranked before x: likelier ones, and equally likely ones of lower id

@@ -1,32 +1,25 @@
 """The real tree speculative-decoding engine, batch-native: ``B`` rows decode a queue of prompts
-together, plainly or speculatively, greedy or sampling at a temperature. One sequence is a batch
-of one (``generate``, ``plain``); there is no other decoding loop.
-
-One cycle reads like the algorithm, for every busy row at once:
+together, plainly or speculatively, greedy or sampling at a temperature (one sequence is a batch
+of one). One cycle, for every busy row at once:
 
     plan      = policy.plan_batch(rows, context)            # depth budget, size per row
-    draft     : the root step, then level by level, every drafting row in one drafter forward,
+    draft     : the root step, then level by level in one drafter forward per level,
                 while policy.keep_drafting_batch says CONTINUE for the row
     size      = policy.choose_size_batch(rows, depth, tree scores, planned)
-    verify    : each row's best ``size`` nodes, one target forward for the batch (padded to the
-                largest, a tree mask per row)
+    verify    : each row's best ``size`` nodes in one padded target forward, a tree mask per row
     accept    : per row, the longest path agreeing with the target's greedy tokens plus its bonus
-                token (at temperature > 0: ``simspec.engine.sampling``'s rejection walk)
+                token (at T > 0: ``simspec.engine.sampling``'s rejection walk)
     trim      : each row keeps only its accepted tokens in the target's and the drafter's caches
 
-The policy is asked exactly as the simulator's replay asks it (rows in the queue's order).
-A finished sequence leaves its row and the next prompt of the queue is prefilled into it (alone)
-before the next cycle: continuous batching, as serving engines do. Once the queue is empty a
-free row idles as padding (``TargetRows.release``: it holds no context).
+The policy is asked as the simulator's replay asks it (rows in the queue's order). A finished
+sequence's row takes the queue's next prompt before the next cycle (continuous batching); once
+the queue is empty a free row idles as padding.
 
-For greedy decoding every sequence's output equals its own plain greedy decoding token for token,
-whatever the policy, the drafter or the batch; only floating-point reordering in the padded
-forwards could flip an exact near-tie, which ``simspec.engine.lossless`` reports with the
-target's top-2 logit gap. At T > 0 each sequence draws from its own generator (its seed:
-``seeds``, by default the sampling's seed plus its index in the queue); a tree is verified by
-EAGLE's walk over deterministic drafts (``TreeVerifier``), a chain (W = 1) of a drafter that
-samples chains by the standard speculative-sampling rule (``ChainVerifier``): the output's
-distribution is the target's.
+Greedy output equals plain greedy decoding token for token, whatever the policy, drafter or
+batch, up to exact near-ties flipped by the padded forwards' float order (``engine.lossless``).
+At T > 0 each sequence draws from its own generator (its seed); trees are verified by EAGLE's
+walk (``TreeVerifier``), chains (W = 1) sampled from the drafter by the standard rule
+(``ChainVerifier``): the output's distribution is the target's.
 """
 
 from __future__ import annotations
@@ -73,9 +66,8 @@ from simspec.policies.base import (
 
 
 class SampledChain:
-    """Children for a chain (W = 1) *sampled* from the drafter's own distribution q at the
-    sampling temperature, what the standard speculative-sampling rule verifies; keeps each
-    draft's q over the target's vocabulary in ``q_rows``."""
+    """A chain (W = 1) sampled from the drafter's own q at the sampling temperature; ``q_rows``:
+    each draft's q over the target's vocabulary, for the speculative-sampling rule."""
 
     def __init__(self, drafter: Drafter, sampling: Sampling, rng: np.random.Generator, vocab_size: int) -> None:
         self.sampling, self.rng, self.vocab_size = sampling, rng, vocab_size
@@ -123,10 +115,9 @@ class _Trees:
 
 
 class SpeculativeEngine:
-    """Decoding of ``target`` with ``drafter``, ``batch_size`` sequences at a time: greedy, or
-    sampling at ``sampling.temperature`` > 0. ``tree_verifier`` / ``chain_verifier`` decide
-    acceptance at T > 0 (replaceable: the statistical tests show their power on deliberately
-    broken ones). ``runtime``: how the target's forwards run (``engine.runtime``: eager or compiled)."""
+    """Decoding of ``target`` with ``drafter``, ``batch_size`` sequences at a time. The verifiers
+    decide acceptance at T > 0 (replaceable: the statistical tests break them on purpose);
+    ``runtime``: eager or compiled target forwards (``engine.runtime``)."""
 
     def __init__(self, target: LoadedModel, drafter: Drafter, sampling: Sampling = GREEDY,
                  tree_verifier: TreeVerifier | None = None, chain_verifier: ChainVerifier | None = None,
@@ -144,32 +135,25 @@ class SpeculativeEngine:
         self.eos = eos_token_ids(target)
         self.max_positions, self._limit = served_context(target.model.config)
         self.vocab_size = int(target.model.config.vocab_size)
-        # slots past a sequence's tokens for a tree (None: TREE_SLOTS): a compiled cache's attention
-        # reads them all, so warm_up narrows them to the largest tree it compiles for (a larger
-        # one still fits: the cache grows)
+        # slots past a sequence's tokens for a tree (None: TREE_SLOTS); warm_up narrows them to its
+        # largest tree, as a compiled cache's attention reads them all (a larger tree grows it)
         self.tree_slots: int | None = None
         self._rngs: dict[int, np.random.Generator] = {}  # this run's generator per sequence (T > 0)
 
     @property
     def compile_s(self) -> float:
-        """Seconds this process has spent compiling the target's forwards (0 when eager)."""
+        """Seconds this process has spent compiling the target's forwards."""
         from simspec.engine.runtime import compiled_seconds
 
         return 0.0 if self.runtime == "eager" else compiled_seconds(self.target)
 
     def _capacity(self, longest_prompt: int, max_new_tokens: int, speculative: bool) -> int:
         """Cache slots per row for a queue whose longest prompt has ``longest_prompt`` tokens."""
-        slack = (self.tree_slots or TREE_SLOTS) if speculative else 1
-        return longest_prompt + max_new_tokens + slack
-
-    def _target_rows(self, capacity: int, feature_layers: tuple[int, ...] | None) -> TargetRows:
-        return target_rows(self.target, self.batch, capacity, feature_layers, self.runtime)
+        return longest_prompt + max_new_tokens + ((self.tree_slots or TREE_SLOTS) if speculative else 1)
 
     def warm_up(self, prompt_lengths: list[int], max_new_tokens: int, sizes: Sequence[int] = ()) -> float:
         """Under the compiled runtime, compile every forward that plain decoding and trees of these
-        sizes (nodes verified) meet on prompts of these lengths, so that no timed run pays a
-        compile; returns the seconds it took (0 when eager). A tree larger than every one of
-        ``sizes`` still decodes (its cache grows, compiling then)."""
+        sizes meet on prompts of these lengths, so that no timed run pays a compile; the seconds."""
         if self.runtime == "eager":
             return 0.0
         from simspec.engine.runtime import bucket, capacity_bucket
@@ -184,7 +168,7 @@ class SpeculativeEngine:
                 capacities = {capacity_bucket(self._capacity(n, max_new_tokens, speculative))
                               for n in prompt_lengths}
                 for capacity in sorted(capacities):
-                    rows = self._target_rows(capacity, layers)
+                    rows = target_rows(self.target, self.batch, capacity, layers, self.runtime)
                     rows.prefill(0, torch.zeros(1, dtype=torch.long, device=self.device))
                     for size in sizes_run:
                         rows.forward({0: (np.zeros(size, dtype=np.int64), np.arange(size), causal(size))})
@@ -203,24 +187,18 @@ class SpeculativeEngine:
 
     def _truncate(self, tokens: list[int], max_new_tokens: int) -> list[int]:
         tokens = tokens[:max_new_tokens]
-        for i, t in enumerate(tokens):
-            if t in self.eos:
-                return tokens[: i + 1]
-        return tokens
+        return tokens[:next((i + 1 for i, t in enumerate(tokens) if t in self.eos), len(tokens))]
 
     def _pick(self, logits: torch.Tensor, index: int) -> int:
-        """The token after one position of the queue's sequence ``index``: the argmax, or a draw
-        from the target's distribution with the sequence's generator."""
+        """The token after one position of sequence ``index``: the argmax, or its generator's draw."""
         rng = self._rngs.get(index)
         if rng is None:
             return int(logits.argmax(-1))
         return draw(distribution(logits.reshape(-1), self.sampling), rng)
 
-    # -- one sequence: a batch of one ------------------------------------------------------
     def generate(self, prompt_ids: list[int], policy: BatchPolicy, max_new_tokens: int,
                  seed: int | None = None) -> Generation:
-        """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds
-        the generator every draw comes from."""
+        """Speculative decoding of one prompt; at T > 0 ``seed`` (default: the engine's) seeds its draws."""
         return self.decode([prompt_ids], policy, max_new_tokens, None if seed is None else [seed]).generations[0]
 
     def plain(self, prompt_ids: list[int], max_new_tokens: int, seed: int | None = None) -> Generation:
@@ -237,14 +215,11 @@ class SpeculativeEngine:
             raise SimspecError("sample() needs a temperature > 0; greedy decoding is greedy()")
         return self.plain(prompt_ids, max_new_tokens, seed)
 
-    # -- the queue -------------------------------------------------------------------------
     def decode(self, prompts: list[list[int]], policy: BatchPolicy | None, max_new_tokens: int,
                seeds: Sequence[int] | None = None, arrivals: Sequence[float] | None = None) -> BatchRun:
-        """Every prompt decoded, ``batch_size`` at a time: speculatively, every row's tree from
-        ``policy``, or plainly (``policy`` None); at T > 0 sequence i draws with ``seeds[i]``.
-        ``arrivals``: request i joins a free row only once ``arrivals[i]`` seconds (non-decreasing)
-        have passed since the run began, in real time (a stream under load); the engine waits
-        for the next one when every row is free."""
+        """Every prompt decoded, ``batch_size`` at a time: speculatively with ``policy``, or plainly
+        (None); at T > 0 sequence i draws with ``seeds[i]``. ``arrivals``: request i takes a free row
+        only ``arrivals[i]`` seconds (non-decreasing) into the run, in real time (a stream under load)."""
         return self._decode(prompts, policy, max_new_tokens, seeds, sampled=not self.sampling.greedy,
                             arrivals=arrivals)
 
@@ -275,8 +250,8 @@ class SpeculativeEngine:
         speculative = policy is not None
         capacity = self._capacity(max(map(len, prompts)), max_new_tokens, speculative)
         drafter = batched(self.drafter, self.batch, capacity) if speculative else None
-        target = self._target_rows(capacity, drafter.target_layers() if speculative and drafter.uses_target_hidden
-                                   else None)
+        layers = drafter.target_layers() if speculative and drafter.uses_target_hidden else None
+        target = target_rows(self.target, self.batch, capacity, layers, self.runtime)
         queue = deque(enumerate(prompts))
         rows: list[_Row | None] = [None] * self.batch
         done: dict[int, Generation] = {}
@@ -340,12 +315,10 @@ class SpeculativeEngine:
         self._seconds["prefill"] += row.prefill_s
         return row
 
-    # -- plain decoding: one token per row per step --------------------------------------------
     def _plain_step(self, target: TargetRows, rows: list[_Row | None], busy: list[int],
                     drafter: RowDrafter | None = None, ids: np.ndarray | None = None, policy_s: float = 0.0) -> None:
-        """One token per busy row. With ``drafter`` (a speculative run whose policy drafted
-        nothing this cycle) each new token is committed to it, to feed at the row's next draft,
-        and the policy observes a cycle of depth 1, as a server that switches speculation off."""
+        """One token per busy row. With ``drafter`` (a speculative cycle that drafted nothing) each
+        token is committed to it and the policy observes a depth-1 cycle, as speculation switched off."""
         context = int(target.lengths[busy].max())
         t = clock(self.device)
         one = np.ones((1, 1), dtype=bool)
@@ -379,7 +352,6 @@ class SpeculativeEngine:
                                               seconds, policy_s, 0.0))
         self._log.append(BatchCycle(ones, ones, context, 1, 0.0, seconds, policy_s, 0.0))
 
-    # -- speculative decoding -------------------------------------------------------------------
     def _cycle(self, target: TargetRows, drafter: RowDrafter, rows: list[_Row | None], busy: list[int]) -> None:
         """One cycle of every busy row: plan, draft, size, verify, accept, trim."""
         device, policy = self.device, self._policy
@@ -434,8 +406,7 @@ class SpeculativeEngine:
 
     def _grow(self, drafter: RowDrafter, rows: list[_Row | None], busy: list[int], lengths: np.ndarray,
               ids: np.ndarray, planned: np.ndarray, sizes) -> tuple[_Trees, float, float]:
-        """Every busy row's tree as the policy ``planned`` it, drafted and sized; the seconds in
-        the policy and drafting."""
+        """Every busy row's tree as ``planned``, drafted and sized; the seconds in the policy and drafting."""
         device, policy = self.device, self._policy
         policy_s = 0.0
         # positions must stay inside the model's context; a tree never needs more levels than that
@@ -465,8 +436,8 @@ class SpeculativeEngine:
 
     def _accept(self, v: Verification, logits: torch.Tensor, target_next: np.ndarray | None, b: int, row: _Row
                 ) -> tuple[np.ndarray, int]:
-        """Row ``b``'s accepted rows (root first) and the token after them: the target's greedy
-        path, or at T > 0 the walk over its tree (or chain) with the sequence's own generator."""
+        """Row ``b``'s accepted rows (root first) and the token after them: the greedy path, or at
+        T > 0 the walk over its tree (or chain) with the sequence's generator."""
         if target_next is not None:
             return v.accept(target_next[b, : len(v)])
         probs_of, rng = row_distributions(logits, self.sampling), self._rngs[row.index]
@@ -476,10 +447,9 @@ class SpeculativeEngine:
 
     def _draft(self, drafter: RowDrafter, trees: dict[int, DraftTree], rows: list[_Row | None], busy: list[int],
                ids: np.ndarray, caps: np.ndarray) -> tuple[dict[int, int], float, float]:
-        """Every row's tree, level by level, all rows still drafting in one forward per level; after
-        each level the policy is asked CONTINUE / STOP for every row that could go on, in one call
-        (``keep_drafting_batch``, as replay asks it). Returns draft calls per row, the seconds
-        drafting and the seconds deciding."""
+        """Every row's tree, level by level, one forward per level; after each the policy decides
+        CONTINUE / STOP for the rows that could go on in one call (``keep_drafting_batch``, as
+        replay asks it). Draft calls per row, the seconds drafting and the seconds deciding."""
         device, policy = self.device, self._policy
         asks = overrides(policy, "keep_drafting_batch")
         cap = dict(zip(busy, caps.tolist()))

@@ -1,12 +1,8 @@
-"""EAGLE-3 heads in the *speculators* format (the ``speculators`` library's ``Eagle3Speculator``,
-which vLLM loads from the folder alone): ``config.json`` holds the decoder layer's Llama fields
-under ``transformer_layer_config``, the head's own fields at the top (``draft_vocab_size``,
-``target_hidden_size``, ``norm_before_residual``, ``eagle_aux_hidden_state_layer_ids``) and the
-serving defaults under ``speculators_config`` (algorithm, proposal methods with their number of
-speculative tokens, the verifier's name); the weights name the layer ``layers.0.*`` and carry
-the draft's ``embed_tokens``. Read into the public EAGLE-3 head (``eagle_checkpoint``: the
-layer renamed to ``midlayer.*``, the embedding taken from the target as always) and written
-from one. Options simspec's head does not have (extra norms, a Qwen3 layer) are one line."""
+"""EAGLE-3 heads in the *speculators* format (``Eagle3Speculator``, which vLLM loads from the folder
+alone): ``config.json`` holds the layer's Llama fields under ``transformer_layer_config``, the
+head's own fields at the top and the serving defaults under ``speculators_config``; the weights
+name the layer ``layers.0.*`` and carry ``embed_tokens``. Read into, and written from, the public
+EAGLE-3 head; options simspec's head lacks (extra norms, a Qwen3 layer) are one error line."""
 
 from __future__ import annotations
 
@@ -27,10 +23,6 @@ ARCHITECTURE = "Eagle3Speculator"
 FORMAT_VERSION = "0.1.0"  # the speculators release whose config layout this writes
 UNSUPPORTED = ("norm_before_fc", "fc_norm", "norm_output")  # norms around fc that simspec's head lacks
 HEAD_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_residual")
-
-
-def is_speculators(config: dict) -> bool:
-    return isinstance(config.get("speculators_config"), dict) or "speculators_model_type" in config
 
 
 def public_fields(config: dict, where: str) -> dict:

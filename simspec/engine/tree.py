@@ -1,15 +1,12 @@
 """The draft tree, EAGLE-2 style, kept in numpy on the host.
 
-Nodes live in creation order: the root (the last accepted token) at index 0, then each level
-as it is drafted. The first draft step adds the root's top-W children; every later step
-expands the W *frontier* nodes (the previous level's W best cumulative scores), W children
-each, and keeps all W**2 candidates in the tree. A tree of D levels therefore holds
-``1 + W + (D - 2) * W**2`` nodes (LTD's count).
+Nodes live in creation order: the root (the last accepted token) at 0, then each level. The
+first step adds the root's top-W children; every later step expands the W *frontier* nodes
+(the previous level's best cumulative scores), W children each, keeping all W**2: a tree of D
+levels holds ``1 + W + (D - 2) * W**2`` nodes (LTD's count).
 
-Because nodes are appended level by level, index order is depth order; a stable sort by
-score therefore breaks ties by depth, then by creation, which keeps every top-V selection
-closed under ancestors (a child's cumulative log-prob never exceeds its parent's). The
-simulator relies on the same rule, so it lives here once: ``select_nodes``.
+Index order is depth order, so a stable sort by score breaks ties by depth, then creation, and
+every top-V selection is closed under ancestors (``select_nodes``, which the simulator shares).
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from simspec.policies.shape import TreeShape
 
 
 def select_nodes(scores: np.ndarray, size: int) -> np.ndarray:
-    """Indices (ascending) of the ``size`` best nodes by cumulative score, ties to the
-    shallower, then earlier node. ``scores[0]`` is the root."""
+    """Indices (ascending) of the ``size`` best nodes by cumulative score, ties to the shallower, then earlier."""
     order = np.argsort(-scores, kind="stable")[:size]
     return np.sort(order)
 
@@ -57,8 +53,7 @@ class DraftTree:
         return scores
 
     def _append(self, parents: np.ndarray, tokens: np.ndarray, logprobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A new level: children of ``parents`` with their tokens and conditional log-probs;
-        returns their node indices and cumulative scores."""
+        """A new level of children of ``parents``: their node indices and cumulative scores."""
         new = np.arange(self.n, self.n + len(parents))
         self.tokens[new] = tokens
         self.parents[new] = parents
@@ -121,11 +116,8 @@ class Verification:
         return len(self.nodes)
 
     def accept(self, target_next: np.ndarray) -> tuple[np.ndarray, int]:
-        """Longest path agreeing with the target's greedy choices.
-
-        ``target_next[r]`` is the target's greedy token after row r. Returns the accepted rows
-        (root first, in path order) and the bonus token the target gives after the last one.
-        """
+        """Longest path agreeing with ``target_next`` (the greedy token after each row): the accepted
+        rows (root first) and the bonus token after the last one."""
         agrees = np.ones(len(self.nodes), dtype=bool)
         agrees[1:] = self.tokens[1:] == target_next[self.parent_rows]
         on_greedy_path = ~(self.visible & ~agrees).any(axis=1)
