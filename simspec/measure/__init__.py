@@ -1,2 +1,1 @@
-"""Measurement on real models: latency curves (calibrate), trace recording, in-situ refits
-(recalibrate), interleaved runs against greedy decoding (bench-engine, validate --real)."""
+"""Measurement on real models: latency curves, traces, in-situ refits, real runs against plain decoding."""

@@ -1,18 +1,11 @@
-"""``bench-engine``: static tree configs against plain decoding on the same prompts (greedy,
-or sampling at ``--temperature`` > 0, where each pass and prompt draws from its own seed and
-the outputs are checked by the PIT / KS test instead of token equality).
-
-The runs are ``simspec.measure.interleave``'s (the same interleaving and aggregation as
-``validate --real``); a config's speedup is the median over prompts of greedy time /
-speculative time, with the inter-quartile range.
-"""
+"""``bench-engine``: static tree configs against plain decoding on the same prompts, interleaved."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +14,7 @@ from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.measure.interleave import MethodRuns
-from simspec.measure.tree_grid import TreeConfig, config_grid
+from simspec.measure.tree_grid import TreeConfig, config_grid, config_row
 from simspec.policies.base import StaticPolicy
 
 Bar = Callable[[str, int], Callable[..., None]]
@@ -84,23 +77,14 @@ def _tokens_per_s(times: list[list[tuple[float, int, float, int]]], side: int) -
 def config_summary(config: TreeConfig, runs: MethodRuns) -> dict:
     """One config's row of the ``--json`` line."""
     q25, median, q75 = np.percentile(runs.speedup, [25, 50, 75])
-    return {
-        **asdict(config),
-        "speedup": float(median), "speedup_q25": float(q25), "speedup_q75": float(q75),
-        "repeat_medians": [float(np.median(r)) for r in runs.by_repeat],
-        "tau": float(np.mean(runs.taus)), "tokens_per_s": _tokens_per_s(runs.times, 2),
-        "lossless": runs.lossless,
-        "exact_match": None if runs.sampled else not runs.divergences,  # T > 0: judged by the PIT
-        "pit_p": runs.pit_p, "pit_tokens": len(runs.pit),
-        "time_shares": {k: float(np.mean([s[k] for s in runs.shares])) for k in runs.shares[0]},
-        "divergences": [{k: v for k, v in d.items() if k != "near_tie"} for d in runs.divergences],
-    }
+    return config_row(config, runs, (q25, median, q75), [float(np.median(r)) for r in runs.by_repeat],
+                      float(np.mean(runs.taus)), _tokens_per_s(runs.times, 2), runs.shares,
+                      [{k: v for k, v in d.items() if k != "near_tie"} for d in runs.divergences])
 
 
 def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object],
                  checked: tuple[list[TreeConfig], list] | None = None) -> dict:
-    """Loads the models, runs greedy and every config on every prompt, interleaved, ``repeats``
-    passes; returns the summary (the ``--json`` line)."""
+    """Runs plain decoding and every config on every prompt, interleaved; returns the ``--json`` summary."""
     import torch
 
     from simspec import __version__

@@ -1,11 +1,7 @@
-"""Batches measured for real: the prompt set as one queue through B rows (``simspec.engine.speculative``),
-plainly and with every method, interleaved pass by pass (each pass rotates the order, so that a
-drifting machine spreads over every method alike). A method's speedup is plain decoding's time
-for the whole set / the method's, at the same batch size: the throughput ratio a server sees.
-Every output is checked against plain decoding's (greedy), or at T > 0 by the PIT of every output
-token under the target's distribution (KS against uniform): each pass samples its queue with its
-own seeds, the same for plain decoding and every method. ``bench-engine --batch-size B`` (static trees,
-here) and ``validate --real --batch-size B`` (``validate_batch``) both run ``interleaved``."""
+"""Batches measured for real: the prompt set as one queue through B rows, plainly and with every
+method, interleaved pass by pass in rotated order. A method's speedup is plain decoding's time
+for the set / its own, at the same B; outputs are checked against plain decoding's, or at T > 0
+by their PIT under the target (each pass with its own seeds, the same for every method)."""
 
 from __future__ import annotations
 
@@ -17,12 +13,13 @@ import numpy as np
 from simspec.engine.lossless import divergence_record
 from simspec.engine.records import BatchRun
 from simspec.engine.speculative import SpeculativeEngine
-from simspec.measure.tree_grid import TreeConfig
+from simspec.measure.interleave import Verdict
+from simspec.measure.tree_grid import TreeConfig, config_row
 from simspec.policies.base import BatchPolicy, StaticPolicy
 
 
 @dataclass
-class MethodBatches:
+class MethodBatches(Verdict):
     """One method's batch runs, one per pass, beside plain decoding's of the same pass."""
 
     runs: list[BatchRun]
@@ -36,8 +33,7 @@ class MethodBatches:
 
     @property
     def speedup(self) -> float:
-        """The median over passes (greedy: the passes repeat one computation), or at T > 0 the mean
-        (each pass samples other text: the speedup is a random variable)."""
+        """The median over passes, or at T > 0 the mean (each pass samples other text)."""
         return float(np.mean(self.ratios) if self.sampled else np.median(self.ratios))
 
     @property
@@ -48,30 +44,15 @@ class MethodBatches:
     def tokens_per_s(self) -> float:
         return float(np.median([r.tokens_per_s for r in self.runs]))
 
-    @property
-    def pit_p(self) -> float | None:
-        from simspec.engine.lossless import pit_p_value
-
-        return pit_p_value(self.pit) if self.sampled else None
-
-    @property
-    def lossless(self) -> bool:
-        """Equal to plain greedy decoding or split only at near-ties; at T > 0 the PIT not rejected."""
-        from simspec.engine.lossless import PIT_ALARM
-
-        return self.pit_p >= PIT_ALARM if self.sampled else all(d["near_tie"] for d in self.divergences)
-
 
 def pass_seeds(engine: SpeculativeEngine, n: int, rep: int) -> list[int] | None:
-    """At T > 0 the seeds of pass ``rep``'s queue of ``n`` prompts (every method and plain decoding
-    sample with them; the scored traces are recorded with them): seed + rep * n + prompt."""
+    """At T > 0 the seeds of pass ``rep``'s queue of ``n`` prompts, for every method: seed + rep * n + prompt."""
     return None if engine.sampling.greedy else [engine.sampling.seed + rep * n + p for p in range(n)]
 
 
 def divergences(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], run: BatchRun,
                 plain: BatchRun) -> list[dict]:
-    """Every prompt of ``run`` whose output differs from plain decoding's (``divergence_record``:
-    where, and whether at a near-tie)."""
+    """Every prompt of ``run`` whose output differs from plain decoding's (``divergence_record``)."""
     found = (divergence_record(engine.target, pid, ids, got.tokens, want.tokens)
              for (pid, ids), got, want in zip(prompt_ids, run.generations, plain.generations))
     return [d for d in found if d is not None]
@@ -80,8 +61,7 @@ def divergences(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]
 def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], policies: list[BatchPolicy],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]
                 ) -> tuple[list[BatchRun], list[MethodBatches]]:
-    """Plain decoding's runs (one per pass) and every policy's, interleaved; ``tick(n)`` after each
-    run of the n prompts. At T > 0 pass ``rep`` samples with ``pass_seeds``."""
+    """Plain decoding's runs (one per pass) and every policy's, interleaved; ``tick(n)`` after each run."""
     from simspec.engine.lossless import output_pit
 
     prompts = [ids for _, ids in prompt_ids]
@@ -107,23 +87,13 @@ def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]
 
 def bench_batch(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], configs: list[TreeConfig],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]) -> tuple[list[dict], float]:
-    """Every config's row (``bench.config_summary``'s fields) and plain decoding's tokens/s over
-    the whole batch (its median over passes)."""
+    """Every config's row (``tree_grid.config_row``) and plain decoding's tokens/s (median over passes)."""
     policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
     plain, measured = interleaved(engine, prompt_ids, policies, max_new_tokens, repeats, tick)
     rows = []
     for config, method in zip(configs, measured):
         q25, q75 = np.percentile(method.ratios, [25, 75])
-        shares = [r.time_shares() for r in method.runs]
-        rows.append({
-            "depth": config.depth, "width": config.width, "size": config.size,
-            "speedup": method.speedup, "speedup_q25": float(q25), "speedup_q75": float(q75),
-            "repeat_medians": [float(x) for x in method.ratios],
-            "tau": float(np.mean([g.tau for g in method.runs[0].generations])),
-            "tokens_per_s": method.tokens_per_s,
-            "lossless": method.lossless, "exact_match": None if method.sampled else not method.divergences,
-            "pit_p": method.pit_p, "pit_tokens": len(method.pit or ()),
-            "time_shares": {k: float(np.mean([s[k] for s in shares])) for k in shares[0]},
-            "divergences": method.divergences,
-        })
+        rows.append(config_row(config, method, (q25, method.speedup, q75), [float(x) for x in method.ratios],
+                               float(np.mean([g.tau for g in method.runs[0].generations])), method.tokens_per_s,
+                               [r.time_shares() for r in method.runs], method.divergences))
     return rows, float(np.median([r.tokens_per_s for r in plain]))

@@ -1,9 +1,5 @@
-"""``simspec calibrate``: one request in, one profile folder (or traces folder) out.
-
-Measures the latency curves on the device at hand, or models them with a roofline for a GPU
-that is not here (an ANALYTIC profile, marked as such everywhere), fits the cost model, times
-the baselines' decisions on this host, and records draft-tree traces (or reuses recorded ones).
-"""
+"""``simspec calibrate``: latency curves measured here or modelled for an absent GPU (ANALYTIC), the
+decisions timed on this host, and traces recorded or reused, into one profile (or traces) folder."""
 
 from __future__ import annotations
 
@@ -156,23 +152,19 @@ class Plan:
 
 
 def gpu_present(gpu: str) -> bool:
-    """Whether torch sees the named GPU: its name inside the CUDA device's (e.g. 'h100' in
-    'NVIDIA H100 80GB HBM3', 'rtx4090' as '4090' in 'NVIDIA GeForce RTX 4090')."""
+    """Whether torch sees the named GPU ('h100' in 'NVIDIA H100 80GB HBM3', 'rtx4090' as '4090')."""
     import torch
 
     from simspec.machine import device_model
 
-    if not torch.cuda.is_available():
-        return False
-    return gpu.replace("rtx", "") in device_model("cuda:0").lower().replace(" ", "")
+    return torch.cuda.is_available() and gpu.replace("rtx", "") in device_model("cuda:0").lower().replace(" ", "")
 
 
 def policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) -> dict:
-    """The profile's decision-time fields: ``policy_seconds_by_depth``, each baseline family's
-    seconds per cycle at a few tree depths, on this host (the policies run here whatever the
-    accelerator; the simulator charges a cycle at its own depth), and ``policy_seconds``, the
-    same at the deepest tree, with RADAR's LSTM call, which its training charges (stored, so
-    that one seed gives one policy)."""
+    """The profile's decision-time fields on this host (the policies run here whatever the
+    accelerator): ``policy_seconds_by_depth``, each baseline family's seconds per cycle at a few
+    depths, and ``policy_seconds``, the same at the deepest tree with RADAR's LSTM call, which its
+    training charges (stored, so that one seed gives one policy)."""
     from simspec.policies.registry import timing_policies
     from simspec.policies.timing import policy_latency_by_depth
     from simspec.sim.costmodel import CostModel
@@ -187,14 +179,13 @@ def policy_seconds(samples: list[dict], width: int, depth: int, repeats: int) ->
 
 
 def calibrate(request: CalibrateRequest, bar: Bar, status: Callable[[str], object], plan: Plan | None = None) -> dict:
-    """Runs the request; returns the summary (the ``--json`` line: a profile's, or with
-    ``traces_only`` a traces folder's)."""
+    """Runs the request; returns the ``--json`` summary (a profile's, or a traces folder's)."""
     import torch
 
     r = request
     plan = plan or r.check()
     if plan.kind == "imported":
-        return _imported(r, plan.source, r.out_dir())
+        return _imported(r, plan)
     torch.manual_seed(r.seed)
     run_device = "cuda" if torch.cuda.is_available() and plan.kind == "measured" and plan.gpu != "cpu" else "cpu"
     loaded, drafter, shapes = _models(r, plan, run_device, status)
@@ -226,8 +217,7 @@ def _grid(r: CalibrateRequest):
 
 @dataclass(frozen=True)
 class _Curves:
-    """What the latency measurement (or model) gave: the samples, the device as the profile names
-    it, an analytic profile's runtime, and the seconds it took."""
+    """The latency curves' samples, the device as the profile names it, an analytic runtime, the seconds."""
 
     samples: list[dict]
     device: str
@@ -236,8 +226,7 @@ class _Curves:
 
 
 def _models(r: CalibrateRequest, plan: Plan, run_device: str, status: Callable[[str], object]):
-    """The loaded target and drafter (none where the shapes alone serve: an analytic profile of
-    named models with no traces to record, or an architecture), and their shapes."""
+    """The loaded pair (none where the shapes alone serve: an analytic profile, an architecture), shapes."""
     from simspec.measure.curves import drafter_architecture, pair_shapes, target_architecture
     from simspec.sim.analytic import LLAMA31_8B, LLAMA31_8B_DRAFT
 
@@ -256,14 +245,13 @@ def _models(r: CalibrateRequest, plan: Plan, run_device: str, status: Callable[[
 
 
 def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) -> _Curves:
-    """The latency curves: measured on the device, or modelled for an absent GPU (with the host's
-    bookkeeping measured here); none for traces alone."""
+    """The latency curves: measured on the device, or modelled for an absent GPU; none for traces alone."""
+    from simspec.machine import device_label
     from simspec.measure.curves import (
         BatchGrid,
         analytic_batched,
         analytic_curves,
         bookkeeping_latency,
-        device_name,
         measure_batched,
         measure_curves,
     )
@@ -279,7 +267,7 @@ def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) 
             samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
                                        bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
                                            batched.count(r.batch_sizes)))
-        return _Curves(samples, device_name(loaded), None, time.perf_counter() - started)
+        return _Curves(samples, device_label(str(loaded.device)), None, time.perf_counter() - started)
     spec, (target_arch, draft_arch) = device_spec(plan.gpu), shapes
     book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.book_repeats,
                                bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
@@ -371,14 +359,12 @@ def profile_summary(out_dir: Path, profile) -> dict:
                if meta.engine_fit else {})}
 
 
-def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Path) -> dict:
-    """A profile from curves measured in another engine (no models loaded, nothing timed here but
-    the policies' decisions, which run on the host whatever prices the cycle)."""
-    from simspec.cache import atomic_directory
+def _imported(r: CalibrateRequest, plan: Plan) -> dict:
+    """A profile from curves measured in another engine (only the policies' decisions are timed here)."""
     from simspec.machine import machine
     from simspec.sim.imported import load_curves, runtime_label
-    from simspec.sim.profile import write_profile
 
+    source = plan.source
     curves, samples = load_curves(r.import_curves)
     runtime = runtime_label(curves)
     width, depth = (source[1]["width"], source[1]["depth_max"]) if source else (r.width, r.depth_max)
@@ -395,7 +381,4 @@ def _imported(r: CalibrateRequest, source: tuple[Path, dict] | None, out_dir: Pa
     if source and (meta["target"], meta["draft"]) != (r.target, r.draft):
         raise SimspecError(f"curves {r.import_curves} are for {meta['target']} + {meta['draft']}, but the traces "
                            f"are for {r.target} + {r.draft}: the trees and their prices must be of the same models")
-    with atomic_directory(out_dir, replace=r.force) as tmp:
-        meta["traces"] = source_reference(source, out_dir) if source else None
-        profile = write_profile(tmp, meta, samples)
-    return profile_summary(out_dir, profile)
+    return _write(r, plan, meta, samples, None)

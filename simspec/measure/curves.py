@@ -1,5 +1,4 @@
-"""``simspec calibrate``: measure latency curves on the device at hand (or model them for an
-absent GPU) and record draft-tree traces, into one profile folder."""
+"""Calibrate's latency curves: measured on the device through the engine's own code, or modelled."""
 
 from __future__ import annotations
 
@@ -30,12 +29,10 @@ from simspec.sim.profile import sample_record
 
 @dataclass(frozen=True)
 class CurveGrid:
-    """Operating points to measure. Every V up to 16, where tree policies spend most cycles and
-    a CPU's curve need not be smooth (a size can verify slower than the next one up:
-    neighbours do not interpolate); then dense where GPUs step (multiples of 8 and 16 up to 64, then every
-    16-32); three contexts so that L is interpolated, not guessed. Every draft width up to 16
-    and every tree depth up to 12, for the same reason: a draft step's matrix products change
-    kernels with the row count (on an EPYC 3 and 15 nodes cost more than 4 and 16), and the
+    """Operating points to measure. Every V up to 16, where tree policies spend most cycles and a
+    CPU's curve need not be smooth (neighbours do not interpolate), then dense where GPUs step;
+    three contexts, so that L is interpolated. Every draft width up to 16 and tree depth up to 12,
+    for the same reason: a draft step's matrix products change kernels with the row count, and the
     host's work per cycle bends with depth where a small tree holds fewer nodes than V asks."""
 
     verify_sizes: tuple[int, ...] = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160,
@@ -67,9 +64,7 @@ class CurveGrid:
 @torch.inference_mode()
 def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callable[..., None],
                    sampling: Sampling = GREEDY, runtime: str = "eager") -> list[dict]:
-    """One plain decoding step after L tokens: causal forward of 1 token, head, then the argmax
-    (greedy) or, at T > 0, the target's distribution and a draw from it, as ``engine.plain`` does;
-    every L timed in rounds (``time_interleaved``), one cache per context."""
+    """One plain decoding step after L tokens, argmax or at T > 0 a draw, as ``engine.plain`` does it."""
     vocab = target.model.config.vocab_size
     rng = np.random.default_rng(sampling.seed)
     step = {0: (_context_ids(1, vocab, target.device).cpu().numpy(), np.zeros(1, dtype=np.int64),
@@ -91,8 +86,7 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
 
 @torch.inference_mode()
 def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callable[..., None]) -> list[dict]:
-    """The prompt's forward pass (both decoders pay it once; end-to-end speedups include it), as
-    the engine prefills a row."""
+    """The prompt's forward pass, as the engine prefills a row (end-to-end speedups include it)."""
     vocab = target.model.config.vocab_size
     target_head = base_and_head(target.model)[1]
 
@@ -109,15 +103,11 @@ def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callabl
 
 def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callable[..., None],
                         seed: int = 0, sampling: Sampling = GREEDY, vocab: int = 49152) -> list[dict]:
-    """The engine's host-side work per cycle without the models: grow a (depth, width) tree from
-    fixed log-probs, feed its frontiers, select and flatten ``size`` nodes, find the accepted
-    path. Same code as a live cycle; the model calls are what the other curves time.
-
-    At T > 0 the accepted path comes from the sampling walk (``TreeVerifier``) over fixed random
-    logits: the target's distribution at the root (one softmax over the vocabulary), each of the
-    root's verified children tried and rejected (one renormalisation each), the bonus drawn.
-    A live walk that accepts a child or two computes a distribution or two more and rejects
-    fewer siblings: about the same work."""
+    """The engine's host-side work per cycle without the models: grow a (depth, width) tree from fixed
+    log-probs, feed its frontiers, select and flatten ``size`` nodes, find the accepted path; the
+    same code as a live cycle. At T > 0 the path comes from the sampling walk (``TreeVerifier``)
+    over fixed random logits, each of the root's verified children tried and rejected: about the
+    work of a live walk, which accepts a child or two and rejects fewer siblings."""
     rng = np.random.default_rng(seed)
     walker, walk_rng = TreeVerifier(), np.random.default_rng(seed)
     logits = torch.randn(max(sizes), vocab, generator=torch.Generator().manual_seed(seed)) * 3
@@ -151,10 +141,8 @@ def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callab
 
 def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advance: Callable[[], None],
                    sampling: Sampling = GREEDY, runtime: str = "eager") -> list[dict]:
-    """Every curve on the device; at T > 0 the greedy step and the bookkeeping include sampling's
-    host work (the target's distribution, the walk), as the sampled engine pays it. ``runtime``:
-    the target's forwards (verify, plain step) as that runtime runs them; the prefill and the
-    drafter run eagerly under either."""
+    """Every curve on the device (at T > 0 with sampling's host work); ``runtime``: how the target's
+    forwards run (the prefill and the drafter run eagerly)."""
     vocab = target.model.config.vocab_size
     # compiled: a forward costs what its padded bucket costs (the cost model prices V at its bucket)
     step = {"bucketed": True} if runtime == "compiled" else {}
@@ -172,9 +160,7 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
 
 @dataclass(frozen=True)
 class BatchGrid:
-    """Operating points measured at batch sizes above 1 (``calibrate --batch-sizes``): fewer
-    verify sizes than at batch 1, enough to interpolate V and L; every draft width up to 16, each
-    also with 1 to B - 1 of the rows drafting (a cycle's deeper levels, after some rows stopped)."""
+    """Operating points at B > 1: fewer verify sizes; each draft width also with 1 to B - 1 rows drafting."""
 
     verify_sizes: tuple[int, ...] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
     draft_nodes: tuple[int, ...] = tuple(range(1, 17))
@@ -188,14 +174,10 @@ class BatchGrid:
 
 def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]
                     ) -> list[dict]:
-    """Verify, plain-step and draft curves at each batch size B > 1, through the engine's
-    own target and drafter (``simspec.engine.batch_models``): B sequences in one forward, each
-    with its own context, tokens padded, a mask per row."""
+    """Verify, plain-step and draft curves at each B > 1, through the engine's own batched target and drafter."""
     vocab = target.model.config.vocab_size
     samples = []
-    for batch in batches:
-        if batch == 1:
-            continue
+    for batch in (b for b in batches if b != 1):
         for r in batched_target_latency(target, batch, grid.verify_sizes, grid.contexts, grid.repeats, advance):
             samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
             if r.tokens == 1:
@@ -222,8 +204,7 @@ def analytic_batched(device: DeviceSpec, target: Architecture, draft: Architectu
 
 def analytic_curves(device: DeviceSpec, target: Architecture, draft: Architecture, grid: CurveGrid,
                     host_bookkeeping: list[dict]) -> list[dict]:
-    """The same operating points as a measurement, from the roofline model. The host-side
-    bookkeeping is not a GPU property: it is measured here and carried over."""
+    """The same operating points from the roofline model, with the host's bookkeeping measured here."""
     samples = [sample_record("verify", v, c, [forward_seconds(device, target, v, c)])
                for c in grid.contexts for v in grid.verify_sizes]
     samples += [sample_record("draft", n, c, [forward_seconds(device, draft, n, c)])
@@ -254,10 +235,8 @@ def target_architecture(config) -> Architecture:
 
 
 def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | None:
-    """The target's and the drafter's shapes from their configs alone, as ``drafter_architecture``
-    gives them for the loaded pair (analytic curves need no more: an 8B target's weights stay on
-    disk). None where they cannot be read so (a format without a ``shapes`` reader, a config that
-    lacks a field): load the pair, whose loader says what is wrong."""
+    """The target's and the drafter's shapes from their configs alone (an 8B target's weights stay on
+    disk); None where they cannot be read so: load the pair, whose loader says what is wrong."""
     from simspec.engine.load import resolve_drafter
     from simspec.engine.models import model_config
 
@@ -269,11 +248,3 @@ def pair_shapes(target: str, draft: str) -> tuple[Architecture, Architecture] | 
         return target_architecture(target_config), Architecture(**fmt.shapes(source, target_config))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
-def device_name(target: LoadedModel) -> str:
-    """A profile's ``device``: the GPU's name, or 'cpu (...)'."""
-    from simspec.machine import device_label
-
-    return device_label(str(target.device))
-

@@ -1,27 +1,12 @@
-"""In-situ recalibration: a measured profile's latency curves refitted to the live engine's own
-cycle timings.
+"""In-situ recalibration: a profile's latency curves refitted to the live engine's own cycles.
 
-``calibrate`` times each operation alone, in a tight loop. Inside the decoding loop the same
-forward passes run right after other work (the drafter's forwards, the host building the tree),
-and can cost more, by a factor that differs between operations and between tree sizes
-(measured: docs/calibration.md#in-situ-recalibration). Speedups are ratios, so a shift shared
-by every operation cancels; a shift that differs between operations (or between tree sizes)
-biases every prediction.
-
-This runs plain greedy decoding and a ladder of static trees on the profile's *train* prompts
-(never the held-out ones a validation scores), interleaved, holds every cycle against the
-profile's curves (``DriftMeter``), and scales each curve's points by the live ratio: for verify
-and bookkeeping the ratio measured at each ladder size, interpolated in log V (``log_interp``;
-the ladder holds every V up to 12, where tree policies spend most cycles); for the greedy step
-the ratio at each of its curve's grid contexts (``context_ratios``); one ratio for drafting and
-the prefill. Per size, because the live curve's shape along V need not be calibrate's: its
-live / profile ratio can step between neighbouring sizes, repeatably from pass to pass
-(``scripts/results/verify-by-size.py``), which one line through sparse sizes would misprice.
-Per context for the greedy step, for the same reason along L. The arithmetic is
-``simspec.measure.refit``'s; the refit at a batch size above 1, ``simspec.measure.insitu_batch``'s.
-``validate --real --recalibrate`` runs the same refit (``refit_in_situ``) inside a validation,
-on train prompts of the scored set, right before the runs it predicts.
-"""
+Inside the decoding loop, calibrate's tight-loop forwards run after other work and can cost
+more, by a factor that differs between operations and tree sizes, which biases every predicted
+ratio (docs/calibration.md#in-situ-recalibration). This runs plain decoding and a ladder of
+static trees on train prompts, interleaved, holds every cycle against the profile's curves and
+scales each curve by the live ratio: per size for verify and bookkeeping and per context for the
+plain step, since the live ratio can step between neighbouring sizes
+(``scripts/results/verify-by-size.py``); the arithmetic is ``simspec.measure.refit``'s."""
 
 from __future__ import annotations
 
@@ -76,9 +61,9 @@ class RecalibrateRequest:
 
 
 def check_device(profile: Profile, allow_other: bool, refit: bool) -> str | None:
-    """Refuses a profile measured on another device model, saying what using it would do (to a
-    refit of it, or to predictions from it); with ``allow_other``, returns the warning to show
-    instead. A profile that predates the ``device_model`` field cannot be checked: a warning too."""
+    """Refuses a profile measured on another device model, saying what using it would do; with
+    ``allow_other``, returns the warning to show instead (also for a profile that does not record
+    its device)."""
     from simspec.machine import device_model
 
     device = "cpu" if profile.meta.device.startswith("cpu") else "cuda"
@@ -138,49 +123,48 @@ def operating_points(runs) -> list[tuple[int, int]]:
 
 def refit_in_situ(engine, cost, samples: list[dict], width: int, prompts: list[tuple[str, list[int]]],
                   max_new_tokens: int, bar: Bar, ladder_points=LADDER) -> InSitu:
-    """Runs greedy decoding and the ladder of static trees (``ladder_points``, each (D, V), at
-    ``width``) on ``prompts`` (train prompts, never the ones a validation scores), interleaved,
-    and scales ``samples`` (priced by ``cost``, their cost model) to the live cycles."""
-    from simspec.measure.interleave import run_real
+    """Greedy decoding and the static trees ``ladder_points`` on train ``prompts``, interleaved, and
+    ``samples`` (priced by ``cost``) scaled to the live cycles."""
+    from simspec.measure.interleave import DriftMeter, run_methods
     from simspec.measure.refit import bootstrap_spread, refit_samples
 
     engine.warm_up([len(ids) for _, ids in prompts], max_new_tokens, [v for _, v in ladder_points])
     started = time.perf_counter()
     ladder = ladder_trees(width, ladder_points)
     tick = bar("engine cycles (plain + static trees, interleaved)", len(prompts) * (len(ladder) + 1))
-    runs, drift = run_real(engine, prompts, ladder, max_new_tokens, cost, tick)
-    diverged = [r.name for r in runs if r.divergences]
-    if diverged:  # a lossless engine never gets here; refuse to build on one that is not
-        raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration: the engine "
-                           "is not lossless here; run `simspec bench-engine` and report it")
+    drift = DriftMeter(cost, width)
+    runs = run_methods(engine, prompts, ladder, max_new_tokens, tick, drift=drift)
+    check_lossless([r.name for r in runs if r.divergences])
     refitted, scales = refit_samples(samples, drift)
-    return InSitu(refitted, {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train",
-        "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
-        "trees": [list(t) for t in ladder_points], "cycles": int(sum(sum(r.cycles) for r in runs)),
-        "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
-        "scales": scales, **bootstrap_spread(drift, samples, scales),
-        "seconds": round(time.perf_counter() - started, 1),
-    }, tuple(drift.runs))
+    spread = bootstrap_spread(drift, samples, scales)
+    seconds = time.perf_counter() - started
+    return InSitu(refitted, in_situ_record(prompts, max_new_tokens, ladder_points, drift, scales, seconds,
+                                           cycles=int(sum(sum(r.cycles) for r in runs)), **spread), tuple(drift.runs))
+
+
+def check_lossless(diverged: list[str], batch: int = 1) -> None:
+    """Refuses to refit on an engine whose trees diverged from greedy decoding (a lossless one never does)."""
+    if diverged:
+        at, flag = (f" at batch {batch}", f" --batch-size {batch}") if batch > 1 else ("", "")
+        raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration{at}: the engine "
+                           f"is not lossless here; run `simspec bench-engine{flag}` and report it")
+
+
+def in_situ_record(prompts: list, max_new_tokens: int, points, drift, scales: dict, seconds: float, **more) -> dict:
+    """A refit's record (the profile's ``in_situ`` block, less ``base``)."""
+    return {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train",
+            "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
+            "trees": [list(t) for t in points], "scales": scales, "seconds": round(seconds, 1),
+            "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()}, **more}
 
 
 class CoTimedRefit:
-    """The in-situ refit spread over a validation's scored runs: after each scored prompt, plain
-    decoding and ``trees(step)`` (below) on the next train prompt, timed
-    against the base profile. A refit run before the scored runs is minutes older than they are,
-    and a shared machine drifts in those minutes; this one's latencies are measured over the
-    same minutes as the runs it predicts, from train prompts only.
-
-    Its ladder is ``LADDER`` plus the scored methods' own operating points: each scored run's most
-    frequent (depth, V), taken from the runs ``step`` is shown (their shapes only, never their
-    times). A method's V off the ladder is otherwise priced between two ladder sizes, and the
-    live curve can step between them (``scripts/results/verify-by-method.py``).
-
-    Every step times each of those operating points once and the next ``trees_per_step`` trees of
-    ``LADDER`` in rotation: a point a method spends its cycles at is then measured on as many
-    prompts as the method itself; rotated with the rest, it would be timed on a fraction of them,
-    and one tree's time spreads from prompt to prompt (measured:
-    docs/results/validation.md#measured-humaneval-six-passes-the-same-code)."""
+    """The in-situ refit spread over a validation's scored runs (after each scored prompt, plain
+    decoding and ``trees(step)`` on the next train prompt), so that it is timed over the same
+    minutes as the runs it predicts. Its ladder adds each scored run's most frequent (depth, V):
+    the live curve can step between ladder sizes (``scripts/results/verify-by-method.py``); each
+    step times every such point, as often as its method runs (one tree's time spreads from prompt
+    to prompt), and the next ``trees_per_step`` of ``LADDER`` in rotation."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                  trees_per_step: int = 2) -> None:
@@ -200,15 +184,13 @@ class CoTimedRefit:
         return ladder_trees(self.width, self.points)
 
     def trees(self, step: int) -> list:
-        """The trees of step ``step``: every targeted operating point, then the next
-        ``trees_per_step`` of ``LADDER`` in rotation."""
+        """Step ``step``'s trees: every targeted operating point, then the next ``trees_per_step`` of ``LADDER``."""
         ladder = self.ladder
         k, n = self.trees_per_step, len(LADDER)
         return ladder[n:] + [ladder[(step * k + j) % n] for j in range(k)]
 
     def step(self, runs=()) -> None:
-        """One train prompt: plain decoding and this step's trees, in rotated order; first, the
-        operating points of the scored ``runs`` just timed join the ladder."""
+        """One train prompt: plain decoding and this step's trees, after ``runs``' points join the ladder."""
         import numpy as np
 
         self.target(runs)
@@ -231,38 +213,30 @@ class CoTimedRefit:
         from simspec.measure.refit import refit_samples
 
         samples, scales = refit_samples(self.base.samples, self.drift)
-        return InSitu(samples, {
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train", "co_timed": True,
-            "prompt_ids": [pid for pid, _ in self.prompts], "max_new_tokens": self.max_new_tokens,
-            "trees": [list(t) for t in self.points], "targeted": [list(t) for t in self.points[len(LADDER):]],
-            "trees_per_step": self.trees_per_step, "steps": self.steps,
-            "cycles": self.cycles, "live_over_profile": {op: round(r, 4) for op, r in self.drift.ratios().items()},
-            "scales": scales, "seconds": round(self.seconds, 1),
-        }, tuple(self.drift.runs))
+        record = in_situ_record(self.prompts, self.max_new_tokens, self.points, self.drift, scales,
+                                self.seconds, co_timed=True,
+                                targeted=[list(t) for t in self.points[len(LADDER):]],
+                                trees_per_step=self.trees_per_step, steps=self.steps, cycles=self.cycles)
+        return InSitu(samples, record, tuple(self.drift.runs))
 
 
 def refitted_meta(profile: Profile, base_path: str, refit: InSitu, prompts: str, out_dir: Path, device: str) -> dict:
-    """The refitted profile's metadata: the base profile's, this machine, the in-situ record and
-    the traces' path as seen from ``out_dir``."""
+    """The refitted profile's metadata: the base's, this machine, the refit's record, the traces' path."""
     from simspec.machine import device_model, machine
 
-    meta = {k: v for k, v in profile.meta.to_json().items() if k not in ("schema", "schema_version", "fit", "fit_error",
-                                                              "inputs_hash")}
-    meta.update({
-        "simspec_version": __version__, "created": refit.record["created"],
-        "machine": machine(device), "device_model": device_model(device),
-        "traces": {**profile.meta.traces.to_json(), "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
-        "in_situ": {"base": {"name": profile.directory.name, "path": str(base_path),
-                             "inputs_hash": profile.meta.inputs_hash, "created": profile.meta.created},
-                    "prompts": prompts, **refit.record},
-    })
-    return meta
+    dropped = ("schema", "schema_version", "fit", "fit_error", "inputs_hash")
+    return {**{k: v for k, v in profile.meta.to_json().items() if k not in dropped},
+            "simspec_version": __version__, "created": refit.record["created"],
+            "machine": machine(device), "device_model": device_model(device),
+            "traces": {**profile.meta.traces.to_json(), "path": os.path.relpath(profile.traces_dir, out_dir.resolve())},
+            "in_situ": {"base": {"name": profile.directory.name, "path": str(base_path),
+                                 "inputs_hash": profile.meta.inputs_hash, "created": profile.meta.created},
+                        "prompts": prompts, **refit.record}}
 
 
 def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], object],
                 checked: tuple[Profile, list] | None = None) -> dict:
-    """Runs the ladder on the live engine and writes the refitted profile; returns the summary
-    (the ``--json`` line)."""
+    """Runs the ladder on the live engine and writes the refitted profile; returns the ``--json`` summary."""
     from simspec.cache import atomic_directory
     from simspec.measure.interleave import load_engine
     from simspec.sim.profile import write_profile

@@ -1,28 +1,17 @@
-"""The in-situ refit at batch size B (``validate --real --recalibrate --batch-size B``).
-
-As at batch 1 (``simspec.measure.insitu``): plain decoding and a ladder of static trees run on
-train prompts of the scored set (never the scored ones), interleaved, and the profile's curves
-are scaled by the live / profile ratios. Here the prompts run as one queue through the batched
-engine's B rows, exactly as the scored runs will, and every batched cycle is held against the
-profile's curves at B, priced as the batch replay prices it (``DriftMeter.batch``): verify and
-bookkeeping per largest tree of the cycle, the plain step per longest context, drafting and
-the prefill by one ratio each. The curves scaled are those that price a cycle at B
-(``simspec.measure.refit``); batch 1's stay as calibrated.
-
-The ladder keeps the trees whose size the profile's verify curve at B covers (``calibrate
---batch-sizes`` measures it to V = 64): beyond, a ratio would scale an extrapolation. Plain
-decoding runs before every ``PLAIN_EVERY`` trees and after the last: its time divides every
-speedup, so its ratio must not rest on one queue's run, which a shared machine's hiccup can
-move by several per cent; spread over the refit, it is also timed across the same minutes as
-the trees. At T > 0 every queue samples with seeds no scored run uses, and the outputs are not
-compared (sampled text differs from run to run; the scored runs' PIT test judges the engine's law)."""
+"""The in-situ refit at batch size B (``--recalibrate`` with ``validate --real --batch-size B`` or
+``load --live``): as at batch 1 (``simspec.measure.insitu``), but the train prompts run as one
+queue through the engine's B rows, as the scored runs will, every batched cycle priced as the
+batch replay prices it (``DriftMeter.batch``). The ladder keeps the sizes the verify curve at B
+covers (beyond, a ratio would scale an extrapolation). Plain decoding runs before every
+``PLAIN_EVERY`` trees and after the last: its time divides every speedup, so its ratio must not
+rest on one run, which a shared machine's hiccup can move by several per cent."""
 
 from __future__ import annotations
 
 import time
 
 from simspec.errors import SimspecError
-from simspec.measure.insitu import LADDER, Bar, InSitu, ladder_trees
+from simspec.measure.insitu import LADDER, Bar, InSitu, check_lossless, in_situ_record, ladder_trees
 from simspec.sim.profile import Profile
 
 WARM_UP_TOKENS = 8  # a first short queue, plain and speculative: allocators grow before the timed runs
@@ -40,9 +29,7 @@ def batch_ladder(profile: Profile, batch: int) -> list[tuple[int, int]]:
 
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar) -> InSitu:
-    """Runs the train ``prompts`` as one queue through ``engine``'s rows (a ``SpeculativeEngine`` of B rows),
-    plainly and with every ladder tree, interleaved, and scales the profile's curves at the
-    engine's batch size to the live cycles."""
+    """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
     from simspec.measure.bench_batch import divergences
     from simspec.measure.interleave import DriftMeter
     from simspec.measure.refit import refit_samples
@@ -75,15 +62,8 @@ def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], 
         tick(len(queue))
         if greedy and not all(d["near_tie"] for d in divergences(engine, prompts, run, reference)):
             diverged.append(trees[i].name)
-    if diverged:  # a lossless engine never gets here; refuse to build on one that is not
-        raise SimspecError(f"{', '.join(diverged)} diverged from greedy decoding during recalibration at batch "
-                           f"{batch}: the engine is not lossless here; run `simspec bench-engine --batch-size "
-                           f"{batch}` and report it")
+    check_lossless(diverged, batch)
     samples, scales = refit_samples(profile.samples, drift, batch)
-    return InSitu(samples, {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "split": "train", "batch_size": batch,
-        "prompt_ids": [pid for pid, _ in prompts], "max_new_tokens": max_new_tokens,
-        "trees": [list(t) for t in points], "plain_runs": plain_runs, "cycles": int(cycles),
-        "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
-        "scales": scales, "seconds": round(time.perf_counter() - started, 1),
-    })
+    record = in_situ_record(prompts, max_new_tokens, points, drift, scales, time.perf_counter() - started,
+                            batch_size=batch, plain_runs=plain_runs, cycles=int(cycles))
+    return InSitu(samples, record)

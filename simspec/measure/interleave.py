@@ -1,20 +1,11 @@
-"""Measuring methods on the real engine (``validate --real``, ``recalibrate``, ``bench-engine``):
-every method interleaved with plain greedy decoding, and the live latencies held against the
-profile's curves (drift).
-
-Every prompt runs plain greedy decoding and every method back to back, in an order rotated from
-prompt to prompt, so that machine drift (thermal, other processes) hits all methods alike; a
-method's speedup on a prompt is greedy time / its time (median over passes).
-
-What each method delivers on each prompt is kept per prompt (paired statistics need it); the
-simulator's prediction for the same prompts comes from ``simspec.sim.replay`` on traces
-recorded for them, and ``simspec.report.validation`` puts the two side by side.
-"""
+"""Methods on the real engine: each prompt runs plain decoding and every method back to back, in an
+order rotated from prompt to prompt so that machine drift hits all methods alike, and the live
+latencies are held against the profile's curves (drift)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,14 +27,31 @@ PER_SIZE = ("verify", "bookkeeping")  # operations whose curves run along the ve
 
 
 def _throughput_ratio(times: np.ndarray) -> float:
-    """Rows of (plain time, plain tokens, method time, method tokens) -> time per token of plain
-    decoding over the method's, each summed over the rows."""
+    """Rows of (plain s, plain tokens, method s, method tokens) -> plain time per token over the method's."""
     plain_s, plain_n, method_s, method_n = times.sum(axis=0)
     return float((plain_s / plain_n) / (method_s / method_n))
 
 
+class Verdict:
+    """Whether a method's outputs are lossless: equal to greedy decoding's, or split only at near-ties
+    (``divergences``); at T > 0 (``sampled``) their PIT not rejected as Uniform(0, 1)."""
+
+    @property
+    def pit_p(self) -> float | None:
+        """T > 0: KS p-value of the outputs' PIT against Uniform(0, 1)."""
+        from simspec.engine.lossless import pit_p_value
+
+        return pit_p_value(self.pit) if self.sampled else None
+
+    @property
+    def lossless(self) -> bool:
+        from simspec.engine.lossless import PIT_ALARM
+
+        return self.pit_p >= PIT_ALARM if self.sampled else all(d["near_tie"] for d in self.divergences)
+
+
 @dataclass
-class MethodRuns:
+class MethodRuns(Verdict):
     """One method's real runs, per prompt in prompt order (speedup: median over passes)."""
 
     name: str
@@ -64,16 +72,14 @@ class MethodRuns:
 
     @property
     def speedup(self) -> np.ndarray:
-        """Per prompt: the median over passes (greedy: the passes repeat one computation), or at
-        T > 0 the mean over seeds (each pass samples other text: the speedup is a random variable)."""
+        """Per prompt: the median over passes (greedy: the passes repeat one computation), or at T > 0 the
+        mean over seeds (each pass samples other text: the speedup is a random variable)."""
         by_repeat = np.array(self.by_repeat)
         return by_repeat.mean(axis=0) if self.sampled else np.median(by_repeat, axis=0)
 
     @property
     def set_speedup(self) -> float:
-        """Over the whole prompt set: plain decoding's time per token / the method's, each summed
-        over every prompt and pass (the throughput ratio the speculative decoding papers report).
-        Unlike a median over eight prompts it does not jump between the fast and the slow prompts."""
+        """Plain decoding's time per token / the method's over the whole set (the papers' throughput ratio)."""
         return _throughput_ratio(np.array(self.times, dtype=float).reshape(-1, 4))
 
     @property
@@ -83,8 +89,7 @@ class MethodRuns:
 
     @property
     def paired(self) -> np.ndarray:
-        """What paired tests compare across methods: per prompt (greedy), or per (pass, prompt),
-        i.e. per seed, at T > 0 (every method samples with the same seeds)."""
+        """What paired tests compare: per prompt, or at T > 0 per (pass, prompt), i.e. per seed."""
         return np.array(self.by_repeat).reshape(-1) if self.sampled else self.speedup
 
     def add(self, rep: int, greedy: Generation, run: Generation) -> None:
@@ -106,28 +111,11 @@ class MethodRuns:
             self.shares.append(run.time_shares())
             self.actions += [[c.depth, c.size, c.accepted] for c in run.cycles]
 
-    @property
-    def pit_p(self) -> float | None:
-        """T > 0: KS p-value of the outputs' PIT against Uniform(0, 1)."""
-        from simspec.engine.lossless import pit_p_value
-
-        return pit_p_value(self.pit) if self.sampled else None
-
-    @property
-    def lossless(self) -> bool:
-        """Equal to greedy everywhere, or split only at float-order near-ties; at T > 0, the
-        outputs' PIT not rejected as Uniform(0, 1)."""
-        from simspec.engine.lossless import PIT_ALARM
-
-        if self.sampled:
-            return self.pit_p >= PIT_ALARM
-        return all(d["near_tie"] for d in self.divergences)
 
 
 @dataclass
 class RunTiming:
-    """One run's live time, component by component, beside the cost model's prediction for the
-    same cycles (``policy`` is predicted by the method's charge, which the meter does not know)."""
+    """One run's live time, component by component, beside the cost model's prediction for the same cycles."""
 
     method: str  # "greedy" for plain greedy decoding
     prompt_length: int
@@ -141,8 +129,8 @@ class RunTiming:
 
 
 def unfed_tokens(depth: np.ndarray, emitted: np.ndarray) -> np.ndarray:
-    """Per cycle of one sequence, the tokens its first draft level feeds: those committed since
-    it last drafted (1 at the start; plain steps, depth 1, add theirs to the next draft's)."""
+    """Per cycle of one sequence, the tokens its first draft level feeds: those committed since it
+    last drafted (1 at the start; plain steps, depth 1, add theirs to the next draft's)."""
     fed, waiting = np.empty(len(depth), dtype=np.int64), 1
     for i, (d, e) in enumerate(zip(depth.tolist(), emitted.tolist())):
         fed[i] = waiting
@@ -151,8 +139,7 @@ def unfed_tokens(depth: np.ndarray, emitted: np.ndarray) -> np.ndarray:
 
 
 class DriftMeter:
-    """Live latencies against the profile's cost model, summed per operation: a ratio of 1.10
-    means the machine now runs that operation 10 % slower than when it was calibrated."""
+    """Live latencies against the profile's cost model, per operation (1.10: 10 % slower than calibrated)."""
 
     def __init__(self, cost: CostModel, width: int) -> None:
         self.cost, self.width = cost, width
@@ -166,17 +153,14 @@ class DriftMeter:
         self.slot = 0  # set by the caller: the slot the next runs belong to (RunTiming.slot)
 
     def _add(self, operation: str, measured, predicted, key=None) -> None:
-        """Sums ``operation``'s times; ``key`` (one per element: V or the context) also sums them
-        per key, into ``by_key[operation]``."""
+        """Sums ``operation``'s times, and per ``key`` (one per element: V or the context) into ``by_key``."""
         self.measured[operation] += float(np.sum(measured))
         self.predicted[operation] += float(np.sum(predicted))
         if key is not None:
             sums = self.by_key[operation]
             for k, m, p in zip(np.asarray(key).tolist(), np.asarray(measured, dtype=float).tolist(),
                                np.asarray(predicted, dtype=float).tolist()):
-                sums[k][0] += m
-                sums[k][1] += p
-                sums[k][2] += 1
+                sums[k] = [sums[k][0] + m, sums[k][1] + p, sums[k][2] + 1]
 
     def greedy(self, run: Generation) -> None:
         contexts = run.prompt_length + np.arange(len(run.cycles))
@@ -202,16 +186,13 @@ class DriftMeter:
         predicted = {"draft": drafting, "verify": np.where(drafted, self.cost.verify(size, contexts),
                                                            self.cost.greedy(contexts)).astype(float),
                      "bookkeeping": np.where(drafted, self.cost.bookkeeping(size, depth), 0.0).astype(float)}
-        prefill = float(self.cost.prefill(run.prompt_length))
-        self.add_timing(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s, prefill, measured,
-                                  predicted, {"context": contexts, "size": size, "depth": depth,
-                                              "committed": committed, "accepted": accepted}, self.slot))
+        cycles = {"context": contexts, "size": size, "depth": depth, "committed": committed, "accepted": accepted}
+        self.add_timing(RunTiming(method, run.prompt_length, run.total_s, run.prefill_s,
+                                  float(self.cost.prefill(run.prompt_length)), measured, predicted, cycles, self.slot))
 
     def batch(self, run: BatchRun, plain: bool) -> None:
-        """A queue decoded by the engine at B rows, plainly or speculatively, against this meter's
-        cost model, which is the profile's at the run's batch size (``CostModel.at_batch``): each
-        cycle priced as replay prices it (``simspec.sim.replay.cycle_costs``), keyed by its
-        largest tree (verify, bookkeeping) or its longest context (plain steps)."""
+        """A queue decoded at B rows, plainly or speculatively, priced as replay prices it at B
+        (``simspec.sim.replay.cycle_costs``), keyed by its largest tree or its longest context."""
         from simspec.sim.replay import cycle_costs
 
         cost = self.cost
@@ -230,9 +211,7 @@ class DriftMeter:
                                                                                   for g in run.generations])))))
 
     def add_timing(self, run: RunTiming) -> None:
-        """Keeps a timed run and sums its operations: what ``greedy`` and ``speculative`` do with
-        the runs they time, and a bootstrap with the runs it resamples. The prefill is summed from
-        plain runs only (every method's prompt pays the same one)."""
+        """Keeps a timed run and sums its operations; the prefill from plain runs only (every method pays it)."""
         self.runs.append(run)
         if run.method == "greedy":
             self._add("greedy step", run.measured["greedy step"], run.predicted["greedy step"], run.cycles["context"])
@@ -251,30 +230,25 @@ class DriftMeter:
         return {op: self.measured[op] / self.predicted[op] for op in DRIFT_OPERATIONS if self.predicted.get(op)}
 
     def ratios_by_size(self, operation: str) -> tuple[np.ndarray, np.ndarray]:
-        """The live / profile ratio of one of ``PER_SIZE``'s operations at each verified size seen
-        (sizes ascending)."""
+        """The live / profile ratio of a ``PER_SIZE`` operation at each verified size seen (ascending)."""
         sums = self.by_key[operation]
         sizes = np.array(sorted(v for v in sums if sums[v][1] > 0), dtype=int)
         return sizes, np.array([sums[v][0] / sums[v][1] for v in sizes])
 
     def greedy_steps_by_context(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The plain steps seen, per context (ascending): contexts, measured and predicted seconds
-        summed, and how many steps."""
+        """The plain steps per context (ascending): contexts, measured and predicted seconds, step counts."""
         by_context = self.by_key["greedy step"]
         contexts = np.array(sorted(by_context), dtype=int)
         sums = np.array([by_context[c] for c in contexts], dtype=float).reshape(-1, 3)
         return contexts, sums[:, 0], sums[:, 1], sums[:, 2]
 
     def drifted(self) -> list[str]:
-        """Model-forward operations off by more than the tolerance (bookkeeping, host-side
-        Python, is reported but not judged: it is a few per cent of a cycle)."""
+        """Model-forward operations off by more than the tolerance (bookkeeping is reported, not judged)."""
         return [op for op, r in self.ratios().items() if op != "bookkeeping" and abs(r - 1) > DRIFT_TOLERANCE]
 
 
 def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
-    """The profile's cost model with each curve scaled by this run's live / profile ratio: the
-    simulator as it would predict with latencies re-measured today, the tree statistics and
-    the curves' shapes unchanged. Separates what drift explains from what the model gets wrong."""
+    """The profile's cost model, each curve scaled by this run's live / profile ratio (what drift explains)."""
     from simspec.sim.profile import cost_model
 
     return cost_model(samples, {OPERATION_CURVE[op]: r for op, r in ratios.items()})
@@ -282,9 +256,7 @@ def rescaled_cost(samples: list[dict], ratios: dict[str, float]) -> CostModel:
 
 def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str], object], sampling=None
                 ) -> tuple[SpeculativeEngine, list[list[int]]]:
-    """The profile's target and drafter on the device the profile was measured on, under its
-    runtime, decoding with ``sampling`` (default greedy), and the prompts as chat-rendered token ids, each checked to
-    leave ``room`` tokens of context."""
+    """The profile's pair on its device and runtime, and the prompts' chat-rendered ids (checked for ``room``)."""
     import torch
 
     from simspec.data import render_chat
@@ -308,89 +280,45 @@ def load_engine(profile, texts: Sequence[str], room: int, status: Callable[[str]
     return engine, ids
 
 
-def interleaved(
-    engine: SpeculativeEngine,
-    prompts: Sequence[tuple[str, list[int]]],
-    policies: Sequence[BatchPolicy],
-    max_new_tokens: int,
-    advance: Callable[[], None] = lambda: None,
-    repeats: int = 1,
-    between: Callable[[list[Generation]], None] | None = None,
-) -> Iterator[tuple[int, int, Generation, list[Generation]]]:
-    """Plain decoding (greedy, or sampling at the engine's temperature) and every policy on every
-    prompt, back to back in an order rotated from prompt to prompt (and pass to pass), so that
-    drift over time hits every method alike. At T > 0 every run of a (pass, prompt) draws from
-    the seed ``engine.sampling.seed + pass * len(prompts) + prompt``. Yields (pass, prompt
-    index, plain generation, one generation per policy); ``advance`` ticks per run; ``between``,
-    when given, runs after each prompt's runs, given the policies' generations (other work timed
-    alongside them)."""
-    # Warm-up: first calls pay for allocator growth and lazy initialisation.
-    first_ids = prompts[0][1]
-    engine.plain(first_ids, min(8, max_new_tokens))
-    for policy in policies:
-        engine.generate(first_ids, policy, min(8, max_new_tokens))
-    for rep in range(repeats):
-        for p, (_, ids) in enumerate(prompts):
-            seed = engine.sampling.seed + rep * len(prompts) + p
-            runs: dict[int, Generation] = {}
-            for slot in np.roll(np.arange(len(policies) + 1), -(p + rep)):  # slot 0: plain decoding
-                runs[slot] = engine.plain(ids, max_new_tokens, seed) if slot == 0 else engine.generate(
-                    ids, policies[slot - 1], max_new_tokens, seed
-                )
-                advance()
-            generations = [runs[i + 1] for i in range(len(policies))]
-            if between is not None:
-                between(generations)
-            yield rep, p, runs[0], generations
-
-
-def run_methods(
-    engine: SpeculativeEngine,
-    prompts: Sequence[tuple[str, list[int]]],
-    methods: Sequence[BatchPolicy],
-    max_new_tokens: int,
-    advance: Callable[[], None] = lambda: None,
-    repeats: int = 1,
-    drift: DriftMeter | None = None,
-    between: Callable[[list[Generation]], None] | None = None,
-) -> list[MethodRuns]:
-    """Every method and plain decoding on every prompt, interleaved; each output is checked
-    against greedy decoding's, and a divergence recorded with the target's top-2 logit gap
-    there (at T > 0: the PIT of every output token is kept, for a KS test of the method's
-    outputs against the target's distribution). ``drift``, when given, sees every run."""
+def run_methods(engine: SpeculativeEngine, prompts: Sequence[tuple[str, list[int]]], methods: Sequence[BatchPolicy],
+                max_new_tokens: int, advance: Callable[[], None] = lambda: None, repeats: int = 1,
+                drift: DriftMeter | None = None, between: Callable[[list[Generation]], None] | None = None
+                ) -> list[MethodRuns]:
+    """Plain decoding and every method on every prompt, interleaved (at T > 0 run (pass, prompt) draws
+    from seed ``seed + pass * len(prompts) + prompt``); outputs checked against greedy decoding's (a
+    divergence with the target's top-2 logit gap there), or at T > 0 their PIT kept for a KS test.
+    ``drift``, if given, sees every run; ``between`` runs after each prompt's, given its generations."""
     from simspec.engine.lossless import divergence_record, output_pit
 
     sampled = not engine.sampling.greedy
     pit_rng = np.random.default_rng(engine.sampling.seed)
     results = [MethodRuns(m.name, m.family, sampled=sampled) for m in methods]
-    for rep, p, greedy, runs in interleaved(engine, prompts, methods, max_new_tokens, advance, repeats, between):
-        prompt_id, ids = prompts[p]
-        if drift is not None:
-            drift.slot = rep * len(prompts) + p
-            drift.greedy(greedy)
-        for result, run in zip(results, runs):
-            result.add(rep, greedy, run)
+    first_ids = prompts[0][1]  # warm-up: first calls pay for allocator growth and lazy initialisation
+    engine.plain(first_ids, min(8, max_new_tokens))
+    for method in methods:
+        engine.generate(first_ids, method, min(8, max_new_tokens))
+    for rep in range(repeats):
+        for p, (prompt_id, ids) in enumerate(prompts):
+            seed = engine.sampling.seed + rep * len(prompts) + p
+            generations: dict[int, Generation] = {}
+            for slot in np.roll(np.arange(len(methods) + 1), -(p + rep)):  # slot 0: plain decoding
+                generations[slot] = (engine.plain(ids, max_new_tokens, seed) if slot == 0
+                                     else engine.generate(ids, methods[slot - 1], max_new_tokens, seed))
+                advance()
+            greedy, runs = generations[0], [generations[i + 1] for i in range(len(methods))]
+            if between is not None:
+                between(runs)
             if drift is not None:
-                drift.speculative(run, result.name)
-            if sampled:
-                result.pit.extend(output_pit(engine.target, ids, run.tokens, engine.sampling, pit_rng).tolist())
-            elif rep == 0:
-                divergence = divergence_record(engine.target, prompt_id, ids, run.tokens, greedy.tokens)
-                if divergence is not None:
-                    result.divergences.append(divergence)
+                drift.slot = rep * len(prompts) + p
+                drift.greedy(greedy)
+            for result, run in zip(results, runs):
+                result.add(rep, greedy, run)
+                if drift is not None:
+                    drift.speculative(run, result.name)
+                if sampled:
+                    result.pit.extend(output_pit(engine.target, ids, run.tokens, engine.sampling, pit_rng).tolist())
+                elif rep == 0:
+                    divergence = divergence_record(engine.target, prompt_id, ids, run.tokens, greedy.tokens)
+                    if divergence is not None:
+                        result.divergences.append(divergence)
     return results
-
-
-def run_real(
-    engine: SpeculativeEngine,
-    prompts: Sequence[tuple[str, list[int]]],
-    methods: Sequence[BatchPolicy],
-    max_new_tokens: int,
-    cost: CostModel,
-    advance: Callable[[], None] = lambda: None,
-    repeats: int = 1,
-    between: Callable[[list[Generation]], None] | None = None,
-) -> tuple[list[MethodRuns], DriftMeter]:
-    """``run_methods`` with the live latencies held against the profile's ``cost`` (drift)."""
-    drift = DriftMeter(cost, methods[0].width)
-    return run_methods(engine, prompts, methods, max_new_tokens, advance, repeats, drift, between), drift

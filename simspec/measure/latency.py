@@ -1,5 +1,4 @@
-"""``simspec latency``: one request in, latency tables out (the measurements themselves are
-``simspec.measure.profiler``'s; torch loads only when the request runs)."""
+"""``simspec latency``: one request in, latency tables out (measured by ``simspec.measure.profiler``)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ class LatencyRequest:
 
 def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[..., None]],
                     status: Callable[[str], object]) -> dict:
-    """``simspec latency``: one target forward vs V and L, one draft step vs W and L; returns the
-    summary (the ``--json`` line; ``samples`` holds every point, verify then draft)."""
+    """One target forward vs V and L, one draft step vs W and L; returns the ``--json`` summary."""
     import torch
 
     from simspec import __version__

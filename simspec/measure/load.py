@@ -1,11 +1,6 @@
-"""``simspec load``: request streams (``simspec.sim.stream``) served with plain decoding and every
-baseline, in the simulator (``simspec.sim.load``) and, with ``--live``, by the real engine in real
-time (``SpeculativeEngine.decode(..., arrivals=...)``), beside the replay that predicts it.
-
-The engine pads every forward to its ``max_batch`` rows, so the replay that predicts a live run
-prices every cycle at that batch size (``replay_load(..., padded=True)``). Every request's output
-under a method is checked against its plain greedy decode in the same stream (greedy profiles;
-at T > 0 outputs differ by design and are not compared here)."""
+"""``simspec load``: request streams served with plain decoding and every baseline, in the simulator
+and, with ``--live``, by the real engine in real time beside the replay that predicts it (priced
+at ``max_batch`` rows, since the engine pads every forward to them; greedy outputs checked)."""
 
 from __future__ import annotations
 
@@ -82,12 +77,12 @@ class LoadRequest:
 
 
 def run(request: LoadRequest, bar, status) -> dict:
-    """Every method (plain decoding first) under every stream: one row each, and per stream the
-    best method and whether speculation pays there (``sim.load.better``: the best speculative method's
-    goodput, then throughput, then median time per output token, against plain decoding's);
-    with ``--surface``, static trees of each size too; with ``--out``, the summary and its
-    figure written to a new folder."""
+    """Every method (plain decoding first) under every stream: one row each, and per stream the best
+    method and whether speculation pays there (``sim.load.better``); with ``--surface``, static
+    trees of each size too; with ``--out``, the summary and its figure written to a new folder."""
+    from simspec import __version__
     from simspec.cache import check_out
+    from simspec.machine import machine
     from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
     from simspec.sim.profile import load_profile
     from simspec.sim.stream import bursty, poisson, read_stream
@@ -137,9 +132,6 @@ def run(request: LoadRequest, bar, status) -> dict:
         if r.live:
             verdict["speculation_pays_real"] = _best_speculative([row["real"] for row in these])[1]
         verdicts.append(verdict)
-    from simspec import __version__
-    from simspec.machine import machine
-
     summary = {"schema": "simspec-load", "schema_version": 1, "simspec_version": __version__,
                "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "device": profile.meta.device,
                "kind": profile.kind, "target": profile.meta.target, "draft": profile.meta.draft,
@@ -160,8 +152,7 @@ def _stream_label(meta: dict) -> str:
 
 
 def _surface_trees(sizes: tuple[int, ...], train, cost, max_new_tokens: int | None, status) -> list:
-    """(D, V, static tree) per size V of ``--surface``, at the depth whose tree of that size
-    replays fastest on the train split (batch 1's curves, as ``tune`` chooses)."""
+    """(D, V, static tree) per ``--surface`` size, at the depth replaying fastest on the train split."""
     from simspec.policies.base import tree_capacities
     from simspec.sim.evaluate import GRID_DEPTHS, grid_policy, static_surface
 
@@ -177,8 +168,7 @@ def _surface_trees(sizes: tuple[int, ...], train, cost, max_new_tokens: int | No
 
 
 def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
-    """The best row after plain decoding's (the first), and whether it serves better than plain
-    decoding does (``simspec.sim.load.better``)."""
+    """The best row after plain decoding's (the first), and whether it serves better than plain decoding."""
     best = best_row(rows[1:]) if len(rows) > 1 else rows[0]
     return best, better(best, rows[0]) > 0
 
@@ -187,8 +177,7 @@ COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")
 
 
 def _beside(row: dict, real, tpot_s: float) -> dict:
-    """``row`` (the replay's) with the real run's metrics and the replay's relative error on
-    each of ``COMPARED``, where there is a real run."""
+    """``row`` (the replay's) with the real run's metrics and the replay's relative error on ``COMPARED``."""
     if real is None:
         return row
     result, lossless = real
@@ -199,8 +188,7 @@ def _beside(row: dict, real, tpot_s: float) -> dict:
 
 @dataclass
 class Live:
-    """The engine a live run serves with: its rows, the scored prompts' token ids, and with
-    ``--recalibrate`` the refitted cost model and the refit's record."""
+    """A live run's engine rows and scored prompts' token ids; with ``--recalibrate``, the refit's cost model."""
 
     rows: object  # a SpeculativeEngine of max_batch rows
     ids: list[list[int]]
@@ -209,8 +197,7 @@ class Live:
 
 
 def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
-    """The profile's target and drafter through ``--max-batch`` rows; with ``--recalibrate``, the
-    profile refitted in situ on train prompts through those rows first (``insitu_batch``)."""
+    """The pair through ``--max-batch`` rows; with ``--recalibrate``, the profile first refitted through them."""
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.insitu import LADDER
     from simspec.measure.insitu_batch import refit_batch
@@ -240,8 +227,7 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
 
 def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
                status: Callable[[str], object]) -> list[tuple[LoadResult, bool | None]]:
-    """Per stream, per method (plain decoding first): the real run's latencies and whether every
-    output equals its plain greedy decode (None at T > 0)."""
+    """Per stream and method (plain first): the real run's latencies, and whether outputs equal plain decoding's."""
     rows, ids = live.rows, live.ids
     out = []
     for stream in streams:

@@ -1,19 +1,9 @@
 """``simspec migrate-traces``: trace folders recorded before traces held the prompts' token ids
-or the greedy path's child ranks, brought up to date in place.
-
-- **Prompt tokens** (what ``load --live``, ``validate --real`` on the traces' prompts and the
-  token-cache rules read): each prompt id rendered again as ``calibrate`` renders it (the
-  target's chat template); every prompt must render to the length the traces recorded, or the
-  folder is left as it was.
-- **Child ranks** (what trees of fixed shape, Sequoia's, replay from; greedy traces only): each
-  prompt's stored continuation walked again with the traces' own target and drafter
-  (``TraceRecorder.child_ranks``), the drafter advanced exactly as ``record`` advances it.
-
-Neither array is covered by the content hash (``simspec.sim.traces.DERIVED_ARRAYS``), so the
-profiles and policies built on the traces stay valid: the hash is checked unchanged before the
-new files replace the old ones. A folder that holds both arrays is left alone, so a run
-interrupted between folders is resumed by running it again.
-"""
+(read by ``load --live`` and the token-cache rules: each prompt rendered again, to its recorded
+length) or the greedy path's child ranks (what fixed-shape trees replay from: each greedy
+continuation walked again as ``record`` walks it), brought up to date in place. Neither array is
+in the content hash (``DERIVED_ARRAYS``), so what was built on the traces stays valid; the hash
+is checked unchanged before the files are replaced, and an interrupted run resumes when rerun."""
 
 from __future__ import annotations
 
@@ -56,7 +46,7 @@ def run(request: MigrateRequest, bar, status) -> dict:
                  if missing]
         if lacks:
             with status(f"{folder}: loading {traces.meta.target}"):
-                from simspec.engine.models import load_model
+                from simspec.engine.models import load_model  # torch: only where a folder needs a model
 
                 target = load_model(traces.meta.target, dtype=traces.meta.dtype)
             tokens = _prompt_tokens(folder, traces, target) if "prompt tokens" in lacks else traces.prompt_tokens
@@ -112,8 +102,7 @@ def _child_ranks(traces, target, advance) -> np.ndarray:
 
 
 def _save_in_place(folder: Path, traces) -> None:
-    """``traces`` written beside ``folder`` and moved over its two files, once its hash is the
-    folder's own (the arrays added are outside it)."""
+    """``traces`` written beside ``folder`` and moved over its two files, once their hash is checked unchanged."""
     from simspec.sim.trace_files import save_traces
     from simspec.sim.traces import TraceMeta
 

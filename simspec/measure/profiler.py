@@ -1,9 +1,5 @@
-"""Latency measurements of the pieces a cycle is made of, on the device at hand.
-
-Every measurement is warmed up, repeated, and kept whole (all samples, not only a mean):
-medians and inter-quartile ranges are what tables quote, since a shared machine produces
-occasional slow outliers that a mean would smear over everything.
-"""
+"""Latency measurements of a cycle's pieces on the device at hand, warmed up, repeated and kept whole
+(medians and quartiles are quoted: a shared machine's occasional slow outliers would smear a mean)."""
 
 from __future__ import annotations
 
@@ -48,10 +44,9 @@ def time_repeated(run: Callable[[], None], device: torch.device, repeats: int, w
 
 def time_interleaved(runs: dict, device: torch.device, repeats: int, warmup: int = 2,
                      advance: Callable[..., None] = lambda n=1: None) -> dict:
-    """Seconds per call of each of ``runs`` (operating point -> callable), ``repeats`` times each,
-    in rounds: every point once per round. A shared machine's slow minutes then fall on every
-    point alike, not on whichever block of points they hit (timed block by block, one context
-    after the other, a curve can gain a slope no forward pass has: docs/calibration.md).
+    """Seconds per call of each of ``runs`` (operating point -> callable), ``repeats`` times each, in
+    rounds of every point once, so that a shared machine's slow minutes fall on every point alike
+    (timed block by block, a curve can gain a slope no forward has: docs/calibration.md).
     ``advance(n)`` is told each round's share of the points."""
     for run in runs.values():
         for _ in range(warmup):
@@ -72,13 +67,20 @@ def _context_ids(context: int, vocab: int, device: torch.device) -> torch.Tensor
     return torch.randint(100, vocab, (context,), generator=generator).to(device)
 
 
+def _drafter_context(drafter: Drafter, context: int, vocab: int, device: torch.device):
+    """A context of L tokens for the drafter, and the target features it reads (zeros), if any."""
+    hidden = None
+    if drafter.uses_target_hidden:
+        hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
+    return _context_ids(context, vocab, device), hidden
+
+
 @torch.inference_mode()
 def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence[int], repeats: int,
                    advance: Callable[..., None] = lambda n=1: None, runtime: str = "eager") -> list[Latency]:
-    """One target forward of V tree tokens (mask, head and argmax included) after L tokens, through
-    the engine's own target at batch 1 (``compiled_rows.target_rows``); every (V, L) timed in
-    rounds (``time_interleaved``, whose discarded warm-up calls also compile under the compiled
-    runtime), one cache per context."""
+    """One target forward of V tree tokens (mask, head and argmax included) after L tokens, through the
+    engine's own target at batch 1; every (V, L) timed in rounds (whose discarded warm-up calls also
+    compile under the compiled runtime), one cache per context."""
     from simspec.engine.compiled_rows import target_rows
     from simspec.engine.kv_rows import causal
 
@@ -103,10 +105,7 @@ def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence
 @torch.inference_mode()
 def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int], contexts: Sequence[int],
                            repeats: int, advance: Callable[[], None] = lambda: None) -> list[Latency]:
-    """One target forward of ``batch`` sequences, each V tree tokens after its own L cached ones
-    (per-row mask, head and argmax included), through the engine's own target
-    (``simspec.engine.batch_models.TargetRows``): the verify step of a batch. V = 1 is a plain
-    decoding step of the batch."""
+    """A batch's verify step: ``batch`` rows of V tree tokens, each after its own L (V = 1: a plain step)."""
     from simspec.engine.batch_models import TargetRows
     from simspec.engine.kv_rows import causal
 
@@ -134,19 +133,11 @@ def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int]
 def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts: Sequence[int], repeats: int,
                   device: torch.device, advance: Callable[..., None] = lambda n=1: None,
                   warmup: int = 2) -> list[Latency]:
-    """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens;
-    every (W, L) timed in rounds, as ``time_interleaved`` does: the drafter holds one context at a
-    time, so each round sets every context up again (untimed) and times each W once there, in an
-    order rotated round by round. Timed block by block, a shared machine's drift between
-    contexts reads as a slope in L that the cost model then interpolates across
-    (docs/calibration.md)."""
-    setups = []
-    for context in contexts:
-        ids = _context_ids(context, vocab, device)
-        hidden = None
-        if drafter.uses_target_hidden:
-            hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
-        setups.append((context, ids, hidden))
+    """One draft step expanding W frontier nodes (top-W and the host copy included) after L tokens,
+    timed in rounds: the drafter holds one context at a time, so each round sets every context up
+    again (untimed) and times each W once there, in an order rotated round by round (timed block by
+    block, drift between contexts reads as a slope in L: docs/calibration.md)."""
+    setups = [(context, *_drafter_context(drafter, context, vocab, device)) for context in contexts]
     feeds = {w: (_context_ids(w, vocab, device), torch.eye(w, dtype=torch.bool, device=device)) for w in widths}
 
     def step(width: int) -> None:
@@ -177,21 +168,16 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
 def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequence[int], contexts: Sequence[int],
                           repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None,
                           active: Sequence[int] = ()) -> list[tuple[int, Latency]]:
-    """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L
-    tokens, through the engine's drafter (``batch_models.batched``: one padded forward,
-    a mask per row, each row's top-W and host copy): the draft step of a batch. Also, for each
-    count in ``active``, the step in which only that many rows draft (the others stopped this
-    cycle: the forward still pads over them, the scoring skips them). Returns (rows, latency)."""
+    """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L tokens,
+    through the engine's batched drafter; also, for each count in ``active``, the step in which only
+    that many rows draft (the forward still pads over the others). Returns (rows, latency)."""
     from simspec.engine.batch_models import batched
 
     results = []
     rows = list(range(batch))
     for context in contexts:
         rows_drafter = batched(drafter, batch, context + 2 * max(widths) + 8)
-        ids = _context_ids(context, vocab, device)
-        hidden = None
-        if drafter.uses_target_hidden:
-            hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
+        ids, hidden = _drafter_context(drafter, context, vocab, device)
         for b in rows:
             rows_drafter.reset_row(b, ids[:-1], None if hidden is None else hidden[:-1])
             rows_drafter.commit(b, ids[-1:], None if hidden is None else hidden[-1:])
@@ -210,8 +196,7 @@ def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequ
 
 
 def memory_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 7) -> float:
-    """Bytes per second a large tensor copy moves (read + write), median of ``repeats``: the
-    bandwidth a memory-bound decode step can at best stream weights at."""
+    """Bytes per second a large tensor copy moves (read + write): the best a memory-bound decode step streams."""
     src = torch.ones(megabytes * 2**20 // 4, device=device)
     dst = torch.empty_like(src)
     seconds = time_repeated(lambda: dst.copy_(src), device, repeats)

@@ -1,5 +1,4 @@
-"""Calibrate's trace recording: the drafter's trees on the chosen prompts, then the live engine's
-replay check against them."""
+"""Calibrate's trace recording: the drafter's trees on the chosen prompts, then the replay check."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ REPLAY_CHECK = ((3, 8), (6, 16), (8, 60))
 
 
 def record_traces(loaded, drafter, request: CalibrateRequest, chosen: list, bar: Bar):
-    """Records the drafter's trees on ``chosen`` and replays a few static trees on the live engine
-    against them; returns (traces, seconds, replay checks)."""
+    """Records the drafter's trees on ``chosen``, then the replay check; returns (traces, seconds, checks)."""
     import torch
 
     from simspec.data import render_chat

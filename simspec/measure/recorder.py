@@ -1,21 +1,8 @@
-"""Recording draft-tree traces (the format is ``simspec.sim.traces``).
-
-Per prompt: the target's greedy continuation (batched generation, then checked token by
-token against one unbatched forward pass, which also yields the hidden states an EAGLE-style
-drafter reads), and at every position the tree the drafter builds to ``depth_max`` levels, by
-``draft_tree``: the engine's tree code (``DraftTree``) over the drafter's own single-sequence
-protocol, so that recorded and live trees are the same trees. The drafter advances one committed
-token per position, as if each cycle had accepted nothing, so every position gets its tree in
-one pass. After each tree, the drafter is walked down the greedy path itself as a chain
-(``path_child_ranks``): the rank of every path token among its parent's children, which trees
-of fixed shape replay from.
-
-At temperature T > 0 (``record_sampled``) the continuation is sampled, seeded, from the target
-position by position, and each position's tree also gets the target's probability of every
-node any (D, V <= ``nodes``) cycle can verify (``stored_nodes``), from one tree-masked target
-forward over the root and those nodes' parents: the same kind of forward a live cycle verifies
-with, whose root row also gives the distribution the next continuation token is drawn from.
-"""
+"""Recording draft-tree traces (the format is ``simspec.sim.traces``): per prompt the target's
+greedy continuation (batched, then checked against one unbatched forward), and at every position
+the tree the drafter builds with the engine's own tree code, so that recorded and live trees are
+the same, and the greedy path walked as a chain (``path_child_ranks``). At T > 0 the continuation
+is sampled and each tree's verifiable nodes get the target's probabilities (``stored_nodes``)."""
 
 from __future__ import annotations
 
@@ -51,9 +38,7 @@ class RecordSpec:
 
 def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.device,
                children: Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
-    """Grow ``tree`` level by level to ``depth_cap`` levels; ``children(logprobs)`` picks each
-    frontier node's children as (log-probs, target ids) arrays (default: the drafter's top W),
-    as the engine's cycle picks them."""
+    """Grows ``tree`` to ``depth_cap`` levels as the engine's cycle does (``children``: default top W)."""
     children = children or (lambda logprobs: drafter.top_candidates(logprobs, tree.width))
     first = True
     while tree.levels < depth_cap:
@@ -61,19 +46,17 @@ def draft_tree(drafter: Drafter, tree: DraftTree, depth_cap: int, device: torch.
             logprobs = drafter.draft_root()[None]
         else:
             frontier, depth, visible = tree.feed_frontier()
-            logprobs = drafter.draft_level(
-                torch.as_tensor(frontier, device=device), depth, torch.as_tensor(visible, device=device)
-            )
+            logprobs = drafter.draft_level(torch.as_tensor(frontier, device=device), depth,
+                                           torch.as_tensor(visible, device=device))
         first = False
         tree.grow(*children(logprobs))
 
 
 def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``path_rank``, ``level_scores`` and ``best_child_logprobs`` (see ``simspec.sim.traces``)
-    of one full tree.
-    ``greedy_after_root[k]`` is the target's greedy token k+1 steps after the root (may be
-    shorter than the tree is deep: the path then ends where the continuation does)."""
+    """``path_rank``, ``level_scores`` and ``best_child_logprobs`` (``simspec.sim.traces``) of one full
+    tree; ``greedy_after_root[k]``: the target's greedy token k+1 steps after the root (the path
+    ends where it does)."""
     n, width = tree.n, tree.width
     scores, depths = tree.scores[:n], tree.depths[:n]
     on_path = np.zeros(n, dtype=bool)
@@ -115,10 +98,9 @@ def tree_tables(tree: DraftTree, greedy_after_root: np.ndarray, depth_max: int
 
 def path_child_ranks(drafter: Drafter, root_logprobs: torch.Tensor, path: np.ndarray, levels: int,
                      device: torch.device) -> np.ndarray:
-    """One position's ``child_rank`` row (see ``simspec.sim.traces``): from the root's children
-    (``root_logprobs``, this cycle's root step), the drafter is fed a chain forced along ``path``
-    (the greedy tokens after the root), each token's rank among its parent's best ``RANK_CAP``
-    children recorded; it stops at the first that is not among them, then ends the cycle."""
+    """One position's ``child_rank`` row (``simspec.sim.traces``): the drafter fed a chain forced along
+    ``path`` from the root's children (``root_logprobs``), each token's rank among its parent's best
+    ``RANK_CAP`` children, up to the first that is not among them; then the cycle ends."""
     ranks = np.full(levels, -1, dtype=np.int16)
     logprobs = root_logprobs.reshape(1, -1)
     for j in range(min(levels, len(path))):
@@ -137,35 +119,26 @@ def path_child_ranks(drafter: Drafter, root_logprobs: torch.Tensor, path: np.nda
 class TraceRecorder:
     def __init__(self, target: LoadedModel, drafter: Drafter, spec: RecordSpec) -> None:
         self.target, self.drafter, self.spec = target, drafter, spec
-        self.device = target.device
-        self.eos = eos_token_ids(target)
+        self.device, self.eos = target.device, eos_token_ids(target)
 
     def continuations(self, prompts: list[list[int]], advance: Callable[[int], None] = lambda n: None
                       ) -> list[list[int]]:
-        """Batched greedy continuations, long enough to mark the greedy path below every
-        recorded root (``max_new_tokens + depth_max`` tokens)."""
+        """Batched greedy continuations, ``max_new_tokens + depth_max`` tokens (the path below every root)."""
         new = self.spec.max_new_tokens + self.spec.depth_max
         full = greedy_continuations(self.target, prompts, new, batch=CONTINUATION_BATCH, advance=advance)
         return [seq[len(p):] for seq, p in zip(full, prompts)]
 
     def record_all(self, prompts: list[list[int]], bar: Callable[[str, int], Callable[[], None]],
                    index: list[int] | None = None) -> list[PromptTrace]:
-        """Every prompt's trace: batched continuations first, then the trees, one progress bar each
-        (at T > 0: prompt n sampled with seed ``sampling.seed + n``, one bar). ``index``: the
-        prompts' places in the whole recording, when these are a shard of it (default 0, 1, ...)."""
+        """Every prompt's trace (at T > 0 prompt n with seed + n; ``index``: the prompts' places, for a shard)."""
         index = list(range(len(prompts))) if index is None else index
-        if not self.spec.sampling.greedy:
-            tick = bar("recording sampled trees", len(prompts))
-            recorded = []
-            for n, ids in zip(index, prompts):
-                recorded.append(self.record_sampled(ids, np.random.default_rng(self.spec.sampling.seed + n)))
-                tick()
-            return recorded
-        continuations = self.continuations(prompts, bar("greedy continuations", len(prompts)))
-        tick = bar("recording trees", len(prompts))
+        sampled = not self.spec.sampling.greedy
+        continuations = [] if sampled else self.continuations(prompts, bar("greedy continuations", len(prompts)))
+        tick = bar("recording sampled trees" if sampled else "recording trees", len(prompts))
         recorded = []
-        for ids, continuation in zip(prompts, continuations):
-            recorded.append(self.record(ids, continuation))
+        for k, (n, ids) in enumerate(zip(index, prompts)):
+            recorded.append(self.record_sampled(ids, np.random.default_rng(self.spec.sampling.seed + n)) if sampled
+                            else self.record(ids, continuations[k]))
             tick()
         return recorded
 
@@ -185,8 +158,7 @@ class TraceRecorder:
         if len(eos_at):
             cont = cont[: eos_at[0] + 1]
         # Cycles happen while fewer than max_new_tokens are out and the root is not EOS.
-        n_positions = min(spec.max_new_tokens - 1, len(cont) - (1 if len(eos_at) else 0), len(cont))
-        n_positions = max(0, n_positions)
+        n_positions = max(0, min(spec.max_new_tokens - 1, len(cont) - (1 if len(eos_at) else 0), len(cont)))
         levels = spec.depth_max - 1
         path_rank = np.empty((n_positions, levels, levels), dtype=np.int16)
         level_scores = np.empty((n_positions, levels, spec.width ** 2), dtype=np.float16)
@@ -210,8 +182,7 @@ class TraceRecorder:
                            best_children, bool(len(disagree)), child_rank=child_rank)
 
     def _advance(self, sequence: torch.Tensor, features: torch.Tensor, base: int, n_positions: int):
-        """Reset the drafter on the prompt (``sequence[:base]``), then yield each position p after
-        committing its root, as if every earlier cycle had accepted nothing."""
+        """Resets the drafter on the prompt, then yields each position after committing its root (nothing accepted)."""
         drafter, wants_hidden = self.drafter, self.drafter.uses_target_hidden
         drafter.reset(sequence[:base], features[:base] if wants_hidden else None)
         for p in range(n_positions):
@@ -220,8 +191,7 @@ class TraceRecorder:
 
     @torch.inference_mode()
     def child_ranks(self, prompt_ids: list[int], continuation: np.ndarray, n_positions: int) -> np.ndarray:
-        """``child_rank`` for traces recorded without it: the stored continuation's first
-        ``n_positions`` roots, the drafter advanced exactly as ``record`` advances it."""
+        """``child_rank`` for traces recorded without it, the drafter advanced exactly as ``record`` advances it."""
         levels, device, drafter = self.spec.depth_max - 1, self.device, self.drafter
         cont = np.asarray(continuation, dtype=np.int64)
         sequence = torch.tensor(list(prompt_ids) + cont.tolist(), device=device)
@@ -234,8 +204,7 @@ class TraceRecorder:
 
     @torch.inference_mode()
     def record_sampled(self, prompt_ids: list[int], rng: np.random.Generator) -> PromptTrace:
-        """One prompt at T > 0: a continuation sampled with ``rng``, and at each position the
-        tree, its score tables and its stored nodes' probabilities (see ``stored_nodes``)."""
+        """One prompt at T > 0: a continuation sampled with ``rng``, each position's tree and stored nodes."""
         spec, device, drafter, sampling = self.spec, self.device, self.drafter, self.spec.sampling
         wants_hidden = drafter.uses_target_hidden
         target = TargetRows(self.target, 1, len(prompt_ids) + spec.max_new_tokens + spec.nodes, drafter.target_layers())
@@ -298,8 +267,7 @@ class ReplayCheck:
 
 def replay_check(engine: SpeculativeEngine, traces: TraceSet, prompts: list[list[int]], configs: list[tuple[int, int]],
                  max_new_tokens: int, advance: Callable[[], None] = lambda: None) -> list[ReplayCheck]:
-    """Run the live engine with static (D, V) at the traces' width on each prompt and compare
-    every cycle's accepted length with what the trace predicts for the same position."""
+    """Each static (D, V) on the live engine, every cycle's accepted length against the trace's prediction."""
     results = []
     for depth, size in configs:
         cycles = matches = 0

@@ -1,12 +1,7 @@
 """A profile's latency records scaled by the live / profile ratios a ``DriftMeter`` measured (the
-in-situ refit's arithmetic, ``simspec.measure.insitu``; numpy only).
-
-The records scaled are the ones that price a cycle at the refit's batch size B: at batch 1 the
-batch-1 records; at B > 1 the records measured at B (verify, draft, the plain step) and
-bookkeeping, which the profile holds at batch 1 only and prices at B as B times batch 1's
-(``CostModel.at_batch``): the refit writes it at B, so that the batch's own ratio applies there
-and batch 1's curve stays as measured. The prefill runs alone at batch 1 at every B: its records
-are scaled in place. Records of other batch sizes are kept as they are."""
+in-situ refit's arithmetic; numpy only): at B > 1 the records measured at B, and bookkeeping
+(held at batch 1 only) written at B as B times batch 1's, so that batch 1's curves stay as
+measured; the prefill, alone at every B, is scaled in place."""
 
 from __future__ import annotations
 
@@ -23,22 +18,16 @@ REPLICATES = 40  # resamples of a refit's prompts, kept in the profile as scale 
 
 
 def log_interp(sizes: np.ndarray, ratios: np.ndarray) -> Callable[[float], float]:
-    """Live / profile ratio at any V: piecewise linear in log V through the ratios measured at
-    the ladder's sizes, held flat beyond them."""
+    """Live / profile ratio at any V: piecewise linear in log V through the ladder's, flat beyond them."""
     x, y = np.log(sizes.astype(float)), np.asarray(ratios, dtype=float)
     return lambda n: float(np.interp(np.log(max(float(n), 1.0)), x, y))
 
 
 def context_ratios(grid, grid_seconds, contexts, measured, predicted, counts, overall: float) -> np.ndarray | None:
-    """The scale of the plain-step curve at each of its grid contexts that makes the scaled curve
-    fit the live steps, from steps summed per context (``DriftMeter.greedy_steps_by_context``).
-
-    The curve is linear in the context between its grid points (``grid``, where it is worth
-    ``grid_seconds``), so the scaled curve at context c is sum_k hat_k(c) * grid_seconds_k * s_k:
-    linear in the scales, fitted by least squares on relative errors, each context weighted by
-    its steps, each scale pulled towards ``overall`` by ``CONTEXT_PRIOR_STEPS`` steps' worth.
-    Per-grid-point ratios (live over profile of the steps near each) would not do: they average
-    a bump with its neighbours and leave half of it. None under ``MIN_PLAIN_STEPS`` steps."""
+    """The plain-step curve's scale at each grid context that fits the live steps: the scaled curve is
+    linear in the scales, so least squares on relative errors, weighted by steps, each scale pulled
+    towards ``overall`` (per-point ratios would average a bump with its neighbours). None under
+    ``MIN_PLAIN_STEPS`` steps."""
     grid, counts = np.asarray(grid, dtype=float), np.asarray(counts, dtype=float)
     if len(grid) < 2 or counts.sum() < MIN_PLAIN_STEPS:
         return None
@@ -57,9 +46,8 @@ def plain_step_grid(samples: list[dict], batch: int = 1) -> np.ndarray:
 
 
 def at_batch_records(samples: list[dict], batch: int) -> tuple[list[dict], list[dict]]:
-    """(the records that price a cycle at ``batch``, the rest): at B > 1 batch 1's bookkeeping
-    comes as B times its records, written at B (module docstring); the prefill's records are in
-    the first list at every B."""
+    """(the records that price a cycle at ``batch``, the rest); at B > 1 batch 1's bookkeeping comes
+    as B times its records, written at B; the prefill's records are in the first list at every B."""
     def at_b(r: dict) -> bool:
         return r.get("batch", 1) == batch or (batch > 1 and r["kind"] == "prefill")
 
@@ -72,21 +60,11 @@ def at_batch_records(samples: list[dict], batch: int) -> tuple[list[dict], list[
 
 
 def refit_samples(samples: list[dict], drift, batch: int = 1) -> tuple[list[dict], dict]:
-    """The profile's latency records scaled by the live ratios ``drift`` measured at ``batch``
-    (its cost model: the profile's at that batch size); returns every record and each curve's
-    scale: one number, or, for the curves resolved per verified size (verify, bookkeeping) or
-    per context (the plain step), the measured ratio at each size or context.
-
-    Per context for the plain step, because the live curve's shape along L need not be
-    calibrate's (a bump in the profile's curve the live engine lacks): one ratio measured on
-    train prompts would price held-out prompts at other contexts off, which moves every speedup
-    alike (docs/calibration.md#in-situ-recalibration).
-
-    A ratio was measured against the profile's *model*, and where that model is a fit (affine:
-    chosen when the calibration was noisy) it differs from the raw samples. So the records of a
-    per-size or per-context curve become the model's value there times the ratio, marked
-    ``projected`` (the refitted profile interpolates them as they are): the refit then prices
-    each measured point at exactly its ratio times the model the ratio was measured against."""
+    """The profile's latency records scaled by the live ratios ``drift`` measured at ``batch``, and each
+    curve's scale: one number, or per verified size (verify, bookkeeping) or context (plain step).
+    A ratio was measured against the profile's *model*, which differs from the raw samples where it
+    is a fit (affine, for a noisy calibration); so such a curve's records become the model's value
+    times the ratio, marked ``projected``, pricing each point at exactly what was measured."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     mine, others = at_batch_records(samples, batch)
@@ -126,11 +104,9 @@ def refit_samples(samples: list[dict], drift, batch: int = 1) -> tuple[list[dict
 
 
 def _between_grid_points(mine: list[dict], drift, batch: int) -> list[dict]:
-    """Records at the sizes the refit measured but the profile's grid lacks (its value there,
-    interpolated), one per measured context, for each curve resolved per size. Scaling only the
-    grid's records would price such a size by its neighbours' ratios, and a profile calibrated
-    without, say, V = 7 would lose exactly the step the refit measured there. ``drift`` priced
-    its runs with the profile's own cost model at ``batch``: its curves give those values."""
+    """Records at the sizes the refit measured but the profile's grid lacks (the curve's value there),
+    one per context, for each per-size curve: scaling only the grid's records would price such a
+    size by its neighbours' ratios, and lose the step the refit measured there."""
     from simspec.measure.interleave import OPERATION_CURVE, PER_SIZE
 
     base = drift.cost
@@ -153,8 +129,7 @@ def _between_grid_points(mine: list[dict], drift, batch: int) -> list[dict]:
 
 
 def _relative(scales: dict, point: dict) -> dict:
-    """A replicate's scales over the point fit's, curve by curve: one factor, or one per key
-    (verified size, or context for the plain step) of the point fit's."""
+    """A replicate's scales over the point fit's, curve by curve (one factor, or one per key)."""
     out: dict[str, object] = {}
     for curve, base in point.items():
         mine = scales.get(curve, base)
@@ -174,12 +149,10 @@ def _relative(scales: dict, point: dict) -> dict:
 
 def bootstrap_spread(drift, samples: list[dict], point: dict | None = None, draws: int = REPLICATES,
                      seed: int = 0) -> dict:
-    """The refit again on its prompts resampled with replacement (``draws`` times): every
-    replicate's scales over the whole refit's (``point``, ``refit_samples``' scales on ``drift``,
-    computed when not given) (``replicates``: per curve one factor, or one per
-    verified size or context, as the refit resolves it) and each curve's spread (``spread``: the
-    median over its keys of the factors' standard deviation). A replicate resamples whole prompts,
-    so the per-size ratios move together as the prompts make them: what ``validate`` replays."""
+    """The refit again on its prompts resampled with replacement, ``draws`` times: every replicate's
+    scales over the whole refit's (``point``; computed when not given) and each curve's spread (the
+    median over its keys of the factors' standard deviation). Whole prompts are resampled, so the
+    per-size ratios move together as the prompts make them: what ``validate`` replays."""
     from simspec.measure.interleave import DriftMeter
 
     runs = drift.runs
@@ -207,9 +180,7 @@ def bootstrap_spread(drift, samples: list[dict], point: dict | None = None, draw
 
 
 def replicate_samples(samples: list[dict], factors: dict) -> list[dict]:
-    """``samples`` with each batch-1 record's median times its curve's factor in a replicate
-    (``bootstrap_spread``): per size (log V) for verify and bookkeeping and per context for the
-    plain step, interpolated between the replicate's keys and flat beyond them."""
+    """``samples`` with each batch-1 record's median times its curve's factor in a replicate (interpolated)."""
     out = []
     for record in samples:
         factor = factors.get(record["kind"], 1.0)

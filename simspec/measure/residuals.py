@@ -1,15 +1,8 @@
-"""Where the cost model misses: every live run's time, component by component, held against the
-model's prediction for the same cycles.
-
-A method's simulated speedup is (greedy time predicted / method time predicted); its error is
-the sum of what each component of the two times mispredicts. This splits it: for each method,
-the mispredicted seconds of each component as a share of the method's live time (negative:
-the model predicts less than the engine spends), the time the components do not cover at all
-(``other``: resets, Python between cycles; the model has no term for it), and the same for
-plain greedy decoding. Beside it, the live / predicted ratio of the main curves along the
-operating point they depend on (verified size, context, tokens committed to the drafter), so a
-missing dependency shows up as a ratio that drifts along a bin axis rather than a constant.
-"""
+"""Where the cost model misses: every live run's time, component by component, against the model's
+prediction for the same cycles. Per method, each component's mispredicted seconds as a share of
+the live time, the time no component covers (``other``: resets, Python between cycles), and the
+curves' live / predicted ratio along the operating point, where a missing dependency shows as a
+ratio that drifts along a bin axis."""
 
 from __future__ import annotations
 
@@ -75,8 +68,7 @@ def _binned(timings: Sequence[RunTiming], op: str, axis: str) -> list[dict]:
 
 
 def residual_breakdown(timings: Sequence[RunTiming], charge: dict[str, DecisionCharge | float]) -> dict:
-    """``timings``: the DriftMeter's runs; ``charge``: method -> decision seconds per cycle the
-    simulator charged (by the cycle's depth). Returns the per-method breakdown and the binned curve ratios."""
+    """Per method, each component's misprediction (``charge``: the decisions' charge), and binned curve ratios."""
     by_method: dict[str, list[RunTiming]] = defaultdict(list)
     for run in timings:
         by_method[run.method].append(run)
@@ -100,13 +92,10 @@ CYCLE_AXES = ("context", "size", "depth", "committed", "accepted")
 
 
 def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]:
-    """Every timed cycle of a validation as flat columns (``cycles.npz``), so residuals can be
-    cut along any axis afterwards without re-running an hour of decoding. ``phases``: name ->
-    runs (e.g. the upfront refit's ladder, the co-timed refit's, the scored runs). Speculative
-    cycles are ``cycle_*``, plain decoding steps ``step_*``, whole runs ``run_*`` (wall time,
-    prefill live and predicted, prompt length: row k is run k of its phase, in the order run);
-    ``*_method`` and ``*_phase`` index ``methods`` and ``phases``; ``*_run`` numbers the run
-    within its phase, ``*_slot`` the slot it ran in (``RunTiming.slot``)."""
+    """Every timed cycle of a validation as flat columns (``cycles.npz``), so residuals can be cut
+    along any axis afterwards. ``phases``: name -> runs. Speculative cycles are ``cycle_*``, plain
+    steps ``step_*``, whole runs ``run_*`` (row k: run k of its phase); ``*_method`` and ``*_phase``
+    index ``methods`` and ``phases``; ``*_run`` numbers the run in its phase, ``*_slot`` its slot."""
     names = list(phases)
     methods = sorted({run.method for runs in phases.values() for run in runs})
     spec, step, whole = defaultdict(list), defaultdict(list), defaultdict(list)
@@ -116,19 +105,14 @@ def cycle_table(phases: dict[str, Sequence[RunTiming]]) -> dict[str, np.ndarray]
                                ("prefill", run.prefill_s), ("prefill_predicted", run.prefill_predicted_s),
                                ("prompt_length", run.prompt_length), ("slot", run.slot)):
                 whole[key].append(np.atleast_1d(value))
+            n = len(run.cycles["context"])
+            for key, value in (("phase", p), ("run", r), ("slot", run.slot)):
+                (step if run.method == "greedy" else spec)[key].append(np.full(n, value))
             if run.method == "greedy":
-                n = len(run.measured["greedy step"])
-                step["phase"].append(np.full(n, p))
-                step["run"].append(np.full(n, r))
-                step["slot"].append(np.full(n, run.slot))
                 step["context"].append(run.cycles["context"])
                 step["measured"].append(run.measured["greedy step"])
                 step["predicted"].append(run.predicted["greedy step"])
                 continue
-            n = len(run.cycles["size"])
-            spec["phase"].append(np.full(n, p))
-            spec["run"].append(np.full(n, r))
-            spec["slot"].append(np.full(n, run.slot))
             spec["method"].append(np.full(n, methods.index(run.method)))
             for axis in CYCLE_AXES:
                 spec[axis].append(run.cycles[axis])

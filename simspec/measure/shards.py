@@ -1,18 +1,8 @@
-"""Trace recording sharded over Ray tasks (``calibrate --traces-only --ray``).
-
-Traces are per prompt, so shards merge exactly, provided each prompt's trace comes out of a
-shard as it would out of one process. Two things could make it differ, and both are held
-fixed: the batched greedy continuations (a near-tie may split another way in another batch),
-so shards are made of whole batches of the single-process recording (``length_batches``); and
-torch's thread count (float reductions in another order round differently: the trees of one
-prompt recorded with 1 and with 2 threads differ), so every task runs the driver's thread
-count and asks Ray for that many CPUs. The driver assembles the prompts in their original
-order, so the merged traces hash as a single-process recording of the same prompts.
-
-A task whose worker dies or raises is retried (``MAX_RETRIES``); if one still fails, the
-recording fails and nothing is published (the caller writes the folder only after the merge).
-Ray is an optional extra (``pip install "simspec[ray]"``, see ``simspec.cluster``).
-"""
+"""Trace recording sharded over Ray tasks (``calibrate --traces-only --ray``). A prompt's trace must
+come out of a shard as out of one process, so shards are whole batches of the one-process
+recording (a near-tie may split another way in another batch), and every task runs the driver's
+thread count (float reductions in another order round differently). A task is retried
+``MAX_RETRIES`` times, then the recording fails and nothing is published."""
 
 from __future__ import annotations
 
@@ -26,8 +16,7 @@ FAIL_ONCE_ENV = "SIMSPEC_RAY_FAIL_ONCE"  # tests: the first task to see this fol
 
 
 def shard_prompts(prompts: list[list[int]], workers: int, batch: int) -> list[list[int]]:
-    """Prompt indices per shard: the single-process recording's batches, whole, each given to the
-    shard with the fewest tokens so far (the largest first), each shard's in recording order."""
+    """Prompt indices per shard: the one-process recording's batches, whole, each to the lightest shard."""
     from simspec.engine.greedy import length_batches
 
     groups = length_batches(prompts, batch)

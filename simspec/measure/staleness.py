@@ -1,17 +1,6 @@
-"""How far to trust a profile's prediction today: its age, the machine it was measured on against
-this one, the drift of plain decoding through the runs it predicts, and an interval around
-every predicted speedup.
-
-A profile describes the machine when it was measured, and these shared machines' speed moves
-within the hour, not uniformly across operations. Plain decoding divides every speedup, so its
-drift is the one a reader needs first: it is timed against the profile before the scored runs,
-in every prompt's interleaved runs (start, middle and end thirds) and after them.
-
-The interval of a predicted speedup joins two sources: the profile's own spread (the engine
-fit's bootstrap replicates, each a set of per-curve factors, replayed like the prediction) and
-the drift measured in the run (the same spread around the prediction with every curve rescaled
-by this run's live / profile ratios). Real speedups outside it are what the model gets wrong.
-"""
+"""How far to trust a profile's prediction today: its age and machine, the drift of plain decoding
+(which divides every speedup) before, through and after the runs it predicts, and an interval
+around every predicted speedup, from the profile's replicates and the drift measured in the run."""
 
 from __future__ import annotations
 
@@ -27,9 +16,7 @@ DRIFT_NOTE = 0.03  # plain decoding moving more than this over the runs is said 
 
 
 def plain_ratio(engine, ids: list[int], tokens: int, cost, width: int) -> float:
-    """One plain decode of ``ids``, its steps' live time over the profile's price of them. A
-    short untimed decode first: the first one after other work (recording traces) runs cold,
-    up to a fifth slower here, which is not the machine's drift."""
+    """One plain decode's live time over the profile's price, after an untimed one (the first runs cold)."""
     engine.plain(ids, min(8, tokens))
     meter = DriftMeter(cost, width)
     meter.greedy(engine.plain(ids, tokens))
@@ -37,18 +24,14 @@ def plain_ratio(engine, ids: list[int], tokens: int, cost, width: int) -> float:
 
 
 def _age_hours(created: str | None) -> float | None:
-    if not created:
-        return None
     try:
-        then = timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
+        return round((time.time() - timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))) / 3600, 2)
+    except (TypeError, ValueError):  # none recorded, or not a timestamp
         return None
-    return round((time.time() - then) / 3600, 2)
 
 
 def thirds(runs) -> dict[str, float]:
-    """Plain decoding's live / profile ratio in the first, middle and last third of the scored
-    runs' slots (each prompt's plain run, in run order)."""
+    """Plain decoding's live / profile ratio over the first, middle and last third of the scored slots."""
     plain = sorted((r for r in runs if r.method == "greedy"), key=lambda r: r.slot)
     out = {}
     for name, part in zip(("start", "middle", "end"), np.array_split(np.arange(len(plain)), 3)):
@@ -60,9 +43,7 @@ def thirds(runs) -> dict[str, float]:
 
 
 def staleness(profile, here_model: str, runs, before: float, after: float) -> dict:
-    """The report's ``staleness`` block: the profile's age and machine against this one, plain
-    decoding's live / profile ratio before, through (thirds) and after the runs, and a plain
-    sentence when the machine drifted."""
+    """The report's ``staleness`` block: the profile's age and machine, plain decoding's drift, notes."""
     meta = profile.meta
     fitted = (meta.in_situ or {}).get("created") or (meta.engine_fit or {}).get("created") or meta.created
     through = thirds(runs)
@@ -89,15 +70,14 @@ def staleness(profile, here_model: str, runs, before: float, after: float) -> di
 
 
 def replicate_factors(profile) -> list[dict]:
-    """The per-curve factors of the profile's spread: its in-situ refit's, else calibrate's
-    engine fit's (none in a profile from before either measured one)."""
+    """The per-curve factors of the profile's spread: its in-situ refit's, else its engine fit's."""
     return list((profile.meta.in_situ or profile.meta.engine_fit or {}).get("replicates", []))
 
 
 def intervals(samples: list[dict], simulate, simulated: dict, corrected: dict, factors: list[dict]) -> dict:
-    """Per method, the interval of its predicted speedup over the set: the percentiles
-    ``INTERVAL`` of the replays under each replicate's curves (``factors``), joined with the
-    same spread around the drift-corrected prediction. Empty without replicates."""
+    """Per method, the interval (percentiles ``INTERVAL``) of its predicted speedup over the set under
+    each replicate's curves (``factors``), joined with the same spread around the drift-corrected
+    prediction. Empty without replicates."""
     from simspec.measure.refit import replicate_samples
     from simspec.sim.profile import cost_model
 
@@ -117,9 +97,7 @@ def intervals(samples: list[dict], simulate, simulated: dict, corrected: dict, f
 
 
 def add_intervals(report: dict, by_method: dict) -> None:
-    """Puts each method's interval of its predicted speedup over the set (``intervals``) on its
-    row, with whether the real speedup lies in it, and their coverage on the report; nothing
-    when the profile carries no spread."""
+    """Puts each method's interval (``intervals``) and whether the real speedup lies in it on its row."""
     if not by_method:
         return
     inside = []

@@ -1,5 +1,4 @@
-"""``--traces-from``: traces a new profile reuses instead of recording them (a traces folder,
-or the traces a profile names), checked against the profile's models, dtype and temperature."""
+"""``--traces-from``: reused traces (a folder's, or a profile's), checked against the new profile's."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from simspec.errors import SimspecError
 
 def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32", temperature: float = 0.0
                   ) -> tuple[Path, dict]:
-    """(folder, reference) of existing traces: a traces folder, or the traces a profile names
-    (``dtype`` None: any)."""
+    """(folder, reference) of existing traces: a traces folder, or a profile's (``dtype`` None: any)."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
     from simspec.sim.trace_files import load_traces

@@ -1,19 +1,11 @@
-"""``simspec validate --real``: one request in, one ``real/<run>/`` folder out.
+"""``simspec validate --real``: one request in, one ``real/<run>/`` folder out: the scored prompts'
+trees recorded, every method replayed on them (the prediction) and run on the real engine with
+plain decoding, interleaved (what they deliver, and whether outputs are lossless), the live
+latencies checked against the profile, and the report and figures written.
 
-For the chosen prompts it records the drafter's trees (the calibrate code), replays every
-method on them with the profile's cost model (the simulator's prediction), runs every method
-and plain greedy decoding on the real engine interleaved (what they really deliver, and
-whether each output equals greedy decoding), checks the live latencies against the profile,
-and writes ``report.json``, ``report.md`` and the figures.
-
-At temperature T > 0 (a profile calibrated with ``--temperature``) everything is sampled: each
-pass over the prompts is one seed per prompt (pass k, prompt i: ``seed + k * prompts + i``), the
-same seed for plain sampling and every method, so methods pair by seed. The traces for the
-prediction are recorded with the same seeds (one sampled continuation per pass and prompt), and
-the simulator gives each one's expected speedup; speedups and tau are means over seeds, with
-95 % confidence intervals over prompts, and the lossless verdict is the KS test of the outputs'
-randomised PIT under the target's own distribution.
-"""
+At T > 0 pass k samples prompt i with seed ``seed + k * prompts + i``, for plain sampling, every
+method and the recorded traces, so methods pair by seed; speedups are means over seeds, and the
+lossless verdict is a KS test of the outputs' randomised PIT under the target's distribution."""
 
 from __future__ import annotations
 
@@ -21,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +35,7 @@ REAL_TOKENS = flags.REAL_TOKENS  # --real's new tokens per prompt without --max-
 
 @dataclass(frozen=True, kw_only=True)
 class ValidateRequest:
-    """``simspec validate``, both modes: ``--real`` runs it (``validate_real``), ``--simulated``
-    replays it (``simulated()``, read by ``simspec.sim.run``)."""
+    """``simspec validate``: ``--real`` runs it (``validate_real``), ``--simulated`` replays it (``simulated()``)."""
 
     profile: str = flags.profile()
     baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
@@ -92,10 +83,10 @@ class ValidateRequest:
         return Path(self.out or f"real/validate-{Path(self.profile).name}-{Path(self.prompts).stem}")
 
     def check(self) -> tuple[Profile, list]:
-        """Every flag, the output folder, the profile and its traces, the policies and the prompts,
-        before any model is loaded; returns the profile and the prompts."""
+        """Every flag, the output folder, the profile, its traces, the policies and the prompts, before any load."""
         from simspec.cache import check_out
         from simspec.data import load_prompts
+        from simspec.engine.runtime import check_runtime
         from simspec.measure.insitu import check_device
         from simspec.policies.artifact import read_policy_meta
 
@@ -106,8 +97,6 @@ class ValidateRequest:
         check_names(list(self.baselines), prompt_level=False)
         if not self.baselines and not self.policies:
             raise SimspecError("nothing to validate: name --baselines and/or --policies")
-        from simspec.engine.runtime import check_runtime
-
         check_runtime(self.runtime)
         if self.runtime == "compiled" and self.batch_size > 1:
             raise SimspecError("validate --real --runtime compiled decodes at batch 1 (calibrate measures compiled "
@@ -133,8 +122,7 @@ class ValidateRequest:
         chosen = load_prompts(self.prompts, split=None if self.split == "all" else self.split, n=self.n_prompts)
         if not chosen:
             raise SimspecError(f"no {self.split} prompts in {self.prompts}: use another --prompts or --split all")
-        if self.recalibrate:
-            self.refit_prompts()
+        self.refit_prompts()  # --recalibrate: refused now if the set has no train prompts
         check_device(profile, self.allow_other_device, refit=self.recalibrate)  # last: every other fault is the input's
         return profile, chosen
 
@@ -158,18 +146,19 @@ def _file_hash(path: Path) -> str | None:
 
 def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], object],
                   checked: tuple[Profile, list] | None = None) -> tuple[ValidationReport, Path]:
-    """Run the whole validation; returns the report and the folder it was written to.
-    ``status(text)`` is a context manager shown during steps without a progress count;
-    ``checked`` is what ``request.check()`` returned, when the caller has already run it."""
+    """Runs the whole validation; returns the report and its folder. ``status(text)``: a context
+    manager shown during steps without a progress count; ``checked``: ``request.check()``'s result."""
     from simspec.measure.insitu import CoTimedRefit
-    from simspec.measure.interleave import rescaled_cost, run_real
-    from simspec.measure.residuals import residual_breakdown
+    from simspec.measure.interleave import DriftMeter, rescaled_cost, run_methods
+    from simspec.measure.residuals import cycle_table, residual_breakdown
     from simspec.measure.staleness import add_intervals, intervals, plain_ratio, replicate_factors, staleness
+    from simspec.report.markdown import render_markdown
+    from simspec.report.plots import plot_validation
     from simspec.report.validation import build_report
     from simspec.sim.replay import replay
 
     started = time.perf_counter()
-    s = _setup(request, checked, bar, status)
+    s = setup_run(request, checked, bar, status)
     traces, recorded = scored_traces(request, s.profile, s.engine, s.chosen, s.ids, bar)
     charge = {m.name: s.charged.get(m.family, DecisionCharge.flat(0.0)) for m in s.methods}
 
@@ -177,13 +166,13 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         return {m.name: replay(traces, cost, m, s.tokens, charge[m.name], seed=s.sampling.seed) for m in s.methods}
 
     simulated = simulate(s.profile.cost)
-    refit_prompts = [(p.id, i) for p, i in zip(s.refit_on, s.refit_ids)]
-    co_timed = CoTimedRefit(s.engine, s.base, refit_prompts, s.tokens) if s.refit_on else None
+    co_timed = CoTimedRefit(s.engine, s.base, s.refit_on, s.tokens) if s.refit_on else None
     tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
                len(s.ids) * (len(s.methods) + 1) * request.repeats)
     before = plain_ratio(s.engine, s.ids[0], s.tokens, s.profile.cost, s.width)  # the machine against the profile
-    runs, drift = run_real(s.engine, [(p.id, i) for p, i in zip(s.chosen, s.ids)], s.methods, s.tokens,
-                           s.profile.cost, tick, request.repeats, None if co_timed is None else co_timed.step)
+    drift = DriftMeter(s.profile.cost, s.methods[0].width)  # every run held against the profile
+    runs = run_methods(s.engine, [(p.id, i) for p, i in zip(s.chosen, s.ids)], s.methods, s.tokens, tick,
+                       request.repeats, drift, None if co_timed is None else co_timed.step)
     after = plain_ratio(s.engine, s.ids[0], s.tokens, s.profile.cost, s.width)
     meta = _run_meta(request, s, traces, recorded, simulated)
     meta["staleness"] = staleness(s.profile, meta["device_model"], drift.runs, before, after)
@@ -192,76 +181,84 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     add_intervals(report, intervals(s.profile.samples, simulate, simulated, corrected,
                                     replicate_factors(s.profile)))
     report["residuals"] = residual_breakdown(drift.runs, charge)
-    co_profile, phases = None, {"scored": drift.runs}
+    profiles, phases = {}, {"scored": drift.runs}
     if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs
         refit_co = co_timed.result()
-        co_profile = _refitted_profile(request, s, refit_co, "profile-cotimed")
-        report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(co_profile.cost), refit_co.record)
+        profiles = {"profile": s.profile, "profile-cotimed": _refitted_profile(request, s, refit_co, "profile-cotimed")}
+        report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(profiles["profile-cotimed"].cost),
+                                                  refit_co.record)
         phases = {"refit": s.refit.timings, "co-timed": refit_co.timings, **phases}
-    elif s.refit_on:
-        phases = {"refit": s.refit.timings, **phases}
     report["seconds"] = round(time.perf_counter() - started, 1)
-    return _write_run(request, s, report, phases, co_profile), s.out_dir
+
+    def more(tmp: Path, typed: ValidationReport) -> None:
+        np.savez_compressed(tmp / "cycles.npz", **cycle_table(phases))
+        plot_validation(typed, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
+
+    return write_run(s.out_dir, request.force, report, ValidationReport, render_markdown, profiles, more), s.out_dir
 
 
 @dataclass
-class _Setup:
-    """A real validation's engine, prompts and methods, with the profile that predicts (the given
-    one, or with ``--recalibrate`` its refit on train prompts, made here)."""
+class Setup:
+    """A real validation's engine (at B > 1 also its ``rows``), prompts, methods and predicting profile."""
 
     base: Profile
     profile: Profile
     chosen: list
-    refit_on: list
+    refit_on: list  # (id, token ids) of the train prompts refitted on
     engine: object
+    rows: object
     ids: list
-    refit_ids: list
-    refit: object | None
-    methods: list
-    charged: dict
-    notes: list[str]
     sampling: object
     tokens: int
-    depth_max: int
     width: int
     out_dir: Path
+    refit: object | None = None
+    methods: list = field(default_factory=list)
+    charged: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
-def _setup(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> _Setup:
+def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> Setup:
+    """Loads the engine, refits the profile (``--recalibrate``) and tunes the methods, priced at the batch size."""
+    from types import SimpleNamespace
+
+    from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.insitu import LADDER, check_device, refit_in_situ
+    from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.policies.base import tree_capacity
     from simspec.sim.evaluate import GRID_SIZES, method_set, split_traces
 
     profile, chosen = checked or request.check()
     warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
-    base, ref = profile, profile.meta.traces
-    depth_max, width, tokens = ref.depth_max, ref.width, request.tokens()
-    refit_on = request.refit_prompts()
-    room = tokens + max(depth_max, *(d for d, _ in LADDER)) if refit_on else tokens + depth_max
+    ref, batch, tokens = profile.meta.traces, request.batch_size, request.tokens()
+    refit_texts = request.refit_prompts()
+    room = tokens + max(ref.depth_max, *(d for d, _ in LADDER)) if refit_texts else tokens + ref.depth_max
     sampling = request.sampling(profile)
-    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_on], room, status, sampling)
-    ids, refit_ids = all_ids[:len(chosen)], all_ids[len(chosen):]
-    if engine.runtime == "compiled":
+    engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_texts], room, status, sampling)
+    if engine.runtime == "compiled":  # batch 1 only (``check``)
         with status("compiling the target's forwards for every shape the runs meet (once per process)"):
             engine.warm_up([len(i) for i in all_ids], tokens,  # any size a policy may choose
-                           range(1, min(tree_capacity(depth_max, width), max(GRID_SIZES)) + 1))
-    s = _Setup(base, profile, chosen, refit_on, engine, ids, refit_ids, None, [], {}, [], sampling, tokens, depth_max,
-               width, request.out_dir())
+                           range(1, min(tree_capacity(ref.depth_max, ref.width), max(GRID_SIZES)) + 1))
+    rows = engine if batch == 1 else SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=batch)
+    refit_on = [(p.id, i) for p, i in zip(refit_texts, all_ids[len(chosen):])]
+    s = Setup(profile, profile, chosen, refit_on, engine, rows, all_ids[:len(chosen)], sampling, tokens, ref.width,
+              request.out_dir())
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        s.refit = refit_in_situ(engine, base.cost, base.samples, ref.width,
-                                [(p.id, i) for p, i in zip(refit_on, refit_ids)], tokens, bar)
+        s.refit = (refit_batch(rows, profile, refit_on, tokens, bar) if batch > 1
+                   else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar))
         s.profile = _refitted_profile(request, s, s.refit, "profile")
-        s.profile._traces = base.traces()  # the same traces, already read and checked
-    with status("tuning baselines on the profile's train split"):
+        s.profile._traces = profile.traces()  # the same traces, already read and checked
+    with status("tuning baselines on the profile's train split" + (f", priced at batch {batch}" if batch > 1 else "")):
         train = split_traces(s.profile.traces(), "train")
-        s.methods, s.charged, notes = method_set(list(request.baselines), list(request.policies), s.profile, train,
+        priced = s.profile if batch == 1 else SimpleNamespace(meta=s.profile.meta, cost=s.profile.cost.at_batch(batch))
+        s.methods, s.charged, notes = method_set(list(request.baselines), list(request.policies), priced, train,
                                                  tokens)
     s.notes = [warning, *notes] if warning else notes
     return s
 
 
-def _refitted_profile(request: ValidateRequest, s: _Setup, refit, name: str) -> Profile:
+def _refitted_profile(request: ValidateRequest, s: Setup, refit, name: str) -> Profile:
     """A refit of the base profile, as it is saved in the run's folder ``name``."""
     from simspec.measure.insitu import refitted_meta
     from simspec.sim.profile import build_profile
@@ -271,10 +268,9 @@ def _refitted_profile(request: ValidateRequest, s: _Setup, refit, name: str) -> 
 
 
 def scored_traces(request: ValidateRequest, profile: Profile, engine, chosen: list, ids: list, bar: Bar):
-    """The scored prompts' draft trees, recorded here with ``engine``'s sampling, at ``profile``'s
-    traces' depth and width. At T > 0 one sampled continuation per (pass, prompt), with the seed
-    the real runs use there: the recorder's prompt n draws from seed + n, and n = pass * prompts
-    + prompt (at any batch size: ``bench_batch.pass_seeds``)."""
+    """The scored prompts' draft trees, recorded with ``engine``'s sampling at ``profile``'s traces'
+    depth and width; at T > 0 one sampled continuation per (pass, prompt), prompt n = pass *
+    prompts + prompt drawing from seed + n, as the real runs do (``bench_batch.pass_seeds``)."""
     from simspec.measure.recorder import RecordSpec, TraceRecorder
     from simspec.sim.traces import assemble
 
@@ -292,11 +288,12 @@ def scored_traces(request: ValidateRequest, profile: Profile, engine, chosen: li
     return traces, recorded
 
 
-def _run_meta(request: ValidateRequest, s: _Setup, traces, recorded: list, simulated: dict) -> dict:
+
+
+def _run_meta(request: ValidateRequest, s: Setup, traces, recorded: list, simulated: dict) -> dict:
     """The report's description of the run (``ValidationReport``'s header fields), hashed."""
     from simspec.engine.runtime import compiled_mode
-    from simspec.machine import device_model, machine
-    from simspec.measure.curves import device_name
+    from simspec.machine import device_label, device_model, machine
     from simspec.policies.artifact import read_policy_meta
 
     policies = []
@@ -305,20 +302,15 @@ def _run_meta(request: ValidateRequest, s: _Setup, traces, recorded: list, simul
         policies.append({"path": str(path), "name": meta.name, "algo": meta.algo, "preset": meta.preset,
                          "seed": meta.seed, "npz_hash": _file_hash(directory / "policy.npz"),
                          "decision_seconds": meta.decision_seconds})
-    profile, target, refit_on = s.profile, s.engine.target, bool(s.refit_on)
+    profile, target = s.profile.meta, s.engine.target
     meta = {
         "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
-        "device": device_name(target), "target": profile.meta.target, "draft": profile.meta.draft,
-        "profile": {"name": f"{s.base.directory.name}, refitted in this run" if refit_on else profile.directory.name,
-                    "path": str(request.profile), "hash": profile.meta.inputs_hash,
-                    "device": profile.meta.device, "device_model": profile.meta.device_model,
-                    "threads": profile.meta.threads, "created": profile.meta.created,
-                    "in_situ": (profile.meta.in_situ or {}).get("base"),  # None: calibrate's tight loops
-                    # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
-                    "refit": "this run" if refit_on else None,
-                    "refit_live_over_profile": s.refit.record["live_over_profile"] if refit_on else None},
+        "device": device_label(str(target.device)), "target": profile.target, "draft": profile.draft,
+        "profile": {**profile_block(request, s), "device": profile.device, "device_model": profile.device_model,
+                    "threads": profile.threads,
+                    "in_situ": (profile.in_situ or {}).get("base")},  # None: calibrate's tight loops
         "policies": policies, "baselines": list(request.baselines), "warnings": s.notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(s.chosen),
         "prompt_ids": [p.id for p in s.chosen], "max_new_tokens": s.tokens, "repeats": request.repeats,
@@ -331,40 +323,48 @@ def _run_meta(request: ValidateRequest, s: _Setup, traces, recorded: list, simul
         "decision_seconds_charged": {name: float(r.decision_seconds.sum() / max(r.cycles.sum(), 1))
                                      for name, r in simulated.items()},
     }
-    hashed = {k: meta[k] for k in ("profile", "policies", "baselines", "prompt_ids", "max_new_tokens", "repeats",
-                                   "traces_hash", "simspec_version", "temperature", "top_p", "seed")}
-    meta["inputs_hash"] = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
+    meta["inputs_hash"] = inputs_hash(meta, "policies", "temperature", "top_p", "seed")
     return meta
 
 
-def _write_run(request: ValidateRequest, s: _Setup, report: dict, phases: dict, co_profile) -> ValidationReport:
-    """The run folder, whole or not at all: what is stored is what is rendered (the JSON, read
-    back through the reader's record)."""
+def profile_block(request: ValidateRequest, s: Setup) -> dict:
+    """The report's ``profile``: the one that predicted, and whether this run refitted it."""
+    refit = s.refit
+    return {"name": f"{s.base.directory.name}, refitted in this run" if refit else s.base.directory.name,
+            "path": str(request.profile), "hash": s.profile.meta.inputs_hash, "created": s.profile.meta.created,
+            # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
+            "refit": "this run" if refit else None,
+            "refit_live_over_profile": refit.record["live_over_profile"] if refit else None}
+
+
+def inputs_hash(report: dict, *keys: str) -> str:
+    """The hash of what a run was given: its profile, methods, prompts, tokens, passes and traces."""
+    common = ("profile", "baselines", "prompt_ids", "max_new_tokens", "repeats", "traces_hash", "simspec_version")
+    hashed = {k: report[k] for k in (*common, *keys)}
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_run(out_dir: Path, force: bool, report: dict, typed_class, render, profiles: dict, more=None):
+    """The run folder, whole or not at all: what is stored is what is rendered (the JSON, read back
+    through ``typed_class``); ``profiles``: subfolder -> a predicting profile saved there, reusable
+    as `validate --simulated --profile RUN/profile`; ``more(tmp, typed)`` writes the rest."""
     from simspec.cache import atomic_directory
-    from simspec.measure.residuals import cycle_table
-    from simspec.report.markdown import render_markdown
-    from simspec.report.plots import plot_validation
     from simspec.sim.profile import save_profile
 
     stored = json.loads(json.dumps(report, default=_json_default))
-    typed = ValidationReport.check(stored, s.out_dir / "report.json", "this is a bug in simspec")
-    with atomic_directory(s.out_dir, replace=request.force) as tmp:
-        np.savez_compressed(tmp / "cycles.npz", **cycle_table(phases))
-        if s.refit_on:  # the predicting profile, reusable: `validate --simulated --profile RUN/profile`
-            save_profile(s.profile, tmp / "profile")  # the one built above, not fitted again
-        if co_profile is not None:
-            save_profile(co_profile, tmp / "profile-cotimed")
+    typed = typed_class.check(stored, out_dir / "report.json", "this is a bug in simspec")
+    with atomic_directory(out_dir, replace=force) as tmp:
+        for name, profile in profiles.items():
+            save_profile(profile, tmp / name)  # the one built above, not fitted again
         (tmp / "report.json").write_text(json.dumps(stored, indent=1))
-        (tmp / "report.md").write_text(render_markdown(typed))
-        plot_validation(typed, tmp, force=True)  # tmp is this run's new folder: no earlier figure to keep
+        (tmp / "report.md").write_text(render(typed))
+        if more is not None:
+            more(tmp, typed)
     return typed
 
 
 def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) -> dict:
-    """The report's rows re-predicted by the co-timed refit: per method the simulated speedup and
-    its error against the same real runs, their mean / max and the rank agreement."""
-    import numpy as np
-
+    """The rows re-predicted by the co-timed refit: per method the speedup and its error, and a summary."""
     from simspec.report.validation import error_summary, per_prompt
 
     out = []
@@ -380,8 +380,6 @@ def co_timed_block(rows: list[dict], runs: list, simulated: dict, record: dict) 
 
 
 def _json_default(value):
-    import numpy as np
-
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
