@@ -98,7 +98,9 @@ def test_an_idle_row_does_not_widen_the_batch_s_attention(tiny, drafters, close_
     read as far as the longest *busy* row (what the batch replay prices), not as far as a
     finished sequence reached. A long prompt beside short ones finishes first and idles while
     the short ones, refilled after it, still decode; outputs stay each one's plain decoding."""
-    from simspec.engine.batch_models import EagleRows, LMRows, TargetRows
+    from simspec.engine.batch_models import TargetRows
+    from simspec.engine.drafter import LMRows
+    from simspec.engine.eagle import EagleRows
 
     drafter, rows_class = (close_lm, LMRows) if kind == "lm5" else (drafters["eagle3"], EagleRows)
     rng = np.random.default_rng(1)

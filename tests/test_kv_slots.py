@@ -1,4 +1,4 @@
-"""The static KV caches (``simspec.engine.kv_rows``, ``simspec.engine.kv_slots``): after a tree is
+"""The static KV caches (``simspec.engine.kv_rows``): after a tree is
 verified and a path kept, the target's cache holds exactly what running the committed sequence
 from scratch would hold, whether the path was a prefix of the tree's rows (left in place) or not
 (moved into place), and when the sequence outgrows the capacity it was given."""

@@ -1,4 +1,4 @@
-"""docs/results/engine.md#static-kv-cache: the engine's static KV cache (``simspec.engine.kv_slots``)
+"""docs/results/engine.md#static-kv-cache: the engine's static KV cache (``simspec.engine.kv_rows``)
 against the ``DynamicCache`` it replaced (concatenation per forward, a copy per non-prefix
 acceptance), on the demo target: plain greedy decoding and speculative decoding with EAGLE-3's
 default tree, ms per generated token, the two caches interleaved prompt by prompt and pass by pass.

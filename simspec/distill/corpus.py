@@ -147,10 +147,8 @@ def teacher_pass(target: LoadedModel, sequences: list[list[int]], seq_len: int, 
         seq = seq[:seq_len]
         tokens[i, : len(seq)] = torch.tensor(seq)
         valid[i, : len(seq)] = True
-    done, digest = 0, None
-    if store is not None:
-        digest = _digest(sequences, seq_len, target)
-        done = _resume_point(store, digest)
+    digest = None if store is None else _digest(sequences, seq_len, target)
+    done = 0 if store is None else _resume_point(store, digest)
     features = _mapped((n, seq_len, hidden), store and store / "features.f16")
     aux = _mapped((n, seq_len, len(layers) * hidden), store and store / "aux.f16")
     labels = _mapped((n, seq_len), store and store / "labels.i64", torch.long)

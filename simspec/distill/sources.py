@@ -58,12 +58,12 @@ def _first_exchange(record: Any) -> tuple[str, str] | None:
 
 def sharegpt_conversations(split: str, part: Part = None) -> list[tuple[str, str]]:
     """(question, answer) pairs of ShareGPT conversations in ``split``, in dataset order."""
-    return [(q, a) for q, a in _exchanges() if in_split(q, split, part)]
+    return [(q, a) for q, a in _parsed(_first_exchange) if in_split(q, split, part)]
 
 
 @functools.cache
-def _exchanges() -> tuple:
-    return tuple(sharegpt_records(_first_exchange))  # parsed once per process: every split and part reads it
+def _parsed(parse) -> tuple:
+    return tuple(sharegpt_records(parse))  # parsed once per process: every split and part reads it
 
 
 def _dialogue(record: Any) -> list[tuple[str, str]] | None:
@@ -78,15 +78,10 @@ def _dialogue(record: Any) -> list[tuple[str, str]] | None:
     return out if len(out) >= 2 else None
 
 
-@functools.cache
-def _dialogues() -> tuple:
-    return tuple(sharegpt_records(_dialogue))  # parsed once per process: both splits read it
-
-
 def sharegpt_later_turns(split: str, max_turns: int = 4, part: Part = None) -> list[list[dict]]:
     """Every conversation of ``split`` up to its human turn k, k = 2..``max_turns``, answers between."""
     out = []
-    for turns in _dialogues():
+    for turns in _parsed(_dialogue):
         if not in_split(turns[0][1], split, part):
             continue
         for k in range(2, max_turns + 1):

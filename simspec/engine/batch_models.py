@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from simspec.engine.drafter import CausalLMDrafter, Drafter, Feed, LMRows, RowDrafter
-from simspec.engine.eagle import EagleDrafter, EagleRows
+from simspec.engine.drafter import Drafter, Feed, RowDrafter
 from simspec.engine.kv_rows import RowSlotCache, padded, rows_mask
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
@@ -88,15 +87,6 @@ class TargetRows:
         self.lengths[b] = 0
 
 
-# Drafter class -> its rows' class (a subclass inherits its base's); a plugin's declares its own.
-ROWS: dict[type, type] = {EagleDrafter: EagleRows, CausalLMDrafter: LMRows}
-
-
-def declare_rows(drafter_class: type, rows_class: type) -> None:
-    """``drafter_class``'s drafters decode batches through ``rows_class(drafter, batch, capacity)``."""
-    ROWS[drafter_class] = rows_class
-
-
 class OneRow(RowDrafter):
     """Any drafter at batch 1 through its own ``Drafter`` protocol: a kind that declared no rows."""
 
@@ -123,13 +113,12 @@ class OneRow(RowDrafter):
 
 
 def batched(drafter: Drafter, batch: int, capacity: int) -> RowDrafter:
-    """The batched form of a drafter, by the rows class its kind declared (``OneRow`` at batch 1)."""
-    rows = next((ROWS[kind] for kind in type(drafter).__mro__ if kind in ROWS), None)
-    if rows is None and batch == 1:
+    """The batched form of a drafter, by its kind's ``rows_class`` (``OneRow`` at batch 1)."""
+    if drafter.rows_class is None and batch == 1:
         return OneRow(drafter, 1)
-    if rows is None:
+    if drafter.rows_class is None:
         raise SimspecError(f"drafter {drafter.name!r} ({type(drafter).__name__}) cannot decode batches: use "
                            "--batch-size 1, or a drafter whose kind declares batch rows "
-                           "(simspec.engine.batch_models.declare_rows)")
-    return rows(drafter, batch, capacity)
+                           "(Drafter.rows_class)")
+    return drafter.rows_class(drafter, batch, capacity)
 

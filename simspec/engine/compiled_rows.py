@@ -14,8 +14,7 @@ import numpy as np
 import torch
 
 from simspec.engine.batch_models import TargetRows
-from simspec.engine.kv_rows import RowSlotCache, padded, rows_mask
-from simspec.engine.kv_slots import move_rows
+from simspec.engine.kv_rows import RowSlotCache, move_rows, padded, rows_mask
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
 

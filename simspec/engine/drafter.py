@@ -24,8 +24,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 import torch
 
-from simspec.engine.kv_rows import RowSlotCache, causal, padded, rows_mask
-from simspec.engine.kv_slots import TREE_SLOTS
+from simspec.engine.kv_rows import TREE_SLOTS, RowSlotCache, causal, padded, rows_mask
 from simspec.engine.modeling import base_and_head, head_logits
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError
@@ -45,6 +44,8 @@ class Drafter(ABC):
     # sampled from it and verified by the q-aware rule; feature heads draft top-k point masses.
     samples_chains: bool = False
     draft_vocab: torch.Tensor | None = None  # draft index -> target token id, for a reduced vocabulary
+    # batches decode through rows_class(drafter, batch, capacity); None: batch 1 only (OneRow)
+    rows_class: type[RowDrafter] | None = None
 
     def target_layers(self) -> tuple[int, ...] | None:
         """The target layers ``TargetRows`` gathers features from (None: the last hidden state, or none)."""
@@ -89,6 +90,12 @@ class RowDrafter:
     def target_layers(self) -> tuple[int, ...] | None:
         return self.drafter.target_layers()
 
+    def _begin(self, width: int, visible: dict[int, np.ndarray], dtype: torch.dtype) -> torch.Tensor:
+        """The mask of a forward of ``width`` tokens per row, its cache set to write after each row's fill."""
+        self.cache.begin(self.fill)
+        return rows_mask(int(self.fill.max()) + width, self.committed, [visible.get(b) for b in range(self.batch)],
+                         self.fill, width, dtype, self.device)
+
     def end_cycle(self) -> None:
         self.fill[:] = self.committed
 
@@ -100,8 +107,6 @@ class RowDrafter:
 
 class RowsDrafter(Drafter):
     """A drafter whose single-sequence protocol runs its ``rows_class`` at batch 1."""
-
-    rows_class: type[RowDrafter]
 
     def reset(self, prompt: torch.Tensor, prompt_hidden: torch.Tensor | None) -> None:
         # the prompt and a tree's worth of slots; the committed tokens grow it (doubling)
@@ -140,9 +145,7 @@ class LMRows(RowDrafter):
     def _forward(self, tokens: dict[int, np.ndarray], positions: dict[int, np.ndarray],
                  visible: dict[int, np.ndarray]) -> torch.Tensor:
         width = max(len(t) for t in tokens.values())
-        mask = rows_mask(int(self.fill.max()) + width, self.committed,
-                         [visible.get(b) for b in range(self.batch)], self.fill, width, self.base.dtype, self.device)
-        self.cache.begin(self.fill)
+        mask = self._begin(width, visible, self.base.dtype)
         out = self.base(input_ids=torch.as_tensor(padded(tokens, self.batch, width), device=self.device),
                         position_ids=torch.as_tensor(padded(positions, self.batch, width), device=self.device),
                         attention_mask=mask, past_key_values=self.cache, use_cache=True)

@@ -20,7 +20,7 @@ from torch import nn
 
 from simspec.engine.drafter import Feed, RowDrafter, RowsDrafter
 from simspec.engine.formats import SIMSPEC_EAGLE, retrain_advice
-from simspec.engine.kv_rows import RowSlots, causal, padded, rows_mask
+from simspec.engine.kv_rows import RowSlots, causal, padded
 from simspec.engine.modeling import base_and_head
 from simspec.engine.models import LoadedModel
 from simspec.errors import SimspecError, read_json, require, require_schema
@@ -191,11 +191,8 @@ class EagleRows(RowDrafter):
             if feats is None:
                 feats = f.new_zeros((self.batch, width, f.shape[-1]))
             feats[b, : len(f)] = f
-        mask = rows_mask(int(self.fill.max()) + width, self.committed, [visible.get(b) for b in range(self.batch)],
-                         self.fill, width, self.dtype, self.device)
-        self.cache.begin(self.fill)
         pos = torch.as_tensor(padded(positions, self.batch, width), device=self.device)
-        return self.head(feats, self.embed(ids), pos, mask, self.cache)
+        return self.head(feats, self.embed(ids), pos, self._begin(width, visible, self.dtype), self.cache)
 
     def _logprobs(self, out: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(self.head.logits(out).float(), dim=-1)

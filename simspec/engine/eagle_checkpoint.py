@@ -22,9 +22,8 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 def is_public_eagle(directory: Path, config: dict) -> bool:
     """An EAGLE-3 or EAGLE-1/2 head: so named by its architecture, or holding ``fc.weight``."""
-    if any("eagle" in str(a).lower() for a in config.get("architectures") or []):
-        return True
-    return "fc.weight" in _weight_names(directory)
+    return any("eagle" in str(a).lower() for a in config.get("architectures") or []) \
+        or "fc.weight" in _weight_names(directory)
 
 
 def _weight_file(directory: Path) -> Path | None:

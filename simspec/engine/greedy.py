@@ -61,22 +61,17 @@ def greedy_continuations(target: LoadedModel, prompts: list[list[int]], new_toke
             drawn = [torch.multinomial(row, 1, generator=g) for row, g in zip(probs, draws)]
             return torch.cat(drawn).to(last.device)
 
-        hidden = base(input_ids=ids, attention_mask=mask, position_ids=positions,
-                      past_key_values=cache).last_hidden_state
-        token = pick(hidden[:, -1])
-        generated = [token]
+        inputs, generated = ids, []
         ended = torch.zeros(len(idx), dtype=torch.bool)
-        for _ in range(new_tokens - 1):
+        while len(generated) < max(new_tokens, 1) and not bool(ended.all()):
+            hidden = base(input_ids=inputs, attention_mask=mask, position_ids=positions,
+                          past_key_values=cache).last_hidden_state
+            generated.append(pick(hidden[:, -1]))
             if stop:
-                ended |= torch.tensor([int(t) in stop for t in token.tolist()])
-                if bool(ended.all()):
-                    break
+                ended |= torch.tensor([int(t) in stop for t in generated[-1].tolist()])
+            inputs = generated[-1][:, None]
             mask = torch.cat([mask, mask.new_ones((len(idx), 1))], dim=1)
             positions = positions[:, -1:] + 1
-            hidden = base(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
-                          past_key_values=cache).last_hidden_state
-            token = pick(hidden[:, -1])
-            generated.append(token)
         continuation = torch.stack(generated, dim=1).cpu()
         for row, i in enumerate(idx):
             outputs[i] = prompts[i] + continuation[row].tolist()

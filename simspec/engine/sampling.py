@@ -14,6 +14,7 @@ on the host (float32 renormalisation after several rejections drifts).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -71,14 +72,7 @@ def distribution(logits: torch.Tensor, sampling: Sampling) -> np.ndarray:
 
 def row_distributions(logits: torch.Tensor, sampling: Sampling) -> Callable[[int], np.ndarray]:
     """The target's distribution after each verified row, computed when a walk asks for it."""
-    rows: dict[int, np.ndarray] = {}
-
-    def probs_of(row: int) -> np.ndarray:
-        if row not in rows:
-            rows[row] = distribution(logits[row], sampling)
-        return rows[row]
-
-    return probs_of
+    return functools.cache(lambda row: distribution(logits[row], sampling))
 
 
 def draw(weights: np.ndarray, rng: np.random.Generator) -> int:

@@ -39,8 +39,7 @@ from simspec.engine.batch_models import RowDrafter, TargetRows, batched
 from simspec.engine.compiled_rows import target_rows
 from simspec.engine.context import served_context
 from simspec.engine.drafter import Drafter
-from simspec.engine.kv_rows import causal
-from simspec.engine.kv_slots import TREE_SLOTS
+from simspec.engine.kv_rows import TREE_SLOTS, causal
 from simspec.engine.modeling import head_logits
 from simspec.engine.models import LoadedModel, eos_token_ids
 from simspec.engine.records import BatchCycle, BatchRun, CycleRecord, Generation, clock
@@ -101,17 +100,6 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     cycles: list[CycleRecord] = field(default_factory=list)
     chain: SampledChain | None = None  # this cycle's sampled chain, if it drafts one
-
-
-@dataclass
-class _Trees:
-    """One cycle's trees: what the policy planned and what the drafter built, per busy row."""
-
-    ids: np.ndarray  # each busy row's sequence (its index in the queue): the policy's rows
-    trees: dict[int, DraftTree]
-    calls: dict[int, int]  # draft calls per row
-    depth: np.ndarray
-    sizes: np.ndarray
 
 
 class SpeculativeEngine:
@@ -366,9 +354,9 @@ class SpeculativeEngine:
             self._plain_step(target, rows, busy, drafter, ids, plan_s)
             return
         fed = max(rows[b].unfed for b, d in zip(busy, planned) if d > 1)
-        trees, policy_s, draft_s = self._grow(drafter, rows, busy, lengths, ids, planned, sizes)
+        trees, calls, depth, sizes, policy_s, draft_s = self._grow(drafter, rows, busy, lengths, ids, planned, sizes)
         policy_s += plan_s
-        verifications = {b: trees.trees[b].verification(int(trees.sizes[i])) for i, b in enumerate(busy)}
+        verifications = {b: trees[b].verification(int(sizes[i])) for i, b in enumerate(busy)}
         t = clock(device)
         hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
         logits = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).view(*hidden.shape[:2], -1)
@@ -388,10 +376,10 @@ class SpeculativeEngine:
             hits[i] = count_cache_hits(row.seen, new_tokens, accepted[i])
             row.tokens.extend(new_tokens)
             row.root = new_tokens[-1]
-            row.unfed = len(new_tokens) + (row.unfed if trees.depth[i] == 1 else 0)
+            row.unfed = len(new_tokens) + (row.unfed if depth[i] == 1 else 0)
         size = np.array([len(verifications[b]) for b in busy])
         t = clock(device)
-        policy.observe_batch(trees.ids, trees.depth, size, accepted, **({"hits": hits} if policy.reads_cache else {}))
+        policy.observe_batch(ids, depth, size, accepted, **({"hits": hits} if policy.reads_cache else {}))
         policy_s += clock(device) - t
         self._policy_s += policy_s
         self._seconds["draft"] += draft_s
@@ -399,14 +387,15 @@ class SpeculativeEngine:
         rest = max(0.0, clock(device) - t_start - draft_s - verify_s - policy_s)
         for i, b in enumerate(busy):  # the batch's times, on every row's record
             rows[b].cycles.append(CycleRecord(
-                depth=int(trees.depth[i]), width=policy.width, size=int(size[i]), accepted=int(accepted[i]),
-                draft_calls=trees.calls[b], draft_s=draft_s, verify_s=verify_s, policy_s=policy_s,
+                depth=int(depth[i]), width=policy.width, size=int(size[i]), accepted=int(accepted[i]),
+                draft_calls=calls[b], draft_s=draft_s, verify_s=verify_s, policy_s=policy_s,
                 bookkeeping_s=rest))
-        self._log.append(BatchCycle(trees.depth, size, int(lengths.max()), fed, draft_s, verify_s, policy_s, rest))
+        self._log.append(BatchCycle(depth, size, int(lengths.max()), fed, draft_s, verify_s, policy_s, rest))
 
     def _grow(self, drafter: RowDrafter, rows: list[_Row | None], busy: list[int], lengths: np.ndarray,
-              ids: np.ndarray, planned: np.ndarray, sizes) -> tuple[_Trees, float, float]:
-        """Every busy row's tree as ``planned``, drafted and sized; the seconds in the policy and drafting."""
+              ids: np.ndarray, planned: np.ndarray, sizes) -> tuple:
+        """Every busy row's tree as ``planned``, drafted and sized: the trees, draft calls, depths and sizes
+        per row, the seconds in the policy and drafting."""
         device, policy = self.device, self._policy
         policy_s = 0.0
         # positions must stay inside the model's context; a tree never needs more levels than that
@@ -432,7 +421,7 @@ class SpeculativeEngine:
             sizes = np.asarray(policy.choose_size_batch(ids, depth, scores, sizes), dtype=np.int64)
             policy_s += clock(device) - t
         sizes = np.clip(sizes, 1, tree_capacities(depth, width))
-        return _Trees(ids, trees, calls, depth, sizes), policy_s, draft_s
+        return trees, calls, depth, sizes, policy_s, draft_s
 
     def _accept(self, v: Verification, logits: torch.Tensor, target_next: np.ndarray | None, b: int, row: _Row
                 ) -> tuple[np.ndarray, int]:
