@@ -355,7 +355,7 @@ def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids):
     assert engine.drafter.head.fc.weight.dtype == torch.bfloat16
     # Where bf16 is emulated (no AVX512-BF16 / AMX) each forward costs several fp32 ones: one
     # prompt there, two where the CPU multiplies bf16 natively.
-    from simspec.train.ppo import native_bf16
+    from simspec.engine.models import native_bf16
 
     chosen, tokens = (prompt_ids[::3], 24) if native_bf16() else (prompt_ids[:1], 16)
     for _, ids in chosen:

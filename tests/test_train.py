@@ -67,8 +67,8 @@ def test_ltd_ablations_train_only_the_parts_they_keep(ablate, whole_ltd_steps):
     steps = []
     result = train_ltd(tiny_setting(0), TINY_LTD, TrainingLog(), steps.append, ablate=ablate)
     policy = result.policy
-    assert (policy.size_net is None) == (ablate == "size") and (result.size_model is None) == (ablate == "size")
-    assert (policy.depth_net is None) == (ablate == "depth") and (result.depth_model is None) == (ablate == "depth")
+    assert (policy.size_net is None) == (ablate == "size") and (result.models["size"] is None) == (ablate == "size")
+    assert (policy.depth_net is None) == (ablate == "depth") and (result.models["depth"] is None) == (ablate == "depth")
     assert result.env_steps == TINY_LTD.steps_for(ablate) < TINY_LTD.total_steps
     assert whole_ltd_steps == TINY_LTD.total_steps
 
@@ -77,7 +77,7 @@ def test_resps_hold_sets_the_deployed_and_the_training_interval():
     result = train_resps(tiny_setting(0), _tiny_ppo(0.99), "standard", TrainingLog(), lambda n: None,
                          validations=2, hold=7, train_hold=3)
     assert result.policy.hold == 7
-    env = result.model.get_env()
+    env = result.models["resps"].get_env()
     assert getattr(env, "venv", env).mdp.hold == 3
 
 

@@ -86,8 +86,7 @@ def forward_seconds(device: DeviceSpec, arch: Architecture, tokens: int, context
     """One forward pass of ``tokens`` new tokens after ``context`` cached ones, head included, for
     each of ``batch`` sequences at once: the weights are read once for all of them, the GEMMs run
     over every sequence's tokens, and each sequence's attention reads its own KV cache."""
-    head_dim = arch.hidden // arch.heads
-    kv = arch.kv_heads * head_dim
+    kv = arch.kv_heads * (arch.hidden // arch.heads)  # the key (and value) width
     b = arch.bytes_per_param
     rows = tokens * batch
     layer = (_gemm(device, rows, arch.hidden, arch.hidden + 2 * kv, b)  # q, k, v

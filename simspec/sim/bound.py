@@ -41,10 +41,6 @@ class BoundResult:
 HISTORY_FEATURES, HISTORY_DECAY, HISTORY_PRIOR = 3, 0.7, (1.0, 0.5)
 
 
-def _history(accepted_ema: np.ndarray, whole_ema: np.ndarray, context: np.ndarray) -> np.ndarray:
-    return np.column_stack([accepted_ema, whole_ema, np.log(np.maximum(context, 1))])
-
-
 def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: float, visits: list | None = None,
                     max_new_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(speedup per prompt, chosen-depth histogram) of the full-tree Bayes decision at ``kappa``;
@@ -62,7 +58,7 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
         rows = np.flatnonzero(active)
         at = start[rows] + position[rows]
         context, committed = traces.context_length[at], previous[rows] + 1
-        history = _history(accepted_ema[rows], whole_ema[rows], context)
+        history = np.column_stack([accepted_ema[rows], whole_ema[rows], np.log(np.maximum(context, 1))])
         if visits is not None:
             visits.append((at, history))
         scores, p = traces.level_scores[at].astype(np.float32), probabilities(at, history)
@@ -94,8 +90,7 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
 
 def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS,
                       max_new_tokens: int | None = None) -> BoundResult:
-    """The full-tree Bayes decision with ``predictor``'s node probabilities, at the ``kappas``
-    value with the best median speedup on ``traces`` themselves."""
+    """The full-tree Bayes decision with ``predictor``'s node probabilities, at the best ``kappas`` value."""
     return _best_kappa(traces, cost, _scored(traces, predictor), kappas, max_new_tokens)
 
 
@@ -137,8 +132,7 @@ def history_predictor(traces: TraceSet, cost: CostModel, predictor, kappa: float
 
 def history_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS,
                   max_new_tokens: int | None = None) -> BoundResult:
-    """The full-tree Bayes decision with node probabilities from ``history_predictor``'s classifier,
-    each cycle's history its own (under its decisions), at the best ``kappas`` value on ``traces``."""
+    """``information_bound`` with ``history_predictor``'s classifier, each cycle's history its own."""
     return _best_kappa(traces, cost, _scored(traces, predictor, True), kappas, max_new_tokens)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.errors import SimspecError
 from simspec.shapes import next_power_of_two  # the compiled runtime's buckets
 
 KINDS = ("verify", "draft", "greedy", "prefill", "bookkeeping")
@@ -86,8 +87,7 @@ class Curve:
         for i in np.unique(lo):
             sel = lo == i
             c0, c1 = self.contexts[i], self.contexts[i + 1]
-            y0 = self._interp_at_context(i, n[sel])
-            y1 = self._interp_at_context(i + 1, n[sel])
+            y0, y1 = self._interp_at_context(i, n[sel]), self._interp_at_context(i + 1, n[sel])
             out[sel] = y0 + (context[sel] - c0) * (y1 - y0) / (c1 - c0)
         return np.maximum(out, 1e-9)
 
@@ -166,8 +166,6 @@ class CostModel:
         if batch == 1:
             return self
         if batch not in self.batch_sizes:
-            from simspec.errors import SimspecError
-
             raise SimspecError(f"the profile has no curves at batch size {batch} (it has "
                                f"{', '.join(map(str, self.batch_sizes))}): measure them with `simspec calibrate "
                                f"--batch-sizes 1,{batch}`, or choose a measured batch size")
@@ -203,8 +201,7 @@ class CostModel:
         return out
 
     def greedy(self, context) -> np.ndarray:
-        curve = self.curves.get("greedy") or self.curves["verify"]
-        return curve(1, context)
+        return (self.curves.get("greedy") or self.curves["verify"])(1, context)
 
     def greedy_steps(self, context: np.ndarray) -> np.ndarray:
         """``greedy`` at integer contexts, looked up in a table of the curve (replay's plain queue)."""
@@ -215,8 +212,7 @@ class CostModel:
         """The prompt's forward pass, alone (batch 1's); without a prefill curve, verify's from context 0."""
         if self._alone is not None:
             return self._alone.prefill(prompt_tokens)
-        curve = self.curves.get("prefill")
-        return curve(prompt_tokens, 0) if curve is not None else self.curves["verify"](prompt_tokens, 0)
+        return (self.curves.get("prefill") or self.curves["verify"])(prompt_tokens, 0)
 
     def bookkeeping(self, size, depth) -> np.ndarray:
         """The engine's host-side work per cycle for ``size`` tokens of a ``depth``-level tree (its
@@ -231,8 +227,7 @@ class CostModel:
     def _tabulate(self, key: str | tuple[str, int], curve: Curve, n_max: int, c_max: int) -> np.ndarray:
         table = self._tables.get(key)
         if table is None or table.shape[0] <= n_max or table.shape[1] <= c_max:
-            rows = 1 << int(max(n_max, 1)).bit_length()
-            cols = 1 << int(max(c_max, 1)).bit_length()
+            rows, cols = (1 << int(max(x, 1)).bit_length() for x in (n_max, c_max))
             table = curve(np.arange(rows)[:, None], np.arange(cols)[None, :])
             self._tables[key] = table
         return table

@@ -64,15 +64,13 @@ class Core:
         self.traces, self.cost, self.n, self.reward = traces, cost, n, reward
         self.width, self.dmax = traces.width, traces.depth_max
         self.limit_of = positions_limit(traces, max_new_tokens)
-        keep = np.flatnonzero(self.limit_of > 0)
-        if len(keep) == 0:
+        self.prompts = np.flatnonzero(self.limit_of > 0)
+        if len(self.prompts) == 0:
             raise ValueError("no trace prompt has a position to decode")
-        self.prompts = keep
         self.rng = np.random.default_rng(seed)
         self.prompt = np.zeros(n, dtype=np.int64)
         self.prompt_over = np.ones(n, dtype=bool)  # the copy needs a new prompt at its next reset
-        self.position = np.zeros(n, dtype=np.int64)
-        self.previous = np.zeros(n, dtype=np.int64)
+        self.position, self.previous = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         self.reward_scale = greedy_token_seconds(traces, cost)
 
     def seed(self, seed: int) -> None:
@@ -82,8 +80,7 @@ class Core:
         """A new episode for the rows: those whose prompt is over get a new one (returned)."""
         fresh = rows[self.prompt_over[rows]]
         self.prompt[fresh] = self.rng.choice(self.prompts, size=len(fresh))
-        self.position[fresh] = 0
-        self.previous[fresh] = 0
+        self.position[fresh] = self.previous[fresh] = 0
         self.prompt_over[fresh] = False
         return fresh
 
@@ -123,9 +120,8 @@ class Core:
 
 
 class LTDDepth:
-    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0), seeing ``depth_features``;
-    the cycle's reward at STOP (or D_max). V is fixed (LTD: 60) or ``size_policy(size features)``
-    (co-adaptation)."""
+    """LTD's depth MDP: after every draft step, CONTINUE (1) or STOP (0), seeing ``depth_features``; the
+    cycle's reward at STOP (or D_max). V is fixed (LTD: 60) or ``size_policy(size features)`` (co-adaptation)."""
 
     n_actions = 2
 
@@ -179,17 +175,14 @@ class LTDSize:
         self.depth = np.full(core.n, 2, dtype=np.int64)
         self.obs_dim = size_feature_dim(core.width, core.dmax)
 
-    def _draw_depth(self, rows: np.ndarray) -> None:
-        c = self.core
-        self.depth[rows] = (c.rng.integers(1, c.dmax + 1, size=len(rows)) if self.depth_policy is None
-                            else np.clip(self.depth_policy(rows, c), 1, c.dmax))
-
     def observe(self, rows: np.ndarray) -> np.ndarray:
         return size_observation(self.core, rows, self.depth[rows])
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
-        self.core.restart(rows)
-        self._draw_depth(rows)
+        c = self.core
+        c.restart(rows)
+        self.depth[rows] = (c.rng.integers(1, c.dmax + 1, size=len(rows)) if self.depth_policy is None
+                            else np.clip(self.depth_policy(rows, c), 1, c.dmax))
         return self.observe(rows)
 
     def step(self, actions: np.ndarray):
@@ -229,8 +222,7 @@ class ReSpS:
         c = self.core
         total, depth = self.actions[actions, 0], self.actions[actions, 1]
         reward_sum = np.zeros(c.n, dtype=np.float32)
-        accepted_sum = np.zeros(c.n)
-        cycles = np.zeros(c.n)
+        accepted_sum, cycles = np.zeros(c.n), np.zeros(c.n)
         done = np.zeros(c.n, dtype=bool)
         for _ in range(self.hold):  # `hold` cycles, all copies at once
             live = np.flatnonzero(~done)
@@ -313,8 +305,7 @@ class ChainWindow:
     def __init__(self, core: Core, size: int = 60, history: int = 8) -> None:
         self.core, self.size, self.history = core, size, history
         self.n_actions = core.dmax - 1
-        self.accepted = np.zeros((core.n, history))
-        self.trials = np.zeros((core.n, history))
+        self.accepted, self.trials = np.zeros((core.n, history)), np.zeros((core.n, history))
         self.slot = np.zeros(core.n, dtype=np.int64)
         self.obs_dim = 2
 
@@ -325,8 +316,7 @@ class ChainWindow:
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
         fresh = self.core.restart(rows)
-        self.accepted[fresh] = 0.0
-        self.trials[fresh] = 0.0
+        self.accepted[fresh] = self.trials[fresh] = 0.0
         return self.observe(rows)
 
     def step(self, actions: np.ndarray):
@@ -365,8 +355,7 @@ def spaces(mdp: BatchedMDP) -> tuple[gym.Space, gym.Space]:
 
 
 class SimEnv(gym.Env):
-    """One copy of an MDP as a Gymnasium env; ``reset(seed=...)`` also starts a new prompt, so that
-    a seeded reset is reproducible."""
+    """One copy of an MDP as a Gymnasium env; a seeded ``reset`` also starts a new prompt (reproducibly)."""
 
     metadata = {"render_modes": []}
 

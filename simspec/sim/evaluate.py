@@ -56,8 +56,7 @@ def split_traces(traces: TraceSet, split: str) -> TraceSet:
     """The traces of one prompt split (``all`` keeps everything)."""
     if split == "all":
         return traces
-    splits = np.array(traces.meta.splits or [])
-    chosen = np.flatnonzero(splits == split)
+    chosen = np.flatnonzero(np.array(traces.meta.splits or []) == split)
     if len(chosen) == 0:
         raise SimspecError(f"the traces hold no {split!r} prompts: record more prompts or use --split all")
     return traces.subset(chosen)
@@ -157,8 +156,7 @@ def decision_charges(meta) -> dict[str, DecisionCharge]:
 
 def method_set(names: list[str], policy_paths: list[str], profile, train: TraceSet, max_new_tokens: int | None
                ) -> tuple[list[BatchPolicy], dict[str, DecisionCharge], list[str]]:
-    """The methods a validation scores (baselines tuned on ``train``, learned policies), the decision
-    seconds to charge each family, and the warnings met (a policy trained on another profile)."""
+    """The methods a validation scores, the decision seconds to charge each family, and the warnings met."""
     import warnings
 
     from simspec.policies.artifact import ProfileMismatch, load_policy
@@ -212,15 +210,13 @@ def report(name: str, result: ReplayResult, oracle_seconds: np.ndarray, oracle_p
 def evaluate(traces: TraceSet, cost: CostModel, policies: list[BatchPolicy], max_new_tokens: int | None,
              decision_seconds: dict[str, DecisionCharge | float] | None = None
              ) -> tuple[list[MethodReport], MethodReport, float]:
-    """Each policy's report, the oracle's, and the replay throughput (cycles per second).
-    ``decision_seconds[family]`` is charged per cycle (static trees: the 'static' entry)."""
-    decision_seconds = decision_seconds or {}
+    """Each policy's report, the oracle's, and the replay's cycles per second; ``decision_seconds[family]``
+    is charged per cycle (static trees: the 'static' entry)."""
     best = oracle(traces, cost, max_new_tokens)
     rows, cycles, seconds = [], 0, 0.0
     for policy in policies:
         started = time.perf_counter()
-        charge = decision_seconds.get(policy.family, 0.0)
-        result = replay(traces, cost, policy, max_new_tokens, charge)
+        result = replay(traces, cost, policy, max_new_tokens, (decision_seconds or {}).get(policy.family, 0.0))
         seconds += time.perf_counter() - started
         cycles += int(result.cycles.sum())
         rows.append(report(policy.name, result, best.seconds, best.prefill_seconds))

@@ -50,8 +50,10 @@ def _row(method: str, kind: str, speedup: np.ndarray, oracle: np.ndarray) -> dic
 
 def run(request: HeadroomRequest, bar, status) -> dict:
     """Every row and the verdict per batch size (``--out`` is checked here, written by ``report.figures``)."""
+    from simspec import __version__
     from simspec.cache import check_out
     from simspec.sim.evaluate import build_baselines, check_names, method_set, split_traces
+    from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
     from simspec.sim.profile import load_profile
 
     r = request
@@ -67,8 +69,6 @@ def run(request: HeadroomRequest, bar, status) -> dict:
         learned, charged, notes = method_set([], list(r.policies), profile, train, r.max_new_tokens)
     predictor = None
     if not traces.sampled:
-        from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
-
         with status("fitting the node classifier on the train split"):
             predictor = fit_node_predictor(train, WHOLE_TREE)
     else:
@@ -81,8 +81,6 @@ def run(request: HeadroomRequest, bar, status) -> dict:
             methods = build_baselines(list(r.baselines), train, cost, r.max_new_tokens) if r.baselines else []
         methods = [m for m in methods if m.family != "grid"]  # the grid best is a row of its own
         batches.append(_batch(batch, cost, train, held, predictor, methods + learned, charged, r, tick))
-    from simspec import __version__
-
     return {"schema": "simspec-headroom", "schema_version": 1, "simspec_version": __version__,
             "profile": r.profile, "profile_hash": profile.meta.inputs_hash, "kind": profile.kind,
             "device": profile.meta.device, "target": profile.meta.target, "draft": profile.meta.draft,
@@ -93,6 +91,7 @@ def run(request: HeadroomRequest, bar, status) -> dict:
 
 def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dict, r: HeadroomRequest, tick) -> dict:
     """One batch size's rows, best first, and its verdict."""
+    from simspec.sim.bound import history_bound, history_predictor, information_bound
     from simspec.sim.evaluate import grid_best
     from simspec.sim.oracle import oracle
     from simspec.sim.replay import replay
@@ -103,14 +102,10 @@ def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dic
     tick()
     bound = None
     if predictor is not None:
-        from simspec.sim.bound import information_bound
-
         bound = information_bound(held, cost, predictor, max_new_tokens=tokens)
         rows.append(_row("information bound (node scores)", "bound", bound.speedup, best))
     tick()
     if predictor is not None and r.history:
-        from simspec.sim.bound import history_bound, history_predictor
-
         kappa = information_bound(train, cost, predictor, max_new_tokens=tokens).kappa
         with_history = history_bound(held, cost, history_predictor(train, cost, predictor, kappa),
                                      max_new_tokens=tokens)
@@ -120,10 +115,8 @@ def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dic
     static = replay(held, cost, grid, tokens, charged.get(grid.family, 0.0)).speedup
     rows.append(_row(grid.name, "static", static, best))
     tick()
-    for method in methods:
-        kind = "learned" if method.family.startswith("policy:") else "rule"
-        rows.append(_row(method.name, kind, replay(held, cost, method, tokens, charged.get(method.family, 0.0)).speedup,
-                         best))
+    rows += [_row(m.name, "learned" if m.family.startswith("policy:") else "rule",
+                  replay(held, cost, m, tokens, charged.get(m.family, 0.0)).speedup, best) for m in methods]
     tick()
     top = rows[1] if bound is not None else rows[0]
     static_median = float(np.median(static))
@@ -135,9 +128,8 @@ def _batch(batch: int, cost, train, held, predictor, methods: list, charged: dic
 def verdict_line(batch: dict) -> str:
     v = batch["verdict"]
     where = f" at batch {batch['batch_size']}" if batch["batch_size"] > 1 else ""
+    head = (f"on this profile{where} an adaptive policy can add at most {v['over_best_static']:+.1%} over the best "
+            f"static tree ({v['best_static']})")
     if v["ceiling"].startswith("oracle"):
-        return (f"on this profile{where} an adaptive policy can add at most {v['over_best_static']:+.1%} over the best "
-                f"static tree ({v['best_static']}): the hindsight oracle, which no policy reaches")
-    return (f"on this profile{where} an adaptive policy can add at most {v['over_best_static']:+.1%} over the best "
-            f"static tree ({v['best_static']}); the hindsight oracle's {v['oracle_over_best_static']:+.1%} is what "
-            "node scores cannot tell")
+        return head + ": the hindsight oracle, which no policy reaches"
+    return head + f"; the hindsight oracle's {v['oracle_over_best_static']:+.1%} is what node scores cannot tell"

@@ -18,8 +18,7 @@ from simspec.sim.traces import TraceSet, accepted_at
 
 def acceptance_examples(traces: TraceSet, size: int, max_examples: int = 60_000, seed: int = 0
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, weights) over every position and level, zero weights dropped, at most
-    ``max_examples`` drawn at random."""
+    """(features, labels, weights) over every position and level, zero weights dropped, at most ``max_examples``."""
     rows = np.arange(traces.positions)
     size = min(size, traces.nodes)
     xs, ys, ws = [], [], []
@@ -33,8 +32,7 @@ def acceptance_examples(traces: TraceSet, size: int, max_examples: int = 60_000,
             reach, accept = (accepted >= j - 1).astype(np.float64), (accepted >= j).astype(np.float64)
         keep = reach > 0
         previous = traces.level_scores[rows, j - 2, 0].astype(np.float32) if j > 1 else np.zeros(len(rows))
-        features = step_features(traces.level_scores[rows, j - 1].astype(np.float32), depth, previous,
-                                 traces.depth_max)
+        features = step_features(traces.level_scores[rows, j - 1].astype(np.float32), depth, previous, traces.depth_max)
         xs.append(features[keep])
         ys.append(accept[keep] / reach[keep])
         ws.append(reach[keep])
@@ -80,8 +78,7 @@ def reach_by_slot(traces: TraceSet, rows: np.ndarray) -> np.ndarray:
 
 
 def node_examples(traces: TraceSet, positions: int = 3000, top: int = 64, max_examples: int = 60_000,
-                  seed: int | np.random.Generator = 0,
-                  rows: np.ndarray | None = None, extra: np.ndarray | None = None
+                  seed: int | np.random.Generator = 0, rows: np.ndarray | None = None, extra: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features, labels, weights) for C2T and the Bayes rule: the ``top`` best nodes of the full tree
     at up to ``positions`` random positions (or ``rows``), labelled as the module says. ``extra``

@@ -56,8 +56,7 @@ class LoadResult:
         return float(self.tokens.sum() / self.span)
 
     def goodput(self, tpot_s: float, ttft_s: float | None = None) -> float:
-        """Requests per second that met the targets: time per output token <= ``tpot_s`` (and
-        time to first token <= ``ttft_s``, if given)."""
+        """Requests per second with time per output token <= ``tpot_s`` (and to first token <= ``ttft_s``)."""
         met = self.tpot <= tpot_s
         if ttft_s is not None:
             met &= self.ttft <= ttft_s

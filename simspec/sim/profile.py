@@ -19,6 +19,7 @@ import numpy as np
 from simspec.errors import SimspecError, read_json, require_records
 from simspec.schema import Artifact, Record
 from simspec.shipped import locate
+from simspec.sim.analytic import DEVICES, DeviceSpec
 from simspec.sim.costmodel import CostModel, Point
 from simspec.sim.trace_files import load_traces
 from simspec.sim.traces import TraceSet
@@ -125,8 +126,7 @@ class LiveTracesRef(TracesRef):
 
 @dataclass(frozen=True, kw_only=True)
 class LiveProfileMeta(ProfileMeta):
-    """What the live engine is rebuilt from, required: the models, and the trees and prompts
-    the traces were drafted with."""
+    """What the live engine is rebuilt from, required: the models and the traces' trees and prompts."""
 
     target: str = field()
     draft: str = field()
@@ -159,8 +159,6 @@ class Profile:
         if self.meta.runtime:
             return self.meta.runtime
         if self.kind == "analytic":
-            from simspec.sim.analytic import DEVICES, DeviceSpec
-
             return DEVICES.get(str(self.meta.gpu), DeviceSpec("?", 1, 1)).runtime()
         return f"simspec's engine (Hugging Face, {self.engine_runtime})"
 
@@ -193,11 +191,8 @@ class Profile:
 
     def traces(self) -> TraceSet:
         """The profile's traces, checked against it, loaded once per profile object."""
-        if self._traces is None:
-            self._traces = self._load_traces()
-        return self._traces
-
-    def _load_traces(self) -> TraceSet:
+        if self._traces is not None:
+            return self._traces
         ref = self.meta.traces
         if ref is None:
             raise SimspecError(f"profile {self.directory} has latency curves only, no traces: "
@@ -222,6 +217,7 @@ class Profile:
             raise SimspecError(f"traces in {self.traces_dir} were recorded in {recorded}, but profile {self.directory} "
                                f"measured {self.dtype}: trees and latencies must share a dtype; re-create the "
                                f"profile with `simspec calibrate --dtype {recorded}`")
+        self._traces = traces
         return traces
 
 

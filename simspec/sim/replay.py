@@ -106,11 +106,10 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
         size, accepted = policy.shape.nodes_within(depth), policy.shape.accepted(traces.child_ranks(at), depth)
         policy.observe_batch(rows, depth, size, accepted)
         return depth, size, accepted
+    depth = planned
     if overrides(policy, "keep_drafting_batch"):
         depth = drafted_depths(policy, rows, planned,
                                lambda idx, d: traces.level_scores[at[idx], d - 2].astype(np.float32))
-    else:
-        depth = planned
     if overrides(policy, "choose_size_batch"):
         scores = traces.level_scores[at].astype(np.float32)
         scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted

@@ -16,8 +16,7 @@ from simspec.sim.evaluate import PROMPT_LEVEL
 
 @dataclass(frozen=True, kw_only=True)
 class SimulatedRequest:
-    """``validate --simulated``: made by ``ValidateRequest.simulated``, whose fields hold the
-    defaults (one place)."""
+    """``validate --simulated``: made by ``ValidateRequest.simulated``, whose fields hold the defaults."""
 
     profile: str
     baselines: tuple[str, ...]
@@ -30,8 +29,7 @@ class SimulatedRequest:
 
 @dataclass
 class Simulated:
-    """What ``validate_simulated`` found: the ``--json`` line, the warnings met, the profile's
-    label and the positions replayed."""
+    """What ``validate_simulated`` found: the ``--json`` line, the warnings met, the label, the positions."""
 
     summary: dict
     notes: list[str] = field(default_factory=list)
@@ -60,8 +58,7 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
     started = time.perf_counter()
     with status("loading traces"):
         traces = loaded.traces()
-    train = split_traces(traces, "train")
-    scored = split_traces(traces, split)
+    train, scored = split_traces(traces, "train"), split_traces(traces, split)
     with status("tuning baselines on the train split and replaying"):
         methods, charged, notes = method_set(per_cycle, list(r.policies), loaded, train, r.max_new_tokens)
         rows, oracle_row, cycles_per_s = evaluate(scored, loaded.cost, methods, r.max_new_tokens, charged)
@@ -72,9 +69,8 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
         rows += selected
     summary = {
         "profile": r.profile, "split": split, "kind": loaded.kind, "device": loaded.meta.device,
-        "runtime": loaded.runtime,
-        "temperature": traces.temperature,
-        "prompts": scored.n_prompts, "max_new_tokens": r.max_new_tokens,
+        "runtime": loaded.runtime, "temperature": traces.temperature, "prompts": scored.n_prompts,
+        "max_new_tokens": r.max_new_tokens,
         "traces_hash": traces.meta.content_hash, "profile_hash": loaded.meta.inputs_hash,
         "rows": [{"method": x.name, "speedup": x.speedup_median, "tau": x.tau,
                   "oracle_share": x.to_dict()["share_of_oracle"], "draft_calls": x.draft_calls, **x.to_dict()}
@@ -87,8 +83,7 @@ def validate_simulated(request: SimulatedRequest, status: Callable[[str], object
 
 
 def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens: int | None):
-    """Seed 003's selection among the main profile's drafter and ``others`` (rows of the
-    methods it adds, and the ``selection`` block of the summary)."""
+    """Seed 003's selection among the main profile's drafter and ``others``: its rows and ``selection`` block."""
     import dataclasses
 
     import numpy as np
@@ -100,7 +95,7 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     if len(set(names)) < len(names):
         raise SimspecError(f"--drafters must name profiles of other drafters than the main profile's and each "
                            f"other's (drafters: {', '.join(names)})")
-    for other, _path in zip(others, paths):
+    for other in others:
         other.require_temperature(loaded.temperature)
     drafters = [Drafter(names[0], str(loaded.directory), traces, loaded.cost)] + [
         Drafter(name, path, align(traces, o.traces(), path), o.cost) for name, o, path in zip(names[1:], others, paths)]
@@ -108,10 +103,10 @@ def _select(loaded, traces, others, paths: list[str], split: str, max_new_tokens
     train = np.flatnonzero(splits == "train")
     scored = np.arange(traces.n_prompts) if split == "all" else np.flatnonzero(splits == split)
     found = compare(drafters, train, scored, max_new_tokens)
-    nan = float("nan")
 
     def row(name: str, result):
-        return dataclasses.replace(report(name, result, result.seconds, result.prefill_seconds), share_of_oracle=nan)
+        return dataclasses.replace(report(name, result, result.seconds, result.prefill_seconds),
+                                   share_of_oracle=float("nan"))
 
     made = [row(f"{tree}@{d.name}", res) for d, tree, res in zip(drafters, found.trees, found.results)]
     made += [row(f"fixed-best-drafter({names[found.fixed]})", found.results[found.fixed]),
@@ -138,8 +133,7 @@ class BenchSimRequest:
 
 
 def bench_sim(request: BenchSimRequest) -> tuple[dict, int]:
-    """Replays a static policy over ``copies`` copies of the profile's traces, ``repeats`` times,
-    on one core; returns the summary (the ``--json`` line) and the traces' prompt count."""
+    """A static policy replayed over ``copies`` copies of the traces, ``repeats`` times: (summary, prompt count)."""
     from simspec.policies import StaticPolicy
     from simspec.sim.evaluate import replay_throughput
     from simspec.sim.profile import load_profile

@@ -108,8 +108,7 @@ def align(primary: TraceSet, other: TraceSet, name: str) -> TraceSet:
             raise SimspecError(f"drafter profile {name} has traces for {what} {getattr(other.meta, key)!r}, but the "
                                f"main profile's are for {getattr(primary.meta, key)!r}: selection compares drafters of "
                                f"one target at one temperature")
-    ids = list(other.meta.prompt_ids or [])
-    where = {p: i for i, p in enumerate(ids)}
+    where = {p: i for i, p in enumerate(other.meta.prompt_ids or [])}
     wanted = list(primary.meta.prompt_ids or [])
     missing = [p for p in wanted if p not in where]
     if not wanted or missing:
@@ -145,14 +144,11 @@ def compare(drafters: list[Drafter], train: np.ndarray, scored: np.ndarray, max_
     """Seed 003's selection fitted on the ``train`` prompts and scored on ``scored`` (indices)."""
     from simspec.sim.evaluate import grid_best
 
-    policies, train_results, results = [], [], []
-    for d in drafters:
-        own_train = d.traces.subset(train)
-        policy = grid_best(own_train, d.cost, max_new_tokens)
-        policies.append(policy)
-        train_results.append(replay(own_train, d.cost, policy, max_new_tokens))
-        results.append(replay(d.traces.subset(scored), d.cost, policy, max_new_tokens))
-    fixed = int(np.argmax([np.mean(r.speedup) for r in train_results]))
+    own_train = [d.traces.subset(train) for d in drafters]
+    policies = [grid_best(t, d.cost, max_new_tokens) for t, d in zip(own_train, drafters)]
+    fixed = int(np.argmax([np.mean(replay(t, d.cost, p, max_new_tokens).speedup)
+                           for t, d, p in zip(own_train, drafters, policies)]))
+    results = [replay(d.traces.subset(scored), d.cost, p, max_new_tokens) for d, p in zip(drafters, policies)]
     primary = drafters[0].traces
     alpha = np.stack([single_token_accuracy(d.traces) for d in drafters], axis=1)
     context = float(np.median(primary.context_length))

@@ -50,8 +50,7 @@ def at_least(reach: np.ndarray, depths: np.ndarray, verified: np.ndarray, depth_
     return np.minimum(out, 1.0)
 
 
-def accepted_distribution(reach: np.ndarray, depths: np.ndarray, verified: np.ndarray, depth_max: int
-                          ) -> np.ndarray:
+def accepted_distribution(reach: np.ndarray, depths: np.ndarray, verified: np.ndarray, depth_max: int) -> np.ndarray:
     """P(accepted = a) for a = 0..depth_max - 1, per tree."""
     tail = at_least(reach, depths, verified, depth_max)
     return tail - np.concatenate([tail[..., 1:], np.zeros(tail.shape[:-1] + (1,))], -1)

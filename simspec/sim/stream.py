@@ -41,8 +41,7 @@ def poisson(rate: float, duration_s: float, prompts: np.ndarray, seed: int = 0) 
     """Arrivals at ``rate`` per second for ``duration_s`` seconds."""
     check_rate(rate)
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1 / rate, size=int(rate * duration_s * 1.5) + 16)
-    arrival = np.cumsum(gaps)
+    arrival = np.cumsum(rng.exponential(1 / rate, size=int(rate * duration_s * 1.5) + 16))
     arrival = arrival[arrival <= duration_s]
     return Stream(arrival, rng.choice(np.asarray(prompts), size=len(arrival)),
                   meta={"kind": "poisson", "rate": rate, "duration_s": duration_s, "seed": seed})
@@ -70,8 +69,7 @@ def read_stream(path: str | Path, prompt_ids: list[str]) -> Stream:
     if not path.is_file():
         raise SimspecError(f"no request stream at {path}: give a CSV or JSON-lines file with fields "
                            f"{', '.join(FIELDS)}")
-    text = path.read_text()
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
     if lines and lines[0].lstrip().startswith("{"):
         records = []
         for n, line in enumerate(lines, 1):

@@ -8,8 +8,7 @@ from simspec.sim.replay import mean_speedup
 
 
 def tree_surface(train, cost, max_new_tokens: int | None, chain: bool) -> dict:
-    """(D, V) -> the replay of that static tree on ``train``: every chain (V = D) for an engine
-    that drafts chains, else every distinct tree of the grid."""
+    """(D, V) -> its static tree's replay on ``train``: every chain (V = D) if ``chain``, else the grid's trees."""
     from simspec.policies.base import StaticPolicy, tree_capacities
     from simspec.sim.evaluate import GRID_DEPTHS, GRID_SIZES, static_surface
     from simspec.sim.replay import replay

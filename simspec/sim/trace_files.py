@@ -38,12 +38,9 @@ def save_traces(directory: Path, traces: TraceSet) -> str:
 
 
 def record_again(directory: Path, meta: dict | None = None) -> str:
-    """What to do about unusable traces: restore them, or record them again (with their meta's models
-    and prompts)."""
+    """What to do about unusable traces: restore them, or record them again (with their meta's models)."""
     meta = meta if isinstance(meta, dict) else {}
-    flags = "".join(f" --{flag} {meta[key]}" for flag, key in (("target", "target"), ("draft", "draft"),
-                                                               ("prompts", "prompts"))
-                    if isinstance(meta.get(key), str))
+    flags = "".join(f" --{key} {meta[key]}" for key in ("target", "draft", "prompts") if isinstance(meta.get(key), str))
     return (f"restore the folder, or record the traces again with `simspec calibrate --traces-only{flags} "
             f"--out {directory} --force`")
 
@@ -65,9 +62,7 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: TraceMeta, data_file: Pat
         if array.dtype.kind not in ((kind, "u") if kind == "i" else (kind,)) or array.ndim != ndim:
             raise bad(name, f"must be a {ndim}-D {'integer' if kind == 'i' else 'float'} array "
                             f"(found {array.ndim}-D {array.dtype})")
-    positions = len(arrays["context_length"])
-    n = len(arrays["prompt_lengths"])
-    levels = arrays["path_rank"].shape[1]
+    positions, n, levels = len(arrays["context_length"]), len(arrays["prompt_lengths"]), arrays["path_rank"].shape[1]
     width = meta.width
     expected = {"prompt_offsets": (n + 1,), "token_offsets": (n + 1,), "path_rank": (positions, levels, levels),
                 "level_scores": (positions, levels, width * width), "best_child_logprobs": (positions, levels, width)}

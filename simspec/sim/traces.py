@@ -55,6 +55,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.schema import Artifact
+from simspec.sim.stochastic import acceptance_tails, sample_accepted
 
 NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
@@ -147,8 +148,6 @@ class TraceSet:
         """P(accepted >= d) for every position, tree depth D = 2..depth_max and size V =
         1..nodes: [positions, depth_max - 1, nodes, depth_max] float32, built once on first use."""
         if self._tails is None:
-            from simspec.sim.stochastic import acceptance_tails
-
             self._tails = acceptance_tails(self.node_depth, self.node_parent, self.node_prob, self.depth_max,
                                            self.nodes)
         return self._tails
@@ -200,8 +199,6 @@ class TraceSet:
             return accepted_at(self.path_rank, rows, depth, size)
         if rng is None:
             raise ValueError("traces recorded at T > 0 need a random generator to draw acceptance")
-        from simspec.sim.stochastic import sample_accepted
-
         tail = self._tail(rows, depth, size)
         return np.where(depth >= 2, sample_accepted(tail, rng.random(len(rows))), 0)
 
@@ -260,8 +257,7 @@ class TraceSet:
         """The traces of the given prompt indices (in that order)."""
         pos = np.concatenate([np.arange(self.prompt_offsets[i], self.prompt_offsets[i + 1]) for i in prompts])
         tok = np.concatenate([np.arange(self.token_offsets[i], self.token_offsets[i + 1]) for i in prompts])
-        counts = np.diff(self.prompt_offsets)[prompts]
-        tcounts = np.diff(self.token_offsets)[prompts]
+        counts, tcounts = np.diff(self.prompt_offsets)[prompts], np.diff(self.token_offsets)[prompts]
         prompt_tokens = self.prompt_tokens
         if self.has_prompt_tokens:
             every = self.prompt_token_lists()
@@ -308,15 +304,12 @@ class PromptTrace:
 
 
 def assemble(traces: list[PromptTrace], prompts: list[list[int]] | list[int], meta: dict) -> TraceSet:
-    """One trace set from per-prompt traces; ``prompts`` are the prompts' token ids (or, where
-    they are not at hand, only their lengths)."""
+    """One trace set from per-prompt traces; ``prompts``: their token ids (or only their lengths)."""
     prompt_lengths = [p if isinstance(p, (int, np.integer)) else len(p) for p in prompts]
     prompt_tokens = None if any(isinstance(p, (int, np.integer)) for p in prompts) else \
         np.concatenate([np.asarray(p, dtype=np.int32) for p in prompts] + [np.zeros(0, np.int32)])
-    counts = [len(t.context_length) for t in traces]
-    tcounts = [len(t.continuation) for t in traces]
-    levels = meta["depth_max"] - 1
-    width2 = meta["width"] ** 2
+    counts, tcounts = [len(t.context_length) for t in traces], [len(t.continuation) for t in traces]
+    levels, width2 = meta["depth_max"] - 1, meta["width"] ** 2
     return TraceSet(
         prompt_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         tokens=np.concatenate([t.continuation for t in traces] + [np.zeros(0)]).astype(np.int32),

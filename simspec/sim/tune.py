@@ -33,6 +33,7 @@ import numpy as np
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.sim.stream import check_rate
 from simspec.sim.surface import ranking, tree_surface
 
 ENGINES = ("sglang", "vllm", "trtllm", "eagle", "json")
@@ -69,8 +70,6 @@ class TuneRequest:
             raise SimspecError("--rate tunes a draft length per batch-size band: pass --batch-sizes too, e.g. "
                                "--batch-sizes 1,2,4,8 (the largest is the server's maximum batch)")
         if self.rate is not None:
-            from simspec.sim.stream import check_rate
-
             check_rate(self.rate)  # before the per-batch tuning, which takes seconds
 
 
@@ -117,8 +116,7 @@ class Tuned:
 
 
 def band_bests(traces, cost, candidates: list[tuple[int, int]], width: int) -> list[dict]:
-    """Per context band: the candidate with the best throughput, with every position of the band as a
-    cycle's root (greedy time of the tokens a cycle yields over its time)."""
+    """Per context band: the candidate with the best throughput, every position of the band a cycle's root."""
     out = []
     context = traces.context_length
     for lo, hi in zip(BAND_EDGES[:-1], BAND_EDGES[1:]):
@@ -141,6 +139,7 @@ def run(request: TuneRequest) -> Tuned:
     from simspec.policies.base import StaticPolicy
     from simspec.sim.profile import load_profile
     from simspec.sim.replay import mean_speedup, replay
+    from simspec.sim.tune_sequoia import sequoia_summary
 
     r = request
     r.check()
@@ -173,8 +172,7 @@ def run(request: TuneRequest) -> Tuned:
     differing = [b for b in bands if (b["depth"], b["size"]) != best]
     summary = {
         "profile": r.profile, "kind": profile.kind, "device": profile.meta.device, "engine": r.engine,
-        "runtime": profile.runtime,
-        "temperature": profile.temperature, "batch_size": r.batch_size,
+        "runtime": profile.runtime, "temperature": profile.temperature, "batch_size": r.batch_size,
         "batch_sizes": profile.cost.batch_sizes,
         "depth": tree.depth, "width": tree.width, "size": tree.size,
         "speedup": mean_speedup(held_best), "speedup_train": mean_speedup(surface[best]),
@@ -187,12 +185,9 @@ def run(request: TuneRequest) -> Tuned:
         "settings": tree.settings(r.engine, draft), "flags": tree.flags(r.engine, draft),
         "bands": bands, "bands_differ": bool(differing),
         "prompts": {"train": int(len(train_idx)), "heldout": int(len(held_idx))},
-        "candidates": len(surface), "traces_hash": traces.meta.content_hash,
-        "profile_hash": profile.meta.inputs_hash,
+        "candidates": len(surface), "traces_hash": traces.meta.content_hash, "profile_hash": profile.meta.inputs_hash,
     }
     if r.batch_size == 1 and not traces.sampled and traces.child_rank.shape[1]:
-        from simspec.sim.tune_sequoia import sequoia_summary
-
         summary["sequoia"] = sequoia_summary(train, held, cost, traces.depth_max, r.max_new_tokens, r.engine, draft)
     elif r.batch_size == 1:
         notes.append("no Sequoia tree: it needs greedy traces with child ranks (`simspec migrate-traces` adds them)")
@@ -205,8 +200,7 @@ def _load_notes(load: dict) -> list[str]:
     """How the load-tuned schedule fared on the held-out stream against the throughput-tuned one."""
     from simspec.sim.load import better
 
-    held = load["heldout"]
-    verdict = better(held["tuned"], held["throughput_tuned"])
+    verdict = better(load["heldout"]["tuned"], load["heldout"]["throughput_tuned"])
     if load["draft_lens"] == load["throughput_tuned"]:
         return ["tuned for this load, each band keeps its throughput-tuned draft length"]
     if verdict < 0:
@@ -219,14 +213,12 @@ def _load_notes(load: dict) -> list[str]:
 
 def _per_batch(r: TuneRequest, profile, train, held, draft: str, width: int, summary: dict) -> list[str]:
     """``--batch-sizes`` (and ``--rate``): the per-batch-size settings into ``summary``; the notes."""
-    from simspec.sim.tune_batches import engine_config, per_batch
+    from simspec.sim.tune_batches import engine_config, for_load, load_rows, per_batch
 
     notes = []
     summary["per_batch"] = per_batch(profile, train, held, r.batch_sizes, r.max_new_tokens)
     summary["per_batch_config"] = engine_config(r.engine, summary["per_batch"], draft, width)
     if r.rate is not None:
-        from simspec.sim.tune_batches import for_load, load_rows
-
         summary["load"] = for_load(profile, train, held, summary["per_batch"], r.rate, r.tpot_target,
                                    r.duration, r.seed, r.max_new_tokens)
         summary["load_config"] = engine_config(r.engine, load_rows(summary["per_batch"],

@@ -49,12 +49,9 @@ def per_batch(profile, train, held, batch_sizes: tuple[int, ...], max_new_tokens
     """Per batch size: the best tree and the best chain (and its runner-up), held-out speedups."""
     if 1 not in batch_sizes:
         raise SimspecError("--batch-sizes tunes for the batch sizes a server sees, from 1: include 1, e.g. 1,2,4,8")
-    rows = []
-    for batch in sorted(set(batch_sizes)):
-        cost = profile.cost.at_batch(batch)
-        rows.append({"batch_size": batch, "tree": _best(train, held, cost, max_new_tokens, False),
-                     "chain": _best(train, held, cost, max_new_tokens, True)})
-    return rows
+    costs = {batch: profile.cost.at_batch(batch) for batch in sorted(set(batch_sizes))}
+    return [{"batch_size": batch, "tree": _best(train, held, cost, max_new_tokens, False),
+             "chain": _best(train, held, cost, max_new_tokens, True)} for batch, cost in costs.items()]
 
 
 def sglang_adaptive(rows: list[dict]) -> dict:
@@ -62,13 +59,6 @@ def sglang_adaptive(rows: list[dict]) -> dict:
     return {str(row["batch_size"]): {"candidate_steps": sorted({row["chain"]["depth"] - 1,
                                                                 row["chain"]["runner_up"]["depth"] - 1})}
             for row in rows}
-
-
-def vllm_ranges(rows: list[dict]) -> list[list[int]]:
-    """vLLM's ``num_speculative_tokens_per_batch_size``: a range per tuned batch size."""
-    sizes = [r["batch_size"] for r in rows]
-    ends = [s - 1 for s in sizes[1:]] + [sizes[-1]]
-    return [[start, end, row["chain"]["depth"] - 1] for start, end, row in zip(sizes, ends, rows)]
 
 
 def engine_config(engine: str, rows: list[dict], draft: str, width: int) -> dict:
@@ -83,7 +73,9 @@ def engine_config(engine: str, rows: list[dict], draft: str, width: int) -> dict
                  f"{width} --speculative-num-draft-tokens {r['tree']['size']}" for r in rows}
         return {"adaptive_config": adaptive, "flags": flags, "trees_by_batch": trees}
     if engine == "vllm":
-        ranges = vllm_ranges(rows)
+        sizes = [r["batch_size"] for r in rows]  # a range per tuned batch size
+        ends = [s - 1 for s in sizes[1:]] + [sizes[-1]]
+        ranges = [[start, end, row["chain"]["depth"] - 1] for start, end, row in zip(sizes, ends, rows)]
         config = {"method": "eagle3", "model": draft, "num_speculative_tokens": max(1, max(k for *_, k in ranges)),
                   "num_speculative_tokens_per_batch_size": ranges}
         return {"speculative_config": config, "flags": f"--speculative-config '{json.dumps(config)}'"}

@@ -19,8 +19,7 @@ def settings(shape: TreeShape, engine: str, draft: str) -> tuple[dict | None, st
     """(the engine's settings for this tree or None, one line to paste or why it cannot)."""
     choices = shape.choices()
     if engine == "eagle":
-        s = {"ea_model_path": draft, "tree_choices": choices}
-        return s, f"EAGLE-1 static tree: tree_choices={choices}"
+        return {"ea_model_path": draft, "tree_choices": choices}, f"EAGLE-1 static tree: tree_choices={choices}"
     if engine == "vllm":
         if shape.branching() is None:
             return None, ("vLLM cannot take this tree: its tree drafting needs every node of a level to have the "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from simspec.policies.learned import MLP, LTDPolicy
 from simspec.sim.envs import ltd_sizes
 from simspec.train.log import TrainingLog
 from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
-from simspec.train.setting import Setting
+from simspec.train.setting import Setting, Trained
 from simspec.train.vecenv import SimVecEnv
 
 
@@ -54,7 +54,7 @@ LTD_PRESETS = {
     # round's phase is 10 % of that policy's initial training, from its best checkpoint.
     "paper": LTDSchedule(SIZE_PPO, DEPTH_PPO, rounds=2, round_size_steps=10_000, round_depth_steps=100_000),
     # Same networks and hyper-parameters, a tenth of the steps: minutes, not a quarter hour.
-    "fast": LTDSchedule(SIZE_PPO.with_steps(10_000), DEPTH_PPO.with_steps(100_000), rounds=1,
+    "fast": LTDSchedule(replace(SIZE_PPO, steps=10_000), replace(DEPTH_PPO, steps=100_000), rounds=1,
                         round_size_steps=4_096, round_depth_steps=20_480, validations_per_phase=8),
     # Every phase one or two rollouts of 256 steps: seconds, for checking the wiring; learns little.
     "smoke": LTDSchedule(SIZE_PPO.smoke(), DEPTH_PPO.smoke(), rounds=1, round_size_steps=256, round_depth_steps=256,
@@ -62,24 +62,10 @@ LTD_PRESETS = {
 }
 
 
-def size_step(grid_size: int) -> int:
-    return max(1, round(grid_size / 6))
-
-
-@dataclass
-class LTDResult:
-    policy: LTDPolicy
-    size_model: object | None  # the SB3 models, best checkpoints restored (None: ablated)
-    depth_model: object | None
-    sizes: np.ndarray
-    validation_speedup: float
-    env_steps: int
-
-
 def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progress: Callable[[int], None],
-              tensorboard: str | None = None, ablate: str | None = None) -> LTDResult:
+              tensorboard: str | None = None, ablate: str | None = None) -> Trained:
     s = setting
-    sizes = ltd_sizes(size_step(s.grid_size))
+    sizes = ltd_sizes(max(1, round(s.grid_size / 6)))  # the module docstring's s
     steps_done = 0
 
     def env(name: str, **kwargs) -> SimVecEnv:
@@ -106,17 +92,17 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
         size_score = run(size_model, "size", schedule.size.steps,
                          lambda actor: s.validation_speedup(policy(None, actor)))
     if ablate != "depth":
-        depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard,
-                               s.precision)
+        depth_model = make_ppo(env("ltd-depth", size=s.grid_size), schedule.depth, s.seed + 1, tensorboard, s.precision)
         depth_score = run(depth_model, "depth", schedule.depth.steps,
                           lambda actor: s.validation_speedup(policy(actor, None)))
+    models = {"size": size_model, "depth": depth_model}  # best checkpoints restored (None: ablated)
     if ablate == "size":
-        return LTDResult(policy(export_actor(depth_model), None), None, depth_model, sizes, depth_score, steps_done)
+        return Trained(policy(export_actor(depth_model), None), depth_score, steps_done, models)
     if ablate == "depth":
-        return LTDResult(policy(None, export_actor(size_model)), size_model, None, sizes, size_score, steps_done)
+        return Trained(policy(None, export_actor(size_model)), size_score, steps_done, models)
     if ablate == "rounds":
         both = policy(export_actor(depth_model), export_actor(size_model))
-        return LTDResult(both, size_model, depth_model, sizes, s.validation_speedup(both), steps_done)
+        return Trained(both, s.validation_speedup(both), steps_done, models)
 
     # Co-adaptation: each policy retrained against the other frozen; the best validated pair is kept.
     best = (-np.inf, None, None, None)
@@ -150,4 +136,4 @@ def train_ltd(setting: Setting, schedule: LTDSchedule, log: TrainingLog, progres
     score, depth_net, size_net, (depth_state, size_state) = best
     depth_model.policy.load_state_dict(depth_state)  # the SB3 models saved are the kept combination's
     size_model.policy.load_state_dict(size_state)
-    return LTDResult(policy(depth_net, size_net), size_model, depth_model, sizes, float(score), steps_done)
+    return Trained(policy(depth_net, size_net), float(score), steps_done, models)

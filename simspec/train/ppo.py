@@ -5,8 +5,7 @@ deployed policy in replay and keeps the best checkpoint, as LTD does."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,7 +16,6 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
 
 from simspec.blas import one_blas_thread
-from simspec.engine.models import native_bf16  # noqa: F401  (train.run and the tests read it here)
 from simspec.policies.learned import MLP
 from simspec.train.log import TrainingLog
 from simspec.train.setting import PRECISIONS
@@ -42,9 +40,6 @@ class PPOConfig:
     gae_lambda: float = 0.95
     n_envs: int = 16
 
-    def with_steps(self, steps: int) -> PPOConfig:
-        return replace(self, steps=steps)
-
     def smoke(self) -> PPOConfig:
         """The ``smoke`` preset's phase: the same networks, two rollouts of 256 steps, two epochs."""
         return replace(self, steps=512, buffer=256, epochs=2)
@@ -60,19 +55,6 @@ def warmup_then_linear(peak: float, warmup: float, decay: bool = True) -> Callab
             return peak * done / warmup
         return peak * max(1.0 - done, 0.0) / (1.0 - warmup)
     return schedule
-
-
-@contextmanager
-def _lean_torch() -> Iterator[None]:
-    """Exact shortcuts for a CPU learner: no argument validation of distributions, single-threaded numpy
-    BLAS (the simulator's small products would leave OpenBLAS threads spinning on torch's cores)."""
-    checks = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
-        with one_blas_thread():
-            yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(checks)
 
 
 class BF16Extractor(MlpExtractor):
@@ -98,11 +80,18 @@ class BF16Policy(ActorCriticPolicy):
 
 
 class SimPPO(PPO):
-    """SB3's PPO, unchanged, learning under ``_lean_torch``."""
+    """SB3's PPO, learning with exact shortcuts for a CPU learner: no argument validation of distributions,
+    single-threaded numpy BLAS (the simulator's small products would leave OpenBLAS threads spinning on
+    torch's cores)."""
 
     def learn(self, *args, **kwargs):
-        with _lean_torch():
-            return super().learn(*args, **kwargs)
+        checks = torch.distributions.Distribution._validate_args
+        torch.distributions.Distribution.set_default_validate_args(False)
+        try:
+            with one_blas_thread():
+                return super().learn(*args, **kwargs)
+        finally:
+            torch.distributions.Distribution.set_default_validate_args(checks)
 
 
 def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None, precision: str = "fp32") -> SimPPO:
@@ -123,8 +112,7 @@ def export_actor(model: PPO) -> MLP:
     """The deterministic actor as numpy: the policy branch's linear layers and the action head."""
     linears = [m for m in model.policy.mlp_extractor.policy_net if isinstance(m, torch.nn.Linear)]
     linears.append(model.policy.action_net)
-    return MLP(tuple((layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy())
-                     for layer in linears))
+    return MLP(tuple((layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy()) for layer in linears))
 
 
 class ValidatedPhase(BaseCallback):

@@ -19,7 +19,7 @@ import torch
 from simspec.policies.learned import LSTMNet, RadarPolicy
 from simspec.sim.envs import cycle_reward, greedy_token_seconds, radar_cost, radar_dataset, radar_observations
 from simspec.train.log import TrainingLog
-from simspec.train.setting import Setting
+from simspec.train.setting import Setting, Trained
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,6 @@ class RadarNet(torch.nn.Module):
                        numpy(self.cell.bias_ih + self.cell.bias_hh), numpy(self.head.weight), numpy(self.head.bias))
 
 
-@dataclass
-class RadarResult:
-    policy: RadarPolicy
-    net: RadarNet
-    validation_speedup: float
-    env_steps: int
-
-
 def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float) -> np.ndarray:
     """[prefixes, t_max]: the return of stopping after t calls at each training prefix."""
     s, t = setting, np.arange(1, setting.depth_max)
@@ -76,12 +68,8 @@ def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float
     return reward - config.alpha * (t - 1)[None, :]
 
 
-# SB3's layout (tb/<tb_log_name>_<run>/), so that `tensorboard --logdir policies` lists RADAR's run like theirs
-TB_RUN = "radar_1"
-
-
 def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progress: Callable[[int], None],
-                policy_seconds: float = 0.0, tensorboard: str | None = None) -> RadarResult:
+                policy_seconds: float = 0.0, tensorboard: str | None = None) -> Trained:
     s = setting
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
@@ -130,7 +118,7 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
                     if score is not None:
                         writer.add_scalar("validation/speedup", score, env_steps)
     net.load_state_dict(best_state)
-    return RadarResult(deployed(net.export()), net, float(best_score), env_steps)
+    return Trained(deployed(net.export()), float(best_score), env_steps, {"lstm": net})
 
 
 def _writer(tensorboard: str | None):
@@ -139,7 +127,8 @@ def _writer(tensorboard: str | None):
         return nullcontext()
     from torch.utils.tensorboard import SummaryWriter  # imported late: it loads tensorboard
 
-    return SummaryWriter(str(Path(tensorboard) / TB_RUN))
+    # SB3's layout (tb/<tb_log_name>_<run>/), so that `tensorboard --logdir policies` lists RADAR's run like theirs
+    return SummaryWriter(str(Path(tensorboard) / "radar_1"))
 
 
 # The profile's ``policy_seconds`` entry for T_policy (written by ``simspec calibrate``).

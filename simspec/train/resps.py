@@ -5,13 +5,12 @@ rest SB3's PPO defaults (3e-4 constant, 10 epochs, minibatch 64, gamma 0.99), 20
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from simspec.policies.learned import ReSpSPolicy
 from simspec.sim.envs import resps_actions
 from simspec.train.log import TrainingLog
 from simspec.train.ppo import PPOConfig, ValidatedPhase, export_actor, make_ppo
-from simspec.train.setting import VARIANTS, Setting
+from simspec.train.setting import VARIANTS, Setting, Trained
 from simspec.train.vecenv import SimVecEnv
 
 TRAIN_HOLD, INFERENCE_HOLD = 10, 30
@@ -22,17 +21,9 @@ RESPS_PRESETS = {"paper": PPOConfig(steps=100_000, **_RESPS), "fast": PPOConfig(
                  "smoke": PPOConfig(steps=2048, **_RESPS).smoke()}  # seconds: checks the wiring
 
 
-@dataclass
-class ReSpSResult:
-    policy: ReSpSPolicy
-    model: object
-    validation_speedup: float
-    env_steps: int
-
-
 def train_resps(setting: Setting, config: PPOConfig, variant: str, log: TrainingLog,
                 progress: Callable[[int], None], tensorboard: str | None = None,
-                validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD) -> ReSpSResult:
+                validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD) -> Trained:
     """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold`` (Fig. 3's N)."""
     s = setting
     actions = resps_actions(s.width, s.depth_max)
@@ -49,4 +40,4 @@ def train_resps(setting: Setting, config: PPOConfig, variant: str, log: Training
                               max(1, rollouts // validations), log, progress, 0)
     model.learn(config.steps, callback=callback, tb_log_name=f"resps-{variant}")
     callback.restore_best()
-    return ReSpSResult(deployed(export_actor(model)), model, callback.best_score, model.num_timesteps)
+    return Trained(deployed(export_actor(model)), callback.best_score, model.num_timesteps, {"resps": model})

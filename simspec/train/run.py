@@ -123,16 +123,13 @@ def train_policy(request: TrainRequest, advance: Callable[[int], None] = lambda 
         learned, eagle3, grid_row = rows
         log.write_csv(work / "training.csv")
         meta = {
-            "name": out.name, "algo": request.algo,
-            "preset": request.preset, "reward": request.reward, "seed": request.seed, "precision": precision,
+            "name": out.name, "algo": request.algo, "preset": request.preset, "reward": request.reward,
+            "seed": request.seed, "precision": precision,
             **request.options.meta(),  # the algorithm's own options (Re-SpS's variant, LTD's ablation, ...)
-            "schedule": fitted.schedule,
-            "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
-            "steps_per_second": env_steps / train_seconds,
-            "machine": machine(),
+            "schedule": fitted.schedule, "policy": fitted.spec, "env_steps": env_steps, "train_seconds": train_seconds,
+            "steps_per_second": env_steps / train_seconds, "machine": machine(),
             "profile": {"name": profile.directory.name, "path": str(profile.directory),
-                        "inputs_hash": profile.meta.inputs_hash, "device": profile.meta.device,
-                        "kind": profile.kind},
+                        "inputs_hash": profile.meta.inputs_hash, "device": profile.meta.device, "kind": profile.kind},
             "traces_hash": setting.train.meta.content_hash, "dataset": setting.train.meta.dataset,
             "temperature": profile.temperature,
             "prompts": {"fit": setting.fit.n_prompts, "validation": setting.validation.n_prompts,

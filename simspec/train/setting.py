@@ -50,6 +50,16 @@ class Setting:
         return mean_speedup(replay(self.validation, self.cost, policy, self.max_new_tokens))
 
 
+@dataclass
+class Trained:
+    """A training run's outcome; ``models``: the trained torch models by part (None: a part ablated)."""
+
+    policy: BatchPolicy
+    validation_speedup: float
+    env_steps: int
+    models: dict[str, object]
+
+
 def prepare(profile: Profile, reward: str, seed: int, validation_share: float = 0.2,
             max_new_tokens: int | None = None, precision: str = "fp32") -> Setting:
     traces = profile.traces()

@@ -105,8 +105,7 @@ def run_trial(request: SweepRequest, trial: Trial, folder: Path, advance: Callab
 
 
 def _ray_trial(request: SweepRequest, trial: Trial) -> tuple[dict, dict[str, bytes]]:
-    """A Ray task: one trial in a scratch folder; its numbers and its files (path -> bytes), through
-    Ray's object store (a cluster needs no shared file system)."""
+    """A Ray task: one trial in a scratch folder; its numbers and files (path -> bytes), via the object store."""
     work = Path(tempfile.mkdtemp(prefix=".simspec-trial-"))
     try:
         summary = run_trial(request, trial, work)
@@ -157,13 +156,15 @@ def table(rows: list[dict]) -> list[dict]:
 def run(request: SweepRequest, bar, status) -> dict:
     """Every trial, then the summary (also ``sweep.json`` in the sweep folder); the ``--json`` line."""
     from simspec.cache import atomic_directory
+    from simspec.train.run import total_work
 
     request.check()
     trials = request.trials()
     started = time.perf_counter()
     with atomic_directory(request.out_dir(), replace=request.force) as folder:
         if request.ray is None:
-            summaries = [run_trial(request, trial, folder, bar(f"trial {trial.name}", _work(request, trial)))
+            summaries = [run_trial(request, trial, folder, bar(f"trial {trial.name}",
+                                                               total_work(request.train_request(trial, Path(".")))))
                          for trial in trials]
         else:
             summaries = _run_on_ray(request, trials, folder, status)
@@ -174,9 +175,3 @@ def run(request: SweepRequest, bar, status) -> dict:
                    "seconds": time.perf_counter() - started}
         (folder / "sweep.json").write_text(json.dumps(summary, indent=1))
     return summary
-
-
-def _work(request: SweepRequest, trial: Trial) -> int:
-    from simspec.train.run import total_work
-
-    return total_work(request.train_request(trial, Path(".")))

@@ -117,7 +117,7 @@ class LTDOptions(AlgorithmOptions):
 
 def _ltd_precision() -> str:
     """bf16 for LTD's wide networks where this CPU has native bf16 (faster updates)."""
-    from simspec.train.ppo import native_bf16
+    from simspec.engine.models import native_bf16
 
     return "bf16" if native_bf16() else "fp32"
 
@@ -135,14 +135,14 @@ def _ltd(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Adv
     schedule = LTD_PRESETS[request.preset]
     result = train_ltd(setting, schedule, log, advance, str(work / "tb"), request.options.ablate)
     policy, files, arrays = result.policy, [], {}
-    for part, model in (("size", result.size_model), ("depth", result.depth_model)):
+    for part, model in result.models.items():
         if model is not None:
             model.policy.save(work / f"{part}_policy.sb3")
             files.append(f"{part}_policy.sb3")
             arrays.update(getattr(policy, f"{part}_net").arrays(part))
-    spec = {"width": policy.width, "depth_max": policy.depth_max, "sizes": result.sizes.tolist(),
+    spec = {"width": policy.width, "depth_max": policy.depth_max, "sizes": policy.sizes.tolist(),
             "size": setting.grid_size, "depth": setting.grid_depth,
-            "has_depth_net": result.depth_model is not None, "has_size_net": result.size_model is not None}
+            "has_depth_net": result.models["depth"] is not None, "has_size_net": result.models["size"] is not None}
     return Fitted(policy, spec, arrays, result.env_steps, result.validation_speedup,
                   {**asdict(schedule), "ablate": request.options.ablate}, files)
 
@@ -186,13 +186,13 @@ def _resps(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
     hold, train_hold = options.hold or INFERENCE_HOLD, options.train_hold or TRAIN_HOLD
     result = train_resps(setting, config, options.variant, log, advance, str(work / "tb"), hold=hold,
                          train_hold=train_hold)
-    result.model.policy.save(work / "resps_policy.sb3")
+    result.models["resps"].policy.save(work / "resps_policy.sb3")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
             "hold": policy.hold}
     schedule = {**asdict(config), "entropy": VARIANTS[options.variant], "variant": options.variant,
                 "train_hold": train_hold}
-    return Fitted(policy, spec, policy.net.arrays("net"), result.model.num_timesteps, result.validation_speedup,
+    return Fitted(policy, spec, policy.net.arrays("net"), result.env_steps, result.validation_speedup,
                   schedule, ["resps_policy.sb3"])
 
 
@@ -215,7 +215,7 @@ def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
     result = train_radar(setting, config, log, advance, per_call, str(work / "tb"))
     import torch  # imported late: a refused request answers before torch loads
 
-    torch.save(result.net.state_dict(), work / "radar_lstm.pt")
+    torch.save(result.models["lstm"].state_dict(), work / "radar_lstm.pt")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
     return Fitted(policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,

@@ -14,8 +14,7 @@ from simspec.sim.traces import TraceSet
 
 
 class SimVecEnv(VecEnv):
-    """All copies of an MDP as one SB3 VecEnv; finished copies restart at once, their last observation
-    in ``info["terminal_observation"]``."""
+    """All copies of an MDP as one SB3 VecEnv; finished copies restart at once (``terminal_observation``)."""
 
     render_mode = None
 
