@@ -2,6 +2,7 @@
 options are its request's fields (``simspec.flags``) plus its own ``--json`` and ``--threads``; it
 hands the request progress callbacks and renders the summary it gets back."""
 
+import importlib
 import logging
 import signal
 import sys
@@ -131,9 +132,7 @@ def export_draft(request, as_json: Json = False) -> None:
     from simspec.distill.export import run
 
     request.check()
-    summary = _run(lambda bar, status: run(request, status), None)
-    show.exported(summary)
-    _json(as_json, summary)
+    _work(lambda request, bar, status: run(request, status), request, None, show.exported, as_json)
 
 
 # --- calibration -----------------------------------------------------------------------------
@@ -231,9 +230,8 @@ def train(request, simulated: Simulated = False, threads: Threads = None, as_jso
         raise SimspecError("training runs in the simulator: pass --simulated")
     request.check()
     label = f"train {request.algo} ({request.preset})"
-    s = _run(lambda bar, status: train_policy(request, bar(label, total_work(request))), threads)
-    show.train(s, request)
-    _json(as_json, s)
+    _work(lambda r, bar, status: train_policy(r, bar(label, total_work(r))), request, threads,
+          lambda s: show.train(s, request), as_json)
 
 
 @command(app, "sweep", "simspec.train.sweep:SweepRequest")
@@ -389,8 +387,6 @@ def plot_validation_command(request, as_json: Json = False) -> None:
 # --- entry point -----------------------------------------------------------------------------
 def _exceptions(name: str) -> tuple[type, ...]:
     """Click's exception class ``name``: typer's vendored copy (``typer._click``) and click's, where installed."""
-    import importlib
-
     found = []
     for module in ("typer._click.exceptions", "typer.exceptions", "click.exceptions"):
         try:

@@ -323,11 +323,9 @@ def _read_cache(cache_file: Path, key: dict) -> dict | None:
             payload = json.load(fh)
     except (OSError, ValueError):
         return None
-    if not isinstance(payload, dict) or any(payload.get(k) != v for k, v in key.items()):
-        return None
-    if not isinstance(payload.get("prompts"), list) or not isinstance(payload.get("records_read"), int):
-        return None
-    return payload
+    valid = (isinstance(payload, dict) and all(payload.get(k) == v for k, v in key.items())
+             and isinstance(payload.get("prompts"), list) and isinstance(payload.get("records_read"), int))
+    return payload if valid else None
 
 
 def _write_cache(cache_file: Path, payload: dict) -> None:

@@ -3,6 +3,7 @@ and a summary read back from what the steps wrote."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -107,11 +108,8 @@ def summary(request: DemoRequest, seconds: float) -> dict:
         policies.append({"algo": meta.algo, "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
                          "speedup": nan if held.speedup is None else held.speedup,
                          "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
-    import json
-
-    headroom = json.loads((root / "headroom" / "headroom.json").read_text())["batches"][0]
     return {"root": str(root), "device": profile.meta.device, "curves_seconds": profile.meta.seconds["curves"],
-            "headroom": headroom,
+            "headroom": json.loads((root / "headroom" / "headroom.json").read_text())["batches"][0],
             "engine_fit_seconds": profile.meta.seconds.get("engine_fit"),
             "fit_error_median": profile.meta.fit_error.median, "policies": policies,
             "report": read_report(root / "validate"), "seconds": seconds}

@@ -38,28 +38,19 @@ def opt(default: Any = dataclasses.MISSING, help: str | Callable[[], str] = "", 
 # A verb's own facts about a shared flag (its --out's default, what its --seed draws) go in the
 # verb's docstring, its help; a flag that means something else in a verb takes another name.
 # tests/test_cli.py fails on a flag name declared with a second help text.
-TARGET = ("Target: a built-in name (smollm2-135m-instruct), a Hugging Face model directory, a .gguf file, or for "
-          "an analytic profile an architecture (arch:llama-3.1-8b).")
-PROMPTS = ("Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL file with a "
-           "'prompt' string or 'turns' list per line, or a mix "
-           "taken in turn, e.g. humaneval+sharegpt.")
-PROFILE = "A profile folder (calibration/NAME): its latency curves and the draft trees recorded with them."
-OUT = "The folder to write (its default: the verb's help); refused if it exists, unless --force."
 THREADS = ("torch CPU threads (default: the profile's where the verb reads one, else $OMP_NUM_THREADS if set, else "
            "all cores).")
 JSON = "End stdout with one JSON line of the results."
 SIMULATED = "Replay the profile's traces in the simulator (fast, no models)."
-RUNTIME = ("eager: the Hugging Face forwards as they are. compiled: the target's forwards under torch.compile "
-           "over a static cache, in shape buckets (tokens padded to a power of two); each bucket compiles on first "
-           "use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. Batch size 1.")
 
 
 def profile() -> Any:
-    return opt(help=PROFILE)
+    return opt(help="A profile folder (calibration/NAME): its latency curves and the draft trees recorded with them.")
 
 
 def target() -> Any:
-    return opt("smollm2-135m-instruct", TARGET)
+    return opt("smollm2-135m-instruct", "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model "
+               "directory, a .gguf file, or for an analytic profile an architecture (arch:llama-3.1-8b).")
 
 
 def draft(help: Callable[[], str]) -> Any:
@@ -68,7 +59,8 @@ def draft(help: Callable[[], str]) -> Any:
 
 
 def prompts() -> Any:
-    return opt("humaneval", PROMPTS)
+    return opt("humaneval", "Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL "
+               "file with a 'prompt' string or 'turns' list per line, or a mix taken in turn, e.g. humaneval+sharegpt.")
 
 
 def n_prompts(default: int) -> Any:
@@ -144,7 +136,10 @@ def duration() -> Any:
 
 
 def runtime() -> Any:
-    return opt("eager", RUNTIME)
+    return opt("eager", "eager: the Hugging Face forwards as they are. compiled: the target's forwards under "
+               "torch.compile over a static cache, in shape buckets (tokens padded to a power of two); each bucket "
+               "compiles on first use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. "
+               "Batch size 1.")
 
 
 def tree_widths(default: tuple[int, ...], parse: Parse) -> Any:
@@ -188,7 +183,7 @@ def seed() -> Any:
 
 def out(default: Any = None) -> Any:
     """``--out``; ``dataclasses.MISSING``: a required one."""
-    return opt(default, OUT)
+    return opt(default, "The folder to write (its default: the verb's help); refused if it exists, unless --force.")
 
 
 def force() -> Any:

@@ -16,7 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal, Union
 
-from simspec.errors import _NAMES, SimspecError, _is, describe, field_error, read_json, require_schema
+from simspec.errors import _MISSING, _NAMES, SimspecError, _found, _is, describe, field_error, read_json, require_schema
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,8 @@ class Record:
         if not isinstance(blob, dict):
             raise SimspecError(f"{file}: {f'field {prefix[:-1]!r}' if prefix else 'it'} must be an object "
                                f"(found {describe(blob)}): {fix}")
-        values = {}
-        for name, (kind, optional, what, default) in _fields(cls).items():
-            values[name] = _read(blob, name, kind, optional, what, default, file, fix, prefix)
+        values = {name: _read(blob, name, kind, optional, what, default, file, fix, prefix)
+                  for name, (kind, optional, what, default) in _fields(cls).items()}
         return cls(**values, raw=blob)
 
     @classmethod
@@ -103,13 +102,10 @@ def _fields(cls) -> dict[str, tuple]:
     return out
 
 
-_ABSENT = object()
-
-
 def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix: str, prefix: str):
-    value = blob.get(name, _ABSENT)
+    value = blob.get(name, _MISSING)
     dotted = prefix + name
-    if value is _ABSENT or value is None:
+    if value is _MISSING or value is None:
         if optional:
             return None if default is None else default()
         _fail(file, dotted, what or _want(kind), value, fix)
@@ -138,18 +134,13 @@ def _read(blob: dict, name: str, kind, optional: bool, what, default, file, fix:
 def _want(kind) -> str:
     """What a value of ``kind`` is, in the user's words ("an integer", "a or b", "an object")."""
     if typing.get_origin(kind) is Literal:
-        return _choices(typing.get_args(kind))
+        *most, last = map(str, typing.get_args(kind))
+        return f"{', '.join(most)} or {last}" if most else last
     if isinstance(kind, type) and issubclass(kind, Record):
         return "an object"
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(_NAMES.get(typing.get_origin(k) or k, getattr(k, "__name__", str(k))) for k in kinds)
 
 
-def _choices(options) -> str:
-    options = [str(o) for o in options]
-    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
-
-
 def _fail(file, name: str, want: str, value, fix: str, found: str | None = None):
-    raise field_error(file, name, want, "it is missing" if value is _ABSENT else f"found {found or describe(value)}",
-                      fix)
+    raise field_error(file, name, want, f"found {found}" if found else _found(value), fix)

@@ -13,10 +13,8 @@ from pathlib import Path
 from simspec.errors import SimspecError
 
 _PACKAGE = Path(__file__).resolve().parent
-# The folders a shipped root holds (the checkout's root, or the wheel's copy).
-SHIPPED_FOLDERS = ("calibration", "policies", "real/drafters")
-# Drafters every install ships, by the name ``--draft`` takes.
-SHIPPED_DRAFTERS = {"eagle": "eagle3", "lm": "lm"}  # name -> the train-draft --kind that makes it
+SHIPPED_FOLDERS = ("calibration", "policies", "real/drafters")  # in a shipped root (a checkout, or the wheel's copy)
+SHIPPED_DRAFTERS = {"eagle": "eagle3", "lm": "lm"}  # every install's: --draft name -> the train-draft --kind making it
 ENV = "SIMSPEC_SHIPPED"
 
 

@@ -260,7 +260,8 @@ def test_a_list_flags_text_default_is_its_requests_tuple():
 
 
 def test_validate_max_new_tokens_is_the_modes_default():
-    from simspec.measure.validate import REAL_TOKENS, ValidateRequest
+    from simspec.flags import REAL_TOKENS
+    from simspec.measure.validate import ValidateRequest
 
     request = ValidateRequest(profile="p")
     assert request.max_new_tokens is None and request.tokens() == REAL_TOKENS == 48

@@ -9,15 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec import flags
+from simspec import __version__, flags
 from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.measure import Bar
 from simspec.measure.interleave import MethodRuns
 from simspec.measure.tree_grid import TreeConfig, config_grid, config_row
-from simspec.policies.base import StaticPolicy
 
-Bar = Callable[[str, int], Callable[..., None]]
 BENCH_SCHEMA, BENCH_VERSION = "simspec-bench-engine", 1
 
 
@@ -87,7 +86,6 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
     """Runs plain decoding and every config on every prompt, interleaved; returns the ``--json`` summary."""
     import torch
 
-    from simspec import __version__
     from simspec.data import render_chat
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
@@ -114,12 +112,8 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         rows, plain_tokens_per_s = bench_batch(engine, prompt_ids, configs, request.max_new_tokens, request.repeats,
                                                tick)
     else:
-        policies = []
-        for config in configs:
-            policy = StaticPolicy(config.depth, config.width, config.size)
-            policy.name, policy.family = config.label, "static"
-            policies.append(policy)
-        runs = run_methods(engine, prompt_ids, policies, request.max_new_tokens, tick, request.repeats)
+        runs = run_methods(engine, prompt_ids, [c.policy() for c in configs], request.max_new_tokens, tick,
+                           request.repeats)
         rows = [config_summary(c, r) for c, r in zip(configs, runs)]
         plain_tokens_per_s = _tokens_per_s(runs[0].times, 0)
     keep = ("depth", "width", "size", "speedup", "speedup_q25", "speedup_q75", "repeat_medians", "tau",
@@ -134,11 +128,9 @@ def bench_engine(request: BenchRequest, bar: Bar, status: Callable[[str], object
         "n_prompts": len(prompt_ids), "prompt_ids": [pid for pid, _ in prompt_ids], "prompts_hash": prompts_hash,
         "max_new_tokens": request.max_new_tokens, "repeats": request.repeats, "device": str(loaded.device),
         "batch_size": request.batch_size, "runtime": request.runtime, "compile_s": round(compiled_seconds(loaded), 1),
-        "compile_mode": compiled_mode(loaded),
-        "plain_tokens_per_s": plain_tokens_per_s,
+        "compile_mode": compiled_mode(loaded), "plain_tokens_per_s": plain_tokens_per_s,
         "device_model": device_model(str(loaded.device)), "machine": machine(str(loaded.device)),
-        **request.sampling().describe(),
-        "threads": torch.get_num_threads(),
+        **request.sampling().describe(), "threads": torch.get_num_threads(),
         "configs": [{k: r[k] for k in keep} | {"time_shares": r["time_shares"], "divergences": r["divergences"]}
                     for r in rows],
         "best": {k: best[k] for k in keep},

@@ -15,7 +15,7 @@ from simspec.engine.records import BatchRun
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.interleave import Verdict
 from simspec.measure.tree_grid import TreeConfig, config_row
-from simspec.policies.base import BatchPolicy, StaticPolicy
+from simspec.policies.base import BatchPolicy
 
 
 @dataclass
@@ -88,8 +88,7 @@ def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]
 def bench_batch(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], configs: list[TreeConfig],
                 max_new_tokens: int, repeats: int, tick: Callable[..., None]) -> tuple[list[dict], float]:
     """Every config's row (``tree_grid.config_row``) and plain decoding's tokens/s (median over passes)."""
-    policies = [StaticPolicy(c.depth, c.width, c.size) for c in configs]
-    plain, measured = interleaved(engine, prompt_ids, policies, max_new_tokens, repeats, tick)
+    plain, measured = interleaved(engine, prompt_ids, [c.policy() for c in configs], max_new_tokens, repeats, tick)
     rows = []
     for config, method in zip(configs, measured):
         q25, q75 = np.percentile(method.ratios, [25, 75])

@@ -13,10 +13,9 @@ from simspec import __version__, flags
 from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.measure import Bar
 from simspec.measure.engine_fit import fit_prompts
 from simspec.measure.traces_from import traces_source
-
-Bar = Callable[[str, int], Callable[..., None]]
 
 ARCH_TARGETS = {"arch:llama-3.1-8b": "Llama-3.1-8B-class target (32 layers, hidden 4096, GQA 32/8, vocab 128,256) "
                                      "with an EAGLE-3-style one-layer draft (32k draft vocabulary)"}
@@ -247,33 +246,27 @@ def _models(r: CalibrateRequest, plan: Plan, run_device: str, status: Callable[[
 def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) -> _Curves:
     """The latency curves: measured on the device, or modelled for an absent GPU; none for traces alone."""
     from simspec.machine import device_label
-    from simspec.measure.curves import (
-        BatchGrid,
-        analytic_batched,
-        analytic_curves,
-        bookkeeping_latency,
-        measure_batched,
-        measure_curves,
-    )
+    from simspec.measure import curves
     from simspec.sim.analytic import device_spec
 
     grid, started = _grid(r), time.perf_counter()
     if r.traces_only:
         return _Curves([], "none (traces only)", None, 0.0)
     if plan.kind == "measured":
-        samples = measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(), r.runtime)
+        samples = curves.measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(),
+                                        r.runtime)
         if len(r.batch_sizes) > 1:
-            batched = BatchGrid()
-            samples += measure_batched(loaded, drafter, r.batch_sizes, batched,
-                                       bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
-                                           batched.count(r.batch_sizes)))
+            batched = curves.BatchGrid()
+            samples += curves.measure_batched(loaded, drafter, r.batch_sizes, batched,
+                                              bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
+                                                  batched.count(r.batch_sizes)))
         return _Curves(samples, device_label(str(loaded.device)), None, time.perf_counter() - started)
     spec, (target_arch, draft_arch) = device_spec(plan.gpu), shapes
-    book = bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.book_repeats,
-                               bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
-                               sampling=r.sampling())
-    samples = analytic_curves(spec, target_arch, draft_arch, grid, book) + analytic_batched(
-        spec, target_arch, draft_arch, r.batch_sizes, BatchGrid())
+    book = curves.bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.book_repeats,
+                                      bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
+                                      sampling=r.sampling())
+    samples = curves.analytic_curves(spec, target_arch, draft_arch, grid, book) + curves.analytic_batched(
+        spec, target_arch, draft_arch, r.batch_sizes, curves.BatchGrid())
     device = f"{plan.gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
     return _Curves(samples, device, spec.runtime(), time.perf_counter() - started)
 
@@ -329,15 +322,12 @@ def _write(r: CalibrateRequest, plan: Plan, meta: dict, samples: list[dict], tra
                 "megabytes": sum(f.stat().st_size for f in out_dir.iterdir()) / 1e6,
                 "record_seconds": meta["seconds"]["traces"], "replay_check": meta["replay_check"]}
     with atomic_directory(out_dir, replace=r.force) as tmp:
-        traces_meta = None
-        if traces is not None:
+        meta["traces"] = source_reference(plan.source, out_dir) if plan.source else None
+        if traces is not None:  # recorded here (never beside reused ones)
             content = save_traces(tmp / "traces", traces)
-            traces_meta = {"path": "traces", "content_hash": content, "positions": traces.positions,
-                           "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
-                           "width": r.width, "temperature": r.temperature}
-        elif plan.source:
-            traces_meta = source_reference(plan.source, out_dir)
-        meta["traces"] = traces_meta
+            meta["traces"] = {"path": "traces", "content_hash": content, "positions": traces.positions,
+                              "n_prompts": traces.n_prompts, "prompts": r.prompts, "depth_max": r.depth_max,
+                              "width": r.width, "temperature": r.temperature}
         profile = write_profile(tmp, meta, samples)
     return profile_summary(out_dir, profile)
 

@@ -15,14 +15,7 @@ from simspec.engine.modeling import base_and_head, head_logits
 from simspec.engine.models import LoadedModel
 from simspec.engine.sampling import GREEDY, Sampling, TreeVerifier, distribution, draw, row_distributions
 from simspec.engine.tree import DraftTree
-from simspec.measure.profiler import (
-    _context_ids,
-    batched_draft_latency,
-    batched_target_latency,
-    draft_latency,
-    target_latency,
-    time_interleaved,
-)
+from simspec.measure import profiler
 from simspec.sim.analytic import Architecture, DeviceSpec, forward_seconds
 from simspec.sim.profile import sample_record
 
@@ -67,12 +60,12 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
     """One plain decoding step after L tokens, argmax or at T > 0 a draw, as ``engine.plain`` does it."""
     vocab = target.model.config.vocab_size
     rng = np.random.default_rng(sampling.seed)
-    step = {0: (_context_ids(1, vocab, target.device).cpu().numpy(), np.zeros(1, dtype=np.int64),
+    step = {0: (profiler._context_ids(1, vocab, target.device).cpu().numpy(), np.zeros(1, dtype=np.int64),
                 np.ones((1, 1), dtype=bool))}
     runs = {}
     for context in contexts:
         rows = target_rows(target, 1, context + 1, runtime=runtime)
-        rows.prefill(0, _context_ids(context, vocab, target.device))
+        rows.prefill(0, profiler._context_ids(context, vocab, target.device))
 
         def run(rows=rows) -> None:  # the row's length stays: every run writes the same slot
             hidden, _ = rows.forward(step)
@@ -80,7 +73,7 @@ def greedy_latency(target: LoadedModel, contexts, repeats: int, advance: Callabl
             logits.argmax(-1).cpu().numpy() if sampling.greedy else draw(distribution(logits[0], sampling), rng)
 
         runs[context] = run
-    timed = time_interleaved(runs, target.device, repeats, advance=advance)
+    timed = profiler.time_interleaved(runs, target.device, repeats, advance=advance)
     return [sample_record("greedy", 1, context, samples) for context, samples in timed.items()]
 
 
@@ -96,8 +89,8 @@ def prefill_latency(target: LoadedModel, lengths, repeats: int, advance: Callabl
             int(head_logits(target_head, hidden[-1:]).argmax(-1))
         return run
 
-    runs = {length: prefill(_context_ids(length, vocab, target.device)) for length in lengths}
-    timed = time_interleaved(runs, target.device, repeats, advance=advance)
+    runs = {length: prefill(profiler._context_ids(length, vocab, target.device)) for length in lengths}
+    timed = profiler.time_interleaved(runs, target.device, repeats, advance=advance)
     return [sample_record("prefill", length, 0, samples) for length, samples in timed.items()]
 
 
@@ -135,7 +128,7 @@ def bookkeeping_latency(sizes, depths, width: int, repeats: int, advance: Callab
         runs.update({(depth, size): cycle(depth, size, levels, tokens) for size in sizes})
     # Interleaved, as the forwards are: timed point by point, a slow minute of a shared machine
     # lands on a block of (size, depth) points and bends the curve there.
-    timed = time_interleaved(runs, torch.device("cpu"), repeats, advance=advance)
+    timed = profiler.time_interleaved(runs, torch.device("cpu"), repeats, advance=advance)
     return [sample_record("bookkeeping", size, depth, samples) for (depth, size), samples in timed.items()]
 
 
@@ -146,11 +139,10 @@ def measure_curves(target: LoadedModel, drafter: Drafter, grid: CurveGrid, advan
     vocab = target.model.config.vocab_size
     # compiled: a forward costs what its padded bucket costs (the cost model prices V at its bucket)
     step = {"bucketed": True} if runtime == "compiled" else {}
-    samples = [sample_record("verify", r.tokens, r.context, r.samples) | step
-               for r in target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance, runtime)]
-    samples += [sample_record("draft", r.tokens, r.context, r.samples)
-                for r in draft_latency(drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device,
-                                       advance)]
+    verify = profiler.target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance, runtime)
+    samples = [sample_record("verify", r.tokens, r.context, r.samples) | step for r in verify]
+    samples += [sample_record("draft", r.tokens, r.context, r.samples) for r in profiler.draft_latency(
+        drafter, vocab, grid.draft_nodes, grid.contexts, grid.repeats, target.device, advance)]
     samples += greedy_latency(target, grid.greedy_contexts, grid.repeats, advance, sampling, runtime)
     samples += prefill_latency(target, grid.prefill_lengths, grid.repeats, advance)
     samples += bookkeeping_latency(grid.book_sizes, grid.book_depths, grid.book_width, grid.book_repeats, advance,
@@ -178,12 +170,13 @@ def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchG
     vocab = target.model.config.vocab_size
     samples = []
     for batch in (b for b in batches if b != 1):
-        for r in batched_target_latency(target, batch, grid.verify_sizes, grid.contexts, grid.repeats, advance):
+        for r in profiler.batched_target_latency(target, batch, grid.verify_sizes, grid.contexts, grid.repeats,
+                                                 advance):
             samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
             if r.tokens == 1:
                 samples.append(sample_record("greedy", 1, r.context, r.samples, batch))
-        for rows, r in batched_draft_latency(drafter, vocab, batch, grid.draft_nodes, grid.contexts, grid.repeats,
-                                             target.device, advance, active=range(1, batch)):
+        for rows, r in profiler.batched_draft_latency(drafter, vocab, batch, grid.draft_nodes, grid.contexts,
+                                                      grid.repeats, target.device, advance, active=range(1, batch)):
             samples.append(sample_record("draft", r.tokens, r.context, r.samples, batch, rows))
     return samples
 

@@ -7,10 +7,9 @@ replicates of the scales, under which ``validate --real`` gives every prediction
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-Bar = Callable[[str, int], Callable[..., None]]
+from simspec.measure import Bar
 
 # The quick grid's ladder: every V a small CPU tree uses most (2-12), then the larger trees of
 # EAGLE's defaults; the full grid runs ``insitu.LADDER``.

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from simspec import __version__, flags
 from simspec.errors import SimspecError
+from simspec.measure import Bar
 from simspec.sim.profile import Profile, load_live_profile
-
-Bar = Callable[[str, int], Callable[..., None]]
 
 # (depth, verified size) of the static trees run: every size up to 12 (tree policies spend most
 # cycles there, and neighbouring sizes differ live), then spread over the rest of the verify
@@ -110,8 +110,6 @@ def ladder_trees(width: int, points=LADDER) -> list:
 
 def operating_points(runs) -> list[tuple[int, int]]:
     """Each run's most frequent (tree depth, verified size), in order, without repeats."""
-    from collections import Counter
-
     points: list[tuple[int, int]] = []
     for run in runs:
         if run.cycles:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from simspec.errors import SimspecError
-from simspec.measure.insitu import LADDER, Bar, InSitu, check_lossless, in_situ_record, ladder_trees
+from simspec.measure import Bar
+from simspec.measure.insitu import LADDER, InSitu, check_lossless, in_situ_record, ladder_trees
 from simspec.sim.profile import Profile
 
 WARM_UP_TOKENS = 8  # a first short queue, plain and speculative: allocators grow before the timed runs

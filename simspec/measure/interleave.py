@@ -21,8 +21,7 @@ if TYPE_CHECKING:  # the engine (torch) loads with the models, after a request's
 # Operations whose live latency is compared with the profile's curve; drift past this is flagged.
 DRIFT_TOLERANCE = 0.10
 DRIFT_OPERATIONS = ("greedy step", "verify", "draft", "bookkeeping", "prefill")
-OPERATION_CURVE = {"greedy step": "greedy", "verify": "verify", "draft": "draft", "bookkeeping": "bookkeeping",
-                   "prefill": "prefill"}
+OPERATION_CURVE = {op: "greedy" if op == "greedy step" else op for op in DRIFT_OPERATIONS}
 PER_SIZE = ("verify", "bookkeeping")  # operations whose curves run along the verified size V
 
 
@@ -110,7 +109,6 @@ class MethodRuns(Verdict):
             self.taus.append(run.tau)
             self.shares.append(run.time_shares())
             self.actions += [[c.depth, c.size, c.accepted] for c in run.cycles]
-
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simspec import flags
+from simspec import __version__, flags
 from simspec.engine.formats import draft_help
 from simspec.flags import opt
 
@@ -28,7 +28,6 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     """One target forward vs V and L, one draft step vs W and L; returns the ``--json`` summary."""
     import torch
 
-    from simspec import __version__
     from simspec.engine.load import load_pair
     from simspec.engine.models import resolve_device
     from simspec.engine.runtime import check_runtime, compiled_mode
@@ -45,11 +44,10 @@ def measure_latency(request: LatencyRequest, bar: Callable[[str, int], Callable[
     with status("measuring memory bandwidth"):
         bandwidth = memory_bandwidth(loaded.device)
     weights = weight_bytes(loaded.model)
-    floor_ms = weights / bandwidth * 1e3
     return {"target": r.target, "draft": r.draft, "device": str(loaded.device), "threads": torch.get_num_threads(),
             "dtype": r.dtype, "runtime": r.runtime, "simspec_version": __version__,
             "compile_mode": compiled_mode(loaded),
             "plain_decoding": {"ms_per_token": {str(c): x.median * 1e3 for c, x in plain.items()},
                                "weight_bytes": weights, "bandwidth_gbs": bandwidth / 1e9,
-                               "memory_floor_ms": floor_ms},
+                               "memory_floor_ms": weights / bandwidth * 1e3},
             "samples": [x.to_dict() for x in verify + drafts]}

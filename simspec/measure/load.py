@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec import flags
+from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
@@ -80,7 +80,6 @@ def run(request: LoadRequest, bar, status) -> dict:
     """Every method (plain decoding first) under every stream: one row each, and per stream the best
     method and whether speculation pays there (``sim.load.better``); with ``--surface``, static
     trees of each size too; with ``--out``, the summary and its figure written to a new folder."""
-    from simspec import __version__
     from simspec.cache import check_out
     from simspec.machine import machine
     from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces

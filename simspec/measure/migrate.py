@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simspec import flags
+from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
 
@@ -57,8 +57,6 @@ def run(request: MigrateRequest, bar, status) -> dict:
             _save_in_place(folder, updated)
         done.append({"traces": str(folder), "added": lacks, "content_hash": traces.meta.content_hash,
                      "prompts": traces.n_prompts, "positions": traces.positions})
-    from simspec import __version__
-
     return {"simspec_version": __version__, "folders": done}
 
 
@@ -109,14 +107,10 @@ def _save_in_place(folder: Path, traces) -> None:
     before = traces.meta.content_hash
     meta = {k: v for k, v in traces.meta.to_json().items()
             if k not in ("schema", "schema_version", "content_hash", "positions", "n_prompts")}
-    staged = Path(tempfile.mkdtemp(dir=folder, prefix=".migrate."))
-    try:
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".migrate.") as tmp:
+        staged = Path(tmp)
         after = save_traces(staged, replace(traces, meta=TraceMeta.of(meta)))
         if after != before:
             raise SimspecError(f"{folder}: the migrated traces hash to {after}, not {before}: left as they were")
         os.replace(staged / "traces.npz", folder / "traces.npz")  # the json's hash covers both versions
         os.replace(staged / "traces.json", folder / "traces.json")
-    finally:
-        for leftover in staged.iterdir():
-            leftover.unlink()
-        staged.rmdir()

@@ -69,9 +69,8 @@ def _context_ids(context: int, vocab: int, device: torch.device) -> torch.Tensor
 
 def _drafter_context(drafter: Drafter, context: int, vocab: int, device: torch.device):
     """A context of L tokens for the drafter, and the target features it reads (zeros), if any."""
-    hidden = None
-    if drafter.uses_target_hidden:
-        hidden = torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
+    hidden = (torch.zeros(context, drafter.feature_width, device=device, dtype=drafter.dtype)
+              if drafter.uses_target_hidden else None)
     return _context_ids(context, vocab, device), hidden
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from simspec import __version__
+from simspec.measure import Bar
 
 if TYPE_CHECKING:
     from simspec.measure.calibrate import CalibrateRequest
-
-Bar = Callable[[str, int], Callable[..., None]]
 
 # (D, V) of the live engine's replay check against the recorded traces (depth_max: the deepest).
 REPLAY_CHECK = ((3, 8), (6, 16), (8, 60))

@@ -77,13 +77,9 @@ def residual_breakdown(timings: Sequence[RunTiming], charge: dict[str, DecisionC
         "components": list(COMPONENTS),
         "methods": {name: _method_breakdown(runs, as_charge(charge.get(name, 0.0)))
                     for name, runs in by_method.items()},
-        "curves": {
-            "verify by verified size": _binned(speculative, "verify", "size"),
-            "verify by draft depth": _binned(speculative, "verify", "depth"),
-            "verify by context": _binned(speculative, "verify", "context"),
-            "draft by tokens committed": _binned(speculative, "draft", "committed"),
-            "bookkeeping by verified size": _binned(speculative, "bookkeeping", "size"),
-        },
+        "curves": {f"{op} by {label}": _binned(speculative, op, axis) for op, label, axis in (
+            ("verify", "verified size", "size"), ("verify", "draft depth", "depth"), ("verify", "context", "context"),
+            ("draft", "tokens committed", "committed"), ("bookkeeping", "verified size", "size"))},
     }
 
 

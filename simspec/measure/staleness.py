@@ -48,7 +48,6 @@ def staleness(profile, here_model: str, runs, before: float, after: float) -> di
     fitted = (meta.in_situ or {}).get("created") or (meta.engine_fit or {}).get("created") or meta.created
     through = thirds(runs)
     plain = {"before": round(before, 4), **through, "after": round(after, 4)}
-    values = list(plain.values())
     # Like with like: the probes time one prompt, the thirds every prompt of theirs.
     moved = max(abs(after / before - 1), max(through.values()) / min(through.values()) - 1 if through else 0.0)
     same = meta.device_model == here_model
@@ -59,7 +58,7 @@ def staleness(profile, here_model: str, runs, before: float, after: float) -> di
         notes.append(f"the machine drifted: plain decoding's speed moved {moved:.1%} during the runs (live / "
                      f"profile before {before:.3f}, after {after:.3f}; by thirds "
                      + ", ".join(f"{v:.3f}" for v in through.values()) + "): part of any error is that drift")
-    level = float(np.median(values))
+    level = float(np.median(list(plain.values())))
     if abs(level - 1) > DRIFT_NOTE:
         notes.append(f"plain decoding ran at {level:.3f}x the profile's time: the machine is "
                      f"{'slower' if level > 1 else 'faster'} than when it was calibrated")

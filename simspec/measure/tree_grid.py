@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from simspec.policies.base import tree_capacity
+from simspec.policies.base import StaticPolicy, tree_capacity
 
 
 @dataclass(frozen=True)
@@ -17,9 +17,11 @@ class TreeConfig:
     width: int
     size: int
 
-    @property
-    def label(self) -> str:
-        return f"D={self.depth} W={self.width} V={self.size}"
+    def policy(self) -> StaticPolicy:
+        """The tree as a static policy, named by its config."""
+        policy = StaticPolicy(self.depth, self.width, self.size)
+        policy.name = f"D={self.depth} W={self.width} V={self.size}"
+        return policy
 
 
 def config_row(config: TreeConfig, runs, quartiles, repeat_medians: list[float], tau: float, tokens_per_s: float,

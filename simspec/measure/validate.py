@@ -13,24 +13,21 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from simspec import __version__, flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.measure import Bar
 from simspec.policies.registry import baselines_help, default_baselines
 from simspec.report.validation import ValidationReport
 from simspec.sim.charge import DecisionCharge
 from simspec.sim.evaluate import check_names, check_split, methods_flag
 from simspec.sim.profile import Profile, load_live_profile
-
-Bar = Callable[[str, int], Callable[..., None]]
-
-
-REAL_TOKENS = flags.REAL_TOKENS  # --real's new tokens per prompt without --max-new-tokens (--simulated: all)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +45,6 @@ class ValidateRequest:
     prompts: str = flags.prompts()
     n_prompts: int = flags.n_prompts(40)
     repeats: int = flags.repeats(1)
-    # refit the profile in situ on train prompts of ``prompts`` first, and predict with that
     recalibrate: bool = flags.recalibrate()
     recalibrate_prompts: int = flags.recalibrate_prompts()
     allow_other_device: bool = flags.allow_other_device()
@@ -61,15 +57,13 @@ class ValidateRequest:
 
     def tokens(self) -> int:
         """--real's new tokens per prompt."""
-        return REAL_TOKENS if self.max_new_tokens is None else self.max_new_tokens
+        return flags.REAL_TOKENS if self.max_new_tokens is None else self.max_new_tokens
 
     def simulated(self):
         """The replay of ``validate --simulated`` (numpy only)."""
         from simspec.sim.run import SimulatedRequest
 
-        return SimulatedRequest(profile=self.profile, baselines=self.baselines, policies=self.policies,
-                                split=self.split, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                drafters=self.drafters)
+        return SimulatedRequest(**{f.name: getattr(self, f.name) for f in fields(SimulatedRequest)})
 
     def sampling(self, profile: Profile):
         """How the run decodes: the profile's traces' temperature and top-p, this request's seed."""
@@ -220,8 +214,6 @@ class Setup:
 
 def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> Setup:
     """Loads the engine, refits the profile (``--recalibrate``) and tunes the methods, priced at the batch size."""
-    from types import SimpleNamespace
-
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.measure.insitu import LADDER, check_device, refit_in_situ
     from simspec.measure.insitu_batch import refit_batch
@@ -288,8 +280,6 @@ def scored_traces(request: ValidateRequest, profile: Profile, engine, chosen: li
     return traces, recorded
 
 
-
-
 def _run_meta(request: ValidateRequest, s: Setup, traces, recorded: list, simulated: dict) -> dict:
     """The report's description of the run (``ValidationReport``'s header fields), hashed."""
     from simspec.engine.runtime import compiled_mode
@@ -304,21 +294,17 @@ def _run_meta(request: ValidateRequest, s: Setup, traces, recorded: list, simula
                          "decision_seconds": meta.decision_seconds})
     profile, target = s.profile.meta, s.engine.target
     meta = {
-        "simspec_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "simspec_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(str(target.device)), "device_model": device_model(str(target.device)),
         "device": device_label(str(target.device)), "target": profile.target, "draft": profile.draft,
         "profile": {**profile_block(request, s), "device": profile.device, "device_model": profile.device_model,
-                    "threads": profile.threads,
-                    "in_situ": (profile.in_situ or {}).get("base")},  # None: calibrate's tight loops
+                    "threads": profile.threads, "in_situ": (profile.in_situ or {}).get("base")},  # None: tight loops
         "policies": policies, "baselines": list(request.baselines), "warnings": s.notes,
         "prompts": request.prompts, "split": request.split, "n_prompts": len(s.chosen),
         "prompt_ids": [p.id for p in s.chosen], "max_new_tokens": s.tokens, "repeats": request.repeats,
-        "runtime": s.engine.runtime, "compile_s": round(s.engine.compile_s, 1),
-        "compile_mode": compiled_mode(target),
+        "runtime": s.engine.runtime, "compile_s": round(s.engine.compile_s, 1), "compile_mode": compiled_mode(target),
         **s.sampling.describe(),  # temperature, top_p, seed (temperature 0: nothing is sampled)
-        "traces_hash": traces.content_hash(),
-        "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
+        "traces_hash": traces.content_hash(), "near_tie_cut_traces": int(sum(r.near_tie_cut for r in recorded)),
         # per cycle on the scored prompts, as the simulator charged it (each cycle at its own depth)
         "decision_seconds_charged": {name: float(r.decision_seconds.sum() / max(r.cycles.sum(), 1))
                                      for name, r in simulated.items()},
@@ -332,7 +318,6 @@ def profile_block(request: ValidateRequest, s: Setup) -> dict:
     refit = s.refit
     return {"name": f"{s.base.directory.name}, refitted in this run" if refit else s.base.directory.name,
             "path": str(request.profile), "hash": s.profile.meta.inputs_hash, "created": s.profile.meta.created,
-            # "this run": refitted by --recalibrate right before the runs, saved in RUN/profile/
             "refit": "this run" if refit else None,
             "refit_live_over_profile": refit.record["live_over_profile"] if refit else None}
 

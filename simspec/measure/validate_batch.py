@@ -19,30 +19,37 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     """Runs ``validate --real`` at ``request.batch_size``; returns the report and its folder."""
     from simspec.machine import device_label, device_model
     from simspec.measure.bench_batch import interleaved
+    from simspec.measure.interleave import DriftMeter
     from simspec.measure.validate import inputs_hash, profile_block, scored_traces, setup_run, write_run
     from simspec.report.validation_batch import render_markdown
+    from simspec.sim.replay import replay
 
     started = time.perf_counter()
     s = setup_run(request, checked, bar, status)
     batch, profile, target, methods = request.batch_size, s.profile, s.engine.target, s.methods
     traces, _ = scored_traces(request, s.base, s.engine, s.chosen, s.ids, bar)
-    simulated = _simulate(traces, profile.cost, methods, s.charged, batch, s.tokens, s.engine.sampling,
-                          request.repeats)
+    # at T > 0 a queue per pass, on that pass's sampled traces
+    queues = np.arange(traces.n_prompts).reshape(1 if s.engine.sampling.greedy else request.repeats, -1)
+    simulated = {m.name: replay(traces, profile.cost, m, s.tokens, s.charged.get(m.family, DecisionCharge.flat(0.0)),
+                                s.engine.sampling.seed, queues, batch=batch) for m in methods}
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
                (len(methods) + 1) * request.repeats * len(s.ids))
     plain, measured = interleaved(s.rows, [(p.id, i) for p, i in zip(s.chosen, s.ids)], methods, s.tokens,
                                   request.repeats, tick)
-    drift = _drift(profile.cost.at_batch(batch), s.width, plain, measured)
+    drift = DriftMeter(profile.cost.at_batch(batch), s.width)  # the scored runs against the curves at B
+    for run in plain:
+        drift.batch(run, plain=True)
+    for run in [r for real in measured for r in real.runs]:
+        drift.batch(run, plain=False)
     rows = _rows(methods, measured, simulated)
     errors = [abs(r["rel_error"]) for r in rows]
-    refit = s.refit
     report = {
         "schema": BATCH_REPORT_SCHEMA, "schema_version": BATCH_REPORT_VERSION, "simspec_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "batch_size": batch,
         "device": device_label(str(target.device)), "device_model": device_model(str(target.device)),
         "target": profile.meta.target, "draft": profile.meta.draft, "dtype": profile.dtype,
         "profile": {**profile_block(request, s), "batch_sizes": profile.cost.batch_sizes,
-                    "refit_seconds": refit.record["seconds"] if refit else None},
+                    "refit_seconds": s.refit.record["seconds"] if s.refit else None},
         "prompts": request.prompts, "split": request.split, "n_prompts": len(s.chosen),
         "prompt_ids": [p.id for p in s.chosen], "max_new_tokens": s.tokens, "repeats": request.repeats,
         **s.engine.sampling.describe(), "traces_hash": traces.content_hash(), "baselines": list(request.baselines),
@@ -56,31 +63,8 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "warnings": s.notes, "seconds": round(time.perf_counter() - started, 1),
     }
     report["inputs_hash"] = inputs_hash(report, "policies", "batch_size")
-    profiles = {"profile": profile} if refit else {}
+    profiles = {"profile": profile} if s.refit else {}
     return write_run(s.out_dir, request.force, report, BatchValidationReport, render_markdown, profiles), s.out_dir
-
-
-def _simulate(traces, cost, methods: list, charged: dict, batch: int, tokens: int, sampling, repeats: int) -> dict:
-    """Each method's replay of the scored queue; at T > 0 a queue per pass, on that pass's sampled traces."""
-    from simspec.sim.replay import replay
-
-    passes = 1 if sampling.greedy else repeats
-    queues = np.arange(traces.n_prompts).reshape(passes, -1)
-    return {m.name: replay(traces, cost, m, tokens, charged.get(m.family, DecisionCharge.flat(0.0)),
-                           sampling.seed, queues, batch=batch) for m in methods}
-
-
-def _drift(cost, width: int, plain: list, measured: list):
-    """The scored runs held against the predicting curves at B, operation by operation (nothing fitted on them)."""
-    from simspec.measure.interleave import DriftMeter
-
-    drift = DriftMeter(cost, width)
-    for run in plain:
-        drift.batch(run, plain=True)
-    for real in measured:
-        for run in real.runs:
-            drift.batch(run, plain=False)
-    return drift
 
 
 def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:

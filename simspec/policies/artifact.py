@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import warnings
 import zipfile
 import zlib
@@ -18,14 +17,14 @@ from typing import ClassVar
 import numpy as np
 
 from simspec import __version__
+from simspec.cache import atomic_directory
 from simspec.errors import SimspecError, read_json, require, require_schema
 from simspec.policies.algorithms import LEARNED, learned
 from simspec.policies.base import BatchPolicy
 from simspec.schema import Artifact, Record
 from simspec.shipped import locate
 
-POLICY_SCHEMA = "simspec-policy"
-POLICY_VERSION = 1
+POLICY_SCHEMA, POLICY_VERSION = "simspec-policy", 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,20 +107,11 @@ def write_policy(directory: Path, meta: dict, arrays: dict[str, np.ndarray], ext
     except (KeyError, ValueError, TypeError, SimspecError) as exc:
         raise SimspecError(f"refusing to write policy {directory}: its networks are incomplete ({exc!r})") from None
     meta = {"schema": POLICY_SCHEMA, "schema_version": POLICY_VERSION, "simspec_version": __version__, **meta}
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a policy folder is ordinary data
-    try:
+    with atomic_directory(directory, replace=force) as staging:
         np.savez(staging / "policy.npz", **arrays)
         (staging / "policy.json").write_text(json.dumps(meta, indent=1))
         for name, source in (extra_files or {}).items():
             shutil.move(str(source), str(staging / name))
-        if directory.exists():
-            shutil.rmtree(directory)
-        staging.rename(directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return directory
 
 

@@ -101,15 +101,13 @@ class BatchPolicy(ABC):
     # "static" for any fixed tree, or "policy:<folder>" (its policy.json's time).
     family: str = "static"
     width: int = 10
-    # Token-cache rules: ``observe_batch`` also gets ``hits``, accepted drafts already in the cache.
-    reads_cache: bool = False
+    reads_cache: bool = False  # token-cache rules: ``observe_batch`` also gets ``hits``, accepted drafts cached
     # Sequences verified together in one forward, set by the driver before ``reset_batch`` (under
     # load before every cycle, with ``waiting``: requests arrived that have no row yet). Replay's
     # rows are independent sequences, not a batch.
     batch_size: int = 1
     waiting: int = 0
-    # Sequoia's one tree of fixed shape; None: (D, W, top-V) trees.
-    shape: TreeShape | None = None
+    shape: TreeShape | None = None  # Sequoia's one tree of fixed shape; None: (D, W, top-V) trees
 
     def reset_batch(self, n: int) -> None:  # noqa: B027 (optional hook)
         """``n`` new sequences start."""

@@ -36,8 +36,7 @@ class MLP:
         if count == 0:
             raise KeyError(prefix)
         return cls(tuple((arrays[f"{prefix}.{i}.weight"].astype(np.float32),
-                          arrays[f"{prefix}.{i}.bias"].astype(np.float32))
-                         for i in range(count)))
+                          arrays[f"{prefix}.{i}.bias"].astype(np.float32)) for i in range(count)))
 
 
 @dataclass(frozen=True)

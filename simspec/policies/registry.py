@@ -13,8 +13,7 @@ from typing import Any
 from simspec.policies.base import BatchPolicy, Costs, StaticPolicy
 from simspec.registry import Registry
 
-# Methods that choose per prompt rather than per cycle (``validate --simulated`` scores them itself).
-PROMPT_LEVEL = ("select",)
+PROMPT_LEVEL = ("select",)  # methods choosing per prompt, not per cycle (``validate --simulated`` scores them)
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,11 @@ class BaselineSpec:
 BASELINE_REGISTRY: Registry[BaselineSpec] = Registry("baseline", ("simspec.policies.rules",))
 
 
-def register_baseline(name: str, *, help: str, grid: tuple = (None,), timing_value: Any = None,
-                      default: bool = False, sized: bool = True, charged_as: str | None = None,
-                      needs_prompt_tokens: bool = False):
-    """Decorator: registers ``make(ctx, value) -> BatchPolicy`` as the baseline ``name``."""
+def register_baseline(name: str, *, help: str, grid: tuple = (None,), **options: Any):
+    """Decorator: registers ``make(ctx, value) -> BatchPolicy`` as the baseline ``name`` (``options``: the
+    rest of ``BaselineSpec``'s fields)."""
     def decorate(make: Callable[[RuleContext, Any], BatchPolicy]):
-        BASELINE_REGISTRY.add(name, BaselineSpec(name, make, help, tuple(grid), timing_value, default, sized,
-                                                 charged_as, needs_prompt_tokens))
+        BASELINE_REGISTRY.add(name, BaselineSpec(name, make, help, tuple(grid), **options))
         return make
     return decorate
 

@@ -73,10 +73,8 @@ class AcceptancePredictor:
             d_h = np.outer(d_logit, params[2]) * (1 - h * h)
             grads = [x.T @ d_h, d_h.sum(0), h.T @ d_logit, np.array([d_logit.sum()])]
             for param, grad, (m, v) in zip(params, grads, moments):
-                m *= 0.9
-                m += 0.1 * grad
-                v *= 0.999
-                v += 0.001 * grad * grad
+                m[...] = m * 0.9 + 0.1 * grad
+                v[...] = v * 0.999 + 0.001 * grad * grad
                 param -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
         model.w1, model.b1, model.w2, model.b2 = params[0], params[1], params[2], float(params[3][0])
         return model

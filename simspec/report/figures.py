@@ -3,6 +3,7 @@ before any is loaded (its name comes from the folder named, not from its content
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from simspec.errors import SimspecError
@@ -78,8 +79,6 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
 
 def _summary_folder(summary: dict, out: str, force: bool, stem: str, draw) -> list[str]:
     """A new folder of ``STEM.json`` (the summary) and, with ``draw``, ``STEM.png``; the paths written."""
-    import json
-
     from simspec.cache import atomic_directory
 
     names = [f"{stem}.json"]

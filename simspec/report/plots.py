@@ -279,14 +279,13 @@ def plot_action_map(report: ValidationReport, method: str, out_dir: Path, *, for
     sizes = np.unique(actions[:, 1])
     groups = [(0, 0, "0"), (1, 1, "1"), (2, 2, "2"), (3, 3, "3"), (4, 10 ** 6, "≥4")]
     fig, axes = plt.subplots(1, len(groups), figsize=(3.1 * len(groups), 3.6), sharey=True)
-    counts_max = 1
     panels = []
     for lo, hi, _ in groups:
         mine = actions[(actions[:, 2] >= lo) & (actions[:, 2] <= hi)]
         grid = np.zeros((len(sizes), len(depths)))
         np.add.at(grid, (np.searchsorted(sizes, mine[:, 1]), mine[:, 0] - 1), 1)
         panels.append((grid, len(mine)))
-        counts_max = max(counts_max, int(grid.max()))
+    counts_max = max(1, *(int(grid.max()) for grid, _ in panels))
     for ax, (grid, total), (_, _, label) in zip(axes, panels, groups):
         image = ax.imshow(np.where(grid > 0, grid, np.nan), origin="lower", aspect="auto", cmap="viridis",
                           vmin=1, vmax=counts_max)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -14,8 +15,7 @@ from simspec.errors import SimspecError
 from simspec.schema import Artifact, Record
 from simspec.stats import gain, mean_ci, paired_p, spearman
 
-REPORT_SCHEMA = "simspec-validation"
-REPORT_VERSION = 1
+REPORT_SCHEMA, REPORT_VERSION = "simspec-validation", 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,8 +149,7 @@ class ValidationReport(Artifact):
     residuals: dict | None = None
     near_tie_cut_traces: int | None = None
     warnings: list = field(default_factory=list)
-# Methods the paired tests compare against, by family.
-REFERENCES = ("eagle3", "grid")
+REFERENCES = ("eagle3", "grid")  # the families the paired tests compare against
 
 
 def lossless_label(exact_match: bool | None, lossless: bool | None, pit_p: float | None, no: str = "NO") -> str:
@@ -174,8 +173,7 @@ def method_row(runs, simulated, corrected, references: dict[str, np.ndarray]) ->
     """One method's row: real, simulated (also drift-corrected), paired tests. Greedy: medians over
     prompts; at T > 0 the speedup is random: means over every (prompt, seed), a 95 % CI over prompts."""
     real = runs.speedup
-    n = len(real)
-    sim, sim_corrected = per_prompt(simulated.speedup, n), per_prompt(corrected.speedup, n)
+    sim, sim_corrected = (per_prompt(x.speedup, len(real)) for x in (simulated, corrected))
     centre = np.mean if runs.sampled else np.median
     q25, q75 = np.percentile(real, [25, 75])
     speedup_real, speedup_sim, speedup_corrected = (float(centre(x)) for x in (real, sim, sim_corrected))
@@ -225,9 +223,8 @@ def rank_inversions(rows: list[dict]) -> list[dict]:
         real = a["speedup_real"] - b["speedup_real"]
         sim = a["speedup_sim"] - b["speedup_sim"]
         if real * sim < 0:
-            p = paired_p(a["per_prompt"]["speedup_real"], b["per_prompt"]["speedup_real"])
             out.append({"a": a["method"], "b": b["method"], "real_difference": real, "sim_difference": sim,
-                        "p_real": p})
+                        "p_real": paired_p(a["per_prompt"]["speedup_real"], b["per_prompt"]["speedup_real"])})
     return out
 
 
@@ -293,8 +290,6 @@ def measurement_noise(rows: list[dict], draws: int = 20_000, seed: int = 0) -> d
 
 def read_report(path) -> ValidationReport:
     """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
-    from pathlib import Path
-
     path = Path(path)
     file = path / "report.json" if path.is_dir() else path
     fix = f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
@@ -302,9 +297,8 @@ def read_report(path) -> ValidationReport:
     if not report.rows:
         raise SimspecError(f"{file}: field 'rows' is empty (a report has a row per method): {fix}")
     for i, row in enumerate(report.rows):
-        actions = row.actions
-        if not actions or not all(isinstance(a, list) and len(a) == 3 and all(type(x) is int and x >= 0 for x in a)
-                                  for a in actions):
+        if not row.actions or not all(isinstance(a, list) and len(a) == 3 and all(type(x) is int and x >= 0 for x in a)
+                                      for a in row.actions):
             raise SimspecError(f"{file}: field 'rows[{i}].actions' must be a non-empty list of [depth, size, "
                                f"accepted] integer triples: {fix}")
     return report

@@ -8,19 +8,16 @@ from simspec.policies.registry import RuleContext, register_baseline
 
 @register_baseline("eagle3", help="EAGLE-3's default tree", default=True, sized=False, charged_as="static")
 def eagle3(ctx: RuleContext, _=None) -> StaticPolicy:
-    return fit_width(eagle3_default(), ctx.width)
+    """At the traces' width (a trace holds one width)."""
+    default = eagle3_default()
+    if default.width == ctx.width:
+        return default
+    policy = StaticPolicy(default._plan.depth, ctx.width, default._plan.size)
+    policy.name = f"{default.name}(W={ctx.width})"
+    return policy
 
 
 @register_baseline("grid", help="the static tree fastest on the train split", default=True, sized=False,
                    charged_as="static")
 def grid(ctx: RuleContext, _=None) -> StaticPolicy:
     return ctx.grid_best()
-
-
-def fit_width(policy: StaticPolicy, width: int) -> StaticPolicy:
-    """``policy``'s tree at the traces' width (a trace holds one width)."""
-    if policy.width == width:
-        return policy
-    fitted = StaticPolicy(policy._plan.depth, width, policy._plan.size)
-    fitted.name = f"{policy.name}(W={width})"
-    return fitted
