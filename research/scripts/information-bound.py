@@ -25,6 +25,7 @@ import sys
 import time
 
 import numpy as np
+from imitation import fit_imitation, oracle_cycles  # research/scripts/imitation.py, beside this script
 
 from simspec.policies.artifact import load_policy
 from simspec.policies.rules.bayes import KAPPAS, BayesTree
@@ -36,7 +37,6 @@ from simspec.sim.bound import (
     perfect_probabilities,
 )
 from simspec.sim.evaluate import grid_best, split_traces
-from simspec.sim.imitation import fit_imitation, oracle_cycles
 from simspec.sim.labels import WHOLE_TREE, fit_node_predictor
 from simspec.sim.oracle import oracle
 from simspec.sim.profile import load_profile

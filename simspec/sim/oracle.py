@@ -37,7 +37,7 @@ class OracleResult:
 
 def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
            sizes: tuple[int, ...] = ORACLE_SIZES, choices: bool = False) -> OracleResult:
-    """The least time per prompt; with ``choices``, also the argmin option of every state (``imitation``)."""
+    """The least time per prompt; with ``choices``, also the argmin option of every state (imitation, research)."""
     width, dmax = traces.width, traces.depth_max
     # Sizes past a tree's node count verify the whole tree: that choice is searched too.
     options = np.array(sorted({(d, int(min(v, tree_capacities(d, width), traces.nodes)))

@@ -1,5 +1,5 @@
-"""The information bound: how much of the hindsight oracle's gain a policy can reach from what it
-observes when it decides (numpy only).
+"""Research, read by ``information-bound.py`` (not the package): the information bound, how much of
+the hindsight oracle's gain a policy can reach from what it observes when it decides (numpy only).
 
 ``oracle_cycles`` follows the oracle's choices forward on the train split; imitation fits two
 classifiers on what a policy sees at the engine's decision points in those cycles: after each
