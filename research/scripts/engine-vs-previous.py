@@ -51,7 +51,9 @@ def engines(old, batch: int, runtime: str):
     target, drafter = load_pair("smollm2-135m-instruct", "eagle")
     new = SpeculativeEngine(target, drafter, runtime=runtime, batch_size=batch)
     o_target, o_drafter = old.load.load_pair("smollm2-135m-instruct", "eagle")
-    if batch == 1:
+    if old.batch is None:  # OLD had the one engine already
+        prev = old.speculative.SpeculativeEngine(o_target, o_drafter, runtime=runtime, batch_size=batch)
+    elif batch == 1:
         prev = old.speculative.SpeculativeEngine(o_target, o_drafter, runtime=runtime)
     else:
         prev = old.batch.BatchEngine(o_target, o_drafter, batch, runtime)
@@ -84,9 +86,14 @@ def main() -> None:
 
     from simspec.machine import device_model
 
-    old = SimpleNamespace(**{name: importlib.import_module(f"simspec_old.{module}") for name, module in (
-        ("load", "engine.load"), ("speculative", "engine.speculative"), ("batch", "engine.batch"),
-        ("base", "policies.base"))})
+    def module(name: str):
+        try:
+            return importlib.import_module(f"simspec_old.{name}")
+        except ModuleNotFoundError:  # engine.batch: gone once one engine served every batch size
+            return None
+
+    old = SimpleNamespace(load=module("engine.load"), speculative=module("engine.speculative"),
+                          batch=module("engine.batch"), base=module("policies.base"))
     print(json.dumps({"device": device_model("cpu"), "old": commit, "passes": passes, "prompts": n_prompts,
                       "tokens": tokens}), flush=True)
     for batch, runtime in points:

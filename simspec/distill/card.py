@@ -143,8 +143,8 @@ def write_card(directory: Path, title: str, description: str, provenance: Drafte
         for name, run in runs.items():
             reach = ", ".join(f"k={k}: {v:.2f}" for k, v in run["reach"].items())
             lines.append(f"- {src}, {name}: tau {run['tau']:.2f} over {run['cycles']} cycles; {reach}")
-    scripts = ("`scripts/results/eagle3-drafter.sh`" if p.kind == "eagle3" else
-               "`scripts/results/train-drafters.sh` and `scripts/results/drafter-cards.sh`")
+    scripts = ("`research/scripts/eagle3-drafter.sh`" if p.kind == "eagle3" else
+               "`research/scripts/train-drafters.sh` and `research/scripts/drafter-cards.sh`")
     lines += ["", f"Reproduce: {scripts} (simspec's docs/drafters.md explains the recipe).", ""]
     (directory / "README.md").write_text("\n".join(lines))
     (directory / "measured.json").write_text(json.dumps(measured, indent=1))

@@ -36,7 +36,7 @@ log = logging.getLogger("simspec")
 SOURCES = ("sharegpt", "code", *SELF_SOURCES)
 # Prompts the target continues at once (batched greedy decoding): on 2 fp32 cores a decode step
 # costs about as much at 128 rows as at 64 and 1.5x less per token than at 32; 256 is slower again
-# (scripts/results/teacher-generation.py).
+# (research/scripts/teacher-generation.py).
 GENERATION_BATCH = 128
 
 

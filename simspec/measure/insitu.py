@@ -6,7 +6,7 @@ ratio (docs/calibration.md#in-situ-recalibration). This runs plain decoding and 
 static trees on train prompts, interleaved, holds every cycle against the profile's curves and
 scales each curve by the live ratio: per size for verify and bookkeeping and per context for the
 plain step, since the live ratio can step between neighbouring sizes
-(``scripts/results/verify-by-size.py``); the arithmetic is ``simspec.measure.refit``'s."""
+(``research/scripts/verify-by-size.py``); the arithmetic is ``simspec.measure.refit``'s."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ class CoTimedRefit:
     """The in-situ refit spread over a validation's scored runs (after each scored prompt, plain
     decoding and ``trees(step)`` on the next train prompt), so that it is timed over the same
     minutes as the runs it predicts. Its ladder adds each scored run's most frequent (depth, V):
-    the live curve can step between ladder sizes (``scripts/results/verify-by-method.py``); each
+    the live curve can step between ladder sizes (``research/scripts/verify-by-method.py``); each
     step times every such point, as often as its method runs (one tree's time spreads from prompt
     to prompt), and the next ``trees_per_step`` of ``LADDER`` in rotation."""
 
