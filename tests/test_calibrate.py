@@ -330,7 +330,10 @@ def _prices_a_held_out_run(out):
         meter.greedy(engine.plain(one, 24))
         meter.speculative(engine.generate(one, tree, 24))
     live = meter.ratios()
-    tolerance = {"greedy step": 0.25, "verify": 0.25, "bookkeeping": 0.5}
+    # Bookkeeping is a few per cent of a cycle, timed here on two short prompts beside the other
+    # xdist worker: within a factor of two (0.65 seen on a quiet 2-core run); the tight loop the
+    # fit replaced is 20-26x off, so the bound keeps the check's power.
+    tolerance = {"greedy step": 0.25, "verify": 0.25, "bookkeeping": 1.0}
     for op, tol in tolerance.items():
         assert abs(np.log(live[op])) < np.log1p(tol), (op, live, fit["live_over_tight_loop"])
     # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here.
