@@ -323,17 +323,19 @@ def _prices_a_held_out_run(out):
     held_out = load_prompts("humaneval", split="heldout", n=2)
     assert not {p.id for p in held_out} & set(fit["prompt_ids"])
     engine, ids = load_engine(profile, [p.text for p in held_out], 40, lambda text: contextlib.nullcontext())
-    meter = DriftMeter(profile.cost, profile.meta.traces.width)
     tree = StaticPolicy(4, profile.meta.traces.width, 8)
     engine.plain(ids[0], 8)  # warm
-    for one in ids:
-        meter.greedy(engine.plain(one, 24))
-        meter.speculative(engine.generate(one, tree, 24))
-    live = meter.ratios()
-    # Bookkeeping is a few per cent of a cycle, timed here on two short prompts beside the other
-    # xdist worker: within a factor of two (0.65 seen on a quiet 2-core run); the tight loop the
-    # fit replaced is 20-26x off, so the bound keeps the check's power.
-    tolerance = {"greedy step": 0.25, "verify": 0.25, "bookkeeping": 1.0}
+    rounds = []
+    # Three rounds, each component's median: the other xdist worker's tests share these 2 cores and
+    # one round's ratio moved by 0.65-1.33 between runs of the suite.
+    for _ in range(3):
+        meter = DriftMeter(profile.cost, profile.meta.traces.width)
+        for one in ids:
+            meter.greedy(engine.plain(one, 24))
+            meter.speculative(engine.generate(one, tree, 24))
+        rounds.append(meter.ratios())
+    live = {op: float(np.median([r[op] for r in rounds])) for op in rounds[0]}
+    tolerance = {"greedy step": 0.25, "verify": 0.25, "bookkeeping": 0.5}
     for op, tol in tolerance.items():
         assert abs(np.log(live[op])) < np.log1p(tol), (op, live, fit["live_over_tight_loop"])
     # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here.
