@@ -141,7 +141,7 @@ def test_the_bound_nears_the_oracle_when_it_knows_the_path_and_node_scores_keep_
     top = np.median(oracle(traces, cost).speedup)
     known, _ = full_tree_bayes(traces, cost, perfect_probabilities(traces), 2.0)
     assert np.median(known) > 0.9 * top
-    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=400, top=WHOLE_TREE), steps=150)
+    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=200, top=WHOLE_TREE), steps=100)
     scored = information_bound(traces, cost, predictor, kappas=(1.75, 2.0))
     assert np.median(scored.speedup) < np.median(known) - 0.1
     assert scored.depths.sum() > 0 and scored.kappa in (1.75, 2.0)

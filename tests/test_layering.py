@@ -14,6 +14,7 @@ functions alike); the ``sys.modules`` and ``os.environ`` checks run in fresh int
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import shutil
@@ -57,27 +58,37 @@ def imports(root: Path = ROOT, run_time: bool = False) -> dict[str, set[str]]:
     graph = {}
     for module, path in known.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        names = set()
-        tree = ast.parse(path.read_text(), str(path))
-        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(block.test) for stmt in block.body for n in ast.walk(stmt)}
-        for node in ast.walk(tree):
-            if run_time and id(node) in typing_only:
-                continue
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: from .x import y
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(anchor + ([node.module] if node.module else []))
-                names.add(base)
-                names.update(f"{base}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-                    == "import_module" and node.args and isinstance(node.args[0], ast.Constant):
-                names.add(str(node.args[0].value))
+        names = imported_names(path.read_text(), package)[1 if run_time else 0]
         graph[module] = {r for n in names if n.split(".")[0] == "simspec" and (r := resolve(n)) and r != "simspec"}
     return graph
+
+
+@functools.cache  # the checks parse each source several times, and a copy of the package again
+def imported_names(source: str, package: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The dotted names ``source`` (a module of ``package``) imports anywhere: all of them, and
+    those outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(source)
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(block.test) for stmt in block.body for n in ast.walk(stmt)}
+    every, run_time = set(), set()
+    for node in ast.walk(tree):
+        names = set()
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .x import y
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                == "import_module" and node.args and isinstance(node.args[0], ast.Constant):
+            names.add(str(node.args[0].value))
+        every |= names
+        if id(node) not in typing_only:
+            run_time |= names
+    return frozenset(every), frozenset(run_time)
 
 
 def subpackage(module: str) -> str:

@@ -93,13 +93,10 @@ def test_replay_is_seeded_and_draws_each_cycle_from_its_trees_law():
     a = replay(traces, cost, StaticPolicy(4, 2, 6), seed=1)
     assert np.array_equal(a.tokens, replay(traces, cost, StaticPolicy(4, 2, 6), seed=1).tokens)
     assert np.array_equal(a.seconds, replay(traces, cost, StaticPolicy(4, 2, 6), seed=1).seconds)
-    runs = 1500
-    firsts = []
-    for seed in range(runs):
-        policy = FirstCycles(4, 2, 6)
-        replay(traces, cost, policy, seed=seed, draws=1)
-        firsts.append(policy.first)
-    firsts = np.array(firsts)  # [runs, prompts]: every prompt's first cycle is rooted at its position 0
+    runs = 1500  # independent replays of every prompt, drawn as the rows of one replay call
+    policy = FirstCycles(4, 2, 6)
+    replay(traces, cost, policy, seed=0, draws=runs)
+    firsts = policy.first.reshape(runs, -1)  # [runs, prompts]: every prompt's first cycle is rooted at its position 0
     assert len({tuple(f) for f in firsts[:20]}) > 1
     starts = traces.prompt_offsets[:-1]
     expected = traces.expected_accepted(starts, np.full(len(starts), 4), np.full(len(starts), 6))
@@ -117,7 +114,7 @@ def test_the_oracle_minimises_expected_time():
     traces, cost = sampled_traces(7), cost_model()
     best = oracle(traces, cost)
     for depth, size in ((2, 2), (4, 6), (6, 8)):
-        mean = np.mean([replay(traces, cost, StaticPolicy(depth, 2, size), seed=s).seconds for s in range(300)], 0)
+        mean = replay(traces, cost, StaticPolicy(depth, 2, size), seed=0, draws=2400).seconds  # 2400 draws' mean
         assert best.seconds.sum() <= mean.sum() * 1.01, (depth, size)
     # the oracle in expectation is not the oracle of one draw: it cannot see which draws come
     assert np.all(best.seconds > 0)

@@ -232,21 +232,30 @@ class CostModel:
             self._tables[key] = table
         return table
 
+    def fed_draft(self, committed: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """The first draft call of a cycle at integer points, fed the last cycle's ``committed`` tokens:
+        what ``cycle`` adds for it to a tree of two or more levels (the oracle's committed axis)."""
+        return self.table("draft", int(committed.max()), int(context.max()))[committed, context]
+
     def cycle(self, depth, width, size, context, committed) -> np.ndarray:
         """Seconds of one cycle: the first draft call (fed the last cycle's ``committed`` tokens),
         ``depth - 2`` calls of ``width`` nodes, the verification of ``size`` tokens and the
         bookkeeping. Depth 1 is a plain step. Integer operating points are looked up in tables."""
-        depth, width, size, context, committed = np.broadcast_arrays(
-            *(np.asarray(x) for x in (depth, width, size, context, committed)))
-        if all(np.issubdtype(x.dtype, np.integer) for x in (depth, width, size, context, committed)) and depth.size:
+        depth, width, size, context, committed = (np.asarray(x) for x in (depth, width, size, context, committed))
+        shape = np.broadcast_shapes(*(x.shape for x in (depth, width, size, context, committed)))
+        if all(np.issubdtype(x.dtype, np.integer) for x in (depth, width, size, context, committed)) and all(shape):
+            # Each term indexed at its own operands' shape (the oracle's [prompts, options, committed]
+            # grid is one sum of small arrays, not five gathers over the whole of it).
             c_max = int(context.max())
             draft = self.table("draft", int(max(committed.max(), width.max())), c_max)
             verify = self.table("verify", int(size.max()), c_max)
-            drafting = np.where(depth >= 2,
-                                draft[committed, context] + np.maximum(depth - 2, 0) * draft[width, context], 0.0)
+            drafting = np.where(depth >= 2, draft[committed, context], 0.0) \
+                + np.maximum(depth - 2, 0) * draft[width, context]
             book = self.table("bookkeeping", int(size.max()), int(depth.max()))
             spent = drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
-            return np.where(depth == 1, self.greedy_steps(context), spent)
+            out = np.where(depth == 1, self.greedy_steps(context), spent)
+            return out if out.shape == shape else np.broadcast_to(out, shape).copy()
+        depth, width, size, context, committed = np.broadcast_arrays(depth, width, size, context, committed)
         depth, width, size, context, committed = (x.astype(float) for x in (depth, width, size, context, committed))
         drafting = np.where(depth >= 2, self.draft(committed, context)
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)

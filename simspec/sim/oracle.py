@@ -46,6 +46,7 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
     limit = positions_limit(traces, max_new_tokens)
     n, horizon = traces.n_prompts, int(limit.max(initial=0))
     committed = np.arange(1, dmax + 1)  # tokens the previous cycle committed: 1..D_max
+    ones, deep = np.ones(1, dtype=np.int64), depth >= 2
     # best[i, p, c-1]; rows past a prompt's budget stay 0 (decoding is over).
     best = np.zeros((n, horizon + dmax + 1, dmax))
     choice = np.zeros((n, horizon, dmax), dtype=np.int16) if choices else None
@@ -55,8 +56,9 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
         at = start[live] + p
         context = traces.context_length[at]
         rows, d_rows, v_rows = np.repeat(at, len(options)), np.tile(depth, len(live)), np.tile(size, len(live))
-        cycle = cost.cycle(depth[None, :, None], width, size[None, :, None], context[:, None, None],
-                           committed[None, None, :])  # [live, K, C]
+        # A cycle's cost depends on the tokens committed before it only through its first draft call
+        # (trees of two or more levels): the least over options is taken per kind, then per committed.
+        rest = cost.cycle(depth[None, :], width, size[None, :], context[:, None], 1)  # [live, K]
         if traces.sampled:  # the next state's expected value over the accepted-length distribution
             chance = traces.accepted_distribution(rows, d_rows, v_rows).reshape(len(live), len(options), dmax)
             a = np.arange(dmax)
@@ -64,9 +66,15 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
         else:
             accepted = accepted_at(traces.path_rank, rows, d_rows, v_rows).reshape(len(live), -1)
             following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value
-        total = cycle + following[:, :, None]
-        best[live, p] = np.min(total, axis=1)
-        if choice is not None:
-            choice[live, p] = np.argmin(total, axis=1)
+        value = rest + following
+        # drafted trees without the first draft call they were priced with (fed one token)
+        drafted = value[:, deep] - cost.fed_draft(ones[:1], context)[:, None]
+        plain, lead = value[:, ~deep].min(1), drafted.argmin(1)
+        fed = cost.fed_draft(committed[None, :], context[:, None])  # [live, C]
+        best[live, p] = np.minimum(plain[:, None], drafted[np.arange(len(live)), lead][:, None] + fed)
+        if choice is not None:  # the first option reaching the least, as an argmin over all of them would
+            choice[live, p] = np.where(plain[:, None] <= best[live, p],
+                                       np.flatnonzero(~deep)[value[:, ~deep].argmin(1)][:, None],
+                                       np.flatnonzero(deep)[lead][:, None])
     prefill = cost.prefill(traces.prompt_lengths)
     return OracleResult(best[:, 0, 0], greedy_seconds(traces, cost, limit), prefill, options, choice)

@@ -100,7 +100,7 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
     asked of ``policy`` as the engine asks it, which then observes the outcome."""
     levels = traces.depth_max - 1
     planned, size = policy.plan_batch(rows, context)
-    planned = np.clip(planned, 1, traces.depth_max)
+    planned = np.minimum(np.maximum(planned, 1), traces.depth_max)  # np.clip's overhead, per cycle
     if policy.shape is not None:  # one fixed tree: its acceptance walks the greedy path's child ranks
         depth = np.minimum(planned, policy.shape.depth)
         size, accepted = policy.shape.nodes_within(depth), policy.shape.accepted(traces.child_ranks(at), depth)
@@ -115,7 +115,7 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
         scores[np.arange(levels)[None, :] >= (depth - 1)[:, None]] = -np.inf  # levels not drafted
         size = policy.choose_size_batch(rows, depth, scores, size)
     # at most the whole tree; at T > 0 at most the nodes the traces hold probabilities for
-    size = np.clip(size, 1, np.minimum(tree_capacities(depth, traces.width), traces.nodes))
+    size = np.minimum(np.maximum(size, 1), np.minimum(tree_capacities(depth, traces.width), traces.nodes))
     accepted = traces.accepted(at, depth, size, rng)
     if policy.reads_cache:
         policy.observe_batch(rows, depth, size, accepted, hits=traces.cache_hits(at, accepted))
