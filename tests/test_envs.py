@@ -89,3 +89,23 @@ def test_every_mdp_passes_the_checker_on_sampled_traces_and_one_seed_repeats_an_
     check_env(SimEnv(name, traces, cost_model(), seed=0), skip_render_check=True)
     for seed in range(4):
         assert _rewards(name, traces, seed) == _rewards(name, traces, seed)
+
+
+def test_radar_draws_average_to_the_expected_table_and_are_the_path_at_t0():
+    """RADAR's offline data drawn from each tree's acceptance-length law (``rng``): their mean over
+    many draws is the expected table; at T = 0 a draw is the greedy path's value."""
+    from helpers import sampled_traces
+
+    traces = sampled_traces(3, nodes=8)
+    rows = np.repeat(np.arange(traces.positions), 400)
+    drawn = radar_dataset(traces, 8, rows=rows, rng=np.random.default_rng(0))
+    assert set(np.unique(drawn)) > {0.0, 1.0}  # draws, not expectations
+    per_position = drawn.reshape(traces.positions, 400, -1)
+    # per number of draft calls, summed over positions: the draws' total against the expected one
+    total, expected = per_position.mean(1).sum(0), radar_dataset(traces, 8).sum(0)
+    spread = np.sqrt((per_position.var(1) / 400).sum(0))
+    assert np.all(np.abs(total - expected) < 4 * spread + 1e-9), (total, expected, spread)
+    assert np.all(np.abs(total - (expected + 0.05 * traces.positions)) > 4 * spread)  # power: 0.05 tokens off
+    greedy = random_traces(5)
+    assert np.array_equal(radar_dataset(greedy, 8, rows=np.arange(greedy.positions), rng=np.random.default_rng(0)),
+                          radar_dataset(greedy, 8))

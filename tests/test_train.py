@@ -53,6 +53,29 @@ def _radar_arrays(seed):
     return train_radar(tiny_setting(seed), config, TrainingLog(), lambda n: None).policy.net.arrays("l")
 
 
+def test_radar_sampled_returns_train_on_draws_at_t1_and_are_the_expected_variant_at_t0():
+    """``returns="sampled"`` (the paper's offline data at T > 0): on sampled traces each episode's
+    return comes from one draw, so the policy differs from the expected-return variant's, and one
+    seed still gives one policy; on greedy traces a draw is the path's value, so the two agree."""
+    from helpers import sampled_traces
+
+    config = RadarConfig(hidden=8, updates=20, batch=32, validations=2, learning_rate=1e-2)
+
+    def arrays(setting, returns):
+        return train_radar(setting, config, TrainingLog(), lambda n: None, returns=returns).policy.net.arrays("l")
+
+    traces = sampled_traces(4, n_prompts=7, nodes=8)
+    fit, validation = traces.subset(np.arange(5)), traces.subset(np.array([5, 6]))
+    sampled = Setting(None, cost_model(), traces, fit, validation, validation, grid_depth=3, grid_size=4,
+                      reward="throughput", seed=0, n_envs=4)
+    drawn, again, expected = arrays(sampled, "sampled"), arrays(sampled, "sampled"), arrays(sampled, "expected")
+    assert all(np.array_equal(drawn[k], again[k]) for k in drawn)
+    assert not all(np.array_equal(drawn[k], expected[k]) for k in drawn)
+    greedy = tiny_setting(0)
+    a, b = arrays(greedy, "sampled"), arrays(greedy, "expected")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
 @pytest.fixture(scope="module")
 def whole_ltd_steps() -> int:
     """The environment steps of LTD's whole schedule (no ablation), trained once for the module."""

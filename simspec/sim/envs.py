@@ -237,17 +237,21 @@ class ReSpS:
         return (reward_sum / np.maximum(cycles, 1)).astype(np.float32), np.ones(c.n, dtype=bool)
 
 
-def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None) -> np.ndarray:
-    """RADAR's offline data: per trace position, the accepted length after t = 1..t_max draft
-    calls, [positions, t_max]; at T > 0 its expectation (RADAR's Eqs. 8-10), all that a reward
-    linear in it needs."""
+def radar_dataset(traces: TraceSet, size: int, t_max: int | None = None, rows: np.ndarray | None = None,
+                  rng: np.random.Generator | None = None) -> np.ndarray:
+    """RADAR's offline data: per trace position (or at ``rows``), the accepted length after t =
+    1..t_max draft calls, [positions, t_max]. At T > 0 its expectation (RADAR's Eqs. 8-10), or with
+    ``rng`` one draw from each tree's acceptance-length law (the paper's offline data are such
+    draws); every reward here is linear in it, so both give the same expected return."""
     t_max = t_max or traces.depth_max - 1
     calls = np.arange(1, t_max + 1)
-    n = traces.positions
-    depth = np.tile(calls + 1, n)
-    rows = np.repeat(np.arange(n), t_max)
+    where = np.arange(traces.positions) if rows is None else np.asarray(rows)
+    depth = np.tile(calls + 1, len(where))
+    at = np.repeat(where, t_max)
     sizes = np.minimum(np.minimum(size, tree_capacities(depth, traces.width)), traces.nodes)
-    return traces.expected_accepted(rows, depth, sizes).reshape(n, t_max)
+    if rng is not None and traces.sampled:
+        return traces.accepted(at, depth, sizes, rng).reshape(len(where), t_max).astype(float)
+    return traces.expected_accepted(at, depth, sizes).reshape(len(where), t_max)
 
 
 def radar_observations(traces: TraceSet, where: np.ndarray, calls: np.ndarray) -> np.ndarray:

@@ -1,7 +1,9 @@
 """RADAR: offline REINFORCE of a small LSTM that reads the draft's confidences after each call and
 says CONTINUE or STOP, trained on the table of accepted lengths per prefix and number of calls
 (``radar_dataset``), an episode being the MDP ``simspec.sim.envs.Radar`` describes. Batches of
-episodes roll out at once; the baseline is the batch's mean return. TensorBoard scalars go to
+episodes roll out at once; the baseline is the batch's mean return. At T > 0 an episode's return
+is that of the tree's expected accepted length, or (``returns="sampled"``, the paper's offline
+data) of one draw from the tree's acceptance-length law. TensorBoard scalars go to
 a ``radar_1/`` run under the PPO trainers' tags."""
 
 from __future__ import annotations
@@ -59,17 +61,21 @@ class RadarNet(torch.nn.Module):
                        numpy(self.cell.bias_ih + self.cell.bias_hh), numpy(self.head.weight), numpy(self.head.bias))
 
 
-def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float) -> np.ndarray:
-    """[prefixes, t_max]: the return of stopping after t calls at each training prefix."""
+def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float,
+                    accepted: np.ndarray | None = None) -> np.ndarray:
+    """[prefixes, t_max]: the return of stopping after t calls at each training prefix; ``accepted``:
+    the accepted lengths to score ([rows, t_max]; default ``radar_dataset``'s expectation)."""
     s, t = setting, np.arange(1, setting.depth_max)
     t0, tf, tp = radar_cost(s.fit, s.cost, s.grid_size, policy_seconds)
-    reward = cycle_reward(s.reward, radar_dataset(s.fit, s.grid_size, len(t)), (t0 + tf * t + tp * (t + 1))[None, :],
-                          greedy_token_seconds(s.fit, s.cost))
+    table = radar_dataset(s.fit, s.grid_size, len(t)) if accepted is None else accepted
+    reward = cycle_reward(s.reward, table, (t0 + tf * t + tp * (t + 1))[None, :], greedy_token_seconds(s.fit, s.cost))
     return reward - config.alpha * (t - 1)[None, :]
 
 
 def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progress: Callable[[int], None],
-                policy_seconds: float = 0.0, tensorboard: str | None = None) -> Trained:
+                policy_seconds: float = 0.0, tensorboard: str | None = None, returns: str = "expected") -> Trained:
+    """``returns="sampled"``: each episode's accepted length drawn from its tree's law (sampled
+    traces), as the paper's offline data; the same expected return as "expected", with its variance."""
     s = setting
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
@@ -77,7 +83,9 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
     positions = np.arange(traces.positions)
     observations = torch.from_numpy(np.stack(
         [radar_observations(traces, positions, np.full(traces.positions, t)) for t in range(1, t_max + 1)], axis=1))
-    returns = torch.from_numpy(episode_returns(s, config, policy_seconds))
+    expected = torch.from_numpy(episode_returns(s, config, policy_seconds))
+    # its own stream: the expected variant's runs stay what they were
+    draws = np.random.default_rng([s.seed, 1]) if returns == "sampled" and traces.sampled else None
     net = RadarNet(observations.shape[2], config.hidden)
     optimizer = torch.optim.Adam(net.parameters(), lr=config.learning_rate)
     steps_axis = torch.arange(t_max)
@@ -97,7 +105,12 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
             stop = torch.argmax((actions == 0).to(torch.int64), dim=1)  # first STOP
             decided = (steps_axis[None, :] <= stop[:, None]) & (steps_axis[None, :] < t_max - 1)
             log_prob = (dist.log_prob(actions) * decided).sum(dim=1)
-            ret = returns[rows, stop]
+            if draws is None:
+                ret = expected[rows, stop]
+            else:  # one draw per episode, at the tree it stopped at
+                drawn = episode_returns(s, config, policy_seconds,
+                                        radar_dataset(traces, s.grid_size, t_max, rows.numpy(), draws))
+                ret = torch.from_numpy(drawn[np.arange(len(rows)), stop.numpy()])
             loss = -((ret - ret.mean()) * log_prob).mean()
             optimizer.zero_grad()
             loss.backward()

@@ -196,13 +196,26 @@ def _resps(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
                   schedule, ["resps_policy.sb3"])
 
 
+@dataclass(frozen=True, kw_only=True)
+class RadarOptions(AlgorithmOptions):
+    returns: str = opt("expected", "RADAR only, at T > 0: an episode's return from the tree's expected accepted "
+                       "length (expected) or from one draw of its acceptance-length law (sampled, the paper's data).")
+
+    def check(self) -> None:
+        if self.returns not in ("expected", "sampled"):
+            raise SimspecError(f"--returns takes expected or sampled, not {self.returns!r}")
+
+    def name_parts(self) -> list[str]:
+        return ["sampled"] if self.returns == "sampled" else []
+
+
 def _radar_work(request: TrainRequest) -> int:
     from simspec.train.radar import RADAR_PRESETS
 
     return RADAR_PRESETS[request.preset].updates
 
 
-@register_trainer("radar", work=_radar_work, precisions=("fp32",))  # its LSTM trains in fp32
+@register_trainer("radar", work=_radar_work, options=RadarOptions, precisions=("fp32",))  # its LSTM trains in fp32
 def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: Advance, work: Path) -> Fitted:
     from simspec.train.radar import RADAR_PRESETS, RADAR_TIMING_KEY, radar_call_seconds, train_radar
 
@@ -212,12 +225,14 @@ def _radar(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
     if per_call is None:
         per_call, source = radar_call_seconds(setting.width, setting.depth_max, setting.grid_size, config.hidden), \
             "measured during training (the profile has none: runs with one seed may differ)"
-    result = train_radar(setting, config, log, advance, per_call, str(work / "tb"))
+    returns = request.options.returns if setting.fit.sampled else "expected"  # at T = 0 the two are one
+    result = train_radar(setting, config, log, advance, per_call, str(work / "tb"), returns)
     import torch  # imported late: a refused request answers before torch loads
 
     torch.save(result.models["lstm"].state_dict(), work / "radar_lstm.pt")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "size": policy.size, "hidden": config.hidden}
     return Fitted(policy, spec, policy.net.arrays("lstm"), result.env_steps, result.validation_speedup,
-                  {**asdict(config), "policy_seconds_per_call": per_call, "policy_seconds_source": source},
+                  {**asdict(config), "policy_seconds_per_call": per_call, "policy_seconds_source": source,
+                   "returns": returns},
                   ["radar_lstm.pt"])
