@@ -263,6 +263,14 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     assert refitted.meta.in_situ["plain_runs"] == len(refitted.meta.in_situ["trees"]) // 4 + 1  # spread over it
     assert refitted.meta.inputs_hash == report["profile"]["hash"]
     assert any(r["kind"] == "bookkeeping" and r.get("batch") == 2 for r in refitted.samples)
+    # ... and a second refit ran between the scored runs (one run of its order after each), the
+    # same queues predicted by it beside the first
+    co = report["co_timed_refit"]
+    assert co["refit"]["co_timed"] and co["refit"]["steps"] == 3 * report["repeats"]  # plain + 2 methods per pass
+    assert [r["method"] for r in co["rows"]] == [r["method"] for r in report["rows"]]
+    assert all(r["speedup_sim"] > 0 for r in co["rows"]) and co["max_abs_rel_error"] >= co["mean_abs_rel_error"]
+    assert load_profile(out / "profile-cotimed").meta.in_situ["co_timed"]
+    assert "co-timed" in (out / "report.md").read_text()
 
 
 

@@ -59,9 +59,10 @@ def divergences(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]
 
 
 def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]]], policies: list[BatchPolicy],
-                max_new_tokens: int, repeats: int, tick: Callable[..., None]
-                ) -> tuple[list[BatchRun], list[MethodBatches]]:
-    """Plain decoding's runs (one per pass) and every policy's, interleaved; ``tick(n)`` after each run."""
+                max_new_tokens: int, repeats: int, tick: Callable[..., None],
+                between: Callable[[], None] | None = None) -> tuple[list[BatchRun], list[MethodBatches]]:
+    """Plain decoding's runs (one per pass) and every policy's, interleaved; ``tick(n)`` after each
+    run, then ``between()`` (a co-timed refit's next run)."""
     from simspec.engine.lossless import output_pit
 
     prompts = [ids for _, ids in prompt_ids]
@@ -72,6 +73,8 @@ def interleaved(engine: SpeculativeEngine, prompt_ids: list[tuple[str, list[int]
         for m in np.roll(np.arange(len(methods)), -rep):
             runs[m].append(engine.decode(prompts, methods[m], max_new_tokens, seeds))
             tick(len(prompts))
+            if between is not None:
+                between()
     plain, out = runs[0], []
     pit_rng = np.random.default_rng(engine.sampling.seed)
     for method_runs in runs[1:]:

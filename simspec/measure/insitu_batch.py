@@ -28,43 +28,75 @@ def batch_ladder(profile: Profile, batch: int) -> list[tuple[int, int]]:
     return [point for point in LADDER if point[1] <= max(sizes)]
 
 
+class BatchRefit:
+    """The ladder at batch B on the train queue, one run per ``step()`` in a fixed order (plain
+    decoding before every ``PLAIN_EVERY`` trees and after the last; then again from the start), its
+    runs priced against the profile's curves at B. ``refit_batch`` runs the whole order at once;
+    ``validate --real --batch-size B --recalibrate`` spreads a second one over its scored runs, so
+    that it is timed over the same minutes as the runs it predicts (co-timed)."""
+
+    def __init__(self, engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int) -> None:
+        from simspec.measure.interleave import DriftMeter
+
+        self.engine, self.profile, self.prompts, self.max_new_tokens = engine, profile, prompts, max_new_tokens
+        self.batch, width = engine.batch, profile.meta.traces.width
+        self.points = batch_ladder(profile, self.batch)
+        self.trees = ladder_trees(width, self.points)
+        self.queue = [ids for _, ids in prompts]
+        self.seeds = None if engine.sampling.greedy else [engine.sampling.seed + 1_000_000 + p
+                                                           for p in range(len(self.queue))]
+        # the order: None is plain decoding
+        self.order = [run for i in range(len(self.trees) + 1) for run in
+                      ([None] if i % PLAIN_EVERY == 0 or i == len(self.trees) else []) + self.trees[i:i + 1]]
+        self.drift = DriftMeter(profile.cost.at_batch(self.batch), width)
+        self.steps, self.cycles, self.seconds, self.reference, self.diverged = 0, 0, 0.0, None, []
+
+    @property
+    def plain_runs(self) -> int:
+        return self.order.count(None)
+
+    def warm_up(self) -> None:
+        """A first short queue, plain and speculative: allocators grow before the timed runs."""
+        self.engine.decode(self.queue[:self.batch], None, WARM_UP_TOKENS)
+        self.engine.decode(self.queue[:self.batch], self.trees[len(self.trees) // 2], WARM_UP_TOKENS)
+
+    def step(self) -> None:
+        """The order's next run on the train queue."""
+        from simspec.measure.bench_batch import divergences
+
+        tree = self.order[self.steps % len(self.order)]
+        started = time.perf_counter()
+        run = self.engine.decode(self.queue, tree, self.max_new_tokens, self.seeds)
+        self.seconds += time.perf_counter() - started
+        self.steps += 1
+        self.drift.batch(run, plain=tree is None)
+        if tree is None:
+            self.reference = self.reference or run
+            return
+        self.cycles += run.cycles
+        if self.engine.sampling.greedy and not all(
+                d["near_tie"] for d in divergences(self.engine, self.prompts, run, self.reference)):
+            self.diverged.append(tree.name)
+
+    def result(self, co_timed: bool = False) -> InSitu:
+        from simspec.measure.refit import refit_samples
+
+        check_lossless(self.diverged, self.batch)
+        samples, scales = refit_samples(self.profile.samples, self.drift, self.batch)
+        record = in_situ_record(self.prompts, self.max_new_tokens, self.points, self.drift, scales, self.seconds,
+                                batch_size=self.batch, plain_runs=self.plain_runs, cycles=int(self.cycles),
+                                **({"co_timed": True, "steps": self.steps} if co_timed else {}))
+        return InSitu(samples, record)
+
+
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar) -> InSitu:
     """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
-    from simspec.measure.bench_batch import divergences
-    from simspec.measure.interleave import DriftMeter
-    from simspec.measure.refit import refit_samples
-
-    batch, width = engine.batch, profile.meta.traces.width
-    points = batch_ladder(profile, batch)
-    trees = ladder_trees(width, points)
-    queue = [ids for _, ids in prompts]
-    greedy = engine.sampling.greedy
-    seeds = None if greedy else [engine.sampling.seed + 1_000_000 + p for p in range(len(queue))]
-    engine.decode(queue[:batch], None, WARM_UP_TOKENS)
-    engine.decode(queue[:batch], trees[len(trees) // 2], WARM_UP_TOKENS)
-    started = time.perf_counter()
-    plain_runs = len(trees) // PLAIN_EVERY + 1
-    tick = bar(f"in-situ runs at batch {batch} (plain + static trees, interleaved)",
-               len(prompts) * (len(trees) + plain_runs))
-    drift = DriftMeter(profile.cost.at_batch(batch), width)
-    reference, diverged, cycles = None, [], 0
-    for i in range(len(trees) + 1):
-        if i % PLAIN_EVERY == 0 or i == len(trees):
-            plain = engine.decode(queue, None, max_new_tokens, seeds)
-            drift.batch(plain, plain=True)
-            reference = reference or plain
-            tick(len(queue))
-        if i == len(trees):
-            break
-        run = engine.decode(queue, trees[i], max_new_tokens, seeds)
-        drift.batch(run, plain=False)
-        cycles += run.cycles
-        tick(len(queue))
-        if greedy and not all(d["near_tie"] for d in divergences(engine, prompts, run, reference)):
-            diverged.append(trees[i].name)
-    check_lossless(diverged, batch)
-    samples, scales = refit_samples(profile.samples, drift, batch)
-    record = in_situ_record(prompts, max_new_tokens, points, drift, scales, time.perf_counter() - started,
-                            batch_size=batch, plain_runs=plain_runs, cycles=int(cycles))
-    return InSitu(samples, record)
+    refit = BatchRefit(engine, profile, prompts, max_new_tokens)
+    refit.warm_up()
+    tick = bar(f"in-situ runs at batch {refit.batch} (plain + static trees, interleaved)",
+               len(prompts) * len(refit.order))
+    for _ in refit.order:
+        refit.step()
+        tick(len(prompts))
+    return refit.result()

@@ -178,7 +178,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
     profiles, phases = {}, {"scored": drift.runs}
     if co_timed is not None:  # the same prediction from the refit timed alongside the scored runs
         refit_co = co_timed.result()
-        profiles = {"profile": s.profile, "profile-cotimed": _refitted_profile(request, s, refit_co, "profile-cotimed")}
+        profiles = {"profile": s.profile, "profile-cotimed": refitted_profile(request, s, refit_co, "profile-cotimed")}
         report["co_timed_refit"] = co_timed_block(report["rows"], runs, simulate(profiles["profile-cotimed"].cost),
                                                   refit_co.record)
         phases = {"refit": s.refit.timings, "co-timed": refit_co.timings, **phases}
@@ -239,7 +239,7 @@ def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
         s.refit = (refit_batch(rows, profile, refit_on, tokens, bar) if batch > 1
                    else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar))
-        s.profile = _refitted_profile(request, s, s.refit, "profile")
+        s.profile = refitted_profile(request, s, s.refit, "profile")
         s.profile._traces = profile.traces()  # the same traces, already read and checked
     with status("tuning baselines on the profile's train split" + (f", priced at batch {batch}" if batch > 1 else "")):
         train = split_traces(s.profile.traces(), "train")
@@ -250,7 +250,7 @@ def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str
     return s
 
 
-def _refitted_profile(request: ValidateRequest, s: Setup, refit, name: str) -> Profile:
+def refitted_profile(request: ValidateRequest, s: Setup, refit, name: str) -> Profile:
     """A refit of the base profile, as it is saved in the run's folder ``name``."""
     from simspec.measure.insitu import refitted_meta
     from simspec.sim.profile import build_profile

@@ -19,8 +19,16 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     """Runs ``validate --real`` at ``request.batch_size``; returns the report and its folder."""
     from simspec.machine import device_label, device_model
     from simspec.measure.bench_batch import interleaved
+    from simspec.measure.insitu_batch import BatchRefit
     from simspec.measure.interleave import DriftMeter
-    from simspec.measure.validate import inputs_hash, profile_block, scored_traces, setup_run, write_run
+    from simspec.measure.validate import (
+        inputs_hash,
+        profile_block,
+        refitted_profile,
+        scored_traces,
+        setup_run,
+        write_run,
+    )
     from simspec.report.validation_batch import render_markdown
     from simspec.sim.replay import replay
 
@@ -32,10 +40,11 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     queues = np.arange(traces.n_prompts).reshape(1 if s.engine.sampling.greedy else request.repeats, -1)
     simulated = {m.name: replay(traces, profile.cost, m, s.tokens, s.charged.get(m.family, DecisionCharge.flat(0.0)),
                                 s.engine.sampling.seed, queues, batch=batch) for m in methods}
-    tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)",
-               (len(methods) + 1) * request.repeats * len(s.ids))
+    co_timed = BatchRefit(s.rows, s.base, s.refit_on, s.tokens) if s.refit_on else None
+    tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)"
+               + (", refit co-timed" if co_timed else ""), (len(methods) + 1) * request.repeats * len(s.ids))
     plain, measured = interleaved(s.rows, [(p.id, i) for p, i in zip(s.chosen, s.ids)], methods, s.tokens,
-                                  request.repeats, tick)
+                                  request.repeats, tick, None if co_timed is None else co_timed.step)
     drift = DriftMeter(profile.cost.at_batch(batch), s.width)  # the scored runs against the curves at B
     for run in plain:
         drift.batch(run, plain=True)
@@ -62,8 +71,15 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         "live_over_profile": {op: round(r, 4) for op, r in drift.ratios().items()},
         "warnings": s.notes, "seconds": round(time.perf_counter() - started, 1),
     }
-    report["inputs_hash"] = inputs_hash(report, "policies", "batch_size")
     profiles = {"profile": profile} if s.refit else {}
+    if co_timed is not None:  # the same queues predicted by the refit timed alongside the scored runs
+        refit_co = co_timed.result(co_timed=True)
+        profiles["profile-cotimed"] = refitted_profile(request, s, refit_co, "profile-cotimed")
+        again = {m.name: replay(traces, profiles["profile-cotimed"].cost, m, s.tokens,
+                                s.charged.get(m.family, DecisionCharge.flat(0.0)), s.engine.sampling.seed, queues,
+                                batch=batch) for m in methods}
+        report["co_timed_refit"] = _co_timed(rows, again, refit_co.record)
+    report["inputs_hash"] = inputs_hash(report, "policies", "batch_size")
     return write_run(s.out_dir, request.force, report, BatchValidationReport, render_markdown, profiles), s.out_dir
 
 
@@ -79,3 +95,12 @@ def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
                      "exact_match": None if real.sampled else not real.divergences, "pit_p": real.pit_p,
                      "divergences": real.divergences})
     return rows
+
+
+def _co_timed(rows: list[dict], simulated: dict, record: dict) -> dict:
+    """The rows re-predicted by the co-timed refit: per method its speedup and error, and a summary."""
+    out = [{"method": r["method"], "speedup_real": r["speedup_real"], "speedup_sim": simulated[r["method"]].set_speedup,
+            "rel_error": simulated[r["method"]].set_speedup / r["speedup_real"] - 1} for r in rows]
+    errors = [abs(r["rel_error"]) for r in out]
+    return {"rows": out, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
+            "refit": record}

@@ -50,6 +50,8 @@ class BatchValidationReport(Artifact):
     live_over_profile: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     seconds: float | None = None
+    # --recalibrate: the same queues predicted by a second refit timed between the scored runs
+    co_timed_refit: dict | None = None
 
 
 def render_markdown(report: BatchValidationReport) -> str:
@@ -77,6 +79,15 @@ def render_markdown(report: BatchValidationReport) -> str:
     if report.live_over_profile:
         lines += ["", "The scored runs against the predicting curves at this batch size (live / profile): "
                   + ", ".join(f"{op} {r:.3f}" for op, r in report.live_over_profile.items()) + "."]
+    co = report.co_timed_refit
+    if co:
+        lines += ["", f"Predicted by a second refit, co-timed (its {co['refit']['steps']} runs on the train queue "
+                  f"between the scored runs; live / profile "
+                  + ", ".join(f"{op} {r:.3f}" for op, r in co["refit"]["live_over_profile"].items())
+                  + f"): mean |error| {co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}.", "",
+                  "| method | real | simulated (co-timed refit) | error |", "| --- | ---: | ---: | ---: |",
+                  *(f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
+                    for r in co["rows"])]
     lines += [f"- warning: {w}" for w in report.warnings]
     return "\n".join(lines) + "\n"
 
