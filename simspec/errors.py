@@ -4,6 +4,7 @@ reported by its path and the field at fault, with what to do, never as a Python 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -51,7 +52,8 @@ def read_json(file: Path, what: str, missing: str, fix: str) -> dict:
     """The JSON object in ``file``; a missing file raises ``missing``, a bad one names ``what`` (e.g.
     "profile "), what is wrong, and ``fix``."""
     try:
-        blob = json.loads(Path(file).read_text())
+        raw = Path(file).read_bytes()
+        blob = json.loads(gzip.decompress(raw) if str(file).endswith(".gz") else raw)  # a kept run's report.json.gz
     except FileNotFoundError:
         raise SimspecError(missing) from None
     except (OSError, ValueError) as exc:

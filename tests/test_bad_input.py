@@ -13,6 +13,7 @@ too large to copy per row (corrupt traces) live in one folder that must not chan
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ PROFILE = ROOT / "calibration" / "cpu-demo"
 ANALYTIC = "calibration/h100-demo-analytic"  # an analytic profile with traces
 CURVES_ONLY = "calibration/a100-llama8b-analytic"  # an analytic profile without traces
 POLICY = ROOT / "policies" / "ltd-cpu-demo"
-REPORT = ROOT / "research" / "runs" / "validate-cpu-demo-insitu-humaneval40" / "report.json"
+REPORT = ROOT / "research" / "runs" / "validate-cpu-demo-insitu-humaneval40" / "report.json.gz"  # kept gzipped
 TIMEOUT = 120
 
 
@@ -115,7 +116,7 @@ def policy_with(folder: Path, edit: Callable[[dict], object] | None = None, weig
 
 
 def report_with(folder: Path, edit: Callable[[dict], object] | None = None) -> str:
-    blob = json.loads(REPORT.read_text())
+    blob = json.loads(gzip.decompress(REPORT.read_bytes()))
     if edit is not None:
         replaced = edit(blob)
         blob = blob if replaced is None else replaced

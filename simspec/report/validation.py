@@ -292,6 +292,8 @@ def read_report(path) -> ValidationReport:
     """A ``validate --real`` report (its folder or ``report.json``); one clear error otherwise."""
     path = Path(path)
     file = path / "report.json" if path.is_dir() else path
+    if path.is_dir() and not file.exists() and (path / "report.json.gz").exists():  # as research/runs keeps a run
+        file = path / "report.json.gz"
     fix = f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
     report = ValidationReport.read(file, "", f"no validation report at {file}: run `simspec validate --real`", fix)
     if not report.rows:
