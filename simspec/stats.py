@@ -36,9 +36,7 @@ def gain(a: np.ndarray, b: np.ndarray) -> float:
 def spearman(x: list[float], y: list[float]) -> float:
     from scipy.stats import spearmanr
 
-    if len(x) < 3:
-        return float("nan")
-    return float(spearmanr(x, y).statistic)
+    return float("nan") if len(x) < 3 else float(spearmanr(x, y).statistic)
 
 
 def mean_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -245,7 +245,7 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     result = cli("validate", "--real", "--profile", "calibration/cpu-demo-batch", "--batch-size", "2",
                  "--n-prompts", "3", "--max-new-tokens", "8", "--baselines", "eagle3,static:4,6",
                  "--recalibrate", "--recalibrate-prompts", "2", "--allow-other-device", "--threads", "1",
-                 "--out", str(out), "--json")  # a core per worker
+                 "--repeats", "1", "--out", str(out), "--json")  # a core per worker; one pass: the wiring
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["schema"] == "simspec-validation-batch" and report["batch_size"] == 2 and report["inputs_hash"]

@@ -193,8 +193,7 @@ def read_public_head(directory: Path, config: dict, target: LoadedModel, name: s
         if tuple(tensors[key].shape) != tuple(value.shape):
             raise SimspecError(f"{where}: key {key!r} has shape {list(tensors[key].shape)}, the config implies "
                                f"{list(value.shape)}")
-    head.load_state_dict({k: v.to(expected[k].dtype) if k in ("d2t", "t2d") else v.float()
-                          for k, v in tensors.items()})
+    head.load_state_dict({k: v.to(expected[k].dtype) if k in ("d2t", "t2d") else v.float() for k, v in tensors.items()})
     if cfg.kind == "eagle3":
         ids = head.target_ids()
         if int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab:

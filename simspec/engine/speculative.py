@@ -153,8 +153,7 @@ class SpeculativeEngine:
         runs = [(False, None, [1])] + ([(True, self.drafter.target_layers(), buckets)] if buckets else [])
         with torch.inference_mode():
             for speculative, layers, sizes_run in runs:
-                capacities = {capacity_bucket(self._capacity(n, max_new_tokens, speculative))
-                              for n in prompt_lengths}
+                capacities = {capacity_bucket(self._capacity(n, max_new_tokens, speculative)) for n in prompt_lengths}
                 for capacity in sorted(capacities):
                     rows = target_rows(self.target, self.batch, capacity, layers, self.runtime)
                     rows.prefill(0, torch.zeros(1, dtype=torch.long, device=self.device))
@@ -180,9 +179,7 @@ class SpeculativeEngine:
     def _pick(self, logits: torch.Tensor, index: int) -> int:
         """The token after one position of sequence ``index``: the argmax, or its generator's draw."""
         rng = self._rngs.get(index)
-        if rng is None:
-            return int(logits.argmax(-1))
-        return draw(distribution(logits.reshape(-1), self.sampling), rng)
+        return int(logits.argmax(-1)) if rng is None else draw(distribution(logits.reshape(-1), self.sampling), rng)
 
     def generate(self, prompt_ids: list[int], policy: BatchPolicy, max_new_tokens: int,
                  seed: int | None = None) -> Generation:

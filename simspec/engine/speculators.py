@@ -54,8 +54,7 @@ def load_speculators(directory: Path, config: dict, target: LoadedModel, name: s
 
 def speculators_config(head: Eagle3Head, target: LoadedModel, verifier: str, speculative_tokens: int) -> dict:
     public = eagle3_config(head, target)
-    layer = {k: v for k, v in public.items()
-             if k not in (*HEAD_FIELDS, "architectures", "eagle_config", "torch_dtype")}
+    layer = {k: v for k, v in public.items() if k not in (*HEAD_FIELDS, "architectures", "eagle_config", "torch_dtype")}
     out = {"architectures": [ARCHITECTURE], "speculators_model_type": "eagle3", "speculators_version": FORMAT_VERSION,
            "transformer_layer_config": layer, "draft_vocab_size": head.cfg.draft_vocab,
            "target_hidden_size": head.cfg.target_hidden, "norm_before_residual": head.cfg.norm_before_residual,

@@ -43,22 +43,12 @@ class BatchRefit:
         self.points = batch_ladder(profile, self.batch)
         self.trees = ladder_trees(width, self.points)
         self.queue = [ids for _, ids in prompts]
-        self.seeds = None if engine.sampling.greedy else [engine.sampling.seed + 1_000_000 + p
-                                                           for p in range(len(self.queue))]
+        self.seeds = None if engine.sampling.greedy else list(engine.sampling.seed + 1_000_000 + range(len(self.queue)))
         # the order: None is plain decoding
         self.order = [run for i in range(len(self.trees) + 1) for run in
                       ([None] if i % PLAIN_EVERY == 0 or i == len(self.trees) else []) + self.trees[i:i + 1]]
         self.drift = DriftMeter(profile.cost.at_batch(self.batch), width)
         self.steps, self.cycles, self.seconds, self.reference, self.diverged = 0, 0, 0.0, None, []
-
-    @property
-    def plain_runs(self) -> int:
-        return self.order.count(None)
-
-    def warm_up(self) -> None:
-        """A first short queue, plain and speculative: allocators grow before the timed runs."""
-        self.engine.decode(self.queue[:self.batch], None, WARM_UP_TOKENS)
-        self.engine.decode(self.queue[:self.batch], self.trees[len(self.trees) // 2], WARM_UP_TOKENS)
 
     def step(self) -> None:
         """The order's next run on the train queue."""
@@ -84,7 +74,7 @@ class BatchRefit:
         check_lossless(self.diverged, self.batch)
         samples, scales = refit_samples(self.profile.samples, self.drift, self.batch)
         record = in_situ_record(self.prompts, self.max_new_tokens, self.points, self.drift, scales, self.seconds,
-                                batch_size=self.batch, plain_runs=self.plain_runs, cycles=int(self.cycles),
+                                batch_size=self.batch, plain_runs=self.order.count(None), cycles=int(self.cycles),
                                 **({"co_timed": True, "steps": self.steps} if co_timed else {}))
         return InSitu(samples, record)
 
@@ -92,8 +82,9 @@ class BatchRefit:
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar) -> InSitu:
     """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
-    refit = BatchRefit(engine, profile, prompts, max_new_tokens)
-    refit.warm_up()
+    refit, first = BatchRefit(engine, profile, prompts, max_new_tokens), prompts[:engine.batch]
+    for tree in (None, refit.trees[len(refit.trees) // 2]):  # ``WARM_UP_TOKENS``: allocators grow before timing
+        engine.decode([ids for _, ids in first], tree, WARM_UP_TOKENS)
     tick = bar(f"in-situ runs at batch {refit.batch} (plain + static trees, interleaved)",
                len(prompts) * len(refit.order))
     for _ in refit.order:

@@ -29,6 +29,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         setup_run,
         write_run,
     )
+    from simspec.report.validation import error_summary
     from simspec.report.validation_batch import render_markdown
     from simspec.sim.replay import replay
 
@@ -78,7 +79,9 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
         again = {m.name: replay(traces, profiles["profile-cotimed"].cost, m, s.tokens,
                                 s.charged.get(m.family, DecisionCharge.flat(0.0)), s.engine.sampling.seed, queues,
                                 batch=batch) for m in methods}
-        report["co_timed_refit"] = _co_timed(rows, again, refit_co.record)
+        co_rows = [{"method": r["method"], "speedup_real": r["speedup_real"], "speedup_sim": (sim := again[
+            r["method"]].set_speedup), "rel_error": sim / r["speedup_real"] - 1} for r in rows]
+        report["co_timed_refit"] = {"rows": co_rows, **error_summary(co_rows), "refit": refit_co.record}
     report["inputs_hash"] = inputs_hash(report, "policies", "batch_size")
     return write_run(s.out_dir, request.force, report, BatchValidationReport, render_markdown, profiles), s.out_dir
 
@@ -96,11 +99,3 @@ def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
                      "divergences": real.divergences})
     return rows
 
-
-def _co_timed(rows: list[dict], simulated: dict, record: dict) -> dict:
-    """The rows re-predicted by the co-timed refit: per method its speedup and error, and a summary."""
-    out = [{"method": r["method"], "speedup_real": r["speedup_real"], "speedup_sim": simulated[r["method"]].set_speedup,
-            "rel_error": simulated[r["method"]].set_speedup / r["speedup_real"] - 1} for r in rows]
-    errors = [abs(r["rel_error"]) for r in out]
-    return {"rows": out, "mean_abs_rel_error": float(np.mean(errors)), "max_abs_rel_error": float(np.max(errors)),
-            "refit": record}

@@ -79,13 +79,12 @@ def render_markdown(report: BatchValidationReport) -> str:
     if report.live_over_profile:
         lines += ["", "The scored runs against the predicting curves at this batch size (live / profile): "
                   + ", ".join(f"{op} {r:.3f}" for op, r in report.live_over_profile.items()) + "."]
-    co = report.co_timed_refit
-    if co:
+    if co := report.co_timed_refit:
+        ratios = ", ".join(f"{op} {r:.3f}" for op, r in co["refit"]["live_over_profile"].items())
         lines += ["", f"Predicted by a second refit, co-timed (its {co['refit']['steps']} runs on the train queue "
-                  f"between the scored runs; live / profile "
-                  + ", ".join(f"{op} {r:.3f}" for op, r in co["refit"]["live_over_profile"].items())
-                  + f"): mean |error| {co['mean_abs_rel_error']:.1%}, max {co['max_abs_rel_error']:.1%}.", "",
-                  "| method | real | simulated (co-timed refit) | error |", "| --- | ---: | ---: | ---: |",
+                  f"between the scored runs; live / profile {ratios}): mean |error| {co['mean_abs_rel_error']:.1%}, "
+                  f"max {co['max_abs_rel_error']:.1%}.", "", "| method | real | simulated (co-timed refit) | error |",
+                  "| --- | ---: | ---: | ---: |",
                   *(f"| {r['method']} | {r['speedup_real']:.3f} | {r['speedup_sim']:.3f} | {r['rel_error']:+.1%} |"
                     for r in co["rows"])]
     lines += [f"- warning: {w}" for w in report.warnings]

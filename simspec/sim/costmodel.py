@@ -255,8 +255,8 @@ class CostModel:
             spent = drafting + verify[size, context] + (0.0 if book is None else book[size, depth])
             out = np.where(depth == 1, self.greedy_steps(context), spent)
             return out if out.shape == shape else np.broadcast_to(out, shape).copy()
-        depth, width, size, context, committed = np.broadcast_arrays(depth, width, size, context, committed)
-        depth, width, size, context, committed = (x.astype(float) for x in (depth, width, size, context, committed))
+        depth, width, size, context, committed = (x.astype(float) for x in np.broadcast_arrays(
+            depth, width, size, context, committed))
         drafting = np.where(depth >= 2, self.draft(committed, context)
                             + np.maximum(depth - 2, 0) * self.draft(width, context), 0.0)
         spent = drafting + self.verify(size, context) + self.bookkeeping(size, depth)

@@ -39,8 +39,7 @@ def positional_acceptance(child_rank: np.ndarray, cap: int = 16, by_depth: bool 
     pooled = fitted(child_rank[observed])
     if not by_depth:
         return np.tile(pooled, (levels, 1))
-    return np.stack([fitted(child_rank[observed[:, j], j]) if observed[:, j].any() else pooled
-                     for j in range(levels)])
+    return np.stack([fitted(child_rank[observed[:, j], j]) if observed[:, j].any() else pooled for j in range(levels)])
 
 
 def split_acceptance(traces, by_depth: bool = False) -> np.ndarray:
