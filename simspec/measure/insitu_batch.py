@@ -82,9 +82,9 @@ class BatchRefit:
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar) -> InSitu:
     """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
-    refit, first = BatchRefit(engine, profile, prompts, max_new_tokens), prompts[:engine.batch]
+    refit = BatchRefit(engine, profile, prompts, max_new_tokens)
     for tree in (None, refit.trees[len(refit.trees) // 2]):  # ``WARM_UP_TOKENS``: allocators grow before timing
-        engine.decode([ids for _, ids in first], tree, WARM_UP_TOKENS)
+        engine.decode(refit.queue[:refit.batch], tree, WARM_UP_TOKENS)
     tick = bar(f"in-situ runs at batch {refit.batch} (plain + static trees, interleaved)",
                len(prompts) * len(refit.order))
     for _ in refit.order:

@@ -39,8 +39,12 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     traces, _ = scored_traces(request, s.base, s.engine, s.chosen, s.ids, bar)
     # at T > 0 a queue per pass, on that pass's sampled traces
     queues = np.arange(traces.n_prompts).reshape(1 if s.engine.sampling.greedy else request.repeats, -1)
-    simulated = {m.name: replay(traces, profile.cost, m, s.tokens, s.charged.get(m.family, DecisionCharge.flat(0.0)),
-                                s.engine.sampling.seed, queues, batch=batch) for m in methods}
+
+    def simulate(cost) -> dict:  # every method's queues replayed at B, priced by ``cost``
+        return {m.name: replay(traces, cost, m, s.tokens, s.charged.get(m.family, DecisionCharge.flat(0.0)),
+                               s.engine.sampling.seed, queues, batch=batch) for m in methods}
+
+    simulated = simulate(profile.cost)
     co_timed = BatchRefit(s.rows, s.base, s.refit_on, s.tokens) if s.refit_on else None
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)"
                + (", refit co-timed" if co_timed else ""), (len(methods) + 1) * request.repeats * len(s.ids))
@@ -76,9 +80,7 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
     if co_timed is not None:  # the same queues predicted by the refit timed alongside the scored runs
         refit_co = co_timed.result(co_timed=True)
         profiles["profile-cotimed"] = refitted_profile(request, s, refit_co, "profile-cotimed")
-        again = {m.name: replay(traces, profiles["profile-cotimed"].cost, m, s.tokens,
-                                s.charged.get(m.family, DecisionCharge.flat(0.0)), s.engine.sampling.seed, queues,
-                                batch=batch) for m in methods}
+        again = simulate(profiles["profile-cotimed"].cost)
         co_rows = [{"method": r["method"], "speedup_real": r["speedup_real"], "speedup_sim": (sim := again[
             r["method"]].set_speedup), "rel_error": sim / r["speedup_real"] - 1} for r in rows]
         report["co_timed_refit"] = {"rows": co_rows, **error_summary(co_rows), "refit": refit_co.record}

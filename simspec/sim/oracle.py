@@ -68,7 +68,7 @@ def oracle(traces: TraceSet, cost: CostModel, max_new_tokens: int | None = None,
             following = best[live[:, None], p + accepted + 1, accepted]  # [live, K]: next state's value
         value = rest + following
         # drafted trees without the first draft call they were priced with (fed one token)
-        drafted = value[:, deep] - cost.fed_draft(ones[:1], context)[:, None]
+        drafted = value[:, deep] - cost.fed_draft(ones, context)[:, None]
         plain, lead = value[:, ~deep].min(1), drafted.argmin(1)
         fed = cost.fed_draft(committed[None, :], context[:, None])  # [live, C]
         best[live, p] = np.minimum(plain[:, None], drafted[np.arange(len(live)), lead][:, None] + fed)

@@ -61,15 +61,13 @@ class RadarNet(torch.nn.Module):
                        numpy(self.cell.bias_ih + self.cell.bias_hh), numpy(self.head.weight), numpy(self.head.bias))
 
 
-def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float,
-                    accepted: np.ndarray | None = None) -> np.ndarray:
-    """[prefixes, t_max]: the return of stopping after t calls at each training prefix; ``accepted``:
-    the accepted lengths to score ([rows, t_max]; default ``radar_dataset``'s expectation)."""
+def episode_returns(setting: Setting, config: RadarConfig, policy_seconds: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Scores accepted lengths [prefixes, t_max] as the returns of stopping after t calls (T_gen and
+    the reward's unit computed once, outside the training loop)."""
     s, t = setting, np.arange(1, setting.depth_max)
     t0, tf, tp = radar_cost(s.fit, s.cost, s.grid_size, policy_seconds)
-    table = radar_dataset(s.fit, s.grid_size, len(t)) if accepted is None else accepted
-    reward = cycle_reward(s.reward, table, (t0 + tf * t + tp * (t + 1))[None, :], greedy_token_seconds(s.fit, s.cost))
-    return reward - config.alpha * (t - 1)[None, :]
+    seconds, unit = (t0 + tf * t + tp * (t + 1))[None, :], greedy_token_seconds(s.fit, s.cost)
+    return lambda accepted: cycle_reward(s.reward, accepted, seconds, unit) - config.alpha * (t - 1)[None, :]
 
 
 def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progress: Callable[[int], None],
@@ -83,7 +81,8 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
     positions = np.arange(traces.positions)
     observations = torch.from_numpy(np.stack(
         [radar_observations(traces, positions, np.full(traces.positions, t)) for t in range(1, t_max + 1)], axis=1))
-    expected = torch.from_numpy(episode_returns(s, config, policy_seconds))
+    returns_of = episode_returns(s, config, policy_seconds)
+    expected = torch.from_numpy(returns_of(radar_dataset(traces, s.grid_size, t_max)))
     # its own stream: the expected variant's runs stay what they were
     draws = np.random.default_rng([s.seed, 1]) if returns == "sampled" and traces.sampled else None
     net = RadarNet(observations.shape[2], config.hidden)
@@ -108,8 +107,7 @@ def train_radar(setting: Setting, config: RadarConfig, log: TrainingLog, progres
             if draws is None:
                 ret = expected[rows, stop]
             else:  # one draw per episode, at the tree it stopped at
-                drawn = episode_returns(s, config, policy_seconds,
-                                        radar_dataset(traces, s.grid_size, t_max, rows.numpy(), draws))
+                drawn = returns_of(radar_dataset(traces, s.grid_size, t_max, rows.numpy(), draws))
                 ret = torch.from_numpy(drawn[np.arange(len(rows)), stop.numpy()])
             loss = -((ret - ret.mean()) * log_prob).mean()
             optimizer.zero_grad()
