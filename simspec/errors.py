@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import zlib
 from pathlib import Path
 
 
@@ -56,7 +57,7 @@ def read_json(file: Path, what: str, missing: str, fix: str) -> dict:
         blob = json.loads(gzip.decompress(raw) if str(file).endswith(".gz") else raw)  # a kept run's report.json.gz
     except FileNotFoundError:
         raise SimspecError(missing) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zlib.error) as exc:  # the last two: a truncated or corrupt .gz
         raise SimspecError(f"{what}{file} is unreadable ({exc.__class__.__name__}): {fix}") from None
     if not isinstance(blob, dict):
         raise SimspecError(f"{what}{file} is unreadable (it holds {describe(blob)}, not a JSON object): {fix}")

@@ -109,3 +109,23 @@ def test_a_folder_in_a_figure_s_place_is_refused_even_with_force(tmp_path):
     (tmp_path / "curves-cpu-demo.png").mkdir()
     message = _refusal(lambda: figures.curves(PROFILE, str(tmp_path), force=True))
     assert "\n" not in message and "is a folder" in message
+
+
+def test_a_kept_gzipped_report_is_read_and_a_damaged_one_refused_in_one_line(tmp_path):
+    """``plot validation`` reads a kept run's ``report.json.gz``; one cut short or corrupted inside
+    its deflate stream is one clear error naming the file, not a traceback."""
+    import gzip
+    import zlib
+    from pathlib import Path
+
+    from simspec.report.validation import read_report
+
+    packed = (Path(REPORT) / "report.json.gz").read_bytes()
+    assert read_report(REPORT).rows
+    for name, damaged in (("cut", packed[:len(packed) // 2]), ("flipped", packed[:40] + bytes(20) + packed[60:])):
+        with pytest.raises((EOFError, zlib.error)):  # damaged where gzip's own OSError does not look
+            gzip.decompress(damaged)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json.gz").write_bytes(damaged)
+        message = _refusal(lambda: read_report(tmp_path / name))
+        assert "report.json.gz is unreadable" in message and "\n" not in message
