@@ -590,6 +590,12 @@ row("train --simulated", "unknown --ablate",
 row("train --simulated", "--hold 0",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--hold", "0", "--out", out(d)],
     "--hold takes a number of cycles >= 1")
+row("train --simulated", "--top-k choose on greedy traces",
+    lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--top-k", "choose", "--out", out(d)],
+    "only sampled traces hold (T > 0)")
+row("train --simulated", "unknown --top-k",
+    lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--top-k", "some", "--out", out(d)],
+    "--top-k takes width or choose")
 row("train --simulated", "--train-hold for LTD",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "ltd", "--train-hold", "5", "--out", out(d)],
     "--train-hold applies to --algo resps")

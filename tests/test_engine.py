@@ -54,6 +54,26 @@ def test_lossless_across_shapes_and_drafters(draft, target, prompt_ids, greedy_o
             assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
 
 
+class TopK(StaticPolicy):
+    """EAGLE-3's default tree, each verified node keeping only its ``k`` best children (Re-SpS's top-k)."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__(8, 10, 60)
+        self.k = k
+
+    def children_batch(self, rows):
+        return np.full(len(rows), self.k)
+
+
+def test_trees_pruned_to_each_nodes_top_k_are_lossless_and_smaller(target, prompt_ids, greedy_outputs):
+    engine = SpeculativeEngine(target, load_drafter("eagle", target))
+    pid, ids = prompt_ids[0]
+    for k in (1, 3):
+        out = engine.generate(ids, TopK(k), MAX_NEW)
+        assert_lossless(target, ids, out.tokens, greedy_outputs[pid])
+        assert max(c.size for c in out.cycles) <= (8 if k == 1 else 60) and min(c.size for c in out.cycles) < 60
+
+
 def test_draft_equal_to_target_accepts_everything(target, prompt_ids, greedy_outputs):
     # A chain (W=1) drafted by the target is the target's greedy path. (With W > 1 the beam
     # keeps the best *cumulative* scores, which may drop the greedy path: EAGLE-2 behaviour.)

@@ -109,3 +109,29 @@ def test_radar_draws_average_to_the_expected_table_and_are_the_path_at_t0():
     greedy = random_traces(5)
     assert np.array_equal(radar_dataset(greedy, 8, rows=np.arange(greedy.positions), rng=np.random.default_rng(0)),
                           radar_dataset(greedy, 8))
+
+
+def test_resps_top_k_picks_each_nodes_children_and_at_full_width_is_the_width_variant():
+    """Re-SpS choosing its top-k (``children``): (TT, d, k) triples within the traces' width and node
+    budget; Gymnasium's checker passes; holding k = W replays the (TT, d) variant draw for draw, and
+    a smaller k does not."""
+    from helpers import sampled_traces
+
+    triples = resps_actions(10, 12, children=True, nodes=64)
+    assert {int(k) for k in triples[:, 2]} == {2, 4, 6, 10} and triples[:, 0].max() == 64
+    assert all(tt <= k ** (d - 1) for tt, d, k in triples) and len(np.unique(triples, axis=0)) == len(triples)
+    traces = sampled_traces(2, n_prompts=6, width=4, nodes=16)
+    check_env(SimEnv("resps", traces, cost_model(), seed=0, children=True), skip_render_check=True)
+    pairs, triples = resps_actions(4, DEPTH_MAX), resps_actions(4, DEPTH_MAX, children=True, nodes=16)
+    runs = {}
+    for k in (None, 4, 2):  # TT: every one above the 16 nodes held, so (TT, d) verifies as (16, d)
+        by_depth = {int(d): i for i, (tt, d, kk) in enumerate(triples) if kk == k}
+        env = SimEnv("resps", traces, cost_model(), seed=3, children=k is not None)
+        env.reset(seed=3)
+        actions, out = np.random.default_rng(7), []
+        for _ in range(40):
+            tt, d = pairs[actions.integers(len(pairs))]
+            out.append(env.step(int(np.flatnonzero((pairs == (tt, d)).all(1))[0]) if k is None else
+                                by_depth[max(int(d), min(by_depth))])[1])
+        runs[k] = out
+    assert runs[None] == runs[4] and runs[2] != runs[4]

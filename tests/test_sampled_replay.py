@@ -14,6 +14,7 @@ from helpers import DEPTH_MAX, FAIL, PASS, cost_model, g_test, random_traces, sa
 from simspec.engine.tree import DraftTree, select_nodes
 from simspec.errors import SimspecError
 from simspec.policies import StaticPolicy
+from simspec.policies.base import keep_best_children
 from simspec.sim.oracle import oracle
 from simspec.sim.replay import replay
 from simspec.sim.stochastic import at_least, reach_probabilities, stored_nodes, verified_mask
@@ -43,6 +44,67 @@ def test_stored_nodes_hold_every_top_v_set_in_engine_order(ties):
                 engine = inside[select_nodes(scores[inside], size)]  # what a (D, V) cycle verifies
                 ours = kept[verified_mask(depths[kept], d_levels, size)]
                 assert sorted(engine) == sorted(ours), (d_levels, size)
+
+
+def best_children_by_hand(tree: DraftTree, size: int, k: int) -> list[int]:
+    """The top-``size`` nodes, then from the root down each kept node's ``k`` best selected children."""
+    top = set(select_nodes(tree.scores[:tree.n], size).tolist())
+    kept, todo = [0], [0]
+    while todo:
+        node = todo.pop()
+        kids = sorted((c for c in top if c and tree.parents[c] == node), key=lambda c: (-tree.scores[c], c))[:k]
+        kept += kids
+        todo += kids
+    return sorted(kept)
+
+
+def test_pruned_trees_are_what_the_engine_verifies_with_each_nodes_top_k():
+    """Re-SpS's top-k within the recorded trees: each (D, V) set of the stored nodes, pruned to each
+    node's k best children, is the set the engine's tree verifies at (V, k), for every D, V and k."""
+    rng = np.random.default_rng(4)
+    for trial in range(12):
+        width, depth_max, nodes = int(rng.integers(2, 5)), 5, int(rng.integers(4, 16))
+        draws = [np.sort(-rng.exponential(1.0, (1 if level == 0 else width, width)), axis=1)[:, ::-1]
+                 for level in range(depth_max - 1)]
+        draws = [np.round(d, 1) for d in draws] if trial % 3 == 0 else draws  # ties among siblings and levels
+        tokens = [rng.integers(0, 9, d.shape) for d in draws]
+        for d_levels in range(2, depth_max + 1):
+            tree = DraftTree(0, d_levels, width)
+            for level in range(d_levels - 1):
+                if level:
+                    tree.feed_frontier()
+                tree.grow(draws[level], tokens[level])
+            kept = stored_nodes(tree.scores[:tree.n], tree.depths[:tree.n], depth_max, nodes)
+            column = np.full(tree.n, -1)
+            column[kept] = np.arange(len(kept))
+            parents = np.where(kept == 0, -1, column[tree.parents[kept]])
+            for size in range(1, nodes + 1):
+                for k in range(1, width + 1):
+                    engine = tree.verification(size, k).nodes
+                    assert sorted(engine) == best_children_by_hand(tree, size, k)
+                    chosen = keep_best_children(parents, verified_mask(tree.depths[kept], d_levels, size), k,
+                                                depth_max)[0]
+                    assert sorted(kept[chosen]) == sorted(engine), (trial, d_levels, size, k)
+                    if k == width:
+                        assert sorted(engine) == sorted(tree.verification(size).nodes)
+
+
+def test_pruned_replay_is_the_top_v_law_at_full_width_and_smaller_below_it():
+    traces = sampled_traces(9, width=3, nodes=12)
+    rows = np.arange(traces.positions)
+    for depth, size in ((3, 6), (5, 12)):
+        d, v = np.full(len(rows), depth), np.full(len(rows), size)
+        nodes, tail = traces.pruned_tails(rows, d, v, np.full(len(rows), 3))
+        np.testing.assert_array_equal(tail, traces._tail(rows, d, v))
+        inside = np.cumsum(traces.node_depth < depth, axis=1)[:, -1]
+        np.testing.assert_array_equal(nodes, np.minimum(size, inside))
+        one, chain = traces.pruned_tails(rows, d, v, np.ones(len(rows), dtype=np.int64))
+        assert np.all(one <= depth) and np.all(one <= nodes) and (one < nodes).any()  # k = 1: one chain
+        assert np.all(chain <= tail + 1e-6)
+        drawn = traces.pruned(rows, d, v, np.ones(len(rows), dtype=np.int64), np.random.default_rng(0))
+        assert np.array_equal(drawn[0], one) and np.all(drawn[1] < one)
+    with pytest.raises(SimspecError, match="sampled traces"):
+        random_traces(0).pruned(rows[:3], d[:3], v[:3], np.ones(3), np.random.default_rng(0))
 
 
 def test_tails_are_each_verified_sets_acceptance_law():

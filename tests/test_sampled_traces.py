@@ -46,7 +46,32 @@ def test_recorded_node_probabilities_are_the_targets(draft, sampling, tiny, draf
     assert checked > 20
 
 
-def test_recorded_acceptance_law_is_the_live_engines(tiny, drafters):
+class PrunedPolicy:
+    """A static tree whose verified nodes keep only their best ``k`` children (Re-SpS's top-k)."""
+
+    def __new__(cls, k: int):
+        from simspec.policies.base import StaticPolicy
+
+        class Pruned(StaticPolicy):
+            def children_batch(self, rows):
+                return np.full(len(rows), k)
+
+        return Pruned(DEPTH_MAX, WIDTH, NODES)
+
+
+def law_of(traces, k: int | None) -> np.ndarray:
+    """P(accepted = a) of the first cycle's (DEPTH_MAX, NODES) tree, pruned to each node's ``k`` best children."""
+    at, depth, size = np.array([0]), np.array([DEPTH_MAX]), np.array([NODES])
+    if k is None:
+        return traces.accepted_distribution(at, depth, size)[0]
+    tail = traces.pruned_tails(at, depth, size, np.array([k]))[1][0].astype(np.float64)
+    return tail - np.append(tail[1:], 0.0)
+
+
+@pytest.mark.parametrize("k", [None, 1], ids=["top-v", "top-k-1"])
+def test_recorded_acceptance_law_is_the_live_engines(k, tiny, drafters):
+    """Unpruned, the wrong law is a smaller tree's; pruned to each node's best child, the unpruned
+    tree's law: the test tells the two apart."""
     from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
@@ -62,12 +87,14 @@ def test_recorded_acceptance_law_is_the_live_engines(tiny, drafters):
     # and verifies its whole tree whatever the token budget left, so a longer generation only
     # adds cycles after it (the same seeds give the same first cycles).
     for seed in range(600):
-        run = engine.generate(PROMPT, StaticPolicy(DEPTH_MAX, WIDTH, NODES), 2, seed)
+        policy = StaticPolicy(DEPTH_MAX, WIDTH, NODES) if k is None else PrunedPolicy(k)
+        run = engine.generate(PROMPT, policy, 2, seed)
         if run.tokens[0] == root and run.cycles:
             counts[run.cycles[0].accepted] = counts.get(run.cycles[0].accepted, 0) + 1
             n += 1
     assert n > 200
-    law = traces.accepted_distribution(np.array([0]), np.array([DEPTH_MAX]), np.array([NODES]))[0]
+    law = law_of(traces, k)
     assert g_test(counts, {a: law[a] for a in range(DEPTH_MAX) if law[a] > 0}, n) > PASS
-    wrong = traces.accepted_distribution(np.array([0]), np.array([DEPTH_MAX - 1]), np.array([2]))[0]
+    wrong = traces.accepted_distribution(np.array([0]), np.array([DEPTH_MAX - 1]), np.array([2]))[0] \
+        if k is None else law_of(traces, None)
     assert g_test(counts, {a: wrong[a] for a in range(DEPTH_MAX) if wrong[a] > 0}, n) < FAIL

@@ -6,7 +6,8 @@ of one). One cycle, for every busy row at once:
     draft     : the root step, then level by level in one drafter forward per level,
                 while policy.keep_drafting_batch says CONTINUE for the row
     size      = policy.choose_size_batch(rows, depth, tree scores, planned)
-    verify    : each row's best ``size`` nodes in one padded target forward, a tree mask per row
+    verify    : each row's best ``size`` nodes (each keeping policy.children_batch of its own, when
+                set) in one padded target forward, a tree mask per row
     accept    : per row, the longest path agreeing with the target's greedy tokens plus its bonus
                 token (at T > 0: ``simspec.engine.sampling``'s rejection walk)
     trim      : each row keeps only its accepted tokens in the target's and the drafter's caches
@@ -353,7 +354,9 @@ class SpeculativeEngine:
         fed = max(rows[b].unfed for b, d in zip(busy, planned) if d > 1)
         trees, calls, depth, sizes, policy_s, draft_s = self._grow(drafter, rows, busy, lengths, ids, planned, sizes)
         policy_s += plan_s
-        verifications = {b: trees[b].verification(int(sizes[i])) for i, b in enumerate(busy)}
+        children = policy.children_batch(ids)
+        verifications = {b: trees[b].verification(int(sizes[i]), None if children is None else int(children[i]))
+                         for i, b in enumerate(busy)}
         t = clock(device)
         hidden, features = target.forward({b: (v.tokens, v.depths, v.visible) for b, v in verifications.items()})
         logits = head_logits(target.head, hidden.reshape(-1, hidden.shape[-1])).view(*hidden.shape[:2], -1)

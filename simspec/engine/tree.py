@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.policies.base import tree_capacity
+from simspec.policies.base import keep_best_children, tree_capacity
 from simspec.policies.shape import TreeShape
 
 
@@ -74,9 +74,14 @@ class DraftTree:
         self._fed.append(self.frontier)
         return self.tokens[self.frontier], self.levels - 1, visible
 
-    def verification(self, size: int) -> Verification:
-        """The ``size`` best nodes, flattened in depth order with their tree mask."""
+    def verification(self, size: int, children: int | None = None) -> Verification:
+        """The ``size`` best nodes, flattened in depth order with their tree mask; ``children``: each
+        keeps at most that many of its own (Re-SpS's top-k; siblings are created best first)."""
         rows = select_nodes(self.scores[: self.n], min(size, self.n))
+        if children is not None and children < self.width:
+            parents = np.searchsorted(rows, self.parents[rows])
+            parents[0] = -1
+            rows = rows[keep_best_children(parents, np.ones(len(rows), dtype=bool), children, self.levels)[0]]
         return Verification(
             nodes=rows,
             tokens=self.tokens[rows],

@@ -5,8 +5,8 @@ thousands per call, the real engine its busy rows. A cycle offers the seed paper
 decision points: ``plan_batch`` before drafting (depth budget and size: Re-SpS),
 ``keep_drafting_batch`` after every draft step (CONTINUE or STOP: LTD's depth policy, RADAR,
 DDD, SVIP) and ``choose_size_batch`` once the trees are built (nodes verified: LTD's size
-policy); ``observe_batch`` then reports what the target accepted (and, to token-cache rules,
-how many accepted drafts were already in the cache).
+policy; ``children_batch``, Re-SpS's top-k, prunes them); ``observe_batch`` then reports what the
+target accepted (and, to token-cache rules, how many accepted drafts were already in the cache).
 
 Conventions (LTD's counting): depth D counts tree levels *including the root* (D - 1 draft
 steps, at most ``tree_capacity(D, W)`` nodes, at most D tokens per cycle); size V counts
@@ -86,6 +86,29 @@ def sorted_levels(scores: np.ndarray, width: int, levels: int) -> np.ndarray:
     return out
 
 
+def keep_best_children(parents: np.ndarray, selected: np.ndarray, children, levels: int) -> np.ndarray:
+    """Which ``selected`` nodes stay when each keeps at most ``children`` (per row, or one number) of
+    its selected children: ``parents[row, i]`` is node i's column (-1: the root), parents precede
+    children and siblings come best first. A node stays when it ranks below k among its selected
+    siblings and so does every ancestor up to ``levels`` deep: a set closed under ancestors, so the
+    engine verifies it and replay reads its acceptance alike."""
+    parents, selected = np.atleast_2d(parents), np.atleast_2d(selected)
+    n, k = parents.shape
+    columns = np.broadcast_to(np.arange(k), (n, k))
+    key = np.where(selected, parents, k)  # group the selected by parent, in column order
+    order = np.argsort(key, axis=1, kind="stable")
+    grouped = np.take_along_axis(key, order, 1)
+    starts = np.ones((n, k), dtype=bool)
+    starts[:, 1:] = grouped[:, 1:] != grouped[:, :-1]
+    rank = np.empty((n, k), dtype=np.int64)
+    np.put_along_axis(rank, order, columns - np.maximum.accumulate(np.where(starts, columns, 0), axis=1), 1)
+    keep = selected & (rank < np.reshape(children, (-1, 1)))
+    up = np.maximum(parents, 0)
+    for _ in range(levels):  # a node stays only below kept ancestors
+        keep &= np.take_along_axis(keep, up, 1) | (parents < 0)
+    return keep
+
+
 def overrides(policy: BatchPolicy, method: str) -> bool:
     """Whether ``policy`` decides ``method`` itself (the engine and replay skip asking otherwise)."""
     return getattr(type(policy), method) is not getattr(BatchPolicy, method)
@@ -124,6 +147,11 @@ class BatchPolicy(ABC):
     def choose_size_batch(self, rows: np.ndarray, depth: np.ndarray, tree_scores: np.ndarray,
                           planned: np.ndarray) -> np.ndarray:
         return planned
+
+    def children_batch(self, rows: np.ndarray) -> np.ndarray | None:
+        """Re-SpS's top-k: each verified node keeps at most this many of its best children, per row
+        (``keep_best_children``); None keeps the top-V set whole."""
+        return None
 
     def observe_batch(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,  # noqa: B027 (optional hook)
                       accepted: np.ndarray) -> None:

@@ -52,10 +52,13 @@ def radar_features(frontier: np.ndarray, previous_best: np.ndarray, calls: np.nd
 RESPS_FEATURES = 5
 
 
-def resps_features(context: np.ndarray, mean_accepted: np.ndarray, depth: np.ndarray, total: np.ndarray,
-                   depth_max: int) -> np.ndarray:
-    """Re-SpS's state at an interval's start: L / 4096, and over the interval ended the mean accepted
-    length / D_max, the per-step acceptance rate and the (d, TT) held (zeros before the first)."""
+def resps_features(context: np.ndarray, last: np.ndarray, depth_max: int, width: int) -> np.ndarray:
+    """Re-SpS's state at an interval's start from ``last`` = [mean accepted, TT, d(, k)] over the
+    interval ended (zeros before the first): L / 4096, the mean accepted length / D_max, the per-step
+    acceptance rate, d / D_max, TT / 128 (and k / W where the policy chooses its top-k)."""
+    mean_accepted, total, depth = last[:, 0], last[:, 1], last[:, 2]
     rate = np.where(depth >= 2, mean_accepted / np.maximum(depth - 1, 1), 0.0)
-    return np.stack([context / CONTEXT_SCALE, mean_accepted / depth_max, rate, depth / depth_max,
-                     total / 128.0], axis=1).astype(np.float32)
+    columns = [context / CONTEXT_SCALE, mean_accepted / depth_max, rate, depth / depth_max, total / 128.0]
+    if last.shape[1] == 4:
+        columns.append(last[:, 3] / width)
+    return np.stack(columns, axis=1).astype(np.float32)

@@ -105,8 +105,9 @@ class LTDPolicy(BatchPolicy):
 
 
 class ReSpSPolicy(BatchPolicy):
-    """Re-SpS: every ``hold`` cycles the network picks a (TT, d) pair from ``actions`` seeing
-    the interval just ended; the tree budget stays fixed in between (30 cycles at inference)."""
+    """Re-SpS: every ``hold`` cycles the network picks a (TT, d) pair from ``actions`` (or a (TT, d, k)
+    triple: each verified node keeps its k best children, the paper's top-k within the drafted trees)
+    seeing the interval just ended; the tree budget stays fixed in between (30 cycles at inference)."""
 
     def __init__(self, width: int, depth_max: int, actions: np.ndarray, net: MLP, hold: int = 30,
                  name: str = "resps") -> None:
@@ -119,22 +120,24 @@ class ReSpSPolicy(BatchPolicy):
         self.choice = np.zeros(n, dtype=np.int64)
         self.accepted = np.zeros(n)  # this interval's sums
         self.cycles = np.zeros(n)
-        self.last = np.zeros((n, 3))  # the interval before: mean accepted, d, TT
+        self.last = np.zeros((n, self.actions.shape[1] + 1))  # the interval before: mean accepted, the action
 
     def plan_batch(self, rows, context):
         starting = self.left[rows] == 0
         due = rows[starting]
         if len(due):
             ended = due[self.cycles[due] > 0]
-            held = self.actions[self.choice[ended]]
-            self.last[ended] = np.stack([self.accepted[ended] / self.cycles[ended], held[:, 1], held[:, 0]], 1)
-            last = self.last[due]
-            features = resps_features(context[starting], last[:, 0], last[:, 1], last[:, 2], self.depth_max)
-            self.choice[due] = self.net.act(features)
+            self.last[ended] = np.concatenate([(self.accepted[ended] / self.cycles[ended])[:, None],
+                                               self.actions[self.choice[ended]]], 1)
+            self.choice[due] = self.net.act(resps_features(context[starting], self.last[due], self.depth_max,
+                                                           self.width))
             self.left[due], self.accepted[due], self.cycles[due] = self.hold, 0.0, 0.0
         self.left[rows] -= 1
         total, depth = self.actions[self.choice[rows], 0], self.actions[self.choice[rows], 1]
         return depth, total
+
+    def children_batch(self, rows):
+        return self.actions[self.choice[rows], 2] if self.actions.shape[1] == 3 else None
 
     def observe_batch(self, rows, depth, size, accepted):
         self.accepted[rows] += accepted

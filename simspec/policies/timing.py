@@ -33,6 +33,7 @@ def policy_latency(policies: dict, width: int, depth: int, repeats: int, seed: i
 
         def cycle() -> None:
             planned, size = policy.plan_batch(row, at)
+            policy.children_batch(row)
             if asks:
                 for level in range(2, depth):
                     policy.keep_drafting_batch(row, np.array([level]), frontiers[level - 2], planned)

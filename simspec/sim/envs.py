@@ -92,13 +92,17 @@ class Core:
     def context(self, rows: np.ndarray) -> np.ndarray:
         return self.traces.context_length[self.at(rows)]
 
-    def finish_cycle(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray
+    def finish_cycle(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, children: np.ndarray | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Verify the rows' trees; returns (reward, accepted, prompt over) and advances the roots."""
+        """Verify the rows' trees (``children``: each node keeps its best k, Re-SpS's top-k); returns
+        (reward, accepted, prompt over) and advances the roots."""
         at = self.at(rows)
         size = np.clip(size, 1, tree_capacities(depth, self.width))
         size = np.minimum(size, self.traces.nodes)
-        accepted = self.traces.accepted(at, depth, size, self.rng)
+        if children is None:
+            accepted = self.traces.accepted(at, depth, size, self.rng)
+        else:
+            size, accepted = self.traces.pruned(at, depth, size, children, self.rng)
         seconds = self.cost.cycle(depth, self.width, size, self.traces.context_length[at], self.previous[rows] + 1)
         reward = self.reward_of(accepted, seconds)
         self.position[rows] += accepted + 1
@@ -191,28 +195,34 @@ class LTDSize:
         return reward, np.ones(self.core.n, dtype=bool)  # one cycle, one episode
 
 
-def resps_actions(width: int, depth_max: int) -> np.ndarray:
-    """Re-SpS's (total tokens TT, depth d) pairs with TT <= k**(d-1), at the traces' width k.
-    (Re-SpS also picks k from {8,12,16,20,32}; a trace holds one width, so k is fixed here.)"""
-    pairs = [(tt, d) for tt in (32, 48, 64, 80, 96, 128) for d in range(3, 9)
-             if d <= depth_max and tt <= width ** (d - 1)]
-    return np.array(pairs, dtype=np.int64)
+RESPS_CHILDREN = (2, 4, 6)  # top-k choices below the traces' width (Re-SpS: 8-32 at EAGLE-2's 10)
+
+
+def resps_actions(width: int, depth_max: int, children: bool = False, nodes: int | None = None) -> np.ndarray:
+    """Re-SpS's (total tokens TT, depth d) pairs with TT <= W**(d-1), W the traces' width; with
+    ``children``, (TT, d, k) triples, k each node's children kept (``RESPS_CHILDREN`` and W: the
+    paper's top-k, here within the recorded trees), TT <= k**(d-1) and at most ``nodes``, the most
+    the traces verify (a larger TT would verify the same trees)."""
+    ks = sorted({*(k for k in RESPS_CHILDREN if k < width), width}) if children else [width]
+    totals = [tt for tt in (32, 48, 64, 80, 96, 128) if not children or nodes is None or tt <= max(nodes, 32)]
+    rows = [(tt, d, k) for k in ks for tt in totals for d in range(3, 9) if d <= depth_max and tt <= k ** (d - 1)]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)[:, :3 if children else 2]
 
 
 class ReSpS:
-    """Re-SpS's MDP: pick (TT, d), hold it ``hold`` cycles (or to the prompt's end) for the mean
-    per-cycle reward, seeing ``resps_features`` of the last interval (zeros at a prompt's start)."""
+    """Re-SpS's MDP: pick (TT, d) (or (TT, d, k): ``resps_actions``), hold it ``hold`` cycles (or to
+    the prompt's end) for the mean per-cycle reward, seeing ``resps_features`` of the last interval
+    (zeros at a prompt's start)."""
 
-    def __init__(self, core: Core, hold: int = 10) -> None:
+    def __init__(self, core: Core, hold: int = 10, children: bool = False) -> None:
         self.core, self.hold = core, hold
-        self.actions = resps_actions(core.width, core.dmax)
+        self.actions = resps_actions(core.width, core.dmax, children, core.traces.nodes)
         self.n_actions = len(self.actions)
-        self.last = np.zeros((core.n, 3))  # mean accepted, d, TT of the last interval
-        self.obs_dim = RESPS_FEATURES
+        self.last = np.zeros((core.n, self.actions.shape[1] + 1))  # mean accepted, then the action held
+        self.obs_dim = RESPS_FEATURES + (self.actions.shape[1] == 3)
 
     def observe(self, rows: np.ndarray) -> np.ndarray:
-        last = self.last[rows]
-        return resps_features(self.core.context(rows), last[:, 0], last[:, 1], last[:, 2], self.core.dmax)
+        return resps_features(self.core.context(rows), self.last[rows], self.core.dmax, self.core.width)
 
     def reset(self, rows: np.ndarray) -> np.ndarray:
         self.last[self.core.restart(rows)] = 0.0
@@ -220,7 +230,9 @@ class ReSpS:
 
     def step(self, actions: np.ndarray):
         c = self.core
-        total, depth = self.actions[actions, 0], self.actions[actions, 1]
+        held = self.actions[actions]
+        total, depth = held[:, 0], held[:, 1]
+        children = held[:, 2] if held.shape[1] == 3 else None
         reward_sum = np.zeros(c.n, dtype=np.float32)
         accepted_sum, cycles = np.zeros(c.n), np.zeros(c.n)
         done = np.zeros(c.n, dtype=bool)
@@ -228,12 +240,13 @@ class ReSpS:
             live = np.flatnonzero(~done)
             if len(live) == 0:
                 break
-            reward, accepted, finished = c.finish_cycle(live, depth[live], total[live])
+            reward, accepted, finished = c.finish_cycle(live, depth[live], total[live],
+                                                        None if children is None else children[live])
             reward_sum[live] += reward
             accepted_sum[live] += accepted
             cycles[live] += 1
             done[live] = finished
-        self.last = np.stack([accepted_sum / np.maximum(cycles, 1), depth, total], axis=1)
+        self.last = np.concatenate([(accepted_sum / np.maximum(cycles, 1))[:, None], held], axis=1)
         return (reward_sum / np.maximum(cycles, 1)).astype(np.float32), np.ones(c.n, dtype=bool)
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from simspec.policies.base import keep_best_children
+
 
 def reach_probabilities(parents: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """The probability that the walk reaches each node (root 1) from ``parents[..., i]`` (node i's
@@ -105,3 +107,15 @@ def acceptance_tails(node_depth: np.ndarray, node_parent: np.ndarray, node_prob:
             tails[part, d_levels - 2] = np.where(levels < d_levels, running[rows, column], 0.0)
     tails[..., 0] = 1.0
     return np.minimum(tails, 1.0)
+
+
+def pruned_tails(node_depth: np.ndarray, node_parent: np.ndarray, reach: np.ndarray, depth: int, size: int,
+                 children: int, depth_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Re-SpS's top-k cycles at every position: the (D, V) set, each node keeping its ``children``
+    best children of the set (``keep_best_children``, as the engine prunes): (nodes verified [positions],
+    P(accepted >= d) [positions, depth_max]). Stored nodes come in engine order, so a node's siblings
+    precede it best first."""
+    verified = verified_mask(node_depth.astype(np.int64), depth, size)
+    keep = keep_best_children(node_parent.astype(np.int64), verified, children, depth_max)
+    tail = at_least(reach, node_depth, keep, depth_max).astype(np.float32)
+    return keep.sum(1), tail

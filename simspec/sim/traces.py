@@ -55,7 +55,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.schema import Artifact
-from simspec.sim.stochastic import acceptance_tails, sample_accepted
+from simspec.sim.stochastic import acceptance_tails, pruned_tails, reach_probabilities, sample_accepted
 
 NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
@@ -117,6 +117,8 @@ class TraceSet:
     child_rank: np.ndarray | None = None  # [positions, depth_max - 1] int16, or [positions, 0] when not stored
     _tails: np.ndarray | None = field(default=None, repr=False, compare=False)
     _seen: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _reach: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _pruned: dict = field(default_factory=dict, repr=False, compare=False)  # (D, V, k): pruned_tails
 
     def __post_init__(self) -> None:
         if isinstance(self.meta, dict):
@@ -192,6 +194,35 @@ class TraceSet:
         """P(accepted >= d) of (depth, size) cycles at ``rows`` (depths below 2 read D = 2's row)."""
         return self.tails()[rows, np.minimum(np.maximum(depth - 2, 0), self.depth_max - 2),
                             np.minimum(np.maximum(size, 1), self.nodes) - 1]
+
+    def pruned(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, children: np.ndarray,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes verified, accepted drafts) of cycles at ``rows`` whose (depth, size) trees keep each
+        node's ``children`` best children (Re-SpS's top-k), drawn with ``rng``."""
+        nodes, tail = self.pruned_tails(rows, depth, size, children)
+        drafts = np.asarray(depth) >= 2
+        return np.where(drafts, nodes, 1), np.where(drafts, sample_accepted(tail, rng.random(len(rows))), 0)
+
+    def pruned_tails(self, rows: np.ndarray, depth, size, children) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes verified, P(accepted >= d)) of those cycles (``stochastic.pruned_tails``), each (D, V, k)
+        computed over every position once. Sampled traces only: greedy ones hold the greedy path, not trees."""
+        if not self.sampled:
+            raise SimspecError("trees pruned to each node's best k children (Re-SpS's top-k) replay from sampled "
+                               "traces (T > 0): keep k at the traces' width, or record at T > 0")
+        keys = np.stack([np.clip(depth, 2, self.depth_max), np.clip(size, 1, self.nodes),
+                         np.minimum(children, self.width)], 1).astype(np.int64)
+        unique, which = np.unique(keys, axis=0, return_inverse=True)
+        nodes, tail = np.ones(len(rows), dtype=np.int64), np.zeros((len(rows), self.depth_max), dtype=np.float32)
+        for i, key in enumerate(map(tuple, unique.tolist())):
+            if key not in self._pruned:
+                if self._reach is None:
+                    real = self.node_depth <= self.depth_max
+                    self._reach = reach_probabilities(np.where(real, self.node_parent, 0).clip(0),
+                                                      np.where(real, self.node_prob, 0.0))
+                self._pruned[key] = pruned_tails(self.node_depth, self.node_parent, self._reach, *key, self.depth_max)
+            at = which.reshape(-1) == i
+            nodes[at], tail[at] = self._pruned[key][0][rows[at]], self._pruned[key][1][rows[at]]
+        return nodes, tail
 
     def accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray,
                  rng: np.random.Generator | None = None) -> np.ndarray:

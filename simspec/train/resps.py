@@ -1,4 +1,4 @@
-"""Re-SpS: one PPO policy picks the tree's (total tokens, depth), held for N cycles (10 in training,
+"""Re-SpS: one PPO policy picks the tree's (total tokens, depth[, top-k]), held for N cycles (10 in training,
 30 at inference), standard or maximum-entropy (entropy 0.1). The paper's MLP [128, 128]; the
 rest SB3's PPO defaults (3e-4 constant, 10 epochs, minibatch 64, gamma 0.99), 2048-step rollouts."""
 
@@ -23,13 +23,15 @@ RESPS_PRESETS = {"paper": PPOConfig(steps=100_000, **_RESPS), "fast": PPOConfig(
 
 def train_resps(setting: Setting, config: PPOConfig, variant: str, log: TrainingLog,
                 progress: Callable[[int], None], tensorboard: str | None = None,
-                validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD) -> Trained:
-    """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold`` (Fig. 3's N)."""
+                validations: int = 20, hold: int = INFERENCE_HOLD, train_hold: int = TRAIN_HOLD,
+                children: bool = False) -> Trained:
+    """PPO with the action held ``train_hold`` cycles; the deployed policy holds it ``hold`` (Fig. 3's N).
+    ``children``: the actions pick each node's top-k too (``resps_actions``)."""
     s = setting
-    actions = resps_actions(s.width, s.depth_max)
+    actions = resps_actions(s.width, s.depth_max, children, s.fit.nodes)
     config = PPOConfig(**{**config.__dict__, "entropy": VARIANTS[variant]})
     env = SimVecEnv("resps", s.fit, s.cost, s.n_envs, seed=s.seed, max_new_tokens=s.max_new_tokens, reward=s.reward,
-                    hold=train_hold)
+                    hold=train_hold, children=children)
     model = make_ppo(env, config, s.seed, tensorboard, s.precision)
 
     def deployed(actor) -> ReSpSPolicy:

@@ -153,10 +153,15 @@ class ReSpSOptions(AlgorithmOptions):
     hold: int | None = opt(None, "Re-SpS only: cycles the deployed policy holds an action (the paper's N, 30 by "
                            "default).")
     train_hold: int | None = opt(None, "Re-SpS only: cycles an action is held in training (10 by default).")
+    top_k: str = opt("width", "Re-SpS only: width (each node keeps the traces' width of children) or choose (the "
+                     "policy picks k per interval, the paper's top-k, within the recorded trees: sampled traces "
+                     "only).")
 
     def check(self) -> None:
         if self.variant not in VARIANTS:
             raise SimspecError(f"unknown --variant {self.variant!r}: choose from {', '.join(VARIANTS)}")
+        if self.top_k not in ("width", "choose"):
+            raise SimspecError(f"--top-k takes width or choose, not {self.top_k!r}")
         for flag, value in (("--hold", self.hold), ("--train-hold", self.train_hold)):
             if value is not None and value < 1:
                 raise SimspecError(f"{flag} takes a number of cycles >= 1, got {value}")
@@ -165,11 +170,12 @@ class ReSpSOptions(AlgorithmOptions):
         return algo + ("-maxent" if self.variant == "maxent" else "")
 
     def name_parts(self) -> list[str]:
+        parts = ["topk"] if self.top_k == "choose" else []
         if self.hold is None and self.train_hold is None:
-            return []
+            return parts
         from simspec.train.resps import INFERENCE_HOLD, TRAIN_HOLD
 
-        return [f"hold{self.hold or INFERENCE_HOLD}-{self.train_hold or TRAIN_HOLD}"]
+        return parts + [f"hold{self.hold or INFERENCE_HOLD}-{self.train_hold or TRAIN_HOLD}"]
 
 
 def _resps_work(request: TrainRequest) -> int:
@@ -184,14 +190,17 @@ def _resps(request: TrainRequest, setting: Setting, log: TrainingLog, advance: A
 
     config, options = RESPS_PRESETS[request.preset], request.options
     hold, train_hold = options.hold or INFERENCE_HOLD, options.train_hold or TRAIN_HOLD
+    if options.top_k == "choose" and not setting.fit.sampled:
+        raise SimspecError("--top-k choose prunes the recorded trees, which only sampled traces hold (T > 0): "
+                           "train on a T > 0 profile, or leave --top-k at width")
     result = train_resps(setting, config, options.variant, log, advance, str(work / "tb"), hold=hold,
-                         train_hold=train_hold)
+                         train_hold=train_hold, children=options.top_k == "choose")
     result.models["resps"].policy.save(work / "resps_policy.sb3")
     policy = result.policy
     spec = {"width": policy.width, "depth_max": policy.depth_max, "actions": policy.actions.tolist(),
             "hold": policy.hold}
     schedule = {**asdict(config), "entropy": VARIANTS[options.variant], "variant": options.variant,
-                "train_hold": train_hold}
+                "train_hold": train_hold, "top_k": options.top_k}
     return Fitted(policy, spec, policy.net.arrays("net"), result.env_steps, result.validation_speedup,
                   schedule, ["resps_policy.sb3"])
 
