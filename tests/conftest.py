@@ -42,16 +42,46 @@ os.environ.setdefault("SIMSPEC_COMPILE_MODE", "default")
 
 
 def pytest_collection_modifyitems(config, items):
-    # The simulator's modules first: in a fresh process (each xdist worker is one) nothing has
-    # imported torch yet, so _numpy_only below can see one of them import it. Then the tests
-    # marked `long`: xdist's worksteal hands each worker a contiguous half of this order and
-    # lets an idle one steal from the end of the other's queue, so a long test late in the order
-    # runs last while the other worker idles; started first, the short ones fill in after them.
-    items.sort(key=lambda item: (Path(str(item.fspath)).name not in NUMPY_ONLY,
-                                 item.get_closest_marker("long") is None))
     for item in items:  # before `-m` deselects (conftest hooks run ahead of the mark plugin's)
         if set(MODEL_FIXTURES) & set(getattr(item, "fixturenames", ())):
             item.add_marker("model")
+
+
+LONG_SECONDS = 10  # a bare `long` mark's weight; the longest tests state theirs: @pytest.mark.long(seconds=S)
+
+
+class WorkerShares:
+    """The order the workers run, set once `-m` has deselected (trylast: after the mark plugin).
+    xdist's worksteal deals each of the n workers a contiguous 1/n of it and lets an idle one
+    steal the tail of the longest queue, so a long test late in a queue runs last while the
+    other worker idles. Each share starts with the simulator's modules (in a fresh process
+    nothing has imported torch yet, so _numpy_only below can see one of them import it), then its
+    turn of the tests marked `long`, heaviest first, dealt so that the shares' weights stay even;
+    the short ones fill in after them."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # each worker collects, and orders, alike
+        weight = lambda item: item.get_closest_marker("long").kwargs.get("seconds", LONG_SECONDS)  # noqa: E731
+        numpy_only = [i for i in items if Path(str(i.fspath)).name in NUMPY_ONLY]
+        others = [i for i in items if Path(str(i.fspath)).name not in NUMPY_ONLY]
+        long = sorted((i for i in others if i.get_closest_marker("long")), key=weight, reverse=True)
+        rest = [i for i in others if not i.get_closest_marker("long")]
+        shares, loads = [numpy_only[k * len(numpy_only) // n:(k + 1) * len(numpy_only) // n] for k in range(n)], [0] * n
+        for item in long:
+            k = min(range(n), key=lambda k: loads[k])
+            shares[k].append(item)
+            loads[k] += weight(item)
+        sizes = [len(items) // n + (k >= n - len(items) % n) for k in range(n)]  # worksteal's split
+        for k in range(n):
+            take = max(0, sizes[k] - len(shares[k]))
+            shares[k], rest = shares[k] + rest[:take], rest[take:]
+        shares[-1] += rest
+        items[:] = [item for share in shares for item in share]
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(WorkerShares(), "simspec-worker-shares")
 
 
 def pytest_runtest_setup(item):

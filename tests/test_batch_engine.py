@@ -197,6 +197,7 @@ def test_a_drafter_kind_without_rows_decodes_one_sequence_through_its_own_method
         assert _accepted([alone]) == _accepted([rows])
 
 
+@pytest.mark.long(seconds=20)
 @pytest.mark.model
 def test_the_demo_target_at_batch_4_with_its_shipped_eagle_head(target, prompt_ids):
     """Four held-out chat and code prompts, 24 tokens each, in one batch of 4 (uneven lengths)."""

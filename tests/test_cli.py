@@ -86,6 +86,7 @@ def test_bench_engine_json_end_to_end():
     assert report["device_model"] == cpu_model() and len(report["prompts_hash"]) == 16
 
 
+@pytest.mark.long(seconds=22)
 @pytest.mark.model
 def test_bench_engine_samples_at_batch_2_and_judges_the_outputs_by_their_pit():
     """Three prompts through two rows at T = 1 (the third refills a row), two passes each with its

@@ -30,6 +30,7 @@ def test_shards_are_whole_batches_of_the_single_process_recording():
     assert len(shard_prompts(prompts, 8, 3)) == len(batches)  # never more shards than batches
 
 
+@pytest.mark.long(seconds=40)
 @pytest.mark.model
 def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path):
     fail_once = tmp_path / "fail-once"

@@ -202,6 +202,7 @@ def test_refit_prices_a_size_the_profile_never_measured_at_its_own_ratio():
     assert {(s["kind"], s["n"]) for s in added} == {("verify", 7), ("bookkeeping", 6), ("bookkeeping", 7)}
 
 
+@pytest.mark.long(seconds=40)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):

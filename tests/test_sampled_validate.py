@@ -17,7 +17,6 @@ from simspec.sim.trace_files import load_traces
 T1 = "calibration/cpu-demo-T1"
 
 
-@pytest.mark.long
 def test_the_shipped_t1_profile_replays_at_t1_and_refuses_another_temperature():
     profile = load_profile(ROOT / T1)
     assert profile.temperature == 1.0 and profile.traces().sampled and profile.traces().nodes == 64
@@ -37,6 +36,7 @@ def test_the_shipped_t1_profile_replays_at_t1_and_refuses_another_temperature():
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.long(seconds=37)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_validate_real_at_t1_pairs_seeds_and_predicts_each_seeds_continuation(tmp_path):

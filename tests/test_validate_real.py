@@ -188,6 +188,7 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert missing.returncode == 2 and "no validation report" in missing.stderr
 
 
+@pytest.mark.long(seconds=120)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
@@ -237,6 +238,7 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert again.returncode == 2 and "exists" in again.stderr
 
 
+@pytest.mark.long(seconds=55)
 @pytest.mark.model
 def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     """Three prompts through two rows: traces recorded here for the same prompts, so the replayed
@@ -274,6 +276,7 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
 
 
 
+@pytest.mark.long(seconds=30)
 @pytest.mark.model
 def test_validate_real_samples_at_batch_2_and_replays_each_passs_queue(tmp_path):
     """At T = 1 through two rows, two passes each sampling with its own seeds: the scored traces
@@ -323,6 +326,7 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
             check_device(profile, False, refit=False)
 
 
+@pytest.mark.long(seconds=45)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refit(tmp_path):
@@ -446,6 +450,7 @@ def test_measurement_noise_is_the_pass_to_pass_error_an_exact_model_would_still_
     assert measurement_noise([{"method": "a", "repeat_medians": [1.2]}]) is None
 
 
+@pytest.mark.long(seconds=31)
 @pytest.mark.model
 def test_load_live_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
     """``load --live`` with four requests arriving at once through two rows: the engine serves
