@@ -122,6 +122,11 @@ def recalibrate_prompts() -> Any:
     return opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
 
 
+def refit_ladder() -> Any:
+    return opt("full", "The refit's static trees: full (17, V 2-128) or quick (12, V 2-64, as calibrate --quick's "
+               "engine fit: about a third faster, for short runs that verify no larger tree).")
+
+
 def policies() -> Any:
     return opt((), "Comma-separated learned policy folders (policies/NAME), scored beside the baselines; each is "
                "charged its measured decision time.", parse=names)

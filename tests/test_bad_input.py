@@ -590,6 +590,9 @@ row("train --simulated", "unknown --ablate",
 row("train --simulated", "--hold 0",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--hold", "0", "--out", out(d)],
     "--hold takes a number of cycles >= 1")
+row("recalibrate", "unknown --refit-ladder",
+    lambda d, a: ["recalibrate", *CPU_DEMO, "--refit-ladder", "medium", "--out", out(d)],
+    "--refit-ladder takes full or quick")
 row("train --simulated", "--top-k choose on greedy traces",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--top-k", "choose", "--out", out(d)],
     "only sampled traces hold (T > 0)")

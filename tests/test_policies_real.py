@@ -35,10 +35,11 @@ MAX_NEW = 24
 def recorded(target, prompt_ids):
     drafter = load_drafter("eagle", target)
     recorder = TraceRecorder(target, drafter, RecordSpec(depth_max=8, width=4, max_new_tokens=MAX_NEW))
-    ids = [ids for _, ids in prompt_ids[:3]]
+    chosen = prompt_ids[1:3]  # a HumanEval prompt and a ShareGPT one
+    ids = [ids for _, ids in chosen]
     continuations = recorder.continuations(ids)
     traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], ids,
-                      {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in prompt_ids[:3]]})
+                      {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in chosen]})
     engine = SpeculativeEngine(target, drafter)
     return engine, ids, traces, [engine.greedy(i, MAX_NEW).tokens for i in ids]
 

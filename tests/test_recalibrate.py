@@ -7,7 +7,7 @@ import pytest
 from helpers import ROOT, last_json, simspec
 
 from simspec.engine.records import CycleRecord, Generation
-from simspec.measure.insitu import LADDER, CoTimedRefit
+from simspec.measure.insitu import LADDER, QUICK_LADDER, CoTimedRefit
 from simspec.measure.interleave import DriftMeter
 from simspec.measure.refit import log_interp, refit_samples
 from simspec.sim.profile import cost_model, load_profile
@@ -210,12 +210,13 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     # The shipped profile is another machine's (the device check has tests of its own): refit it anyway.
     # One torch thread (the profile's two would fight the other test worker for its core).
     result = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
-                      "--out", str(out), "--allow-other-device", "--threads", "1", "--json")
+                      "--out", str(out), "--allow-other-device", "--threads", "1", "--refit-ladder", "quick", "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result)
     refit, base = load_profile(out), load_profile(ROOT / "calibration" / "cpu-demo")
     situ = refit.meta.in_situ
     assert situ["base"]["inputs_hash"] == base.meta.inputs_hash and situ["split"] == "train"
+    assert situ["trees"] == [list(point) for point in QUICK_LADDER]  # --refit-ladder quick
     assert summary["inputs_hash"] == refit.meta.inputs_hash != base.meta.inputs_hash
     assert situ["cycles"] > 0 and set(situ["live_over_profile"]) >= {"greedy step", "verify", "draft"}
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from here

@@ -10,7 +10,7 @@ import pytest
 from helpers import ROOT, cli, last_json, simspec
 
 from simspec.engine.records import CycleRecord, Generation
-from simspec.measure.insitu import LADDER
+from simspec.measure.insitu import QUICK_LADDER
 from simspec.measure.interleave import DriftMeter, MethodRuns, rescaled_cost
 from simspec.report.markdown import render_markdown
 from simspec.report.validation import ValidationReport, build_report, summary_line
@@ -246,7 +246,8 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     out = tmp_path / "run"
     result = cli("validate", "--real", "--profile", "calibration/cpu-demo-batch", "--batch-size", "2",
                  "--n-prompts", "3", "--max-new-tokens", "8", "--baselines", "eagle3,static:4,6",
-                 "--recalibrate", "--recalibrate-prompts", "2", "--allow-other-device", "--threads", "1",
+                 "--recalibrate", "--recalibrate-prompts", "2", "--refit-ladder", "quick", "--allow-other-device",
+                 "--threads", "1",
                  "--repeats", "1", "--out", str(out), "--json")  # a core per worker; one pass: the wiring
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
@@ -331,9 +332,9 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
 @pytest.mark.e2e
 def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refit(tmp_path):
     out = tmp_path / "run"
-    result = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--recalibrate",
-                      "--recalibrate-prompts", "1", "--n-prompts", "1", "--max-new-tokens", "6", "--baselines", "grid",
-                      "--allow-other-device", "--threads", "1", "--out", str(out), "--json")  # a core per worker
+    result = simspec("validate", "--real", "--profile", "calibration/cpu-demo", "--recalibrate", "--refit-ladder",
+                      "quick", "--recalibrate-prompts", "1", "--n-prompts", "1", "--max-new-tokens", "6", "--baselines",
+                      "grid", "--allow-other-device", "--threads", "1", "--out", str(out), "--json")  # a core each
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["profile"]["refit"] == "this run" and report["profile"]["path"] == "calibration/cpu-demo"
@@ -366,11 +367,11 @@ def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refi
         ("co-timed refit", "over the set"), ("upfront refit", "over the set"),
         ("co-timed refit", "median over prompts"), ("upfront refit", "median over prompts")]
     assert "**Simulator fidelity** (co-timed refit, over the set)" in (out / "report.md").read_text()
-    # Every timed cycle kept: the ladder's (one static tree per LADDER entry), the co-timed ones, the scored.
+    # Every timed cycle kept: the ladder's (one static tree per --refit-ladder entry), the co-timed ones, the scored.
     with np.load(out / "cycles.npz") as cycles:
         assert list(cycles["phases"]) == ["refit", "co-timed", "scored"]
         phase, method = cycles["cycle_phase"], cycles["methods"][cycles["cycle_method"]]
-        assert {m for m in method[phase == 0]} == {f"static(D={d},V={v})" for d, v in LADDER}
+        assert {m for m in method[phase == 0]} == {f"static(D={d},V={v})" for d, v in QUICK_LADDER}
         assert set(method[phase == 2]) == {r["method"] for r in report["rows"]}
         assert (phase == 1).sum() == co["refit"]["cycles"]
         # The co-timed ladder holds each scored method's most frequent (depth, V).
@@ -476,7 +477,7 @@ def test_load_live_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
     # and the replay priced by the refit
     refit = cli("load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "2", "--stream", str(stream),
                 "--baselines", "static:4,6", "--max-new-tokens", "6", "--live", "--recalibrate",
-                "--recalibrate-prompts", "1", "--json")
+                "--recalibrate-prompts", "1", "--refit-ladder", "quick", "--json")
     assert refit.returncode == 0, refit.stderr[-3000:]
     r = last_json(refit)
     assert len(r["refit"]["prompts"]) == 1 and not set(r["refit"]["prompts"]) & set(held.meta.prompt_ids)

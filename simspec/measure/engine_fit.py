@@ -11,11 +11,6 @@ from dataclasses import dataclass
 
 from simspec.measure import Bar
 
-# The quick grid's ladder: every V a small CPU tree uses most (2-12), then the larger trees of
-# EAGLE's defaults; the full grid runs ``insitu.LADDER``.
-QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10), (5, 12), (6, 16), (7, 32),
-                (8, 64))
-
 
 @dataclass(frozen=True)
 class EngineFitSpec:
@@ -28,7 +23,7 @@ class EngineFitSpec:
     @classmethod
     def of(cls, request) -> EngineFitSpec:
         """A ``CalibrateRequest``'s: its grid's defaults, less ``--engine-prompts`` and ``--engine-tokens``."""
-        from simspec.measure.insitu import LADDER
+        from simspec.measure.insitu import LADDER, QUICK_LADDER
 
         default = cls(3, 32, QUICK_LADDER) if request.quick else cls(8, 48, LADDER)
         prompts = default.prompts if request.engine_prompts is None else request.engine_prompts

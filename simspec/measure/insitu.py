@@ -27,6 +27,15 @@ from simspec.sim.profile import Profile, load_live_profile
 # curve's range, each at a depth that can fill it at width 10.
 LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10), (5, 11), (5, 12), (6, 16),
           (7, 24), (7, 32), (8, 48), (8, 64), (10, 128))
+# The quick ladder: every V a small CPU tree uses most (2-12), then the larger trees of EAGLE's defaults.
+QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10), (5, 12), (6, 16), (7, 32), (8, 64))
+
+
+def ladder_points(name: str) -> tuple[tuple[int, int], ...]:
+    """``--refit-ladder``'s (depth, V) points."""
+    if name not in ("full", "quick"):
+        raise SimspecError(f"--refit-ladder takes full or quick, not {name!r}")
+    return LADDER if name == "full" else QUICK_LADDER
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +46,7 @@ class RecalibrateRequest:
     out: str | None = flags.out()
     force: bool = flags.force()
     allow_other_device: bool = flags.allow_other_device()
+    refit_ladder: str = flags.refit_ladder()
 
     def out_dir(self) -> Path:
         if self.out:
@@ -50,6 +60,7 @@ class RecalibrateRequest:
         from simspec.cache import check_out
         from simspec.data import load_prompts
 
+        ladder_points(self.refit_ladder)
         check_out(self.out_dir(), self.force)
         profile = load_live_profile(self.profile, "recalibration")
         prompts = profile.meta.traces.prompts
@@ -241,10 +252,11 @@ def recalibrate(request: RecalibrateRequest, bar: Bar, status: Callable[[str], o
 
     profile, chosen = checked or request.check()
     warning = check_device(profile, request.allow_other_device, refit=True)
-    engine, ids = load_engine(profile, [p.text for p in chosen], request.max_new_tokens + max(d for d, _ in LADDER),
+    points = ladder_points(request.refit_ladder)
+    engine, ids = load_engine(profile, [p.text for p in chosen], request.max_new_tokens + max(d for d, _ in points),
                               status)
     refit = refit_in_situ(engine, profile.cost, profile.samples, profile.meta.traces.width,
-                          [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar)
+                          [(p.id, i) for p, i in zip(chosen, ids)], request.max_new_tokens, bar, points)
     out_dir = request.out_dir()
     meta = refitted_meta(profile, request.profile, refit, profile.meta.traces.prompts, out_dir,
                          str(engine.target.device))

@@ -19,13 +19,13 @@ WARM_UP_TOKENS = 8  # a first short queue, plain and speculative: allocators gro
 PLAIN_EVERY = 4
 
 
-def batch_ladder(profile: Profile, batch: int) -> list[tuple[int, int]]:
-    """``LADDER``'s (depth, V) whose V the profile's verify curve at ``batch`` reaches."""
+def batch_ladder(profile: Profile, batch: int, points=LADDER) -> list[tuple[int, int]]:
+    """The ladder's (depth, V) whose V the profile's verify curve at ``batch`` reaches."""
     sizes = [r["n"] for r in profile.samples if r["kind"] == "verify" and r.get("batch", 1) == batch]
     if not sizes:
         raise SimspecError(f"profile {profile.directory} has no verify curve at batch size {batch} to refit: "
                            f"measure it with `simspec calibrate --batch-sizes 1,{batch}`")
-    return [point for point in LADDER if point[1] <= max(sizes)]
+    return [point for point in points if point[1] <= max(sizes)]
 
 
 class BatchRefit:
@@ -35,12 +35,13 @@ class BatchRefit:
     ``validate --real --batch-size B --recalibrate`` spreads a second one over its scored runs, so
     that it is timed over the same minutes as the runs it predicts (co-timed)."""
 
-    def __init__(self, engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int) -> None:
+    def __init__(self, engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
+                 points=LADDER) -> None:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.profile, self.prompts, self.max_new_tokens = engine, profile, prompts, max_new_tokens
         self.batch, width = engine.batch, profile.meta.traces.width
-        self.points = batch_ladder(profile, self.batch)
+        self.points = batch_ladder(profile, self.batch, points)
         self.trees = ladder_trees(width, self.points)
         self.queue = [ids for _, ids in prompts]
         self.seeds = None if engine.sampling.greedy else list(engine.sampling.seed + 1_000_000 + range(len(self.queue)))
@@ -80,9 +81,9 @@ class BatchRefit:
 
 
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                bar: Bar) -> InSitu:
+                bar: Bar, points=LADDER) -> InSitu:
     """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
-    refit = BatchRefit(engine, profile, prompts, max_new_tokens)
+    refit = BatchRefit(engine, profile, prompts, max_new_tokens, points)
     for tree in (None, refit.trees[len(refit.trees) // 2]):  # ``WARM_UP_TOKENS``: allocators grow before timing
         engine.decode(refit.queue[:refit.batch], tree, WARM_UP_TOKENS)
     tick = bar(f"in-situ runs at batch {refit.batch} (plain + static trees, interleaved)",

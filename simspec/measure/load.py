@@ -62,6 +62,7 @@ class LoadRequest:
                      "cycle at --max-batch rows. Outputs are checked against plain greedy decoding's.")
     recalibrate: bool = flags.recalibrate()
     recalibrate_prompts: int = flags.recalibrate_prompts()
+    refit_ladder: str = flags.refit_ladder()
     surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
                                    "a static tree of each size, at its best depth on the train split, serves every "
                                    "stream (simulated).", parse=flags.ints)
@@ -69,6 +70,9 @@ class LoadRequest:
     force: bool = flags.force()
 
     def __post_init__(self):
+        from simspec.measure.insitu import ladder_points
+
+        ladder_points(self.refit_ladder)
         if self.recalibrate and not self.live:
             raise SimspecError("--recalibrate refits the profile on the live engine before its runs: pass --live too")
         if any(v < 2 for v in self.surface):
@@ -198,7 +202,7 @@ class Live:
 def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     """The pair through ``--max-batch`` rows; with ``--recalibrate``, the profile first refitted through them."""
     from simspec.engine.speculative import SpeculativeEngine
-    from simspec.measure.insitu import LADDER
+    from simspec.measure.insitu import LADDER, ladder_points
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.sim.profile import cost_model, load_live_profile
@@ -218,7 +222,7 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=r.max_batch)
     if not refit_on:
         return Live(rows, ids)
-    refit = refit_batch(rows, profile, refit_on, tokens, bar)
+    refit = refit_batch(rows, profile, refit_on, tokens, bar, ladder_points(r.refit_ladder))
     record = {"prompts": [p for p, _ in refit_on], "live_over_profile": refit.record["live_over_profile"],
               "seconds": refit.record["seconds"]}
     return Live(rows, ids, cost_model(refit.samples), record)

@@ -47,6 +47,7 @@ class ValidateRequest:
     repeats: int = flags.repeats(1)
     recalibrate: bool = flags.recalibrate()
     recalibrate_prompts: int = flags.recalibrate_prompts()
+    refit_ladder: str = flags.refit_ladder()
     allow_other_device: bool = flags.allow_other_device()
     temperature: float | None = flags.temperature(None)
     seed: int = flags.seed()  # T > 0: pass k, prompt i sample with seed + k * n_prompts + i
@@ -81,7 +82,7 @@ class ValidateRequest:
         from simspec.cache import check_out
         from simspec.data import load_prompts
         from simspec.engine.runtime import check_runtime
-        from simspec.measure.insitu import check_device
+        from simspec.measure.insitu import check_device, ladder_points
         from simspec.policies.artifact import read_policy_meta
 
         check_split(self.split)
@@ -104,6 +105,7 @@ class ValidateRequest:
                                f"calibrate a profile with --runtime {self.runtime}")
         if self.batch_size > 1:
             profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size
+        ladder_points(self.refit_ladder)
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads
@@ -215,7 +217,7 @@ class Setup:
 def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> Setup:
     """Loads the engine, refits the profile (``--recalibrate``) and tunes the methods, priced at the batch size."""
     from simspec.engine.speculative import SpeculativeEngine
-    from simspec.measure.insitu import LADDER, check_device, refit_in_situ
+    from simspec.measure.insitu import LADDER, check_device, ladder_points, refit_in_situ
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.policies.base import tree_capacity
@@ -237,8 +239,9 @@ def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str
     s = Setup(profile, profile, chosen, refit_on, engine, rows, all_ids[:len(chosen)], sampling, tokens, ref.width,
               request.out_dir())
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        s.refit = (refit_batch(rows, profile, refit_on, tokens, bar) if batch > 1
-                   else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar))
+        points = ladder_points(request.refit_ladder)
+        s.refit = (refit_batch(rows, profile, refit_on, tokens, bar, points) if batch > 1
+                   else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar, points))
         s.profile = refitted_profile(request, s, s.refit, "profile")
         s.profile._traces = profile.traces()  # the same traces, already read and checked
     with status("tuning baselines on the profile's train split" + (f", priced at batch {batch}" if batch > 1 else "")):
