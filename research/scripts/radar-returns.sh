@@ -6,26 +6,6 @@
 # real engine (8 held-out HumanEval prompts at T = 1). Run alone. The policies go to runs/ (not
 # tracked: the script retrains them); the two reports to research/runs/radar-returns/.
 #     bash research/scripts/radar-returns.sh            # about 25 min on the 2-core EPYC
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-export PATH="$PWD/.venv/bin:$PATH"
-PROFILE=calibration/cpu-demo-T1
-OUT=research/runs/radar-returns
-mkdir -p "$OUT" runs/radar-returns
-policies=()
-for seed in 1 2 3 4; do
-  for returns in expected sampled; do
-    folder="runs/radar-returns/radar-$returns-s$seed"
-    [ -f "$folder/policy.json" ] || simspec train --simulated --profile "$PROFILE" --algo radar --preset fast \
-        --seed "$seed" --returns "$returns" --threads 1 --out "$folder" --json --force
-    policies+=("$folder")
-  done
-done
-list=$(IFS=,; echo "${policies[*]}")
-simspec validate --simulated --profile "$PROFILE" --temperature 1 --baselines grid --policies "$list" --json \
-    > "$OUT/validate-simulated.txt"
-simspec validate --real --profile "$PROFILE" --temperature 1 --n-prompts 8 --baselines grid --policies "$list" \
-    --out "$OUT/validate-real" --force
-# kept as the notebook keeps a run (research/README.md): the report, gzipped; figures and cycles left out
-rm -f "$OUT"/validate-real/*.png "$OUT/validate-real/cycles.npz"
-gzip -nf "$OUT/validate-real/report.json"
+source "$(dirname "$0")/two-variants.sh"
+train_variants radar --returns "expected sampled" radar-returns
+score_variants research/runs/radar-returns
