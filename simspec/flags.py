@@ -123,8 +123,9 @@ def recalibrate_prompts() -> Any:
 
 
 def refit_ladder() -> Any:
-    return opt("full", "The refit's static trees: full (17, V 2-128) or quick (12, V 2-64, as calibrate --quick's "
-               "engine fit: about a third faster, for short runs that verify no larger tree).")
+    return opt("full", "The refits' static trees (validate's co-timed refit rotates through them too): full (17, "
+               "V 2-128) or quick (12, V 2-64, as calibrate --quick's engine fit: about a third faster, for short "
+               "runs that verify no larger tree).")
 
 
 def policies() -> Any:

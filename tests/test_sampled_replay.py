@@ -101,10 +101,10 @@ def test_pruned_replay_is_the_top_v_law_at_full_width_and_smaller_below_it():
         one, chain = traces.pruned_tails(rows, d, v, np.ones(len(rows), dtype=np.int64))
         assert np.all(one <= depth) and np.all(one <= nodes) and (one < nodes).any()  # k = 1: one chain
         assert np.all(chain <= tail + 1e-6)
-        drawn = traces.pruned(rows, d, v, np.ones(len(rows), dtype=np.int64), np.random.default_rng(0))
+        drawn = traces.verify(rows, d, v, np.random.default_rng(0), np.ones(len(rows), dtype=np.int64))
         assert np.array_equal(drawn[0], one) and np.all(drawn[1] < one)
     with pytest.raises(SimspecError, match="sampled traces"):
-        random_traces(0).pruned(rows[:3], d[:3], v[:3], np.ones(3), np.random.default_rng(0))
+        random_traces(0).verify(rows[:3], d[:3], v[:3], np.random.default_rng(0), np.ones(3))
 
 
 def test_tails_are_each_verified_sets_acceptance_law():

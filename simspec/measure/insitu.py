@@ -173,14 +173,15 @@ class CoTimedRefit:
     minutes as the runs it predicts. Its ladder adds each scored run's most frequent (depth, V):
     the live curve can step between ladder sizes (``research/scripts/verify-by-method.py``); each
     step times every such point, as often as its method runs (one tree's time spreads from prompt
-    to prompt), and the next ``trees_per_step`` of ``LADDER`` in rotation."""
+    to prompt), and the next ``trees_per_step`` of the ``ladder`` (``--refit-ladder``) in rotation."""
 
     def __init__(self, engine, base: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                 trees_per_step: int = 2) -> None:
+                 trees_per_step: int = 2, ladder=LADDER) -> None:
         from simspec.measure.interleave import DriftMeter
 
         self.engine, self.base, self.prompts, self.max_new_tokens = engine, base, prompts, max_new_tokens
-        self.width, self.points, self.trees_per_step = base.meta.traces.width, list(LADDER), trees_per_step
+        self.width, self.points, self.trees_per_step = base.meta.traces.width, list(ladder), trees_per_step
+        self.rotated = len(ladder)  # the ladder's points come first; targeted ones follow
         self.drift = DriftMeter(base.cost, self.width)
         self.steps, self.cycles, self.seconds = 0, 0, 0.0
 
@@ -193,9 +194,9 @@ class CoTimedRefit:
         return ladder_trees(self.width, self.points)
 
     def trees(self, step: int) -> list:
-        """Step ``step``'s trees: every targeted operating point, then the next ``trees_per_step`` of ``LADDER``."""
+        """Step ``step``'s trees: every targeted operating point, then the next ``trees_per_step`` of the ladder."""
         ladder = self.ladder
-        k, n = self.trees_per_step, len(LADDER)
+        k, n = self.trees_per_step, self.rotated
         return ladder[n:] + [ladder[(step * k + j) % n] for j in range(k)]
 
     def step(self, runs=()) -> None:
@@ -224,7 +225,7 @@ class CoTimedRefit:
         samples, scales = refit_samples(self.base.samples, self.drift)
         record = in_situ_record(self.prompts, self.max_new_tokens, self.points, self.drift, scales,
                                 self.seconds, co_timed=True,
-                                targeted=[list(t) for t in self.points[len(LADDER):]],
+                                targeted=[list(t) for t in self.points[self.rotated:]],
                                 trees_per_step=self.trees_per_step, steps=self.steps, cycles=self.cycles)
         return InSitu(samples, record, tuple(self.drift.runs))
 

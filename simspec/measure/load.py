@@ -202,7 +202,7 @@ class Live:
 def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     """The pair through ``--max-batch`` rows; with ``--recalibrate``, the profile first refitted through them."""
     from simspec.engine.speculative import SpeculativeEngine
-    from simspec.measure.insitu import LADDER, ladder_points
+    from simspec.measure.insitu import ladder_points
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.sim.profile import cost_model, load_live_profile
@@ -216,13 +216,14 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     refit_on = refit_on[:r.recalibrate_prompts] if r.recalibrate else []
     with status("loading the profile's target and drafter"):
         engine, _ = load_engine(profile, [], tokens, status)
-    room = tokens + (max(scored.depth_max, *(d for d, _ in LADDER)) if refit_on else scored.depth_max)
+    ladder = ladder_points(r.refit_ladder)
+    room = tokens + (max(scored.depth_max, *(d for d, _ in ladder)) if refit_on else scored.depth_max)
     for one in ids + [i for _, i in refit_on]:
         engine.check_length(one, room)
     rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=r.max_batch)
     if not refit_on:
         return Live(rows, ids)
-    refit = refit_batch(rows, profile, refit_on, tokens, bar, ladder_points(r.refit_ladder))
+    refit = refit_batch(rows, profile, refit_on, tokens, bar, ladder)
     record = {"prompts": [p for p, _ in refit_on], "live_over_profile": refit.record["live_over_profile"],
               "seconds": refit.record["seconds"]}
     return Live(rows, ids, cost_model(refit.samples), record)

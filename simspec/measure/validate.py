@@ -162,7 +162,7 @@ def validate_real(request: ValidateRequest, bar: Bar, status: Callable[[str], ob
         return {m.name: replay(traces, cost, m, s.tokens, charge[m.name], seed=s.sampling.seed) for m in s.methods}
 
     simulated = simulate(s.profile.cost)
-    co_timed = CoTimedRefit(s.engine, s.base, s.refit_on, s.tokens) if s.refit_on else None
+    co_timed = CoTimedRefit(s.engine, s.base, s.refit_on, s.tokens, ladder=s.ladder) if s.refit_on else None
     tick = bar("real runs (greedy + every method, interleaved)" + (", refit co-timed" if co_timed else ""),
                len(s.ids) * (len(s.methods) + 1) * request.repeats)
     before = plain_ratio(s.engine, s.ids[0], s.tokens, s.profile.cost, s.width)  # the machine against the profile
@@ -208,6 +208,7 @@ class Setup:
     tokens: int
     width: int
     out_dir: Path
+    ladder: tuple = ()  # --refit-ladder's (depth, V) points
     refit: object | None = None
     methods: list = field(default_factory=list)
     charged: dict = field(default_factory=dict)
@@ -217,7 +218,7 @@ class Setup:
 def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str], object]) -> Setup:
     """Loads the engine, refits the profile (``--recalibrate``) and tunes the methods, priced at the batch size."""
     from simspec.engine.speculative import SpeculativeEngine
-    from simspec.measure.insitu import LADDER, check_device, ladder_points, refit_in_situ
+    from simspec.measure.insitu import check_device, ladder_points, refit_in_situ
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
     from simspec.policies.base import tree_capacity
@@ -227,7 +228,8 @@ def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str
     warning = check_device(profile, request.allow_other_device, refit=request.recalibrate)
     ref, batch, tokens = profile.meta.traces, request.batch_size, request.tokens()
     refit_texts = request.refit_prompts()
-    room = tokens + max(ref.depth_max, *(d for d, _ in LADDER)) if refit_texts else tokens + ref.depth_max
+    ladder = ladder_points(request.refit_ladder)
+    room = tokens + max(ref.depth_max, *(d for d, _ in ladder)) if refit_texts else tokens + ref.depth_max
     sampling = request.sampling(profile)
     engine, all_ids = load_engine(profile, [p.text for p in chosen + refit_texts], room, status, sampling)
     if engine.runtime == "compiled":  # batch 1 only (``check``)
@@ -237,11 +239,10 @@ def setup_run(request: ValidateRequest, checked, bar: Bar, status: Callable[[str
     rows = engine if batch == 1 else SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=batch)
     refit_on = [(p.id, i) for p, i in zip(refit_texts, all_ids[len(chosen):])]
     s = Setup(profile, profile, chosen, refit_on, engine, rows, all_ids[:len(chosen)], sampling, tokens, ref.width,
-              request.out_dir())
+              request.out_dir(), ladder)
     if refit_on:  # the profile that predicts: refitted here, now, on the same prompt set's train split
-        points = ladder_points(request.refit_ladder)
-        s.refit = (refit_batch(rows, profile, refit_on, tokens, bar, points) if batch > 1
-                   else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar, points))
+        s.refit = (refit_batch(rows, profile, refit_on, tokens, bar, ladder) if batch > 1
+                   else refit_in_situ(engine, profile.cost, profile.samples, ref.width, refit_on, tokens, bar, ladder))
         s.profile = refitted_profile(request, s, s.refit, "profile")
         s.profile._traces = profile.traces()  # the same traces, already read and checked
     with status("tuning baselines on the profile's train split" + (f", priced at batch {batch}" if batch > 1 else "")):

@@ -99,10 +99,7 @@ class Core:
         at = self.at(rows)
         size = np.clip(size, 1, tree_capacities(depth, self.width))
         size = np.minimum(size, self.traces.nodes)
-        if children is None:
-            accepted = self.traces.accepted(at, depth, size, self.rng)
-        else:
-            size, accepted = self.traces.pruned(at, depth, size, children, self.rng)
+        size, accepted = self.traces.verify(at, depth, size, self.rng, children)
         seconds = self.cost.cycle(depth, self.width, size, self.traces.context_length[at], self.previous[rows] + 1)
         reward = self.reward_of(accepted, seconds)
         self.position[rows] += accepted + 1

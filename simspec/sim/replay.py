@@ -116,11 +116,7 @@ def decide(traces: TraceSet, policy: BatchPolicy, rows: np.ndarray, at: np.ndarr
         size = policy.choose_size_batch(rows, depth, scores, size)
     # at most the whole tree; at T > 0 at most the nodes the traces hold probabilities for
     size = np.minimum(np.maximum(size, 1), np.minimum(tree_capacities(depth, traces.width), traces.nodes))
-    children = policy.children_batch(rows)
-    if children is None:
-        accepted = traces.accepted(at, depth, size, rng)
-    else:  # Re-SpS's top-k: fewer nodes verified than the top-V
-        size, accepted = traces.pruned(at, depth, size, children, rng)
+    size, accepted = traces.verify(at, depth, size, rng, policy.children_batch(rows))  # top-k: fewer nodes
     if policy.reads_cache:
         policy.observe_batch(rows, depth, size, accepted, hits=traces.cache_hits(at, accepted))
     else:

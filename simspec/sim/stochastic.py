@@ -36,6 +36,15 @@ def reach_probabilities(parents: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return reach
 
 
+def stored_reach(node_depth: np.ndarray, node_parent: np.ndarray, node_prob: np.ndarray, depth_max: int
+                 ) -> np.ndarray:
+    """``reach_probabilities`` of traces' stored nodes, padding (``PAD_DEPTH``) reached with 0."""
+    real = node_depth <= depth_max
+    reach = reach_probabilities(np.where(real, node_parent, 0).clip(0), np.where(real, node_prob, 0.0))
+    reach[:, 0] = 1.0
+    return reach
+
+
 def verified_mask(depths: np.ndarray, depth: int, size: int) -> np.ndarray:
     """The nodes a (D, V) cycle verifies: the root and the first V - 1 nodes of depth < D."""
     inside = depths < depth
@@ -86,8 +95,7 @@ def acceptance_tails(node_depth: np.ndarray, node_parent: np.ndarray, node_prob:
     positions, k = node_depth.shape
     depth = node_depth.astype(np.int64)
     real = depth <= depth_max  # padding holds PAD_DEPTH
-    reach = reach_probabilities(np.where(real, node_parent, 0).clip(0), np.where(real, node_prob, 0.0))
-    reach[:, 0] = 1.0
+    reach = stored_reach(depth, node_parent, node_prob, depth_max)
     tails = np.zeros((positions, depth_max - 1, nodes, depth_max), dtype=np.float32)
     levels = np.arange(depth_max)
     for block in range(0, positions, 1024):  # bounded temporaries

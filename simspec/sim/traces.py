@@ -55,7 +55,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.schema import Artifact
-from simspec.sim.stochastic import acceptance_tails, pruned_tails, reach_probabilities, sample_accepted
+from simspec.sim.stochastic import acceptance_tails, pruned_tails, sample_accepted, stored_reach
 
 NO_NODE = np.iinfo(np.int16).max
 PAD_DEPTH = np.iinfo(np.int8).max
@@ -195,13 +195,14 @@ class TraceSet:
         return self.tails()[rows, np.minimum(np.maximum(depth - 2, 0), self.depth_max - 2),
                             np.minimum(np.maximum(size, 1), self.nodes) - 1]
 
-    def pruned(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, children: np.ndarray,
-               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(nodes verified, accepted drafts) of cycles at ``rows`` whose (depth, size) trees keep each
-        node's ``children`` best children (Re-SpS's top-k), drawn with ``rng``."""
+    def verify(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray, rng: np.random.Generator | None = None,
+               children: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes verified, accepted drafts) of (depth, size) cycles at ``rows``: the top-V set, or with
+        ``children`` each node keeping that many of its best children (Re-SpS's top-k), drawn with ``rng``."""
+        if children is None:
+            return size, self.accepted(rows, depth, size, rng)
         nodes, tail = self.pruned_tails(rows, depth, size, children)
-        drafts = np.asarray(depth) >= 2
-        return np.where(drafts, nodes, 1), np.where(drafts, sample_accepted(tail, rng.random(len(rows))), 0)
+        return np.where(np.asarray(depth) >= 2, nodes, 1), self._drawn(tail, depth, rng)
 
     def pruned_tails(self, rows: np.ndarray, depth, size, children) -> tuple[np.ndarray, np.ndarray]:
         """(nodes verified, P(accepted >= d)) of those cycles (``stochastic.pruned_tails``), each (D, V, k)
@@ -216,9 +217,7 @@ class TraceSet:
         for i, key in enumerate(map(tuple, unique.tolist())):
             if key not in self._pruned:
                 if self._reach is None:
-                    real = self.node_depth <= self.depth_max
-                    self._reach = reach_probabilities(np.where(real, self.node_parent, 0).clip(0),
-                                                      np.where(real, self.node_prob, 0.0))
+                    self._reach = stored_reach(self.node_depth, self.node_parent, self.node_prob, self.depth_max)
                 self._pruned[key] = pruned_tails(self.node_depth, self.node_parent, self._reach, *key, self.depth_max)
             at = which.reshape(-1) == i
             nodes[at], tail[at] = self._pruned[key][0][rows[at]], self._pruned[key][1][rows[at]]
@@ -229,10 +228,14 @@ class TraceSet:
         """Accepted drafts of (depth, size) cycles at ``rows``: off the greedy path, or drawn with ``rng``."""
         if not self.sampled:
             return accepted_at(self.path_rank, rows, depth, size)
+        return self._drawn(self._tail(rows, depth, size), depth, rng)
+
+    @staticmethod
+    def _drawn(tail: np.ndarray, depth: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+        """Accepted lengths drawn from ``tail`` = P(accepted >= d), one uniform per cycle; 0 at depth 1."""
         if rng is None:
             raise ValueError("traces recorded at T > 0 need a random generator to draw acceptance")
-        tail = self._tail(rows, depth, size)
-        return np.where(depth >= 2, sample_accepted(tail, rng.random(len(rows))), 0)
+        return np.where(np.asarray(depth) >= 2, sample_accepted(tail, rng.random(len(tail))), 0)
 
     def expected_accepted(self, rows: np.ndarray, depth: np.ndarray, size: np.ndarray) -> np.ndarray:
         """E[accepted draft tokens] of (depth, size) cycles at ``rows`` (greedy: the value itself)."""
