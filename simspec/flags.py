@@ -59,8 +59,9 @@ def draft(help: Callable[[], str]) -> Any:
 
 
 def prompts() -> Any:
-    return opt("humaneval", "Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), a JSONL "
-               "file with a 'prompt' string or 'turns' list per line, or a mix taken in turn, e.g. humaneval+sharegpt.")
+    return opt("humaneval", "Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), the 1-2 k "
+               "token humaneval-long (modules) and sharegpt-long (histories), a JSONL file with a 'prompt' string or "
+               "'turns' list per line, or a mix taken in turn, e.g. humaneval+sharegpt.")
 
 
 def n_prompts(default: int) -> Any:

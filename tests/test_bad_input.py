@@ -697,6 +697,10 @@ row("migrate-traces", "bit-flipped traces.npz", lambda d, a: ["migrate-traces", 
     "are missing or corrupt")
 row("load", "recalibrate without live", lambda d, a: [*LOAD, "--recalibrate"], "pass --live too")
 row("load", "surface size 1", lambda d, a: [*LOAD, "--surface", "1,8"], "--surface takes tree sizes V >= 2")
+row("load", "sweep with live", lambda d, a: [*LOAD, "--sweep", "calibration/cpu-demo", "--live"],
+    "--sweep and --ray serve simulated streams")
+row("load", "sweep over a profile without the batch", lambda d, a: [*LOAD, "--max-batch", "4", "--sweep",
+    "calibration/h100-demo-analytic"], "no curves at batch size 4")
 
 
 def _stream_file(d: Path) -> Path:

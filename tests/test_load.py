@@ -205,3 +205,27 @@ def test_speculation_pays_by_goodput_then_throughput_then_latency_past_a_tie():
     assert not _best_speculative([plain, row(1.0, 98.0, 0.025)])[1]  # throughput decides past 1 %
     assert not _best_speculative([plain, row(0.9, 150.0, 0.01)])[1]  # goodput first
     assert not _best_speculative([plain, row(1.0, 100.0, 0.0502)])[1]  # a tie all through: it does not pay
+
+
+def test_a_sweep_serves_each_profile_as_load_alone_does():
+    """``load --sweep`` in this process: every (profile, rate) a load run of its own, merged per
+    profile into what one ``simspec load`` of that profile gives (its Ray twin: tests/test_ray.py)."""
+    import contextlib
+
+    from simspec.measure.load import LoadRequest, run
+    from simspec.measure.load_sweep import parts, sweep
+
+    common = {"max_batch": 1, "rates": (0.05, 0.5), "duration": 60.0, "baselines": ("static:4,8",),
+              "max_new_tokens": 32}
+    request = LoadRequest(profile="calibration/cpu-demo-batch", sweep=("calibration/h100-demo-analytic",), **common)
+    assert [(p.profile, p.rates, p.sweep) for p in parts(request)] == [
+        ("calibration/cpu-demo-batch", (0.05,), ()), ("calibration/cpu-demo-batch", (0.5,), ()),
+        ("calibration/h100-demo-analytic", (0.05,), ()), ("calibration/h100-demo-analytic", (0.5,), ())]
+    quiet = lambda text: contextlib.nullcontext()  # noqa: E731
+    s = sweep(request, quiet)
+    assert s["runs"] == 4 and s["ray"] is None
+    for merged, profile in zip(s["profiles"], (request.profile, *request.sweep)):
+        alone = run(LoadRequest(profile=profile, **common), lambda *a, **k: lambda *a, **k: None, quiet)
+        assert merged == alone
+    cpu, h100 = s["profiles"]
+    assert h100["rows"][0]["throughput_tokens_per_s"] != cpu["rows"][0]["throughput_tokens_per_s"]

@@ -57,3 +57,24 @@ def test_ray_needs_a_recording(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "simspec: error: --ray shards trace recording: use it where traces are recorded (--traces-only, or a "
         "calibration without --traces-from / --no-traces)"]
+
+
+@pytest.mark.long(seconds=10)
+def test_a_load_sweep_on_ray_gives_what_each_profile_alone_gives(tmp_path):
+    args = ("load", "--max-batch", "1", "--rates", "0.05,0.5", "--duration", "60", "--baselines", "static:4,8",
+            "--max-new-tokens", "32", "--json")
+    profiles = ("calibration/cpu-demo-batch", "calibration/h100-demo-analytic")
+    with ThreadPoolExecutor(3) as pool:
+        swept = pool.submit(simspec, *args, "--profile", profiles[0], "--sweep", profiles[1], "--ray", "local",
+                            "--workers", "2", "--out", str(tmp_path / "sweep"), timeout=600)
+        alone = [pool.submit(simspec, *args, "--profile", p) for p in profiles]
+        swept, alone = swept.result(), [a.result() for a in alone]
+    for result in (swept, *alone):
+        assert result.returncode == 0, result.stderr
+    s = last_json(swept)
+    assert (s["runs"], s["ray"]) == (4, "local")
+    for merged, single in zip(s["profiles"], map(last_json, alone)):
+        assert (merged["profile"], merged["rows"], merged["verdicts"]) == (
+            single["profile"], single["rows"], single["verdicts"])
+    assert s["written"] == [str(tmp_path / "sweep" / n) for n in ("load-sweep.json", "load-1.png", "load-2.png")]
+    assert json.loads((tmp_path / "sweep" / "load-sweep.json").read_text())["profiles"] == s["profiles"]

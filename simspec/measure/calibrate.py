@@ -249,14 +249,14 @@ def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) 
     from simspec.measure import curves
     from simspec.sim.analytic import device_spec
 
-    grid, started = _grid(r), time.perf_counter()
     if r.traces_only:
         return _Curves([], "none (traces only)", None, 0.0)
+    longest = _longest_context(r, plan, loaded)
+    grid, batched, started = _grid(r).covering(longest), curves.BatchGrid().covering(longest), time.perf_counter()
     if plan.kind == "measured":
         samples = curves.measure_curves(loaded, drafter, grid, bar("latency curves", grid.count()), r.sampling(),
                                         r.runtime)
         if len(r.batch_sizes) > 1:
-            batched = curves.BatchGrid()
             samples += curves.measure_batched(loaded, drafter, r.batch_sizes, batched,
                                               bar(f"batched curves (B = {','.join(map(str, r.batch_sizes))})",
                                                   batched.count(r.batch_sizes)))
@@ -266,9 +266,23 @@ def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) 
                                       bar("host bookkeeping", len(grid.book_sizes) * len(grid.book_depths)),
                                       sampling=r.sampling())
     samples = curves.analytic_curves(spec, target_arch, draft_arch, grid, book) + curves.analytic_batched(
-        spec, target_arch, draft_arch, r.batch_sizes, curves.BatchGrid())
+        spec, target_arch, draft_arch, r.batch_sizes, batched)
     device = f"{plan.gpu.upper()} (analytic: {spec.tflops:g} TFLOP/s, {spec.bandwidth_gbs:g} GB/s)"
     return _Curves(samples, device, spec.runtime(), time.perf_counter() - started)
+
+
+def _longest_context(r: CalibrateRequest, plan: Plan, loaded) -> int:
+    """The longest context the profile's traces reach (prompt, new tokens and a tree): its curves reach it too."""
+    if plan.source:
+        from simspec.sim.trace_files import load_traces
+
+        traces = load_traces(plan.source[0])
+        return int(traces.context_length.max(initial=0)) + traces.depth_max
+    if plan.prompts and loaded is not None:
+        from simspec.data import render_chat
+
+        return max(len(render_chat(loaded.tokenizer, p.text)) for p in plan.prompts) + r.max_new_tokens + r.depth_max
+    return 0
 
 
 def _meta(r: CalibrateRequest, plan: Plan, run_device: str, shapes, curves: _Curves, fit, record_s: float,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -49,9 +49,24 @@ class CurveGrid:
                    contexts=(64, 320), greedy_contexts=(64, 192, 320), prefill_lengths=(32, 128, 256),
                    book_sizes=(1, 8, 32, 60, 128), book_depths=tuple(range(2, 9)), repeats=3)
 
+    def covering(self, longest: int) -> CurveGrid:
+        """This grid with contexts (and prefill lengths) out to ``longest`` tokens: a curve's last segment,
+        extrapolated, would price a 2 k-token prompt's attention from a few hundred tokens'."""
+        return replace(self, contexts=reach(self.contexts, longest),
+                       greedy_contexts=reach(self.greedy_contexts, longest),
+                       prefill_lengths=reach(self.prefill_lengths, longest))
+
     def count(self) -> int:
         return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) + len(self.greedy_contexts) \
             + len(self.prefill_lengths) + len(self.book_sizes) * len(self.book_depths)
+
+
+def reach(points: tuple[int, ...], longest: int) -> tuple[int, ...]:
+    """``points`` and, past their last, 1024, 2048, ... below ``longest`` and ``longest`` rounded up to 256."""
+    if longest <= points[-1]:
+        return points
+    doubling = [1 << k for k in range(10, 16) if points[-1] < 1 << k < longest]
+    return (*points, *doubling, -(-longest // 256) * 256)
 
 
 @torch.inference_mode()
@@ -158,6 +173,9 @@ class BatchGrid:
     draft_nodes: tuple[int, ...] = tuple(range(1, 17))
     contexts: tuple[int, ...] = (64, 320)
     repeats: int = 5
+
+    def covering(self, longest: int) -> BatchGrid:
+        return replace(self, contexts=reach(self.contexts, longest))
 
     def count(self, batches) -> int:
         batched = len([b for b in batches if b > 1])

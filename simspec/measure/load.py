@@ -66,6 +66,12 @@ class LoadRequest:
     surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
                                    "a static tree of each size, at its best depth on the train split, serves every "
                                    "stream (simulated).", parse=flags.ints)
+    sweep: tuple[str, ...] = opt((), "More profiles, comma-separated, to serve the same streams with the same "
+                                 "methods (e.g. the analytic A100, H100 and H200 beside a measured profile): each "
+                                 "(profile, rate) is a load run of its own, and each profile gets its tables. "
+                                 "Simulated only.", parse=flags.names)
+    ray: str | None = flags.ray()
+    workers: int = flags.workers(2)
     out: str | None = flags.out()
     force: bool = flags.force()
 
@@ -73,6 +79,13 @@ class LoadRequest:
         from simspec.measure.insitu import ladder_points
 
         ladder_points(self.refit_ladder)
+        if self.live and (self.sweep or self.ray is not None):
+            raise SimspecError("--sweep and --ray serve simulated streams: the live engine serves one profile in real "
+                               "time on this machine (drop --live, or --sweep/--ray)")
+        if self.ray is not None:
+            from simspec.cluster import require_ray
+
+            require_ray()
         if self.recalibrate and not self.live:
             raise SimspecError("--recalibrate refits the profile on the live engine before its runs: pass --live too")
         if any(v < 2 for v in self.surface):
@@ -83,7 +96,8 @@ class LoadRequest:
 def run(request: LoadRequest, bar, status) -> dict:
     """Every method (plain decoding first) under every stream: one row each, and per stream the best
     method and whether speculation pays there (``sim.load.better``); with ``--surface``, static
-    trees of each size too; with ``--out``, the summary and its figure written to a new folder."""
+    trees of each size too; with ``--out``, the summary and its figure written to a new folder.
+    (``--sweep`` and ``--ray``: ``simspec.measure.load_sweep.serve``.)"""
     from simspec.cache import check_out
     from simspec.machine import machine
     from simspec.sim.evaluate import build_baselines, check_split, decision_charges, split_traces
@@ -232,7 +246,13 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
 def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
                status: Callable[[str], object]) -> list[tuple[LoadResult, bool | None]]:
     """Per stream and method (plain first): the real run's latencies, and whether outputs equal plain decoding's."""
+    from simspec.measure.insitu_batch import WARM_UP_TOKENS
+
     rows, ids = live.rows, live.ids
+    longest = sorted(ids, key=len)[-rows.batch:]
+    with status("warming up: every method on the longest prompts, all rows busy"):
+        for method in methods:  # allocators grow and first paths run before any timed stream, for every method alike
+            rows.decode(longest, method, WARM_UP_TOKENS)
     out = []
     for stream in streams:
         prompts = [ids[p] for p in stream.prompt]

@@ -344,6 +344,13 @@ def _load_paired(r: dict) -> list[str]:
 
 
 def load(s: dict) -> None:
+    if s.get("schema") == "simspec-load-sweep":
+        for profile in s["profiles"]:
+            load(profile)
+        where = f"as Ray tasks ({s['ray']})" if s["ray"] else "in this process"
+        out.print(f"{len(s['profiles'])} profiles, {s['runs']} load runs {where}"
+                  + ("; written: " + ", ".join(s["written"]) if s.get("written") else ""))
+        return
     if s["kind"] == "analytic":
         warn("ANALYTIC profile: these latencies come from a model of the device, not a measurement")
     live = s.get("live")

@@ -96,9 +96,28 @@ def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
     return _summary_folder(summary, out, force, "headroom", plot_headroom)
 
 
+def load_sweep_folder(summary: dict, out: str, force: bool) -> list[str]:
+    """``simspec load --sweep --out``: ``load-sweep.json`` and, per profile with two or more rates,
+    ``load-N.png`` (N: the profile's place in the sweep, from 1)."""
+    from simspec.cache import atomic_directory
+    from simspec.report.plots import plot_load
+
+    names = ["load-sweep.json"]
+    with atomic_directory(Path(out), replace=force) as tmp:
+        (tmp / names[0]).write_text(json.dumps(summary, indent=1) + "\n")
+        for n, profile in enumerate(summary["profiles"], 1):
+            if _rated(profile):
+                names.append(plot_load(profile, tmp / f"load-{n}.png").name)
+    return [str(Path(out) / name) for name in names]
+
+
 def load_folder(summary: dict, out: str, force: bool) -> list[str]:
     """``simspec load --out``: ``load.json`` and, where two or more streams have a rate, ``load.png``."""
     from simspec.report.plots import plot_load
 
-    rated = len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2
-    return _summary_folder(summary, out, force, "load", plot_load if rated else None)
+    return _summary_folder(summary, out, force, "load", plot_load if _rated(summary) else None)
+
+
+def _rated(summary: dict) -> bool:
+    """Whether two or more of a load summary's streams have a rate: a figure against the rate."""
+    return len({v["stream"].get("rate") for v in summary["verdicts"]} - {None}) >= 2
