@@ -348,14 +348,15 @@ def _prices_a_held_out_run(out):
 def test_the_grid_reaches_the_longest_context_the_traces_hold():
     from simspec.measure.curves import BatchGrid, CurveGrid, reach
 
-    assert reach((64, 256, 512), 400) == (64, 256, 512)
+    assert reach((64, 256, 512), 1024) == (64, 256, 512)  # up to twice the last point: extrapolated
     assert reach((64, 256, 512), 2000) == (64, 256, 512, 1024, 2048)
     assert reach((64, 320), 1030) == (64, 320, 1024, 1280)
+    assert reach((64, 320), 700) == (64, 320, 768)
     grid = CurveGrid.quick().covering(2300)
     assert (grid.contexts, grid.greedy_contexts[-2:], grid.prefill_lengths[-3:]) == (
         (64, 320, 1024, 2048, 2304), (1024, 2048), (256, 1024, 2048))[:1] + ((2048, 2304), (1024, 2048, 2304))
     assert BatchGrid().covering(2300).contexts == (64, 320, 1024, 2048, 2304)
-    assert CurveGrid().covering(300) == CurveGrid()
+    assert CurveGrid().covering(1000) == CurveGrid()
 
 
 @pytest.mark.e2e

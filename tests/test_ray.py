@@ -59,22 +59,23 @@ def test_ray_needs_a_recording(tmp_path):
         "calibration without --traces-from / --no-traces)"]
 
 
-@pytest.mark.long(seconds=10)
+@pytest.mark.long(seconds=8)
 def test_a_load_sweep_on_ray_gives_what_each_profile_alone_gives(tmp_path):
-    args = ("load", "--max-batch", "1", "--rates", "0.05,0.5", "--duration", "60", "--baselines", "static:4,8",
-            "--max-new-tokens", "32", "--json")
+    import contextlib
+
+    from simspec.measure.load import LoadRequest, run
+
     profiles = ("calibration/cpu-demo-batch", "calibration/h100-demo-analytic")
-    with ThreadPoolExecutor(3) as pool:
-        swept = pool.submit(simspec, *args, "--profile", profiles[0], "--sweep", profiles[1], "--ray", "local",
-                            "--workers", "2", "--out", str(tmp_path / "sweep"), timeout=600)
-        alone = [pool.submit(simspec, *args, "--profile", p) for p in profiles]
-        swept, alone = swept.result(), [a.result() for a in alone]
-    for result in (swept, *alone):
-        assert result.returncode == 0, result.stderr
+    swept = simspec("load", "--max-batch", "1", "--rates", "0.05,0.5", "--duration", "60", "--baselines", "static:4,8",
+                    "--max-new-tokens", "32", "--json", "--profile", profiles[0], "--sweep", profiles[1], "--ray",
+                    "local", "--workers", "2", "--out", str(tmp_path / "sweep"), timeout=600)
+    assert swept.returncode == 0, swept.stderr
     s = last_json(swept)
     assert (s["runs"], s["ray"]) == (4, "local")
-    for merged, single in zip(s["profiles"], map(last_json, alone)):
-        assert (merged["profile"], merged["rows"], merged["verdicts"]) == (
-            single["profile"], single["rows"], single["verdicts"])
+    for merged, profile in zip(s["profiles"], profiles):
+        alone = run(LoadRequest(profile=profile, max_batch=1, rates=(0.05, 0.5), duration=60.0,
+                                baselines=("static:4,8",), max_new_tokens=32),
+                    lambda *a, **k: lambda *a, **k: None, lambda text: contextlib.nullcontext())
+        assert (merged["profile"], merged["rows"], merged["verdicts"]) == (profile, alone["rows"], alone["verdicts"])
     assert s["written"] == [str(tmp_path / "sweep" / n) for n in ("load-sweep.json", "load-1.png", "load-2.png")]
     assert json.loads((tmp_path / "sweep" / "load-sweep.json").read_text())["profiles"] == s["profiles"]

@@ -62,8 +62,10 @@ class CurveGrid:
 
 
 def reach(points: tuple[int, ...], longest: int) -> tuple[int, ...]:
-    """``points`` and, past their last, 1024, 2048, ... below ``longest`` and ``longest`` rounded up to 256."""
-    if longest <= points[-1]:
+    """``points`` and, where ``longest`` lies past twice their last (a curve is extrapolated along its
+    last segment, which holds over a short reach: the demo's 575 tokens beyond 320), 1024, 2048, ...
+    below ``longest`` and ``longest`` rounded up to 256."""
+    if longest <= 2 * points[-1]:
         return points
     doubling = [1 << k for k in range(10, 16) if points[-1] < 1 << k < longest]
     return (*points, *doubling, -(-longest // 256) * 256)
