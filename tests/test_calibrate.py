@@ -359,6 +359,7 @@ def test_the_grid_reaches_the_longest_context_the_traces_hold():
     assert CurveGrid().covering(1000) == CurveGrid()
 
 
+@pytest.mark.long(seconds=4)
 @pytest.mark.e2e
 def test_a_profile_of_long_prompts_has_curves_out_to_the_contexts_its_traces_reach(tmp_path):
     """The shipped traces of 1-2 k-token prompts (``humaneval-long``, ``sharegpt-long``) under an
