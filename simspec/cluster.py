@@ -29,3 +29,13 @@ def connect(address: str, workers: int, threads: int):
             raise SimspecError(f"--ray {address}: cannot start or reach a Ray cluster ({str(exc).splitlines()[0]}): "
                                f"use --ray local, or the address `ray status` prints on the head node") from None
     return ray, ray.cluster_resources().get("GPU", 0) > 0
+
+
+def failed(ray, exc: Exception, pending, what: str, retries: int) -> SimspecError:
+    """``what``'s Ray task failed after its retries: the other tasks cancelled (nothing is written),
+    and the one line to raise."""
+    for ref in pending:
+        ray.cancel(ref, force=True)
+    why = (str(exc).strip().splitlines() or [exc.__class__.__name__])[-1][:160]
+    return SimspecError(f"{what} failed on Ray after {retries} retries ({why}); nothing was written: run again, or "
+                        "without --ray")

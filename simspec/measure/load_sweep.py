@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simspec import __version__
-from simspec.errors import SimspecError
 
 MAX_FAILURES = 2  # a task's retries on Ray before the sweep stops
 
@@ -75,7 +74,7 @@ def sweep(request, status) -> dict:
 
 
 def _on_ray(request, todo: list, status) -> list[dict]:
-    from simspec.cluster import connect
+    from simspec.cluster import connect, failed
 
     ray, _ = connect(request.ray, request.workers, 1)
     task = ray.remote(num_cpus=1, max_retries=MAX_FAILURES, retry_exceptions=True)(serve_part)
@@ -84,8 +83,4 @@ def _on_ray(request, todo: list, status) -> list[dict]:
         try:
             return ray.get(pending)
         except ray.exceptions.RayError as exc:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            why = (str(exc).strip().splitlines() or ["no reason given"])[-1][:160]
-            raise SimspecError(f"a load run failed on Ray after {MAX_FAILURES} retries ({why}); nothing was "
-                               "written: run again, or without --ray") from None
+            raise failed(ray, exc, pending, "a load run", MAX_FAILURES) from None

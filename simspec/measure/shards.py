@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from simspec.errors import SimspecError
-
 MAX_RETRIES = 3
 FAIL_ONCE_ENV = "SIMSPEC_RAY_FAIL_ONCE"  # tests: the first task to see this folder dies once
 
@@ -50,7 +48,7 @@ def _record_shard(target: str, draft: str, dtype: str, spec, threads: int, promp
 def record_sharded(target: str, draft: str, dtype: str, spec, prompts: list[list[int]], address: str, workers: int,
                    threads: int, tick: Callable[..., None]) -> list:
     """Every prompt's trace, recorded by Ray tasks, in the prompts' order."""
-    from simspec.cluster import connect
+    from simspec.cluster import connect, failed
     from simspec.measure.recorder import CONTINUATION_BATCH
 
     ray, gpus = connect(address, workers, threads)
@@ -67,9 +65,5 @@ def record_sharded(target: str, draft: str, dtype: str, spec, prompts: list[list
             recorded.update(zip(shard, ray.get(done[0])))
             tick(len(shard))
     except ray.exceptions.RayError as exc:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        cause = str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else exc.__class__.__name__
-        raise SimspecError(f"a Ray task failed after {MAX_RETRIES} retries ({cause}); nothing was written: "
-                           f"run again, or without --ray") from None
+        raise failed(ray, exc, pending, "a trace shard", MAX_RETRIES) from None
     return [recorded[i] for i in range(len(prompts))]

@@ -116,7 +116,7 @@ def _ray_trial(request: SweepRequest, trial: Trial) -> tuple[dict, dict[str, byt
 
 
 def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status) -> list[dict]:
-    from simspec.cluster import connect
+    from simspec.cluster import connect, failed
 
     ray, _ = connect(request.ray, request.workers, request.trial_threads)
     task = ray.remote(num_cpus=request.trial_threads, max_retries=MAX_FAILURES, retry_exceptions=True)(_ray_trial)
@@ -127,11 +127,7 @@ def _run_on_ray(request: SweepRequest, trials: list[Trial], folder: Path, status
             try:
                 reported, files = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                for other in pending:
-                    ray.cancel(other, force=True)
-                why = (str(exc).strip().splitlines() or ["no reason given"])[-1][:160]
-                raise SimspecError(f"trial {trial.name} failed on Ray after {MAX_FAILURES} retries ({why})"
-                                   "; nothing was written: run again, or without --ray") from None
+                raise failed(ray, exc, pending, f"trial {trial.name}", MAX_FAILURES) from None
             for name, blob in files.items():
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_bytes(blob)
