@@ -145,7 +145,7 @@ class Plan:
 
     gpu: str
     kind: str  # measured or analytic
-    source: tuple[Path, dict] | None  # (folder, reference) of reused traces
+    source: tuple[Path, dict, int] | None  # (folder, reference, reach) of reused traces (``traces_source``)
     prompts: list = field(default_factory=list)
     fit_prompts: list = field(default_factory=list)  # train prompts of the engine fit
 
@@ -274,10 +274,7 @@ def _curves(r: CalibrateRequest, plan: Plan, loaded, drafter, shapes, bar: Bar) 
 def _longest_context(r: CalibrateRequest, plan: Plan, loaded) -> int:
     """The longest context the profile's traces reach (prompt, new tokens and a tree): its curves reach it too."""
     if plan.source:
-        from simspec.sim.trace_files import load_traces
-
-        traces = load_traces(plan.source[0])
-        return int(traces.context_length.max(initial=0)) + traces.depth_max
+        return plan.source[2]
     if plan.prompts and loaded is not None:
         from simspec.data import render_chat
 
@@ -346,7 +343,7 @@ def _write(r: CalibrateRequest, plan: Plan, meta: dict, samples: list[dict], tra
     return profile_summary(out_dir, profile)
 
 
-def source_reference(source: tuple[Path, dict], out_dir: Path) -> dict:
+def source_reference(source: tuple[Path, dict, int], out_dir: Path) -> dict:
     """A profile's reference to reused traces, by a path relative to the profile."""
     return {**source[1], "path": os.path.relpath(source[0], out_dir.resolve())}
 

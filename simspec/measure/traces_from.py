@@ -8,8 +8,9 @@ from simspec.errors import SimspecError
 
 
 def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32", temperature: float = 0.0
-                  ) -> tuple[Path, dict]:
-    """(folder, reference) of existing traces: a traces folder, or a profile's (``dtype`` None: any)."""
+                  ) -> tuple[Path, dict, int]:
+    """(folder, reference, reach) of existing traces: a traces folder, or a profile's (``dtype`` None:
+    any); reach is the longest context their trees were drafted at, root to the deepest level."""
     from simspec.shipped import locate
     from simspec.sim.profile import load_profile
     from simspec.sim.trace_files import load_traces
@@ -34,4 +35,4 @@ def traces_source(path: str, target: str, draft: str, dtype: str | None = "fp32"
     ref = {"content_hash": meta.content_hash, "positions": traces.positions, "n_prompts": traces.n_prompts,
            "prompts": meta.prompts, "depth_max": traces.depth_max, "width": traces.width,
            "temperature": traces.temperature, "draft_fingerprint": meta.draft_fingerprint}
-    return folder.resolve(), ref
+    return folder.resolve(), ref, int(traces.context_length.max(initial=0)) + traces.depth_max
