@@ -1,0 +1,52 @@
+"""docs/simulator.md "Ten-minute streams of chat": the live rows of a `simspec load --live` JSON
+predicted again by the profile itself, without the refit the run made (or with it: the run's
+own numbers), priced as the live engine runs (every cycle at --max-batch rows). The streams are
+rebuilt from the JSON (Poisson, same rates, duration and seed), so each prediction is of the
+very requests the real engine served; nothing real enters the prediction.
+
+    .venv/bin/python research/scripts/load-norefit.py research/runs/load/sharegpt-B4-600s/load.json
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+
+import numpy as np
+
+from simspec.measure.load import COMPARED
+from simspec.sim.evaluate import build_baselines, decision_charges, split_traces
+from simspec.sim.load import DecisionCharge, replay_load
+from simspec.sim.profile import load_profile
+from simspec.sim.stream import poisson
+
+BOUNDS = {"throughput_tokens_per_s": 0.05, "tpot_p50_s": 0.05, "tpot_p90_s": 0.10, "ttft_p50_s": 0.10}
+
+path = sys.argv[1]
+run = json.load(gzip.open(path) if path.endswith(".gz") else open(path))
+profile = load_profile(run["profile"])
+traces = profile.traces()
+held, train = split_traces(traces, run["split"]), split_traces(traces, "train")
+charges = decision_charges(profile.meta)
+names = list(dict.fromkeys(r["method"] for r in run["rows"]))[1:]
+specs = {"static(D=4,W=10,V=8)": "static:4,8"}
+methods = [None, *build_baselines([specs.get(n, n) for n in names], train, profile.cost, run["max_new_tokens"])]
+within = {k: 0 for k in COMPARED}
+for i, row in enumerate(run["rows"]):
+    meta = row["stream"]
+    stream = poisson(meta["rate"], meta["duration_s"], np.arange(held.n_prompts), meta["seed"])
+    method = methods[i % len(methods)]
+    charge = charges.get(method.family, DecisionCharge.flat(0.0)) if method else 0.0
+    served = replay_load(held, profile.cost, method, stream, run["max_batch"], run["max_new_tokens"], charge,
+                         run["seed"], padded=True).summary(run["tpot_target_s"])
+    real = row["real"]
+    errors = {k: served[k] / real[k] - 1 for k in COMPARED}
+    for k, e in errors.items():
+        within[k] += abs(e) <= BOUNDS[k]
+    print(json.dumps({"rate": meta["rate"], "method": served["method"], "requests": served["requests"],
+                      "cycles": [real["cycles"], served["cycles"]],
+                      "goodput": [real["goodput_requests_per_s"], served["goodput_requests_per_s"]],
+                      "no_refit": {k: [round(real[k], 5), round(served[k], 5), round(errors[k], 4)] for k in COMPARED},
+                      "refit_error": {k: round(row["rel_error"][k], 4) for k in COMPARED}}))
+print(json.dumps({"within_bounds_no_refit": within, "rows": len(run["rows"])}))
