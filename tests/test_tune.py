@@ -77,7 +77,7 @@ def test_tune_for_a_load_switches_speculation_off_where_the_batch_fills():
     from simspec.sim.load import better
 
     tuned = run(TuneRequest(profile="calibration/cpu-demo-batch", engine="trtllm", batch_sizes=(1, 8), rate=1.0,
-                            tpot_target=0.15, duration=150, max_new_tokens=64))
+                            tpot_target=0.15, duration=100, max_new_tokens=64))
     load = tuned.summary["load"]
     assert load["throughput_tuned"]["8"] == 1 and load["draft_lens"]["8"] == 0
     assert better(load["train"]["tuned"], load["train"]["throughput_tuned"]) > 0
