@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 
 import numpy as np
@@ -29,9 +30,10 @@ profile = load_profile(run["profile"])
 traces = profile.traces()
 held, train = split_traces(traces, run["split"]), split_traces(traces, "train")
 charges = decision_charges(profile.meta)
+# the JSON names each method as it printed it; a static tree's name gives back its --baselines spec
 names = list(dict.fromkeys(r["method"] for r in run["rows"]))[1:]
-specs = {"static(D=4,W=10,V=8)": "static:4,8"}
-methods = [None, *build_baselines([specs.get(n, n) for n in names], train, profile.cost, run["max_new_tokens"])]
+specs = [re.sub(r"^static\(D=(\d+),W=\d+,V=(\d+)\)$", r"static:\1,\2", n) for n in names]
+methods = [None, *build_baselines(specs, train, profile.cost, run["max_new_tokens"])]
 within = {k: 0 for k in COMPARED}
 for i, row in enumerate(run["rows"]):
     meta = row["stream"]

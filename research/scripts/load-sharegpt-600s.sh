@@ -2,10 +2,10 @@
 # docs/simulator.md "Ten-minute streams of chat": held-out ShareGPT first turns under Poisson
 # arrivals at a light, a medium and a saturating rate through 4 rows, plain decoding and the
 # D 4 V 8 tree, each stream 10 minutes, on the live engine beside the replay that predicts it
-# (the curves at 4 rows refitted in situ first). Run it alone: it measures time (about 90 min:
-# traces 8, calibration 9, the streams 70). Writes calibration/traces-sharegpt-eagle/,
-# calibration/cpu-sharegpt-batch/ (both ship; FORCE=--force replaces them) and
-# research/runs/load/sharegpt-B4-600s/ (load.json, load.png).
+# (the curves at 4 rows refitted in situ first). Run it alone: it measures time (80 min on the
+# 2-core EPYC-Z4, 2026-12-06: traces 7.6, calibration 5, refit and streams 65). Writes
+# calibration/traces-sharegpt-eagle/, calibration/cpu-sharegpt-batch/ (both ship; FORCE=--force
+# replaces them) and research/runs/load/sharegpt-B4-600s/ (load.json, kept gzipped, and load.png).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PWD/.venv/bin:$PATH"
