@@ -250,24 +250,24 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     assert set(profile.meta.policy_seconds_by_depth["bayes"]) == {"2", str((2 + traces.depth_max) // 2), deepest}
     # The same traces under an analytic A100 curve set: a profile names both. Beside it, traces
     # recorded on their own (they need no quiet machine), then named by a profile.
-    with ThreadPoolExecutor(2) as pool:
-        analytic_run = pool.submit(simspec, "calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick",
-                                   "--out", str(tmp_path / "a100"))
+    with ThreadPoolExecutor(1) as pool:  # the analytic ones in this process, meanwhile
         traces_run = pool.submit(simspec, "calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8",
                                  "--check-prompts", "1", "--draft", "lm", "--out", str(tmp_path / "lm-traces"),
                                  "--json")
-        result, analytic_result = traces_run.result(), analytic_run.result()
+        analytic_result = cli("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
+                              str(tmp_path / "a100"))
+        result = traces_run.result()
     assert analytic_result.returncode == 0, analytic_result.stderr
     analytic = load_profile(tmp_path / "a100")
     assert analytic.kind == "analytic" and analytic.traces().content_hash() == traces.content_hash()
     assert result.returncode == 0, result.stderr
     assert last_json(result)["positions"] > 0
-    result = simspec("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
-                      "--quick", "--out", str(tmp_path / "h100-lm"))
+    result = cli("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
+                 "--quick", "--out", str(tmp_path / "h100-lm"))
     assert result.returncode == 0, result.stderr
     assert load_profile(tmp_path / "h100-lm").traces().meta.draft == "lm"
-    result = simspec("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
-                      str(tmp_path / "mismatch"))
+    result = cli("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
+                 str(tmp_path / "mismatch"))
     assert result.returncode == 2 and "holds traces of smollm2-135m-instruct + lm" in result.stderr
     # Traces that belong to other models are refused.
     meta_file = out / "traces" / "traces.json"

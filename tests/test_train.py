@@ -168,9 +168,12 @@ def test_every_algorithm_logs_its_training_curve_to_tensorboard(tmp_path, algo):
         assert [step for step, _ in scalars["rollout/reward"]] == [row["env_steps"] for row in log.rows]
 
 
-def test_ppo_learns_with_sb3_adam_and_restores_global_state():
+def test_ppo_learns_with_sb3_adam_and_restores_global_state(tmp_path, monkeypatch):
     """SimPPO is SB3's PPO with its Adam (eps 1e-5) fused, learning without per-minibatch
-    distribution checks and with single-threaded numpy BLAS, both restored afterwards."""
+    distribution checks and with single-threaded numpy BLAS, both restored afterwards; without
+    TensorBoard it leaves no SB3-<time> folder in the temporary directory (SB3's default logger does)."""
+    import tempfile
+
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from threadpoolctl import threadpool_info
@@ -191,9 +194,11 @@ def test_ppo_learns_with_sb3_adam_and_restores_global_state():
             return True
 
     before = torch.distributions.Distribution._validate_args
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     model.learn(512, callback=Probe())
     assert seen and all(checks is False and all(n == 1 for n in blas) for checks, blas in seen)
     assert torch.distributions.Distribution._validate_args == before
+    assert not list(tmp_path.iterdir())
 
 
 def test_bf16_policy_multiplies_hidden_layers_in_bf16_and_keeps_the_rest_fp32():
@@ -250,6 +255,7 @@ def test_vecenv_steps_a_batch_and_restarts_finished_copies(name):
 def test_ppo_runs_on_every_mdp(name):
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from simspec.train.vecenv import SimVecEnv
 
@@ -257,6 +263,7 @@ def test_ppo_runs_on_every_mdp(name):
     env = SimVecEnv(name, random_traces(6), cost_model(), n_envs=8, seed=0)
     model = PPO("MlpPolicy", env, n_steps=128, batch_size=256, n_epochs=2, seed=0, device="cpu",
                 policy_kwargs={"net_arch": [32]})
+    model.set_logger(Logger(None, []))  # SB3's default makes a /tmp/SB3-<time> folder
     model.learn(total_timesteps=1024)
     assert model.num_timesteps >= 1024
     action, _ = model.predict(env.reset(), deterministic=True)
@@ -279,6 +286,7 @@ def test_ppo_beats_a_uniform_random_policy_on_a_small_replay_env():
     episodes (same seed, same number of steps). Measured: 1.83 (seeds 0-7: 1.83-1.87)."""
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from simspec.train.vecenv import SimVecEnv
 
@@ -296,6 +304,7 @@ def test_ppo_beats_a_uniform_random_policy_on_a_small_replay_env():
     fixed = [score(lambda obs, a=a: np.full(len(obs), a)) for a in range(depths)]
     untrained = score(lambda obs: model.predict(obs, deterministic=True)[0])
     assert untrained < 1.08 * uniform  # the bar below is not met before learning
+    model.set_logger(Logger(None, []))
     model.learn(total_timesteps=3000)
     learned = score(lambda obs: model.predict(obs, deterministic=True)[0])
     assert learned > 1.08 * uniform, (learned, uniform)

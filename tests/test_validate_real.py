@@ -230,11 +230,11 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
         assert (out / "validate" / figure).stat().st_size > 10_000
     assert (out / "validate" / "report.md").read_text().startswith("# validate --real")
     assert (out / "figures" / "curves-profile.png").exists() and (out / "figures" / "training-radar.png").exists()
-    redraw = simspec("plot", "validation", "--report", str(out / "validate"), "--out", str(tmp_path / "again"),
-                      "--method", "eagle3")
+    redraw = cli("plot", "validation", "--report", str(out / "validate"), "--out", str(tmp_path / "again"),
+                 "--method", "eagle3")
     assert redraw.returncode == 0, redraw.stderr
     assert (tmp_path / "again" / "action-map-eagle3.png").exists()
-    again = simspec("demo", "--out", str(out))
+    again = cli("demo", "--out", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
 
 

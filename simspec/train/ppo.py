@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
 
@@ -97,15 +98,18 @@ class SimPPO(PPO):
 def make_ppo(env, config: PPOConfig, seed: int, tensorboard: str | None, precision: str = "fp32") -> SimPPO:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    return SimPPO(BF16Policy if precision == "bf16" else "MlpPolicy", env,
-                  learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
-                  n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
-                  gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
-                  policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)},
-                                 # SB3's Adam (its eps 1e-5, which any optimizer_kwargs replace), as one
-                                 # fused kernel per step instead of a dozen per parameter tensor
-                                 "optimizer_kwargs": {"eps": 1e-5, "fused": True}},
-                  tensorboard_log=tensorboard, seed=seed, device="cpu", verbose=0)
+    model = SimPPO(BF16Policy if precision == "bf16" else "MlpPolicy", env,
+                   learning_rate=warmup_then_linear(config.learning_rate, config.warmup, config.decay),
+                   n_steps=config.buffer // env.num_envs, batch_size=config.minibatch, n_epochs=config.epochs,
+                   gamma=config.gamma, gae_lambda=config.gae_lambda, ent_coef=config.entropy,
+                   policy_kwargs={"net_arch": {"pi": list(config.policy_layers), "vf": list(config.value_layers)},
+                                  # SB3's Adam (its eps 1e-5, which any optimizer_kwargs replace), as one
+                                  # fused kernel per step instead of a dozen per parameter tensor
+                                  "optimizer_kwargs": {"eps": 1e-5, "fused": True}},
+                   tensorboard_log=tensorboard, seed=seed, device="cpu", verbose=0)
+    if tensorboard is None:  # SB3's default logger makes an empty /tmp/SB3-<time> folder at every learn()
+        model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 def export_actor(model: PPO) -> MLP:
