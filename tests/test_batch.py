@@ -120,3 +120,27 @@ def test_a_batched_forward_is_measured_per_batch(target):
     two = batched_target_latency(target, 2, [1, 4], [16], 1)
     assert [(r.kind, r.tokens, r.context) for r in two] == [("verify", 1, 16), ("verify", 4, 16)]
     assert all(s > 0 for r in two for s in r.samples)
+
+
+@pytest.mark.model
+def test_batched_curves_are_timed_in_rounds_so_drift_falls_on_each_point_alike(target, random_drafter, monkeypatch):
+    """A machine that slows down halfway through (a fake clock whose tick doubles after the third
+    of six rounds) moves every batched point's median alike, verify and draft: timed block by block,
+    the later points alone would absorb it and a curve would gain a slope no forward has."""
+    from simspec.measure import profiler
+
+    calls = []
+
+    def clock(device):
+        calls.append(None)
+        return float(len(calls)) + max(0, len(calls) - switch)  # one per call, then two
+
+    monkeypatch.setattr(profiler, "clock", clock)
+    switch = 3 * 2 * 4  # three rounds of four points, two clock calls each
+    verify = profiler.batched_target_latency(target, 2, [1, 2], [8, 16], 6)
+    assert len(calls) == 6 * 2 * 4 and {r.median for r in verify} == {1.5}
+    calls.clear()
+    switch = 3 * 2 * 8  # draft: eight points (widths 1, 2 x contexts 8, 16 x rows drafting 1, 2)
+    draft = profiler.batched_draft_latency(random_drafter, target.model.config.vocab_size, 2, [1, 2], [8, 16], 6,
+                                           target.device, active=[1])
+    assert len(draft) == 8 and len(calls) == 6 * 2 * 8 and {r.median for _, r in draft} == {1.5}

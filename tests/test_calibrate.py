@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import cli, last_json, simspec
+from helpers import ROOT, cli, last_json, simspec
 
 from simspec.errors import SimspecError
 from simspec.sim.analytic import DEVICES, LLAMA31_8B, device_spec, forward_seconds
@@ -384,3 +384,32 @@ def test_a_profile_of_long_prompts_has_curves_out_to_the_contexts_its_traces_rea
             reached = max(s["n"] if kind == "prefill" else s["context"] for s in samples
                           if s["kind"] == kind and s.get("batch", 1) == batch)
             assert reached >= longest, (kind, batch, reached)
+
+
+@pytest.mark.model
+def test_the_engine_fit_at_batch_2_scales_the_curves_at_2_and_keeps_batch_1s(target, random_drafter, prompt_ids):
+    """With --batch-sizes 1,2 the engine fit also runs the train prompts as one queue through two
+    rows, plain decoding and the ladder's trees, and scales the curves at batch 2 (its plain step
+    included) to those batched cycles; batch 1's curves, fitted before, and batch 4's stay as they
+    were; the record says what it measured at 2."""
+    from simspec.measure.calibrate import CalibrateRequest
+    from simspec.measure.engine_fit import EngineFitSpec, _fit_batches
+    from simspec.sim.profile import cost_model
+
+    samples = load_profile(ROOT / "calibration" / "cpu-demo-batch").samples  # curves at 1, 2, 4 and 8
+    request = CalibrateRequest(batch_sizes=(1, 2), quick=True)
+    spec = EngineFitSpec(2, 6, ((2, 2), (3, 4)))
+    fitted, record = _fit_batches(target, random_drafter, request, samples, 10, prompt_ids[:2], spec,
+                                  lambda *a, **k: lambda *a, **k: None)
+    at_2 = record["2"]
+    assert set(record) == {"2"} and at_2["cycles"] > 0 and at_2["trees"] == [[2, 2], [3, 4]]
+    assert {"greedy step", "verify"} <= set(at_2["live_over_tight_loop"])
+    before, after = cost_model(samples), cost_model(fitted)
+    contexts = np.array([64, 320])
+    assert not np.allclose(after.at_batch(2).greedy(contexts), before.at_batch(2).greedy(contexts))
+    assert all(r.get("in_situ_scale") is not None for r in fitted if r.get("batch") == 2 and r["kind"] == "verify")
+    for batch in (1, 4):
+        was, now = before.at_batch(batch), after.at_batch(batch)
+        assert np.allclose(now.verify(np.array([1, 8]), contexts[:, None]), was.verify(np.array([1, 8]),
+                                                                                      contexts[:, None]))
+        assert np.allclose(now.greedy(contexts), was.greedy(contexts))

@@ -4,7 +4,9 @@ own numbers), priced as the live engine runs (every cycle at --max-batch rows). 
 rebuilt from the JSON (Poisson, same rates, duration and seed), so each prediction is of the
 very requests the real engine served; nothing real enters the prediction.
 
-    .venv/bin/python research/scripts/load-norefit.py research/runs/load/sharegpt-B4-600s/load.json
+    .venv/bin/python research/scripts/load-norefit.py research/runs/load/sharegpt-B4-600s/load.json [PROFILE]
+
+PROFILE (default: the run's own) prices the same streams with another profile of the same traces.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ BOUNDS = {"throughput_tokens_per_s": 0.05, "tpot_p50_s": 0.05, "tpot_p90_s": 0.1
 
 path = sys.argv[1]
 run = json.load(gzip.open(path) if path.endswith(".gz") else open(path))
-profile = load_profile(run["profile"])
+profile = load_profile(sys.argv[2] if len(sys.argv) > 2 else run["profile"])  # another profile of the same traces
 traces = profile.traces()
 held, train = split_traces(traces, run["split"]), split_traces(traces, "train")
 charges = decision_charges(profile.meta)

@@ -184,7 +184,7 @@ class BatchGrid:
         return (len(self.verify_sizes) + len(self.draft_nodes)) * len(self.contexts) * batched
 
 
-def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[[], None]
+def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchGrid, advance: Callable[..., None]
                     ) -> list[dict]:
     """Verify, plain-step and draft curves at each B > 1, through the engine's own batched target and drafter."""
     vocab = target.model.config.vocab_size

@@ -75,13 +75,37 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
     for one in ids:
         engine.check_length(one, spec.tokens + max(d for d, _ in spec.ladder))
     tight = cost_model(samples)
-    refit = refit_in_situ(engine, tight, samples, width, [(p.id, i) for p, i in zip(chosen, ids)], spec.tokens, bar,
-                          spec.ladder)
+    prompts = [(p.id, i) for p, i in zip(chosen, ids)]
+    refit = refit_in_situ(engine, tight, samples, width, prompts, spec.tokens, bar, spec.ladder)
     record = {"prompts": fit_set(request, source), **refit.record}
     record["live_over_tight_loop"] = record.pop("live_over_profile")
+    fitted, batches = _fit_batches(loaded, drafter, request, refit.samples, width, prompts, spec, bar)
+    if batches:
+        record["batches"] = batches
     # The written profile interpolates the scaled points; the tight-loop fits' held-out errors,
     # per curve, say how well the curves' shapes were measured.
     record["tight_loop_fit"] = {kind: {"method": rep["method"], "held_out": rep["held_out"],
                                        "median": rep[rep["method"]]["median"], "p90": rep[rep["method"]]["p90"]}
                                 for kind, rep in tight.report.items() if rep["method"] in rep}
-    return EngineFit(refit.samples, record, tight.fit_error())
+    return EngineFit(fitted, record, tight.fit_error())
+
+
+def _fit_batches(loaded, drafter, request, samples: list[dict], width: int, prompts: list, spec: EngineFitSpec,
+                 bar: Bar) -> tuple[list[dict], dict]:
+    """The fit at each B > 1 of ``--batch-sizes``: the train prompts as one queue through B rows,
+    plain decoding and the ladder's trees the verify curve at B reaches, and the curves at B scaled
+    to those batched cycles, as ``--recalibrate`` at B refits them: a tight loop at B times the
+    forward alone, where the engine's step also picks each row's token and logs the cycle
+    (docs/calibration.md#the-engine-fit)."""
+    from simspec.engine.speculative import SpeculativeEngine
+    from simspec.measure.insitu_batch import fit_batch
+
+    batches = {}
+    for batch in (b for b in request.batch_sizes if b > 1):
+        rows = SpeculativeEngine(loaded, drafter, request.sampling(), runtime=request.runtime, batch_size=batch)
+        fit = fit_batch(rows, samples, width, prompts, spec.tokens, bar, spec.ladder, "the measured curves")
+        samples = fit.samples
+        batches[str(batch)] = {"live_over_tight_loop": fit.record["live_over_profile"], "scales": fit.record["scales"],
+                               "trees": fit.record["trees"], "cycles": fit.record["cycles"],
+                               "seconds": fit.record["seconds"]}
+    return samples, batches

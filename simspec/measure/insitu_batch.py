@@ -19,11 +19,11 @@ WARM_UP_TOKENS = 8  # a first short queue, plain and speculative: allocators gro
 PLAIN_EVERY = 4
 
 
-def batch_ladder(profile: Profile, batch: int, points=LADDER) -> list[tuple[int, int]]:
-    """The ladder's (depth, V) whose V the profile's verify curve at ``batch`` reaches."""
-    sizes = [r["n"] for r in profile.samples if r["kind"] == "verify" and r.get("batch", 1) == batch]
+def batch_ladder(samples: list[dict], batch: int, points=LADDER, label: str = "the profile") -> list[tuple[int, int]]:
+    """The ladder's (depth, V) whose V the verify curve at ``batch`` in ``samples`` reaches."""
+    sizes = [r["n"] for r in samples if r["kind"] == "verify" and r.get("batch", 1) == batch]
     if not sizes:
-        raise SimspecError(f"profile {profile.directory} has no verify curve at batch size {batch} to refit: "
+        raise SimspecError(f"{label} has no verify curve at batch size {batch} to refit: "
                            f"measure it with `simspec calibrate --batch-sizes 1,{batch}`")
     return [point for point in points if point[1] <= max(sizes)]
 
@@ -35,20 +35,21 @@ class BatchRefit:
     ``validate --real --batch-size B --recalibrate`` spreads a second one over its scored runs, so
     that it is timed over the same minutes as the runs it predicts (co-timed)."""
 
-    def __init__(self, engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
-                 points=LADDER) -> None:
+    def __init__(self, engine, samples: list[dict], width: int, prompts: list[tuple[str, list[int]]],
+                 max_new_tokens: int, points=LADDER, label: str = "the profile") -> None:
         from simspec.measure.interleave import DriftMeter
+        from simspec.sim.profile import cost_model
 
-        self.engine, self.profile, self.prompts, self.max_new_tokens = engine, profile, prompts, max_new_tokens
-        self.batch, width = engine.batch, profile.meta.traces.width
-        self.points = batch_ladder(profile, self.batch, points)
+        self.engine, self.samples, self.prompts, self.max_new_tokens = engine, samples, prompts, max_new_tokens
+        self.batch = engine.batch
+        self.points = batch_ladder(samples, self.batch, points, label)
         self.trees = ladder_trees(width, self.points)
         self.queue = [ids for _, ids in prompts]
         self.seeds = None if engine.sampling.greedy else list(engine.sampling.seed + 1_000_000 + range(len(self.queue)))
         # the order: None is plain decoding
         self.order = [run for i in range(len(self.trees) + 1) for run in
                       ([None] if i % PLAIN_EVERY == 0 or i == len(self.trees) else []) + self.trees[i:i + 1]]
-        self.drift = DriftMeter(profile.cost.at_batch(self.batch), width)
+        self.drift = DriftMeter(cost_model(samples).at_batch(self.batch), width)
         self.steps, self.cycles, self.seconds, self.reference, self.diverged = 0, 0, 0.0, None, []
 
     def step(self) -> None:
@@ -73,7 +74,7 @@ class BatchRefit:
         from simspec.measure.refit import refit_samples
 
         check_lossless(self.diverged, self.batch)
-        samples, scales = refit_samples(self.profile.samples, self.drift, self.batch)
+        samples, scales = refit_samples(self.samples, self.drift, self.batch)
         record = in_situ_record(self.prompts, self.max_new_tokens, self.points, self.drift, scales, self.seconds,
                                 batch_size=self.batch, plain_runs=self.order.count(None), cycles=int(self.cycles),
                                 **({"co_timed": True, "steps": self.steps} if co_timed else {}))
@@ -82,8 +83,15 @@ class BatchRefit:
 
 def refit_batch(engine, profile: Profile, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
                 bar: Bar, points=LADDER) -> InSitu:
-    """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the curves at B refitted."""
-    refit = BatchRefit(engine, profile, prompts, max_new_tokens, points)
+    """The ladder on train ``prompts`` as one queue through ``engine``'s B rows; the profile's curves at B refitted."""
+    return fit_batch(engine, profile.samples, profile.meta.traces.width, prompts, max_new_tokens, bar, points,
+                     f"profile {profile.directory}")
+
+
+def fit_batch(engine, samples: list[dict], width: int, prompts: list[tuple[str, list[int]]], max_new_tokens: int,
+              bar: Bar, points=LADDER, label: str = "the profile") -> InSitu:
+    """``refit_batch`` on latency records: also calibrate's engine fit at each B > 1."""
+    refit = BatchRefit(engine, samples, width, prompts, max_new_tokens, points, label)
     for tree in (None, refit.trees[len(refit.trees) // 2]):  # ``WARM_UP_TOKENS``: allocators grow before timing
         engine.decode(refit.queue[:refit.batch], tree, WARM_UP_TOKENS)
     tick = bar(f"in-situ runs at batch {refit.batch} (plain + static trees, interleaved)",

@@ -103,13 +103,16 @@ def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence
 
 @torch.inference_mode()
 def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int], contexts: Sequence[int],
-                           repeats: int, advance: Callable[[], None] = lambda: None) -> list[Latency]:
-    """A batch's verify step: ``batch`` rows of V tree tokens, each after its own L (V = 1: a plain step)."""
+                           repeats: int, advance: Callable[..., None] = lambda n=1: None) -> list[Latency]:
+    """A batch's verify step: ``batch`` rows of V tree tokens, each after its own L (V = 1: a plain
+    step), every (V, L) timed in rounds, one set of rows per context (block by block, five repeats
+    of a point gave the plain step at batch 4 a context slope twice the engine's:
+    ``research/scripts/batch-context-slope.py``)."""
     from simspec.engine.batch_models import TargetRows
     from simspec.engine.kv_rows import causal
 
     device, vocab = target.device, target.model.config.vocab_size
-    results = []
+    runs = {}
     for context in contexts:
         rows = TargetRows(target, batch, context + max(sizes))
         ids = _context_ids(context, vocab, device)
@@ -117,15 +120,14 @@ def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int]
             rows.prefill(b, ids)
         for size in sizes:
             tree = (_context_ids(size, vocab, device).cpu().numpy(), np.arange(size), causal(size))
-            trees = dict.fromkeys(range(batch), tree)
 
-            def run() -> None:  # the rows' lengths stay: every run writes the same slots again
+            def run(rows=rows, trees=dict.fromkeys(range(batch), tree)) -> None:  # the rows' lengths stay
                 hidden, _ = rows.forward(trees)
                 head_logits(rows.head, hidden.reshape(-1, hidden.shape[-1])).argmax(-1).cpu()
 
-            results.append(Latency("verify", size, context, time_repeated(run, device, repeats)))
-            advance()
-    return results
+            runs[size, context] = run
+    timed = time_interleaved(runs, device, repeats, advance=advance)
+    return [Latency("verify", size, context, samples) for (size, context), samples in timed.items()]
 
 
 @torch.inference_mode()
@@ -165,15 +167,17 @@ def draft_latency(drafter: Drafter, vocab: int, widths: Sequence[int], contexts:
 
 
 def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequence[int], contexts: Sequence[int],
-                          repeats: int, device: torch.device, advance: Callable[[], None] = lambda: None,
+                          repeats: int, device: torch.device, advance: Callable[..., None] = lambda n=1: None,
                           active: Sequence[int] = ()) -> list[tuple[int, Latency]]:
     """One draft step of ``batch`` sequences, each expanding W frontier nodes after its own L tokens,
     through the engine's batched drafter; also, for each count in ``active``, the step in which only
-    that many rows draft (the forward still pads over the others). Returns (rows, latency)."""
+    that many rows draft (the forward still pads over the others); every point timed in rounds, one
+    batched drafter per context. Returns (rows, latency); ``advance`` counts (W, L) points."""
     from simspec.engine.batch_models import batched
 
-    results = []
-    rows = list(range(batch))
+    rows, counts = list(range(batch)), sorted({batch, *active})
+    feeds = {w: (_context_ids(w, vocab, device).cpu().numpy(), 1, np.eye(w, dtype=bool)) for w in widths}
+    runs = {}
     for context in contexts:
         rows_drafter = batched(drafter, batch, context + 2 * max(widths) + 8)
         ids, hidden = _drafter_context(drafter, context, vocab, device)
@@ -182,16 +186,15 @@ def batched_draft_latency(drafter: Drafter, vocab: int, batch: int, widths: Sequ
             rows_drafter.commit(b, ids[-1:], None if hidden is None else hidden[-1:])
         rows_drafter.draft_root(rows)
         for width in widths:
-            feed = (_context_ids(width, vocab, device).cpu().numpy(), 1, np.eye(width, dtype=bool))
-            for count in sorted({batch, *active}):
-                def run(drafting=rows[:count]) -> None:
-                    for logprobs in rows_drafter.draft_level(drafting, [feed] * len(drafting)):
+            for count in counts:
+                def run(rows_drafter=rows_drafter, drafting=rows[:count], width=width) -> None:
+                    for logprobs in rows_drafter.draft_level(drafting, [feeds[width]] * len(drafting)):
                         rows_drafter.top_candidates(logprobs, width)
                     rows_drafter.end_cycle()
 
-                results.append((count, Latency("draft", width, context, time_repeated(run, device, repeats))))
-            advance()
-    return results
+                runs[count, width, context] = run
+    timed = time_interleaved(runs, device, repeats, advance=lambda n=1: advance(n / len(counts)))
+    return [(count, Latency("draft", width, context, samples)) for (count, width, context), samples in timed.items()]
 
 
 def memory_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 7) -> float:

@@ -45,7 +45,8 @@ def validate_batch(request, bar, status: Callable[[str], object], checked) -> tu
                                s.engine.sampling.seed, queues, batch=batch) for m in methods}
 
     simulated = simulate(profile.cost)
-    co_timed = BatchRefit(s.rows, s.base, s.refit_on, s.tokens, s.ladder) if s.refit_on else None
+    co_timed = (BatchRefit(s.rows, s.base.samples, s.base.meta.traces.width, s.refit_on, s.tokens, s.ladder,
+                           f"profile {s.base.directory}") if s.refit_on else None)
     tick = bar(f"real runs at batch {batch} (plain + every method, interleaved)"
                + (", refit co-timed" if co_timed else ""), (len(methods) + 1) * request.repeats * len(s.ids))
     plain, measured = interleaved(s.rows, [(p.id, i) for p, i in zip(s.chosen, s.ids)], methods, s.tokens,

@@ -192,6 +192,10 @@ def calibrate(s: dict) -> None:
         out.print(f"engine fit: {fit['cycles']:,} live cycles on {len(fit['prompt_ids'])} train prompts in "
                   f"{fit['seconds']:.0f} s; live / tight loop: {ratios}; the curves scaled to them (spread over the "
                   f"prompts: {spread or 'n/a, one prompt'})")
+        for batch, at in fit.get("batches", {}).items():
+            ratios = ", ".join(f"{op} {r:.2f}" for op, r in at["live_over_tight_loop"].items())
+            out.print(f"engine fit at batch {batch}: {at['cycles']:,} batched cycles in {at['seconds']:.0f} s; live / "
+                      f"tight loop: {ratios}")
 
 
 def recalibrate(s: dict) -> None:
