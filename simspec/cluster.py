@@ -20,8 +20,8 @@ def connect(address: str, workers: int, threads: int):
     ray = require_ray()
     if not ray.is_initialized():
         try:
-            if address == "local":
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
+            if address == "local":  # a new instance, even where one runs already (Ray's "local")
+                ray.init(address="local", num_cpus=workers * threads, include_dashboard=False, log_to_driver=False,
                          configure_logging=False)
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)

@@ -56,11 +56,16 @@ class DemoRequest:
 
     def steps(self, traces: Path) -> list[list[str]]:
         """The simspec commands the demo runs, in order."""
+        from simspec.measure.engine_fit import QUICK_PROMPTS
+
         root = Path(self.out)
         profile, figures = root / "profile", root / "figures"
-        # The engine fit runs as many new tokens as the validation: the contexts it prices.
+        # The engine fit runs as many new tokens as the validation (the contexts it prices), and
+        # no more prompts than it scores.
+        fit_prompts = min(self.n_prompts, QUICK_PROMPTS)
         steps = [["calibrate", "--gpu", "cpu", "--quick", "--traces-from", str(traces), "--out", str(profile),
-                  "--runtime", self.runtime, "--engine-tokens", str(self.max_new_tokens)],
+                  "--runtime", self.runtime, "--engine-tokens", str(self.max_new_tokens),
+                  "--engine-prompts", str(fit_prompts)],
                  ["plot", "curves", "--profile", str(profile), "--out", str(figures)],
                  ["headroom", "--profile", str(profile), "--baselines", "gammatune,fsm", "--max-new-tokens",
                   str(self.max_new_tokens), "--out", str(root / "headroom")]]

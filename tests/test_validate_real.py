@@ -211,6 +211,7 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     # Calibrated with its engine fit: staleness stated, every predicted speedup with an interval.
     staleness = report["staleness"]
     assert staleness["engine_fit"] and staleness["same_device"] and staleness["age_hours"] < 1
+    assert len(load_profile(out / "profile").meta.engine_fit["prompt_ids"]) == 2  # no more than it scores
     assert set(staleness["plain_live_over_profile"]) >= {"before", "start", "after"}
     assert report["intervals"]["rows"] == 4
     for row in report["rows"]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from simspec.measure import Bar
 
+QUICK_PROMPTS = 3  # --quick's train prompts (the demo's calibration); else 8
+
 
 @dataclass(frozen=True)
 class EngineFitSpec:
@@ -25,7 +27,7 @@ class EngineFitSpec:
         """A ``CalibrateRequest``'s: its grid's defaults, less ``--engine-prompts`` and ``--engine-tokens``."""
         from simspec.measure.insitu import LADDER, QUICK_LADDER
 
-        default = cls(3, 32, QUICK_LADDER) if request.quick else cls(8, 48, LADDER)
+        default = cls(QUICK_PROMPTS, 32, QUICK_LADDER) if request.quick else cls(8, 48, LADDER)
         prompts = default.prompts if request.engine_prompts is None else request.engine_prompts
         return cls(prompts, request.engine_tokens or default.tokens, default.ladder)
 
