@@ -45,7 +45,9 @@ class BatchRefit:
         self.points = batch_ladder(samples, self.batch, points, label)
         self.trees = ladder_trees(width, self.points)
         self.queue = [ids for _, ids in prompts]
-        self.seeds = None if engine.sampling.greedy else list(engine.sampling.seed + 1_000_000 + range(len(self.queue)))
+        # at T > 0 prompt p of the queue samples from seed + 1,000,000 + p: never a scored run's seed
+        self.seeds = None if engine.sampling.greedy else [engine.sampling.seed + 1_000_000 + p
+                                                           for p in range(len(self.queue))]
         # the order: None is plain decoding
         self.order = [run for i in range(len(self.trees) + 1) for run in
                       ([None] if i % PLAIN_EVERY == 0 or i == len(self.trees) else []) + self.trees[i:i + 1]]
