@@ -56,25 +56,22 @@ class WorkerShares:
     steal the tail of the longest queue, so a long test late in a queue runs last while the
     other worker idles. Each share starts with the simulator's modules (in a fresh process
     nothing has imported torch yet, so _numpy_only below can see one of them import it), then its
-    turn of the tests marked `long`, heaviest first, dealt so that the shares' weights stay even
-    (those marked `ray` dealt as one, so that they share the Ray instance the first one starts);
+    turn of the tests marked `long`, heaviest first, dealt so that the shares' weights stay even;
     the short ones fill in after them."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
         n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # each worker collects, and orders, alike
-        weight = lambda item: getattr(item.get_closest_marker("long"), "kwargs", {}).get("seconds", LONG_SECONDS)  # noqa: E731
+        weight = lambda item: item.get_closest_marker("long").kwargs.get("seconds", LONG_SECONDS)  # noqa: E731
         numpy_only = [i for i in items if Path(str(i.fspath)).name in NUMPY_ONLY]
         others = [i for i in items if Path(str(i.fspath)).name not in NUMPY_ONLY]
-        ray = [i for i in others if i.get_closest_marker("ray")]  # one unit: Ray starts once, in one worker
-        units = [[i] for i in others if i.get_closest_marker("long") and i not in ray] + ([ray] if ray else [])
-        units.sort(key=lambda unit: sum(map(weight, unit)), reverse=True)
-        rest = [i for i in others if not i.get_closest_marker("long") and i not in ray]
+        long = sorted((i for i in others if i.get_closest_marker("long")), key=weight, reverse=True)
+        rest = [i for i in others if not i.get_closest_marker("long")]
         shares, loads = [numpy_only[k * len(numpy_only) // n:(k + 1) * len(numpy_only) // n] for k in range(n)], [0] * n
-        for unit in units:
+        for item in long:
             k = min(range(n), key=lambda k: loads[k])
-            shares[k] += unit
-            loads[k] += sum(map(weight, unit))
+            shares[k].append(item)
+            loads[k] += weight(item)
         sizes = [len(items) // n + (k >= n - len(items) % n) for k in range(n)]  # worksteal's split
         for k in range(n):
             take = max(0, sizes[k] - len(shares[k]))

@@ -1,7 +1,6 @@
 """Trace recording sharded over Ray (``calibrate --traces-only --ray``): the merged traces hash
 as a single-process recording of the same prompts, also when a worker dies and its shard is
-retried (a local Ray instance, started by the command in a process of its own); and a load sweep on
-Ray, in this process (tests marked ``ray`` share the instance the first one starts)."""
+retried. A local Ray instance, started by the command itself."""
 
 from __future__ import annotations
 
@@ -61,16 +60,15 @@ def test_ray_needs_a_recording(tmp_path):
 
 
 @pytest.mark.long(seconds=8)
-@pytest.mark.ray
 def test_a_load_sweep_on_ray_gives_what_each_profile_alone_gives(tmp_path):
     import contextlib
 
     from simspec.measure.load import LoadRequest, run
 
     profiles = ("calibration/cpu-demo-batch", "calibration/h100-demo-analytic")
-    swept = cli("load", "--max-batch", "1", "--rates", "0.05,0.5", "--duration", "60", "--baselines", "static:4,8",
-                "--max-new-tokens", "32", "--json", "--profile", profiles[0], "--sweep", profiles[1], "--ray",
-                "local", "--workers", "2", "--out", str(tmp_path / "sweep"))
+    swept = simspec("load", "--max-batch", "1", "--rates", "0.05,0.5", "--duration", "60", "--baselines", "static:4,8",
+                    "--max-new-tokens", "32", "--json", "--profile", profiles[0], "--sweep", profiles[1], "--ray",
+                    "local", "--workers", "2", "--out", str(tmp_path / "sweep"), timeout=600)
     assert swept.returncode == 0, swept.stderr
     s = last_json(swept)
     assert (s["runs"], s["ray"]) == (4, "local")

@@ -4,12 +4,15 @@ Ray tasks on a local Ray instance, with the same policy per seed either way."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from helpers import cli, last_json, synthetic_profile, tagged_traces
+from helpers import cli, last_json, simspec, synthetic_profile, tagged_traces
 
 from simspec.train.sweep import table
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +28,17 @@ def _arrays(folder) -> dict:
 
 
 @pytest.mark.long
-@pytest.mark.ray
 def test_two_trials_give_the_same_policies_with_and_without_ray(profile_dir, tmp_path):
     args = ["sweep", "--profile", profile_dir, "--algos", "radar", "--preset", "smoke", "--json"]
-    # Every trial trains with one torch thread either way: the second trial alone, in this
-    # process, which has loaded torch already; then both trials, one after the other, in the one
-    # worker process of a local Ray instance (a trial's policy must depend neither on the process
-    # it trains in nor on the trial before it there).
-    plain = cli(*args, "--seeds", "2", "--out", str(tmp_path / "plain"))
-    ray = cli(*args, "--seeds", "1,2", "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "1")
+    # Side by side (every trial trains with one torch thread either way): the Ray sweep as a user
+    # runs it, two trials one after the other in its one worker, and the second trial alone through
+    # the same entry point in this process, which has loaded torch already (a trial's policy must
+    # depend neither on the process it trains in nor on the trial before it there).
+    with ThreadPoolExecutor(1) as pool:
+        ray = pool.submit(simspec, *args, "--seeds", "1,2", "--out", str(tmp_path / "ray"), "--ray", "local",
+                          "--workers", "1", timeout=600)
+        plain = cli(*args, "--seeds", "2", "--out", str(tmp_path / "plain"))
+        ray = ray.result()
     assert plain.returncode == 0, plain.stderr
     assert ray.returncode == 0, ray.stderr
     a, b = _arrays(tmp_path / "plain" / "radar-throughput-s2"), _arrays(tmp_path / "ray" / "radar-throughput-s2")

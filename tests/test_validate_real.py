@@ -299,7 +299,14 @@ def test_validate_real_samples_at_batch_2_and_replays_each_passs_queue(tmp_path)
     assert len(row["speedup_real_passes"]) == 2 and row["speedup_real"] == pytest.approx(
         np.mean(row["speedup_real_passes"]))
     assert 4 <= row["cycles_sim"] <= 14 and 4 <= row["cycles_real"] <= 14  # D = 4: up to 4 tokens a cycle
+    # each pass's queue replayed on its own sampled traces; the noise floor from real / predicted per pass
+    sim = row["speedup_sim_passes"]
+    assert len(sim) == 2 and sim[0] != sim[1]
+    ratios = np.divide(row["speedup_real_passes"], sim)
+    assert report["measurement_noise"]["se"][row["method"]] == pytest.approx(
+        np.std(ratios, ddof=1) / np.sqrt(2) / np.mean(ratios))
     assert "sampled at T = 1" in (out / "report.md").read_text()
+    assert "an exact simulator would show" in (out / "report.md").read_text()
 
 def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
     """Latencies describe the machine they were measured on: the device model must match."""

@@ -482,8 +482,11 @@ def validate_batch(report, run_dir) -> None:
             f"{r.speedup_sim:.3f}", f"{r.rel_error:+.1%}", f"{r.tokens_per_s_real:.1f}",
             f"{r.cycles_real:.0f}/{r.cycles_sim:.0f}", lossless_label(r.exact_match, r.lossless, r.pit_p))
            for r in report.rows])
-    out.print(f"mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}; plain decoding "
-              f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; written to {run_dir}")
+    noise = report.measurement_noise
+    out.print(f"mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}"
+              + (f" (an exact simulator vs these passes' scatter: {noise['exact_model_mean_abs_rel_error']:.1%} / "
+                 f"{noise['exact_model_max_abs_rel_error']:.1%})" if noise else "")
+              + f"; plain decoding {report.plain_tokens_per_s_real:.1f} tokens/s over the batch; written to {run_dir}")
 
 
 def sweep(s: dict) -> None:

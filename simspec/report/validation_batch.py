@@ -26,6 +26,7 @@ class BatchRow(Record):
     exact_match: bool | None = None  # T > 0: None (the outputs are judged by their PIT)
     pit_p: float | None = None  # T > 0: KS p-value of every output token's PIT under the target
     divergences: list = field(default_factory=list)
+    speedup_sim_passes: list | None = None  # the replay of each pass's queue (greedy: one, for every pass)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +53,8 @@ class BatchValidationReport(Artifact):
     seconds: float | None = None
     # --recalibrate: the same queues predicted by a second refit timed between the scored runs
     co_timed_refit: dict | None = None
+    # the passes' scatter of real / simulated: the |error| an exact simulator would show (validation.measurement_noise)
+    measurement_noise: dict | None = None
 
 
 def render_markdown(report: BatchValidationReport) -> str:
@@ -76,6 +79,10 @@ def render_markdown(report: BatchValidationReport) -> str:
     lines += ["", f"Mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}. Plain decoding "
               f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; {report.plain_cycles_real:.0f} cycles "
               f"(simulated {report.plain_cycles_sim:.0f})."]
+    if noise := report.measurement_noise:
+        lines += ["", f"The passes' own scatter (each pass's real speedup over its queue's replay): an exact simulator "
+                  f"would show mean |error| {noise['exact_model_mean_abs_rel_error']:.1%}, max "
+                  f"{noise['exact_model_max_abs_rel_error']:.1%} against runs this noisy; errors below that are noise."]
     if report.live_over_profile:
         lines += ["", "The scored runs against the predicting curves at this batch size (live / profile): "
                   + ", ".join(f"{op} {r:.3f}" for op, r in report.live_over_profile.items()) + "."]
