@@ -11,37 +11,20 @@ PROFILE (default: the run's own) prices the same streams with another profile of
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
 import sys
 
-import numpy as np
-
+from runs import load_streams
 from simspec.measure.load import COMPARED
-from simspec.sim.evaluate import build_baselines, decision_charges, split_traces
-from simspec.sim.load import DecisionCharge, replay_load
-from simspec.sim.profile import load_profile
-from simspec.sim.stream import poisson
+from simspec.sim.load import replay_load
 
 BOUNDS = {"throughput_tokens_per_s": 0.05, "tpot_p50_s": 0.05, "tpot_p90_s": 0.10, "ttft_p50_s": 0.10}
 
-path = sys.argv[1]
-run = json.load(gzip.open(path) if path.endswith(".gz") else open(path))
-profile = load_profile(sys.argv[2] if len(sys.argv) > 2 else run["profile"])  # another profile of the same traces
-traces = profile.traces()
-held, train = split_traces(traces, run["split"]), split_traces(traces, "train")
-charges = decision_charges(profile.meta)
-# the JSON names each method as it printed it; a static tree's name gives back its --baselines spec
-names = list(dict.fromkeys(r["method"] for r in run["rows"]))[1:]
-specs = [re.sub(r"^static\(D=(\d+),W=\d+,V=(\d+)\)$", r"static:\1,\2", n) for n in names]
-methods = [None, *build_baselines(specs, train, profile.cost, run["max_new_tokens"])]
+# another profile of the same traces, or the run's own
+run, profile, held, streams = load_streams(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
 within = {k: 0 for k in COMPARED}
-for i, row in enumerate(run["rows"]):
+for row, stream, method, charge in streams:
     meta = row["stream"]
-    stream = poisson(meta["rate"], meta["duration_s"], np.arange(held.n_prompts), meta["seed"])
-    method = methods[i % len(methods)]
-    charge = charges.get(method.family, DecisionCharge.flat(0.0)) if method else 0.0
     served = replay_load(held, profile.cost, method, stream, run["max_batch"], run["max_new_tokens"], charge,
                          run["seed"], padded=True).summary(run["tpot_target_s"])
     real = row["real"]
