@@ -15,6 +15,7 @@ import json
 import sys
 
 from runs import load_streams
+
 from simspec.sim.load import replay_load
 from simspec.sim.profile import cost_model
 
