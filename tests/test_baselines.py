@@ -206,6 +206,25 @@ def test_qlearning_explores_with_probability_epsilon():
     assert set(greedy.plan_batch(np.arange(400), np.full(400, 256))[0].tolist()) == {5}
 
 
+def test_a_rows_exploration_draws_follow_its_stream_key_not_its_neighbours():
+    """Row r's k-th draws are those of the stream keyed by the driver (its place in its queue),
+    however many rows are asked at once, in whatever order, and across the stream's regrowth."""
+    from simspec.policies.base import RowStreams
+
+    alone = RowStreams(7, np.array([2]), 2)
+    want = np.array([alone.next(np.array([0]))[0] for _ in range(150)])  # past the first block of 64
+    crowd = RowStreams(7, np.array([0, 2, 1, 2]), 2)  # rows 1 and 3 both sit at place 2 of their queues
+    got = {1: [], 3: []}
+    for step in range(150):
+        rows = np.array([3, 0, 1, 2]) if step % 2 else np.array([1, 3])
+        for r, u in zip(rows, crowd.next(rows)):
+            if r in got:
+                got[r].append(u)
+    assert np.array_equal(np.array(got[1]), want) and np.array_equal(np.array(got[3]), want)
+    other = RowStreams(7, np.array([0]), 2).next(np.array([0]))[0]
+    assert not np.array_equal(other, want[0])  # another place, another stream
+
+
 # --- grid search: the best cell of the static surface -------------------------------------------
 
 def test_grid_best_returns_the_best_cell_of_the_surface():

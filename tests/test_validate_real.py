@@ -257,6 +257,7 @@ def test_validate_real_at_batch_2_scores_the_replayed_queue(tmp_path):
     assert [r["method"].split("(")[0] for r in report["rows"]] == ["eagle3", "static"]
     for row in report["rows"]:
         assert row["exact_match"] and row["cycles_real"] == row["cycles_sim"]
+        assert row["draft_calls_real"] == row["draft_calls_sim"] > 0  # every level of every cycle's deepest row
         assert row["speedup_real"] > 0 and row["speedup_sim"] > 0
     assert last_json(result)["mean_abs_rel_error"] == report["mean_abs_rel_error"]
     assert (out / "report.md").read_text().startswith("# validate --real at batch 2")

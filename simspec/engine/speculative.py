@@ -225,8 +225,8 @@ class SpeculativeEngine:
             if not isinstance(policy, BatchPolicy):
                 raise SimspecError(f"policy {policy.name} has no batch methods (simspec.policies.base.BatchPolicy): "
                                    "the engine asks every row at once, as the simulator does")
-            policy.batch_size, policy.waiting = self.batch, 0
-            policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue
+            policy.batch_size, policy.waiting, policy.row_streams = self.batch, 0, None
+            policy.reset_batch(len(prompts))  # a row per sequence: its index in the queue (its random stream's key)
         # Learned policies multiply small numpy matrices between the models' forwards.
         with torch.inference_mode(), (one_blas_thread() if policy is not None else nullcontext()):
             return self._run(prompts, policy, max_new_tokens, seeds if sampled else None, arrivals)

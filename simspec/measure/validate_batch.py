@@ -104,6 +104,9 @@ def _rows(methods: list, measured: list, simulated: dict) -> list[dict]:
                      "rel_error": sim.set_speedup / real.speedup - 1,
                      "tokens_per_s_real": real.tokens_per_s, "cycles_real": real.cycles,
                      "cycles_sim": float(sim.cycles.mean()), "lossless": real.lossless,
+                     # the drafter's batched forwards, one per level of a cycle's deepest row: how deep it drafted
+                     "draft_calls_real": float(np.mean([r.draft_forwards for r in real.runs])),
+                     "draft_calls_sim": float(sim.draft_calls.mean()),
                      "exact_match": None if real.sampled else not real.divergences, "pit_p": real.pit_p,
                      "divergences": real.divergences})
     return rows

@@ -109,6 +109,40 @@ def keep_best_children(parents: np.ndarray, selected: np.ndarray, children, leve
     return keep
 
 
+class RowStreams:
+    """Random numbers for a rule that explores, a stream per row: row r's k-th call of ``next``
+    returns the k-th draws of the stream seeded by (``seed``, r's key). The engine decodes a queue
+    per call and replay many queues (passes, draws) in one; keyed by the sequence's place in its
+    queue, a sequence meets the same draws in both, so the replay predicts the run the engine makes
+    (common random numbers) and not the mean over exploration seeds, which for a Q-learner is
+    a fifth apart at batch 4 (docs/simulator.md#a-policys-own-random-numbers)."""
+
+    def __init__(self, seed: int, keys: np.ndarray, draws: int) -> None:
+        self.seed, self.draws = seed, draws
+        self.unique, self.index = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+        self.count = np.zeros(len(self.index), dtype=np.int64)
+        self.table = np.empty((len(self.unique), 0, draws))
+
+    def next(self, rows: np.ndarray) -> np.ndarray:
+        """[len(rows), draws] uniforms in [0, 1): each row's next draws."""
+        at = self.count[rows]
+        if len(at) and at.max() >= self.table.shape[1]:  # regrown whole: a stream's prefix stays as it was
+            length = max(64, 2 * self.table.shape[1], int(at.max()) + 1)
+            self.table = np.stack([np.random.default_rng([self.seed, int(k)]).random((length, self.draws))
+                                   for k in self.unique])
+        self.count[rows] += 1
+        return self.table[self.index[rows], at]
+
+
+def row_streams(policy: BatchPolicy, n: int, seed: int, draws: int) -> RowStreams:
+    """``n`` new rows' ``RowStreams``, keyed as the driver set ``policy.row_streams`` for this reset
+    (taken: a driver that sets none, such as the decision timer, gets each row its own index)."""
+    keys, policy.row_streams = policy.row_streams if policy.row_streams is not None else np.arange(n), None
+    if len(keys) != n:
+        raise SimspecError(f"{len(keys)} row streams for {n} rows: set row_streams before reset_batch")
+    return RowStreams(seed, keys, draws)
+
+
 def overrides(policy: BatchPolicy, method: str) -> bool:
     """Whether ``policy`` decides ``method`` itself (the engine and replay skip asking otherwise)."""
     return getattr(type(policy), method) is not getattr(BatchPolicy, method)
@@ -130,6 +164,9 @@ class BatchPolicy(ABC):
     # rows are independent sequences, not a batch.
     batch_size: int = 1
     waiting: int = 0
+    # Each row's random stream (``RowStreams``), set by the driver before ``reset_batch``: the
+    # sequence's index in its queue, which the engine and replay share. None: the row's own index.
+    row_streams: np.ndarray | None = None
     shape: TreeShape | None = None  # Sequoia's one tree of fixed shape; None: (D, W, top-V) trees
 
     def reset_batch(self, n: int) -> None:  # noqa: B027 (optional hook)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.policies.base import BatchPolicy, Costs, tree_capacities
+from simspec.policies.base import BatchPolicy, Costs, row_streams, tree_capacities
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
@@ -155,12 +155,12 @@ class QLearning(DepthBudget):
     def reset_batch(self, n):
         self.q = np.zeros((n, self.max_depth, self.max_depth - 1))  # [row, last accepted, depth - 2]
         self.state = np.zeros(n, dtype=np.int64)
-        self.rng = np.random.default_rng(self.seed)
+        self.streams = row_streams(self, n, self.seed, 2)
 
     def plan_batch(self, rows, context):
         greedy = np.argmax(self.q[rows, self.state[rows]], axis=1)
-        explore = self.rng.random(len(rows)) < self.epsilon
-        action = np.where(explore, self.rng.integers(0, self.max_depth - 1, len(rows)), greedy)
+        u = self.streams.next(rows)  # whether to explore, and where to
+        action = np.where(u[:, 0] < self.epsilon, (u[:, 1] * (self.max_depth - 1)).astype(np.int64), greedy)
         return action + 2, np.full(len(rows), self.size)
 
     def observe_batch(self, rows, depth, size, accepted):
@@ -220,13 +220,13 @@ class PaperQLearning(DepthBudget):
         self.outcome = np.ones(n, dtype=np.int64)
         self.move = np.ones(n, dtype=np.int64)
         self.state_depth = self.depth.copy()
-        self.rng = np.random.default_rng(self.seed)
+        self.streams = row_streams(self, n, self.seed, 2)
 
     def plan_batch(self, rows, context):
         here = self.depth[rows]
         greedy = np.argmax(self.q[rows, here - 2, self.outcome[rows]], axis=1)
-        explore = self.rng.random(len(rows)) < self.epsilon
-        move = np.where(explore, self.rng.integers(0, 3, len(rows)), greedy)
+        u = self.streams.next(rows)  # whether to explore, and which move
+        move = np.where(u[:, 0] < self.epsilon, (u[:, 1] * 3).astype(np.int64), greedy)
         self.state_depth[rows], self.move[rows] = here, move
         self.depth[rows] = np.clip(here + move - 1, 2, self.max_depth)
         return self.depth[rows].copy(), np.full(len(rows), self.size)

@@ -27,6 +27,8 @@ class BatchRow(Record):
     pit_p: float | None = None  # T > 0: KS p-value of every output token's PIT under the target
     divergences: list = field(default_factory=list)
     speedup_sim_passes: list | None = None  # the replay of each pass's queue (greedy: one, for every pass)
+    draft_calls_real: float | None = None  # the drafter's batched forwards (T > 0: the mean over passes)
+    draft_calls_sim: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,12 +71,15 @@ def render_markdown(report: BatchValidationReport) -> str:
                 f"{report.profile.get('refit_seconds')} s), on train prompts, through the same rows: live / profile "
                 + ", ".join(f"{op} {r:.3f}" for op, r in report.profile["refit_live_over_profile"].items()) + ".", ""]
                if report.profile.get("refit") else []),
-             "| method | real | per pass | simulated | error | tokens/s | cycles real / sim | lossless |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+             "| method | real | per pass | simulated | error | tokens/s | cycles real / sim | draft calls real / sim "
+             "| lossless |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    def calls(r: BatchRow) -> str:
+        return "" if r.draft_calls_sim is None else f"{r.draft_calls_real:.0f} / {r.draft_calls_sim:.0f}"
+
     for r in report.rows:
         passes = " / ".join(f"{x:.3f}" for x in r.speedup_real_passes)
         lines.append(f"| {r.method} | {r.speedup_real:.3f} | {passes} | {r.speedup_sim:.3f} | {r.rel_error:+.1%} | "
-                     f"{r.tokens_per_s_real:.1f} | {r.cycles_real:.0f} / {r.cycles_sim:.0f} | "
+                     f"{r.tokens_per_s_real:.1f} | {r.cycles_real:.0f} / {r.cycles_sim:.0f} | {calls(r)} | "
                      f"{lossless_label(r.exact_match, r.lossless, r.pit_p)} |")
     lines += ["", f"Mean |error| {report.mean_abs_rel_error:.1%}, max {report.max_abs_rel_error:.1%}. Plain decoding "
               f"{report.plain_tokens_per_s_real:.1f} tokens/s over the batch; {report.plain_cycles_real:.0f} cycles "

@@ -186,7 +186,8 @@ class Cycles:
         self.unfed, self.tokens = np.ones(len(slots), dtype=np.int64), np.zeros(len(slots), dtype=np.int64)
         n_queues = len(slots) // per_queue
         self.calls, self.decided = np.zeros(n_queues), np.zeros(n_queues)
-        if policy is not None:
+        if policy is not None:  # a sequence's random stream: its place in its queue, as in the engine's call
+            policy.row_streams = np.arange(len(slots)) % per_queue
             policy.reset_batch(len(slots))
 
     def step(self, cost: CostModel, busy: np.ndarray, position: np.ndarray, first: np.ndarray,
