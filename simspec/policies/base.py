@@ -114,8 +114,8 @@ class RowStreams:
     returns the k-th draws of the stream seeded by (``seed``, r's key). The engine decodes a queue
     per call and replay many queues (passes, draws) in one; keyed by the sequence's place in its
     queue, a sequence meets the same draws in both, so the replay predicts the run the engine makes
-    (common random numbers) and not the mean over exploration seeds, which for a Q-learner is
-    a fifth apart at batch 4 (docs/simulator.md#a-policys-own-random-numbers)."""
+    (common random numbers), not the mean over exploration seeds, from which one run of a
+    Q-learner can stand a fifth apart (docs/simulator.md#a-policys-own-random-numbers)."""
 
     def __init__(self, seed: int, keys: np.ndarray, draws: int) -> None:
         self.seed, self.draws = seed, draws
