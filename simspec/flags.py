@@ -126,7 +126,8 @@ def recalibrate_prompts() -> Any:
 def refit_ladder() -> Any:
     return opt("full", "The refits' static trees (validate's co-timed refit rotates through them too): full (17, "
                "V 2-128) or quick (12, V 2-64, as calibrate --quick's engine fit: about a third faster, for short "
-               "runs that verify no larger tree).")
+               "runs that verify no larger tree), or trees of your own as depth:size pairs (3:4,4:8: the sizes you "
+               "will run; sizes between them take an interpolated scale, sizes beyond them the nearest one's).")
 
 
 def policies() -> Any:

@@ -592,7 +592,10 @@ row("train --simulated", "--hold 0",
     "--hold takes a number of cycles >= 1")
 row("recalibrate", "unknown --refit-ladder",
     lambda d, a: ["recalibrate", *CPU_DEMO, "--refit-ladder", "medium", "--out", out(d)],
-    "--refit-ladder takes full or quick")
+    "--refit-ladder takes full, quick or depth:size pairs")
+row("validate --real", "--refit-ladder with a tree deeper than its size",
+    lambda d, a: ["validate", "--real", *CPU_DEMO, "--recalibrate", "--refit-ladder", "3:4,5:4", "--out", out(d)],
+    "with 2 <= depth <= size, e.g. 3:4,4:8; not '3:4,5:4'")
 row("train --simulated", "--top-k choose on greedy traces",
     lambda d, a: [*TRAIN, *CPU_DEMO, "--algo", "resps", "--top-k", "choose", "--out", out(d)],
     "only sampled traces hold (T > 0)")

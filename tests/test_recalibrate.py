@@ -7,7 +7,8 @@ import pytest
 from helpers import ROOT, last_json, simspec
 
 from simspec.engine.records import CycleRecord, Generation
-from simspec.measure.insitu import LADDER, QUICK_LADDER, CoTimedRefit
+from simspec.errors import SimspecError
+from simspec.measure.insitu import LADDER, QUICK_LADDER, CoTimedRefit, ladder_points
 from simspec.measure.interleave import DriftMeter
 from simspec.measure.refit import log_interp, refit_samples
 from simspec.sim.profile import cost_model, load_profile
@@ -128,6 +129,14 @@ def test_plain_step_scales_fit_a_curve_of_another_shape_and_hold_unreached_conte
                           overall) is None
 
 
+def test_a_ladder_is_named_or_given_as_depth_size_pairs():
+    assert ladder_points("full") == LADDER and ladder_points("quick") == QUICK_LADDER
+    assert ladder_points("3:4,4:8") == ((3, 4), (4, 8))
+    for bad in ("", "medium", "3:4,", "4", "1:1", "5:4", "3:x"):
+        with pytest.raises(SimspecError, match="--refit-ladder takes full, quick or depth:size pairs"):
+            ladder_points(bad)
+
+
 def test_refit_follows_the_measured_ratio_at_every_ladder_size():
     """The verify scale passes through each ladder size's own ratio, so a size the live engine
     runs slower than its neighbours (V = 7 on the EPYC) is priced as measured, not smoothed
@@ -210,13 +219,14 @@ def test_recalibrate_refits_the_profile_on_the_live_engine(tmp_path):
     # The shipped profile is another machine's (the device check has tests of its own): refit it anyway.
     # One torch thread (the profile's two would fight the other test worker for its core).
     result = simspec("recalibrate", "--profile", "calibration/cpu-demo", "--n-prompts", "1", "--max-new-tokens", "8",
-                      "--out", str(out), "--allow-other-device", "--threads", "1", "--refit-ladder", "quick", "--json")
+                      "--out", str(out), "--allow-other-device", "--threads", "1", "--refit-ladder", "2:2,4:8",
+                      "--json")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = last_json(result)
     refit, base = load_profile(out), load_profile(ROOT / "calibration" / "cpu-demo")
     situ = refit.meta.in_situ
     assert situ["base"]["inputs_hash"] == base.meta.inputs_hash and situ["split"] == "train"
-    assert situ["trees"] == [list(point) for point in QUICK_LADDER]  # --refit-ladder quick
+    assert situ["trees"] == [[2, 2], [4, 8]]  # --refit-ladder 2:2,4:8: two trees, a third of the quick ladder's time
     assert summary["inputs_hash"] == refit.meta.inputs_hash != base.meta.inputs_hash
     assert situ["cycles"] > 0 and set(situ["live_over_profile"]) >= {"greedy step", "verify", "draft"}
     assert refit.traces().content_hash() == base.traces().content_hash()  # the base's traces, found from here

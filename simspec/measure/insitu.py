@@ -32,10 +32,18 @@ QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10),
 
 
 def ladder_points(name: str) -> tuple[tuple[int, int], ...]:
-    """``--refit-ladder``'s (depth, V) points."""
-    if name not in ("full", "quick"):
-        raise SimspecError(f"--refit-ladder takes full or quick, not {name!r}")
-    return LADDER if name == "full" else QUICK_LADDER
+    """``--refit-ladder``'s (depth, V) points: full, quick, or trees of one's own as ``D:V,D:V``."""
+    if name in ("full", "quick"):
+        return LADDER if name == "full" else QUICK_LADDER
+    try:
+        points = tuple((int(d), int(v)) for d, v in (p.split(":") for p in name.split(",")))
+    except ValueError:
+        points = ()
+    # a tree drafts at least one level (D >= 2) and verifies at least its root and one node per level
+    if not points or any(not 2 <= d <= v for d, v in points):
+        raise SimspecError(f"--refit-ladder takes full, quick or depth:size pairs with 2 <= depth <= size, "
+                           f"e.g. 3:4,4:8; not {name!r}")
+    return points
 
 
 @dataclass(frozen=True, kw_only=True)
