@@ -699,6 +699,8 @@ row("migrate-traces", "missing folder", lambda d, a: ["migrate-traces", "--trace
 row("migrate-traces", "bit-flipped traces.npz", lambda d, a: ["migrate-traces", "--traces", str(a.flipped)],
     "are missing or corrupt")
 row("load", "recalibrate without live", lambda d, a: [*LOAD, "--recalibrate"], "pass --live too")
+row("load", "refit each stream without recalibrate", lambda d, a: [*LOAD, "--live", "--refit-each-stream"],
+    "pass --live --recalibrate too")
 row("load", "surface size 1", lambda d, a: [*LOAD, "--surface", "1,8"], "--surface takes tree sizes V >= 2")
 row("load", "sweep with live", lambda d, a: [*LOAD, "--sweep", "calibration/cpu-demo", "--live"],
     "--sweep and --ray serve simulated streams")

@@ -486,12 +486,18 @@ def test_load_live_serves_a_stream_on_the_engine_beside_its_replay(tmp_path):
         assert set(row["rel_error"]) == {"throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s"}
     assert "speculation_pays_real" in s["verdicts"][0] and s["refit"] is None
     # --recalibrate: the curves at two rows refitted on train prompts through the same rows first,
-    # and the replay priced by the refit
+    # and the baselines tuned by the refit; --refit-each-stream: refitted again right before each
+    # real run, whose replay that refit prices (the first refit's error kept beside it)
     refit = cli("load", "--profile", "calibration/cpu-demo-batch", "--max-batch", "2", "--stream", str(stream),
                 "--baselines", "static:4,6", "--max-new-tokens", "6", "--live", "--recalibrate",
-                "--recalibrate-prompts", "1", "--refit-ladder", "2:2,4:6", "--json")
+                "--recalibrate-prompts", "1", "--refit-ladder", "4:6", "--refit-each-stream", "--json")
     assert refit.returncode == 0, refit.stderr[-3000:]
     r = last_json(refit)
     assert len(r["refit"]["prompts"]) == 1 and not set(r["refit"]["prompts"]) & set(held.meta.prompt_ids)
     assert set(r["refit"]["live_over_profile"]) >= {"verify", "greedy step"}
     assert all(row["lossless"] is True for row in r["rows"])
+    for row in r["rows"]:
+        assert row["refit"]["prompts"] == r["refit"]["prompts"] and row["refit"] != r["refit"]  # a refit of its own
+        assert set(row["rel_error_first_refit"]) == set(row["rel_error"])
+        assert row["rel_error_first_refit"] != row["rel_error"]  # priced by its own refit, not the first
+    assert "the same runs under the first refit" in " ".join(refit.stdout.split())

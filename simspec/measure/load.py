@@ -63,6 +63,11 @@ class LoadRequest:
     recalibrate: bool = flags.recalibrate()
     recalibrate_prompts: int = flags.recalibrate_prompts()
     refit_ladder: str = flags.refit_ladder()
+    refit_each_stream: bool = opt(False, "With --live --recalibrate: refit again right before every live stream (each "
+                                  "rate and method: the same train prompts and ladder) and price that stream's replay "
+                                  "by its own refit, so that the machine's drift between streams stays out of the "
+                                  "error; each row also keeps its error under the first refit. A ladder of the trees "
+                                  "served (--refit-ladder 4:8) keeps each refit short.")
     surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
                                    "a static tree of each size, at its best depth on the train split, serves every "
                                    "stream (simulated).", parse=flags.ints)
@@ -88,6 +93,9 @@ class LoadRequest:
             require_ray()
         if self.recalibrate and not self.live:
             raise SimspecError("--recalibrate refits the profile on the live engine before its runs: pass --live too")
+        if self.refit_each_stream and not self.recalibrate:
+            raise SimspecError("--refit-each-stream refits the profile before every live stream: pass --live "
+                               "--recalibrate too")
         if any(v < 2 for v in self.surface):
             raise SimspecError(f"--surface takes tree sizes V >= 2 (V = 1 is plain decoding, always served), got "
                                f"{','.join(map(str, self.surface))}")
@@ -127,21 +135,25 @@ def run(request: LoadRequest, bar, status) -> dict:
     charged = decision_charges(profile.meta)
     trees = _surface_trees(r.surface, split_traces(traces, "train"), cost, r.max_new_tokens, status)
     real = iter(serve_real(live, streams, methods, tokens, status) if live else ())
+    each = live is not None and live.again is not None  # --refit-each-stream: every method replayed twice
     rows, verdicts, surface = [], [], []
-    tick = bar("replaying the streams", len(streams) * (len(methods) + len(trees)))
+    tick = bar("replaying the streams", len(streams) * (len(methods) * (1 + each) + len(trees)))
 
-    def serve(method, stream):
+    def serve(method, stream, priced=None):
         tick(description=f"replaying {len(stream.arrival)} requests ({_stream_label(stream.meta)}): "
              f"{method.name if method else 'plain'}")
-        return replay_load(scored, cost, method, stream, r.max_batch, tokens,
+        return replay_load(scored, priced or cost, method, stream, r.max_batch, tokens,
                            charged.get(method.family, DecisionCharge.flat(0.0)) if method else 0.0, r.seed, r.live)
 
     for stream in streams:
-        served = [serve(m, stream) for m in methods]
+        runs = [next(real, None) for _ in methods]
+        served = [serve(m, stream, run and run.cost) for m, run in zip(methods, runs)]
         surface += [{"stream": stream.meta, "depth": depth, "size": size, **serve(tree, stream).summary(r.tpot_target)}
                     for depth, size, tree in trees]
-        these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, next(real, None), r.tpot_target)
-                 for s in served]
+        these = [_beside({**s.summary(r.tpot_target), "stream": stream.meta}, run, r.tpot_target)
+                 for s, run in zip(served, runs)]
+        for row, method in zip(these, methods) if each else ():  # the same stream under the first refit
+            row["rel_error_first_refit"] = _errors(serve(method, stream).summary(r.tpot_target), row["real"])
         rows += these
         best, pays = _best_speculative(these)
         verdict = {"stream": stream.meta, "best": best_row(these)["method"], "best_speculative": best["method"],
@@ -193,24 +205,39 @@ def _best_speculative(rows: list[dict]) -> tuple[dict, bool]:
 COMPARED = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p90_s", "ttft_p50_s")
 
 
-def _beside(row: dict, real, tpot_s: float) -> dict:
+def _beside(row: dict, real: RealRun | None, tpot_s: float) -> dict:
     """``row`` (the replay's) with the real run's metrics and the replay's relative error on ``COMPARED``."""
     if real is None:
         return row
-    result, lossless = real
-    measured = result.summary(tpot_s)
-    return {**row, "real": measured, "lossless": lossless,
-            "rel_error": {k: row[k] / measured[k] - 1 if measured[k] else None for k in COMPARED}}
+    measured = real.result.summary(tpot_s)
+    return {**row, "real": measured, "lossless": real.lossless, "rel_error": _errors(row, measured),
+            **({"refit": real.refit} if real.refit else {})}
+
+
+def _errors(replayed: dict, measured: dict) -> dict:
+    return {k: replayed[k] / measured[k] - 1 if measured[k] else None for k in COMPARED}
+
+
+@dataclass(frozen=True)
+class RealRun:
+    """A stream served for real by one method; with ``--refit-each-stream``, the refit made right before it."""
+
+    result: LoadResult
+    lossless: bool | None
+    cost: object | None = None
+    refit: dict | None = None
 
 
 @dataclass
 class Live:
-    """A live run's engine rows and scored prompts' token ids; with ``--recalibrate``, the refit's cost model."""
+    """A live run's engine rows and scored prompts' token ids; with ``--recalibrate``, the refit's cost model,
+    and with ``--refit-each-stream`` how to refit again (``again() -> (cost, record)``)."""
 
     rows: object  # a SpeculativeEngine of max_batch rows
     ids: list[list[int]]
     cost: object | None = None
     refit: dict | None = None
+    again: Callable[[], tuple[object, dict]] | None = None
 
 
 def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
@@ -219,7 +246,7 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     from simspec.measure.insitu import ladder_points
     from simspec.measure.insitu_batch import refit_batch
     from simspec.measure.interleave import load_engine
-    from simspec.sim.profile import cost_model, load_live_profile
+    from simspec.sim.profile import load_live_profile
 
     profile = load_live_profile(r.profile, "load --live")
     if not scored.has_prompt_tokens:
@@ -237,15 +264,21 @@ def _live(r: LoadRequest, scored, train, tokens: int, bar, status) -> Live:
     rows = SpeculativeEngine(engine.target, engine.drafter, engine.sampling, batch_size=r.max_batch)
     if not refit_on:
         return Live(rows, ids)
-    refit = refit_batch(rows, profile, refit_on, tokens, bar, ladder)
-    record = {"prompts": [p for p, _ in refit_on], "live_over_profile": refit.record["live_over_profile"],
-              "seconds": refit.record["seconds"]}
-    return Live(rows, ids, cost_model(refit.samples), record)
+
+    def refit() -> tuple[object, dict]:
+        from simspec.sim.profile import cost_model
+
+        done = refit_batch(rows, profile, refit_on, tokens, bar, ladder)
+        return cost_model(done.samples), {"prompts": [p for p, _ in refit_on], "seconds": done.record["seconds"],
+                                          "live_over_profile": done.record["live_over_profile"]}
+
+    return Live(rows, ids, *refit(), again=refit if r.refit_each_stream else None)
 
 
 def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
-               status: Callable[[str], object]) -> list[tuple[LoadResult, bool | None]]:
-    """Per stream and method (plain first): the real run's latencies, and whether outputs equal plain decoding's."""
+               status: Callable[[str], object]) -> list[RealRun]:
+    """Per stream and method (plain first): the real run's latencies, whether outputs equal plain decoding's,
+    and with ``live.again`` the refit made right before it."""
     from simspec.measure.insitu_batch import WARM_UP_TOKENS
 
     rows, ids = live.rows, live.ids
@@ -258,6 +291,7 @@ def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
         prompts = [ids[p] for p in stream.prompt]
         reference = None
         for method in methods:
+            cost, refit = live.again() if live.again is not None else (None, None)
             with status(f"serving {len(prompts)} requests for real ({_stream_label(stream.meta)}): "
                         f"{'plain' if method is None else method.name}"):
                 run = rows.decode(prompts, method, max_new_tokens, arrivals=list(stream.arrival))
@@ -265,7 +299,8 @@ def serve_real(live: Live, streams: list, methods: list, max_new_tokens: int,
             reference = reference or outputs
             lossless = None if not rows.sampling.greedy else outputs == reference
             gens = run.generations
-            out.append((LoadResult("plain" if method is None else method.name, np.asarray(stream.arrival, float),
-                                   np.array([g.first_token_at for g in gens]), np.array([g.finished_at for g in gens]),
-                                   np.array([len(g.tokens) for g in gens]), run.cycles), lossless))
+            out.append(RealRun(LoadResult("plain" if method is None else method.name,
+                                          np.asarray(stream.arrival, float), np.array([g.first_token_at for g in gens]),
+                                          np.array([g.finished_at for g in gens]),
+                                          np.array([len(g.tokens) for g in gens]), run.cycles), lossless, cost, refit))
     return out

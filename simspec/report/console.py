@@ -371,6 +371,12 @@ def load(s: dict) -> None:
                   + (f" (real: {pays[verdict['speculation_pays_real']]})" if live else "")
                   + f" (best speculative: {verdict['best_speculative']}; goodput at TPOT <= "
                   f"{1e3 * s['tpot_target_s']:.0f} ms, then throughput, then TPOT p50; within 1 % a tie)")
+        if live and "rel_error_first_refit" in rows[0]:  # --refit-each-stream
+            out.print("each run above priced by a refit made right before it; the same runs under the first refit: "
+                      + "; ".join(f"{r['method']} " + ", ".join(
+                          f"{label} {e:+.0%}" if e is not None else f"{label} n/a" for label, e in
+                          zip(("tokens/s", "TPOT p50", "p90", "TTFT p50"), r["rel_error_first_refit"].values()))
+                          for r in rows))
     if s.get("surface"):
         _load_surface(s)
     if s.get("written"):
