@@ -65,9 +65,10 @@ class LoadRequest:
     refit_ladder: str = flags.refit_ladder()
     refit_each_stream: bool = opt(False, "With --live --recalibrate: refit again right before every live stream (each "
                                   "rate and method: the same train prompts and ladder) and price that stream's replay "
-                                  "by its own refit, so that the machine's drift between streams stays out of the "
-                                  "error; each row also keeps its error under the first refit. A ladder of the trees "
-                                  "served (--refit-ladder 4:8) keeps each refit short.")
+                                  "by its own refit, so that slow drift between streams stays out of the error (a "
+                                  "machine whose speed moves minute to minute gains nothing: docs/simulator.md); each "
+                                  "row also keeps its error under the first refit. A ladder of the trees served "
+                                  "(--refit-ladder 4:8) keeps each refit short.")
     surface: tuple[int, ...] = opt((), "Tree sizes V for a throughput surface over (rate, V), e.g. 2,4,8,16,32: "
                                    "a static tree of each size, at its best depth on the train split, serves every "
                                    "stream (simulated).", parse=flags.ints)
