@@ -221,17 +221,17 @@ def test_analytic_profile_for_an_absent_gpu(tmp_path):
     assert float(profile.cost.verify(1, 256)) == pytest.approx(hand_decode_seconds(256), rel=1e-4)
 
 
-@pytest.mark.long(seconds=90)
+@pytest.mark.long(seconds=130)
 @pytest.mark.model
 @pytest.mark.e2e
-def test_measured_calibration_replays_the_live_engine(tmp_path):
-    """Tiny but whole: curves, traces, the replay check, and an analytic profile reusing the traces.
-    One calibration serves both halves: each is a minute of the suite. The engine fit is left out
-    here (--engine-prompts 0): the demo's calibration runs it, and the demo's test holds its profile
-    to a held-out run (``prices_a_held_out_run``)."""
+def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path):
+    """Tiny but whole: curves, traces, the replay check, the engine fit (its profile then prices a
+    held-out run: ``_prices_a_held_out_run``), and an analytic profile reusing the traces. One
+    calibration serves both halves: each is a minute of the suite."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "1", "--engine-prompts", "0", "--out", str(out), "--json")
+                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "12", "--out", str(out),
+                      "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0
@@ -240,8 +240,9 @@ def test_measured_calibration_replays_the_live_engine(tmp_path):
     profile = load_profile(out)
     traces = profile.traces()
     assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
-    assert summary.get("engine_fit") is None and not profile.meta.engine_fit  # --engine-prompts 0: no fit
+    assert summary["engine_fit"]["cycles"] > 0 and profile.meta.engine_fit["trees"]  # fitted to the engine
     assert np.isfinite(profile.meta.fit_error.median)  # the tight-loop curves' held-out error
+    _prices_a_held_out_run(out)
     # Decision times the simulator and training charge, RADAR's T_policy included.
     assert profile.meta.policy_seconds["static"] > 0 and profile.meta.policy_seconds["radar_call"] > 0
     deepest = str(traces.depth_max)  # and by depth, which the simulator charges each cycle at
@@ -303,13 +304,12 @@ def test_operating_points_are_timed_in_rounds_so_drift_falls_on_each_alike():
     assert sum(ticks) == pytest.approx(3)
 
 
-def prices_a_held_out_run(out):
-    """The profile's greedy step, bookkeeping and verify, fitted to the engine on two train prompts,
-    must price a short real run on held-out prompts it never saw within the stated tolerances.
-    Calibrate's tight loops alone time other code paths (the bookkeeping without the models, the
-    plain step without the engine's loop around it); the fit's own record shows how far off they
-    were here, which is this check's power: it fails when calibrate times a different code path
-    from the engine's."""
+def _prices_a_held_out_run(out):
+    """The profile's greedy step, bookkeeping and verify must price a short real run on held-out
+    prompts it never saw within the stated tolerances. Calibrate's tight loops alone time other
+    code paths (the bookkeeping without the models, the plain step without the engine's loop
+    around it); the fit's own record shows how far off they were here, which is this check's
+    power: it fails when calibrate times a different code path from the engine's."""
     import numpy as np
 
     from simspec.data import load_prompts
