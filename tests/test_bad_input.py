@@ -593,6 +593,9 @@ row("train --simulated", "--hold 0",
 row("recalibrate", "unknown --refit-ladder",
     lambda d, a: ["recalibrate", *CPU_DEMO, "--refit-ladder", "medium", "--out", out(d)],
     "--refit-ladder takes full, quick or depth:size pairs")
+row("calibrate", "--engine-ladder with a tree of one node",
+    lambda d, a: ["calibrate", "--gpu", "cpu", "--quick", "--engine-ladder", "4:8,1:1", "--out", out(d)],
+    "--engine-ladder takes full, quick or depth:size pairs")
 row("validate --real", "--refit-ladder with a tree deeper than its size",
     lambda d, a: ["validate", "--real", *CPU_DEMO, "--recalibrate", "--refit-ladder", "3:4,5:4", "--out", out(d)],
     "with 2 <= depth <= size, e.g. 3:4,4:8; not '3:4,5:4'")

@@ -221,7 +221,7 @@ def test_analytic_profile_for_an_absent_gpu(tmp_path):
     assert float(profile.cost.verify(1, 256)) == pytest.approx(hand_decode_seconds(256), rel=1e-4)
 
 
-@pytest.mark.long(seconds=130)
+@pytest.mark.long(seconds=95)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path):
@@ -230,8 +230,8 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     calibration serves both halves: each is a minute of the suite."""
     out = tmp_path / "cpu"
     result = simspec("calibrate", "--gpu", "cpu", "--n-prompts", "3", "--max-new-tokens", "12", "--quick",
-                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "12", "--out", str(out),
-                      "--json")
+                      "--check-prompts", "1", "--engine-prompts", "2", "--engine-tokens", "12", "--engine-ladder",
+                      "2:2,4:8", "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr
     summary = last_json(result)
     assert summary["kind"] == "measured" and summary["prompts"] == 3 and summary["positions"] > 0
@@ -240,7 +240,8 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     profile = load_profile(out)
     traces = profile.traces()
     assert traces.positions == summary["positions"] and traces.meta.draft == "eagle"
-    assert summary["engine_fit"]["cycles"] > 0 and profile.meta.engine_fit["trees"]  # fitted to the engine
+    assert summary["engine_fit"]["cycles"] > 0  # fitted to the engine, on the trees --engine-ladder named
+    assert profile.meta.engine_fit["trees"] == [[2, 2], [4, 8]]
     assert np.isfinite(profile.meta.fit_error.median)  # the tight-loop curves' held-out error
     _prices_a_held_out_run(out)
     # Decision times the simulator and training charge, RADAR's T_policy included.

@@ -48,6 +48,9 @@ class CalibrateRequest:
                                      "--quick, else 8; 0: the tight-loop curves as they are).", min=0)
     engine_tokens: int | None = opt(None, "The engine fit: new tokens per run (default 32 with --quick, else 48).",
                                     min=4)
+    engine_ladder: str | None = opt(None, "The engine fit: its static trees, full (17, V 2-128), quick (12, V 2-64) "
+                                    "or depth:size pairs such as 3:4,4:8 (the sizes you will run; others take the "
+                                    "nearest sizes' scales); default quick with --quick, else full.")
     out: str | None = flags.out()
     force: bool = flags.force()
     seed: int = flags.seed()
@@ -87,6 +90,10 @@ class CalibrateRequest:
 
         resolve_dtype(self.dtype)
         self.sampling()
+        if self.engine_ladder:
+            from simspec.measure.insitu import ladder_points
+
+            ladder_points(self.engine_ladder, "--engine-ladder")
         check_runtime(self.runtime)
         if self.runtime == "compiled" and max(self.batch_sizes, default=1) > 1:
             raise SimspecError("calibrate --runtime compiled measures batch 1 only: use --batch-sizes 1, or --runtime "

@@ -24,12 +24,13 @@ class EngineFitSpec:
 
     @classmethod
     def of(cls, request) -> EngineFitSpec:
-        """A ``CalibrateRequest``'s: its grid's defaults, less ``--engine-prompts`` and ``--engine-tokens``."""
-        from simspec.measure.insitu import LADDER, QUICK_LADDER
+        """A ``CalibrateRequest``'s: its grid's defaults, less ``--engine-prompts``, ``-tokens`` and ``-ladder``."""
+        from simspec.measure.insitu import ladder_points
 
-        default = cls(QUICK_PROMPTS, 32, QUICK_LADDER) if request.quick else cls(8, 48, LADDER)
+        default = cls(QUICK_PROMPTS, 32, ladder_points("quick")) if request.quick else cls(8, 48, ladder_points("full"))
         prompts = default.prompts if request.engine_prompts is None else request.engine_prompts
-        return cls(prompts, request.engine_tokens or default.tokens, default.ladder)
+        ladder = ladder_points(request.engine_ladder, "--engine-ladder") if request.engine_ladder else default.ladder
+        return cls(prompts, request.engine_tokens or default.tokens, ladder)
 
 
 @dataclass(frozen=True)

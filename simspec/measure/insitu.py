@@ -31,8 +31,8 @@ LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10
 QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10), (5, 12), (6, 16), (7, 32), (8, 64))
 
 
-def ladder_points(name: str) -> tuple[tuple[int, int], ...]:
-    """``--refit-ladder``'s (depth, V) points: full, quick, or trees of one's own as ``D:V,D:V``."""
+def ladder_points(name: str, flag: str = "--refit-ladder") -> tuple[tuple[int, int], ...]:
+    """``flag``'s (depth, V) points: full, quick, or trees of one's own as ``D:V,D:V``."""
     if name in ("full", "quick"):
         return LADDER if name == "full" else QUICK_LADDER
     try:
@@ -41,7 +41,7 @@ def ladder_points(name: str) -> tuple[tuple[int, int], ...]:
         points = ()
     # a tree drafts at least one level (D >= 2) and verifies at least its root and one node per level
     if not points or any(not 2 <= d <= v for d, v in points):
-        raise SimspecError(f"--refit-ladder takes full, quick or depth:size pairs with 2 <= depth <= size, "
+        raise SimspecError(f"{flag} takes full, quick or depth:size pairs with 2 <= depth <= size, "
                            f"e.g. 3:4,4:8; not {name!r}")
     return points
 
