@@ -115,9 +115,9 @@ def test_batch_sizes_must_include_1():
 
 @pytest.mark.model
 def test_a_batched_forward_is_measured_per_batch(target):
-    from simspec.measure.profiler import batched_target_latency
+    from simspec.measure.profiler import target_latency
 
-    two = batched_target_latency(target, 2, [1, 4], [16], 1)
+    two = target_latency(target, [1, 4], [16], 1, batch=2)
     assert [(r.kind, r.tokens, r.context) for r in two] == [("verify", 1, 16), ("verify", 4, 16)]
     assert all(s > 0 for r in two for s in r.samples)
 
@@ -137,7 +137,7 @@ def test_batched_curves_are_timed_in_rounds_so_drift_falls_on_each_point_alike(t
 
     monkeypatch.setattr(profiler, "clock", clock)
     switch = 3 * 2 * 4  # three rounds of four points, two clock calls each
-    verify = profiler.batched_target_latency(target, 2, [1, 2], [8, 16], 6)
+    verify = profiler.target_latency(target, [1, 2], [8, 16], 6, batch=2)
     assert len(calls) == 6 * 2 * 4 and {r.median for r in verify} == {1.5}
     calls.clear()
     switch = 3 * 2 * 8  # draft: eight points (widths 1, 2 x contexts 8, 16 x rows drafting 1, 2)

@@ -190,8 +190,8 @@ def measure_batched(target: LoadedModel, drafter: Drafter, batches, grid: BatchG
     vocab = target.model.config.vocab_size
     samples = []
     for batch in (b for b in batches if b != 1):
-        for r in profiler.batched_target_latency(target, batch, grid.verify_sizes, grid.contexts, grid.repeats,
-                                                 advance):
+        for r in profiler.target_latency(target, grid.verify_sizes, grid.contexts, grid.repeats, advance,
+                                         batch=batch):
             samples.append(sample_record("verify", r.tokens, r.context, r.samples, batch))
             if r.tokens == 1:
                 samples.append(sample_record("greedy", 1, r.context, r.samples, batch))

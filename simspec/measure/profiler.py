@@ -76,45 +76,20 @@ def _drafter_context(drafter: Drafter, context: int, vocab: int, device: torch.d
 
 @torch.inference_mode()
 def target_latency(target: LoadedModel, sizes: Sequence[int], contexts: Sequence[int], repeats: int,
-                   advance: Callable[..., None] = lambda n=1: None, runtime: str = "eager") -> list[Latency]:
-    """One target forward of V tree tokens (mask, head and argmax included) after L tokens, through the
-    engine's own target at batch 1; every (V, L) timed in rounds (whose discarded warm-up calls also
-    compile under the compiled runtime), one cache per context."""
+                   advance: Callable[..., None] = lambda n=1: None, runtime: str = "eager",
+                   batch: int = 1) -> list[Latency]:
+    """One verify step through the engine's own target: ``batch`` rows of V tree tokens (mask, head and
+    argmax included), each after its own L (V = 1: a plain step); every (V, L) timed in rounds (whose
+    discarded warm-up calls also compile under the compiled runtime), one set of rows per context.
+    Block by block, five repeats of a point gave the plain step at batch 4 a context slope twice the
+    engine's (``research/scripts/batch-context-slope.py``)."""
     from simspec.engine.compiled_rows import target_rows
-    from simspec.engine.kv_rows import causal
-
-    device = target.device
-    vocab = target.model.config.vocab_size
-    runs = {}
-    for context in contexts:
-        rows = target_rows(target, 1, context + max(sizes), runtime=runtime)
-        rows.prefill(0, _context_ids(context, vocab, device))
-        for size in sizes:
-            tree = {0: (_context_ids(size, vocab, device).cpu().numpy(), np.arange(size), causal(size))}
-
-            def run(rows=rows, tree=tree) -> None:  # the row's length stays: every run writes the same slots
-                hidden, _ = rows.forward(tree)
-                head_logits(rows.head, hidden[0]).argmax(-1).cpu()
-
-            runs[size, context] = run
-    timed = time_interleaved(runs, device, repeats, advance=advance)
-    return [Latency("verify", size, context, samples) for (size, context), samples in timed.items()]
-
-
-@torch.inference_mode()
-def batched_target_latency(target: LoadedModel, batch: int, sizes: Sequence[int], contexts: Sequence[int],
-                           repeats: int, advance: Callable[..., None] = lambda n=1: None) -> list[Latency]:
-    """A batch's verify step: ``batch`` rows of V tree tokens, each after its own L (V = 1: a plain
-    step), every (V, L) timed in rounds, one set of rows per context (block by block, five repeats
-    of a point gave the plain step at batch 4 a context slope twice the engine's:
-    ``research/scripts/batch-context-slope.py``)."""
-    from simspec.engine.batch_models import TargetRows
     from simspec.engine.kv_rows import causal
 
     device, vocab = target.device, target.model.config.vocab_size
     runs = {}
     for context in contexts:
-        rows = TargetRows(target, batch, context + max(sizes))
+        rows = target_rows(target, batch, context + max(sizes), runtime=runtime)
         ids = _context_ids(context, vocab, device)
         for b in range(batch):
             rows.prefill(b, ids)
