@@ -27,10 +27,10 @@ class EngineFitSpec:
         """A ``CalibrateRequest``'s: its grid's defaults, less ``--engine-prompts``, ``-tokens`` and ``-ladder``."""
         from simspec.measure.insitu import ladder_points
 
-        default = cls(QUICK_PROMPTS, 32, ladder_points("quick")) if request.quick else cls(8, 48, ladder_points("full"))
-        prompts = default.prompts if request.engine_prompts is None else request.engine_prompts
-        ladder = ladder_points(request.engine_ladder, "--engine-ladder") if request.engine_ladder else default.ladder
-        return cls(prompts, request.engine_tokens or default.tokens, ladder)
+        quick = request.quick
+        prompts = (QUICK_PROMPTS if quick else 8) if request.engine_prompts is None else request.engine_prompts
+        ladder = ladder_points(request.engine_ladder or ("quick" if quick else "full"), "--engine-ladder")
+        return cls(prompts, request.engine_tokens or (32 if quick else 48), ladder)
 
 
 @dataclass(frozen=True)
