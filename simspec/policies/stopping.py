@@ -62,21 +62,27 @@ class AcceptancePredictor:
             steps: int = 400, lr: float = 0.02, seed: int = 0) -> AcceptancePredictor:
         model = cls.random(hidden, seed, features.shape[1])
         model.mean, model.scale = features.mean(0), features.std(0) + 1e-6
-        x = (features - model.mean) / model.scale
-        w = weights / weights.sum()
-        params = [model.w1, model.b1, model.w2, np.array([model.b2])]
+        # The passes over every example run in float32 (numpy's float64 tanh has no SIMD path: it
+        # took most of a fit), with a column of ones for the hidden bias (one product gives both
+        # gradients); the weights and Adam's moments stay float64.
+        x = np.hstack([(features - model.mean) / model.scale, np.ones((len(features), 1))]).astype(np.float32)
+        w, labels = (weights / weights.sum()).astype(np.float32), labels.astype(np.float32)
+        params = [np.vstack([model.w1, model.b1]), model.w2, np.array([model.b2])]
         moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
         for t in range(1, steps + 1):
-            h = np.tanh(x @ params[0] + params[1])
-            p = 1.0 / (1.0 + np.exp(-(h @ params[2] + params[3][0])))
+            w1, w2, b2 = (p.astype(np.float32) for p in params)
+            h = np.tanh(x @ w1)
+            p = 1.0 / (1.0 + np.exp(-(h @ w2 + b2[0])))
             d_logit = w * (p - labels)  # d(weighted cross-entropy)/d(logit)
-            d_h = np.outer(d_logit, params[2]) * (1 - h * h)
-            grads = [x.T @ d_h, d_h.sum(0), h.T @ d_logit, np.array([d_logit.sum()])]
+            d_h = 1 - h * h
+            d_h *= w2
+            d_h *= d_logit[:, None]
+            grads = [x.T @ d_h, h.T @ d_logit, np.array([d_logit.sum()])]
             for param, grad, (m, v) in zip(params, grads, moments):
                 m[...] = m * 0.9 + 0.1 * grad
                 v[...] = v * 0.999 + 0.001 * grad * grad
                 param -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
-        model.w1, model.b1, model.w2, model.b2 = params[0], params[1], params[2], float(params[3][0])
+        model.w1, model.b1, model.w2, model.b2 = params[0][:-1], params[0][-1], params[1], float(params[2][0])
         return model
 
 
