@@ -54,8 +54,9 @@ class AcceptancePredictor:
                    np.zeros(hidden), rng.normal(0, 1 / np.sqrt(hidden), hidden), 0.0)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        h = np.tanh(((features - self.mean) / self.scale) @ self.w1 + self.b1)
-        return 1.0 / (1.0 + np.exp(-(h @ self.w2 + self.b2)))
+        x = ((features - self.mean) / self.scale).astype(np.float32)  # float32 as in ``fit``: tanh's SIMD path
+        h = np.tanh(x @ self.w1.astype(np.float32) + self.b1.astype(np.float32))
+        return 1.0 / (1.0 + np.exp(-(h @ self.w2.astype(np.float32) + np.float32(self.b2)).astype(np.float64)))
 
     @classmethod
     def fit(cls, features: np.ndarray, labels: np.ndarray, weights: np.ndarray, hidden: int = 16,
