@@ -97,7 +97,8 @@ def device() -> Any:
 
 def dtype() -> Any:
     return opt("fp32", "fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal to plain "
-               "decoding in the same dtype; bf16 is native on AMX CPUs).")
+               "decoding in the same dtype; bf16 is native on CPUs with AVX512-BF16 or AMX, emulated and "
+               "slower than fp32 elsewhere, which a warning says).")
 
 
 def batch_size() -> Any:

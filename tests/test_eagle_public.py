@@ -345,18 +345,19 @@ def test_the_shipped_head_needs_its_d2t(target, prompt_ids):
     assert kept > 1.8 and dropped < 1.2, (kept, dropped)
 
 
-def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids):
+def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids, caplog):
     """In bf16, speculative output equals plain bf16 greedy decoding up to ties of the dtype
-    (a top-2 gap within a few ulps of the logit, where the two computation orders may split)."""
-    from simspec.engine.models import load_model
+    (a top-2 gap within a few ulps of the logit, where the two computation orders may split).
+    Loading it warns where bf16 is emulated, and only there."""
+    from simspec.engine.models import _load, native_bf16, resolve_model
 
-    target = load_model("smollm2-135m-instruct", dtype="bf16")
+    with caplog.at_level("WARNING", logger="simspec"):  # past load_model's per-process cache: a load that logs
+        target = _load.__wrapped__(resolve_model("smollm2-135m-instruct"), "cpu", torch.bfloat16)
+    assert any("bf16 is emulated on this CPU" in r.getMessage() for r in caplog.records) == (not native_bf16())
     engine = SpeculativeEngine(target, load_drafter("eagle", target))
     assert engine.drafter.head.fc.weight.dtype == torch.bfloat16
     # Where bf16 is emulated (no AVX512-BF16 / AMX) each forward costs several fp32 ones: one
     # prompt there, two where the CPU multiplies bf16 natively.
-    from simspec.engine.models import native_bf16
-
     chosen, tokens = (prompt_ids[::3], 24) if native_bf16() else (prompt_ids[:1], 16)
     for _, ids in chosen:
         greedy = engine.greedy(ids, tokens).tokens
@@ -513,3 +514,13 @@ def test_a_continued_run_reports_its_starting_heads_agreement_measured_alike(tar
     assert init_agreement(continued, second, None, partial, lambda text: nullcontext()) == start
     continued.save(tmp_path / "continued", {"heldout_agreement": continued.agreement(second), "init_agreement": start})
     assert read_provenance(tmp_path / "continued").init_agreement.heldout.top1 == start["heldout"]["top1"]
+
+
+def test_bf16_is_called_emulated_on_a_cpu_without_bf16_units_only(monkeypatch):
+    from simspec.engine import models
+
+    monkeypatch.setattr(models, "native_bf16", lambda: False)
+    assert "emulated" in models.emulated_bf16("cpu", torch.bfloat16)
+    assert models.emulated_bf16("cpu", torch.float32) is None and models.emulated_bf16("cuda", torch.bfloat16) is None
+    monkeypatch.setattr(models, "native_bf16", lambda: True)
+    assert models.emulated_bf16("cpu", torch.bfloat16) is None
