@@ -45,9 +45,9 @@ def emulated_bf16(device: str, dtype: torch.dtype) -> str | None:
     lossless, but every forward costs several fp32 ones, so its timings describe the emulation."""
     if dtype != torch.bfloat16 or not str(device).startswith("cpu") or native_bf16():
         return None
-    return ("bf16 is emulated on this CPU (no AVX512-BF16 or AMX): a matrix product costs about three fp32 ones "
-            "(3.3x for a 576-wide linear layer on a 2-core AVX2 EPYC), so timings measure the emulation; "
-            "--dtype fp32 runs faster here")
+    return ("bf16 is emulated on this CPU (no AVX512-BF16 or AMX): a matrix product costs several fp32 ones "
+            "(2.5-3.2x for a linear layer of the demo target on a 2-core AVX2 EPYC), so timings measure the "
+            "emulation; --dtype fp32 runs faster here")
 
 
 @dataclass(frozen=True)
