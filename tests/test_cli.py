@@ -152,6 +152,19 @@ def test_the_cards_bar_counts_each_held_out_prompts_three_runs(target):
     assert bars == [[6, 6]]
 
 
+def test_bf16_is_called_emulated_on_a_cpu_without_bf16_units_only(monkeypatch):
+    """The warning a bf16 load gives (``tests/test_eagle_public.py`` checks a real load logs it)."""
+    import torch
+
+    from simspec.engine import models
+
+    monkeypatch.setattr(models, "native_bf16", lambda: False)
+    assert "emulated" in models.emulated_bf16("cpu", torch.bfloat16)
+    assert models.emulated_bf16("cpu", torch.float32) is None and models.emulated_bf16("cuda", torch.bfloat16) is None
+    monkeypatch.setattr(models, "native_bf16", lambda: True)
+    assert models.emulated_bf16("cpu", torch.bfloat16) is None
+
+
 def test_converted_model_cache_survives_a_reinstall_but_not_a_changed_file(tmp_path, monkeypatch):
     """A reinstalled wheel writes the same GGUF with a new mtime: it must map to the cached copy
     (not another half-GiB one); a file with other contents must not."""

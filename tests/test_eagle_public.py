@@ -514,13 +514,3 @@ def test_a_continued_run_reports_its_starting_heads_agreement_measured_alike(tar
     assert init_agreement(continued, second, None, partial, lambda text: nullcontext()) == start
     continued.save(tmp_path / "continued", {"heldout_agreement": continued.agreement(second), "init_agreement": start})
     assert read_provenance(tmp_path / "continued").init_agreement.heldout.top1 == start["heldout"]["top1"]
-
-
-def test_bf16_is_called_emulated_on_a_cpu_without_bf16_units_only(monkeypatch):
-    from simspec.engine import models
-
-    monkeypatch.setattr(models, "native_bf16", lambda: False)
-    assert "emulated" in models.emulated_bf16("cpu", torch.bfloat16)
-    assert models.emulated_bf16("cpu", torch.float32) is None and models.emulated_bf16("cuda", torch.bfloat16) is None
-    monkeypatch.setattr(models, "native_bf16", lambda: True)
-    assert models.emulated_bf16("cpu", torch.bfloat16) is None
