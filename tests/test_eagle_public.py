@@ -349,8 +349,9 @@ def test_bf16_engine_is_lossless_within_the_dtype(prompt_ids, caplog):
     """In bf16, speculative output equals plain bf16 greedy decoding up to ties of the dtype
     (a top-2 gap within a few ulps of the logit, where the two computation orders may split).
     Loading it warns where bf16 is emulated, and only there."""
-    from simspec.engine.models import _load, native_bf16, resolve_model
+    from simspec.engine.models import _load, _say_once, native_bf16, resolve_model
 
+    _say_once.cache_clear()  # said once per process: a bf16 load before this one in the worker would have said it
     with caplog.at_level("WARNING", logger="simspec"):  # past load_model's per-process cache: a load that logs
         target = _load.__wrapped__(resolve_model("smollm2-135m-instruct"), "cpu", torch.bfloat16)
     assert any("bf16 is emulated on this CPU" in r.getMessage() for r in caplog.records) == (not native_bf16())

@@ -41,13 +41,20 @@ def native_bf16() -> bool:
 
 
 def emulated_bf16(device: str, dtype: torch.dtype) -> str | None:
-    """What a bf16 model on a CPU without bf16 units costs, said once per load: the engine stays
-    lossless, but every forward costs several fp32 ones, so its timings describe the emulation."""
+    """What a bf16 model on a CPU without bf16 units costs: the engine stays lossless, but every
+    forward costs several fp32 ones, so its timings describe the emulation."""
     if dtype != torch.bfloat16 or not str(device).startswith("cpu") or native_bf16():
         return None
     return ("bf16 is emulated on this CPU (no AVX512-BF16 or AMX): a matrix product costs several fp32 ones "
             "(2.5-3.2x for a linear layer of the demo target on a 2-core AVX2 EPYC), so timings measure the "
             "emulation; --dtype fp32 runs faster here")
+
+
+@lru_cache(maxsize=1)
+def _say_once(warning: str) -> None:
+    """Logs ``warning`` once per process: the cost is the CPU's, however many models (a target, a
+    draft LM) load in bf16."""
+    log.warning(warning)
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ def _load(source: ModelSource, device: str, dtype: torch.dtype) -> LoadedModel:
     model.to(device).eval()
     model.requires_grad_(False)
     if warning := emulated_bf16(device, dtype):
-        log.warning(warning)
+        _say_once(warning)
     log.info("loaded %s (%d layers) on %s", source.name, model.config.num_hidden_layers, device)
     return LoadedModel(source, model, tokenizer)
 
