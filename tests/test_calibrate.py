@@ -314,6 +314,7 @@ def _prices_a_held_out_run(out):
     import numpy as np
 
     from simspec.data import load_prompts
+    from simspec.measure.curves import greedy_latency
     from simspec.measure.interleave import DriftMeter, load_engine
     from simspec.policies.base import StaticPolicy
 
@@ -327,26 +328,37 @@ def _prices_a_held_out_run(out):
     engine, ids = load_engine(profile, [p.text for p in held_out], 40, lambda text: contextlib.nullcontext())
     tree = StaticPolicy(4, profile.meta.traces.width, 8)
     engine.plain(ids[0], 8)  # warm
-    rounds = []
+    context = int(np.mean([len(one) for one in ids])) + 12  # the runs' middle context
+    rounds, over_tight = [], []
     # Three rounds, each component's median: the other xdist worker's tests share these 2 cores and
-    # one round's ratio moved by 0.65-1.33 between runs of the suite.
+    # one round's ratio moved by 0.65-1.33 between runs of the suite. Each round also times the
+    # tight loop's plain step now, between its runs, under the same load.
     for _ in range(3):
         meter = DriftMeter(profile.cost, profile.meta.traces.width)
+        tight = []
         for one in ids:
             meter.greedy(engine.plain(one, 24))
+            tight += greedy_latency(engine.target, [context], 8, lambda n=1: None, runtime=profile.engine_runtime)
             meter.speculative(engine.generate(one, tree, 24))
         rounds.append(meter.ratios())
+        _, measured, _, steps = meter.greedy_steps_by_context()
+        over_tight.append(measured.sum() / steps.sum() / np.mean([t["median"] for t in tight]))
     live = {op: float(np.median([r[op] for r in rounds])) for op in rounds[0]}
-    # The other xdist worker's tests share these cores and slow every forward alike (one suite run saw
-    # the plain step at 1.42 and verify at 1.29 of their price): verify is held against the plain step,
-    # a forward of the same model, as tightly as before; the plain step's own price within what that
-    # load moves; bookkeeping (no forward) against its own price.
+    # Load and drift move every absolute price: the other xdist worker's tests share these cores, and
+    # the machine's pace moves between the calibration and these runs (suite runs saw the plain step
+    # at 0.83-1.51 of its price, bookkeeping at 0.64). Held tightly: the fit's own claim, that the
+    # engine's plain step costs its fitted ratio to the tight loop's, drift-free (live and tight loop
+    # timed in the same round: 0.99-1.21 of the fit's here, idle and beside a busy core) within a third,
+    # and verify against the plain step (a forward of the same model).
+    # Within a factor of two, what load moves: the plain step's and bookkeeping's own prices.
     greedy = live["greedy step"]
-    assert abs(np.log(greedy)) < np.log1p(0.5), (live, fit["live_over_tight_loop"])
+    fitted = fit["live_over_tight_loop"]["greedy step"]
+    assert abs(np.log(np.median(over_tight) / fitted)) < np.log1p(1 / 3), (over_tight, fitted)
+    assert abs(np.log(greedy)) < np.log(2.0), (live, fit["live_over_tight_loop"])
     assert abs(np.log(live["verify"] / greedy)) < np.log1p(0.25), (live, fit["live_over_tight_loop"])
-    assert abs(np.log(live["bookkeeping"])) < np.log1p(0.5), (live, fit["live_over_tight_loop"])
-    # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here.
-    assert abs(np.log(fit["live_over_tight_loop"]["bookkeeping"])) > np.log1p(0.5)
+    assert abs(np.log(live["bookkeeping"])) < np.log(2.0), (live, fit["live_over_tight_loop"])
+    # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here (8-9x).
+    assert abs(np.log(fit["live_over_tight_loop"]["bookkeeping"])) > np.log(2.0)
 
 
 
