@@ -148,7 +148,7 @@ def runtime() -> Any:
     return opt("eager", "eager: the Hugging Face forwards as they are. compiled: the target's forwards under "
                "torch.compile over a static cache, in shape buckets (tokens padded to a power of two); each bucket "
                "compiles on first use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. "
-               "Batch size 1.")
+               "calibrate and validate --real time it at batch size 1; bench-engine at any.")
 
 
 def tree_widths(default: tuple[int, ...], parse: Parse) -> Any:
