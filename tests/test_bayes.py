@@ -63,6 +63,26 @@ def test_with_the_path_known_expected_tokens_are_the_accepted_drafts_plus_one(sh
     assert p.sum(axis=1).max() >= 3  # paths several levels deep are among them
 
 
+def test_the_bounds_ranking_sorted_once_gives_every_depths_expected_tokens_exactly():
+    """The bound ranks a cycle's nodes once and brings each depth's to the front (no sort of the
+    scores per depth): the same sums, to the bit, as ranking each depth's nodes on their own, over
+    trees with ties, padding and rows of different sizes."""
+    from simspec.sim.bound import _RankedNodes
+
+    rng = np.random.default_rng(3)
+    levels, width = 6, 4
+    scores = np.round(rng.standard_normal((9, levels, width * width)), 1).astype(np.float32)  # ties
+    scores[rng.random(scores.shape) < 0.3] = -np.inf  # padding
+    scores[0, 2:] = -np.inf  # a row with two levels
+    p = rng.random(scores.shape).reshape(len(scores), -1)
+    level_of = np.repeat(np.arange(levels), width * width)
+    ranked = _RankedNodes(p, scores, level_of)
+    for kept in range(levels + 1):
+        want = expected_tokens(p, scores, level_of[None, :] < kept)
+        got = ranked.expected_tokens(kept)
+        assert got.shape == want.shape and np.array_equal(got, want)
+
+
 def test_the_size_maximises_expected_tokens_less_priced_seconds_and_reads_the_curves():
     scores = np.full((3, 2, 4), -np.inf, np.float32)
     scores[:, 0, :2] = [[-0.1, -2.0], [-3.0, -4.0], [-0.05, -0.2]]

@@ -21,7 +21,7 @@ import numpy as np
 
 from simspec.errors import SimspecError
 from simspec.policies.base import tree_capacities
-from simspec.policies.rules.bayes import KAPPAS, expected_tokens, node_probabilities
+from simspec.policies.rules.bayes import KAPPAS, node_probabilities
 from simspec.policies.stopping import AcceptancePredictor
 from simspec.sim.costmodel import CostModel
 from simspec.sim.labels import WHOLE_TREE, node_examples, path_by_rank
@@ -64,12 +64,13 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
         scores, p = traces.level_scores[at].astype(np.float32), probabilities(at, history)
         rate, best = kappa / cost.verify(np.ones(len(rows)), context), np.full(len(rows), -np.inf)
         depth, size = np.ones(len(rows), np.int64), np.ones(len(rows), np.int64)
+        ranked = _RankedNodes(p, scores, level_of)
         for d in range(1, dmax + 1):
             cap = int(min(tree_capacities(np.array([d]), width)[0], traces.nodes))
-            gain = expected_tokens(p, scores, level_of[None, :] < d - 1)[:, :cap]
-            shape = gain.shape
-            cycle = cost.cycle(np.full(shape, d), width, np.broadcast_to(np.arange(1, shape[1] + 1), shape),
-                               np.broadcast_to(context[:, None], shape), np.broadcast_to(committed[:, None], shape))
+            gain = ranked.expected_tokens(d - 1)[:, :cap]
+            # operands left unbroadcast: cycle gathers each term at its own operands' shape
+            cycle = cost.cycle(np.array([[d]]), width, np.arange(1, gain.shape[1] + 1)[None, :], context[:, None],
+                               committed[:, None])
             objective = gain - rate[:, None] * cycle
             pick = objective.argmax(axis=1)
             value = objective[np.arange(len(rows)), pick]
@@ -86,6 +87,28 @@ def full_tree_bayes(traces: TraceSet, cost: CostModel, probabilities, kappa: flo
         active = position < limit
     prefill = cost.prefill(traces.prompt_lengths)
     return (greedy_seconds(traces, cost, limit) + prefill) / (seconds + prefill), depths
+
+
+class _RankedNodes:
+    """A cycle's nodes ranked once by score (best first, ties to the shallower, as the engines take
+    them) for ``expected_tokens`` at every depth: the nodes a depth keeps stand in the same order
+    in the whole tree's ranking, so each depth moves them to the front with a stable sort of a
+    boolean (radix, linear) instead of sorting the scores again."""
+
+    def __init__(self, p: np.ndarray, scores: np.ndarray, level_of: np.ndarray) -> None:
+        flat = scores.reshape(len(scores), -1)
+        finite = np.isfinite(flat)
+        order = np.argsort(np.where(finite, -flat, np.inf), axis=1, kind="stable")
+        self.p = np.take_along_axis(np.where(finite, p, 0.0), order, axis=1)
+        self.level = np.where(np.take_along_axis(finite, order, axis=1), level_of[order], len(level_of))
+
+    def expected_tokens(self, levels: int) -> np.ndarray:
+        """``policies.rules.bayes.expected_tokens`` over the first ``levels`` levels, the same sums."""
+        kept = self.level < levels
+        front = np.argsort(~kept, axis=1, kind="stable")
+        ranked = np.take_along_axis(np.where(kept, self.p, 0.0), front, axis=1)
+        n = int(kept.sum(axis=1).max(initial=0))
+        return 1.0 + np.concatenate([np.zeros((len(kept), 1)), np.cumsum(ranked[:, :n], axis=1)], axis=1)
 
 
 def information_bound(traces: TraceSet, cost: CostModel, predictor, kappas: tuple[float, ...] = KAPPAS,
