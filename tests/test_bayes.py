@@ -44,6 +44,17 @@ def shipped():
     return split_traces(profile.traces(), "heldout"), profile.cost
 
 
+@pytest.fixture(scope="module")
+def small(shipped):
+    """Every 16th held-out prompt and a node classifier fitted on them quickly."""
+    from simspec.policies.stopping import AcceptancePredictor
+    from simspec.sim.labels import WHOLE_TREE, node_examples
+
+    traces, cost = shipped
+    traces = traces.subset(np.arange(0, traces.n_prompts, 16))
+    return traces, cost, AcceptancePredictor.fit(*node_examples(traces, positions=120, top=WHOLE_TREE), steps=60)
+
+
 def test_with_the_path_known_expected_tokens_are_the_accepted_drafts_plus_one(shipped):
     """On recorded trees: 1 on the greedy path's nodes, 0 elsewhere, and the expected tokens of
     verifying V nodes are what replay accepts there, for every V; in trees cut at D levels too,
@@ -198,8 +209,31 @@ class _NodeOnly:
         return self.predictor.predict(features[:, :N_NODE_FEATURES])
 
 
-def test_the_history_bound_decides_each_cycle_with_its_own_prompts_recent_acceptance(shipped):
-    from simspec.policies.stopping import AcceptancePredictor
+def test_the_node_score_bound_computes_each_positions_probabilities_once_and_the_same(small):
+    """Across its kappas' runs the bound reads each trace position's probabilities from a table: the
+    same speedups and depths as every visit computing its own, and the classifier asked once per
+    position."""
+    from simspec.sim.bound import _best_kappa, information_bound
+
+    traces, cost, predictor = small
+    asked = []
+
+    class Counting:
+        def predict(self, features):
+            asked.append(len(features))
+            return predictor.predict(features)
+
+    kappas = (1.5, 2.0, 3.0)
+    kept = information_bound(traces, cost, Counting(), kappas=kappas)
+    nodes = traces.level_scores[0].size
+    assert sum(asked) // nodes <= len(traces.level_scores)  # each position at most once
+    each = _best_kappa(traces, cost, lambda at, h: node_probabilities(
+        predictor, traces.level_scores[at].astype(np.float32), traces.depth_max), kappas)
+    assert kept.kappa == each.kappa and np.array_equal(kept.speedup, each.speedup)
+    assert np.array_equal(kept.depths, each.depths)
+
+
+def test_the_history_bound_decides_each_cycle_with_its_own_prompts_recent_acceptance(small):
     from simspec.sim.bound import (
         HISTORY_DECAY,
         HISTORY_FEATURES,
@@ -209,11 +243,8 @@ def test_the_history_bound_decides_each_cycle_with_its_own_prompts_recent_accept
         history_predictor,
         information_bound,
     )
-    from simspec.sim.labels import WHOLE_TREE, node_examples
 
-    traces, cost = shipped
-    traces = traces.subset(np.arange(0, traces.n_prompts, 16))
-    predictor = AcceptancePredictor.fit(*node_examples(traces, positions=120, top=WHOLE_TREE), steps=60)
+    traces, cost, predictor = small
     plain = information_bound(traces, cost, predictor, kappas=(2.0,))
     same = history_bound(traces, cost, _NodeOnly(predictor), kappas=(2.0,))
     assert np.array_equal(same.speedup, plain.speedup) and np.array_equal(same.depths, plain.depths)
