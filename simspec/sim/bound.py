@@ -131,7 +131,8 @@ MEMO_BYTES = 1 << 30  # the node-score bound's table of probabilities, at most (
 def _once_per_position(probabilities, traces: TraceSet):
     """``probabilities`` kept per trace position: node scores alone fix them, and the runs at every
     kappa visit the same positions (on the shipped held-out traces 40,273 visits of 6,917 positions)."""
-    shape = (len(traces.level_scores), traces.level_scores[0].size)
+    positions, *tree = traces.level_scores.shape
+    shape = (positions, int(np.prod(tree)))
     if shape[0] * shape[1] * 8 > MEMO_BYTES:
         return probabilities
     table, known = np.empty(shape), np.zeros(shape[0], bool)  # pages are taken as positions are visited
