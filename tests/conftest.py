@@ -5,9 +5,9 @@ the markers honest:
   Llama's) is marked ``model`` by them; one that builds a tiny model itself
   (``helpers.tiny_model``) must be marked (checked when it builds it);
 - a test that runs the CLI through ``helpers.simspec`` must be marked ``e2e`` (checked when it runs);
-- the simulator's test modules (``NUMPY_ONLY``) must not import torch, transformers or
-  stable-baselines3 while they run (checked around every test; their module-level imports are
-  checked in a fresh interpreter by tests/test_layering.py).
+- the simulator's test modules (``helpers.NUMPY_ONLY``) must not import torch, transformers or
+  stable-baselines3 while they run (each import statement watched around every test of theirs;
+  their module-level imports are checked in a fresh interpreter by tests/test_layering.py).
 
 The fast lane is ``pytest -m "not model"``: everything that runs no language model."""
 
@@ -24,9 +24,6 @@ import pytest
 MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
-NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
-              "test_layering.py", "test_sampled_replay.py", "test_load.py", "test_headroom.py")
-HEAVY = ("torch", "transformers", "stable_baselines3")
 
 # The suite runs in xdist workers (addopts: -n 2): each gets its share of the cores for torch,
 # set before torch is imported. Two threads per worker on two cores would oversubscribe, and
@@ -54,20 +51,16 @@ class WorkerShares:
     """The order the workers run, set once `-m` has deselected (trylast: after the mark plugin).
     xdist's worksteal deals each of the n workers a contiguous 1/n of it and lets an idle one
     steal the tail of the longest queue, so a long test late in a queue runs last while the
-    other worker idles. Each share starts with the simulator's modules (in a fresh process
-    nothing has imported torch yet, so _numpy_only below can see one of them import it), then its
-    turn of the tests marked `long`, heaviest first, dealt so that the shares' weights stay even;
-    the short ones fill in after them."""
+    other worker idles. Each share starts with its turn of the tests marked `long`, heaviest
+    first, dealt so that the shares' weights stay even; the short ones fill in after them."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
         n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # each worker collects, and orders, alike
         weight = lambda item: item.get_closest_marker("long").kwargs.get("seconds", LONG_SECONDS)  # noqa: E731
-        numpy_only = [i for i in items if Path(str(i.fspath)).name in NUMPY_ONLY]
-        others = [i for i in items if Path(str(i.fspath)).name not in NUMPY_ONLY]
-        long = sorted((i for i in others if i.get_closest_marker("long")), key=weight, reverse=True)
-        rest = [i for i in others if not i.get_closest_marker("long")]
-        shares, loads = [numpy_only[k * len(numpy_only) // n:(k + 1) * len(numpy_only) // n] for k in range(n)], [0] * n
+        long = sorted((i for i in items if i.get_closest_marker("long")), key=weight, reverse=True)
+        rest = [i for i in items if not i.get_closest_marker("long")]
+        shares, loads = [[] for _ in range(n)], [0] * n
         for item in long:
             k = min(range(n), key=lambda k: loads[k])
             shares[k].append(item)
@@ -117,12 +110,13 @@ def _torch_threads():
 
 @pytest.fixture(autouse=True)
 def _numpy_only(request):
-    numpy_only = Path(str(request.node.fspath)).name in NUMPY_ONLY
-    before = {name for name in HEAVY if name in sys.modules}
-    yield
-    imported = sorted(name for name in HEAVY if name in sys.modules and name not in before)
-    if numpy_only and imported:
-        pytest.fail(f"a simulator test imported {', '.join(imported)}: it belongs elsewhere (numpy only here)")
+    if Path(str(request.node.fspath)).name not in helpers.NUMPY_ONLY:
+        yield
+        return
+    with helpers.heavy_imports() as imported:
+        yield
+    if imported:
+        pytest.fail(f"a simulator test imported {', '.join(sorted(imported))}: it belongs elsewhere (numpy only here)")
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ conftest.py fixture."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import importlib
 import io
 import json
 import logging
@@ -31,6 +33,44 @@ from simspec.sim.traces import NO_NODE, PromptTrace, TraceSet, assemble, pad_nod
 
 TINY_VOCAB, TINY_PROMPT = 24, [1, 5, 7, 3, 11]  # the ``tiny`` fixture's vocabulary and prompt
 ROOT = Path(__file__).resolve().parents[1]  # the repository: shipped profiles live under calibration/
+
+# --- what the simulator's tests may import ------------------------------------------------------
+
+HEAVY = ("torch", "transformers", "stable_baselines3")
+# The simulator's test modules: numpy only, like what they test (their module-level imports are
+# checked in a fresh interpreter by tests/test_layering.py, their tests' imports by conftest.py).
+NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_replay.py", "test_traces.py",
+              "test_layering.py", "test_sampled_replay.py", "test_load.py", "test_headroom.py")
+
+
+@contextmanager
+def heavy_imports(heavy: tuple[str, ...] = HEAVY):
+    """The ``heavy`` packages the code inside imports, as a set filled on exit. It watches the import
+    statements and ``importlib.import_module``, not ``sys.modules``: a worker has imported torch
+    already, collecting the test modules that need it, and a second import changes nothing there."""
+    seen: set[str] = set()
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+
+    def note(name: str) -> None:
+        if name.partition(".")[0] in heavy:
+            seen.add(name.partition(".")[0])
+
+    def watched_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0:
+            note(name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def watched_import_module(name, package=None):
+        if not name.startswith("."):
+            note(name)
+        return real_import_module(name, package)
+
+    builtins.__import__, importlib.import_module = watched_import, watched_import_module
+    try:
+        yield seen
+    finally:
+        builtins.__import__, importlib.import_module = real_import, real_import_module
+
 
 # --- statistical tests ---------------------------------------------------------------------------
 

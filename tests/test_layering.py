@@ -22,8 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import HEAVY, NUMPY_ONLY
+
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "stable_baselines3")
 NUMPY_ONLY_PACKAGES = ("sim", "policies", "stats", "shipped", "errors", "data")
 NEVER = {
     "sim": {"engine", "measure", "distill", "train", "report", "cli"},
@@ -31,7 +32,7 @@ NEVER = {
     "engine": {"sim", "measure", "distill", "train", "cli"},
 }
 # The simulator's test modules and their shared helpers: numpy only, like what they test.
-NUMPY_ONLY_TESTS = ("helpers", "test_baselines", "test_envs", "test_learned", "test_replay", "test_traces")
+NUMPY_ONLY_TESTS = ("helpers", *(name.removesuffix(".py") for name in NUMPY_ONLY))
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -192,7 +193,8 @@ def test_simulator_and_policies_import_neither_torch_nor_transformers():
 def test_simulator_tests_are_numpy_only_too():
     loaded = loaded_after_import(list(NUMPY_ONLY_TESTS), path=(ROOT / "tests",))
     torch_side = {"simspec.engine", "simspec.measure", "simspec.distill", "simspec.train"}
-    wrong = sorted(m for m in loaded if m in HEAVY or ".".join(m.split(".")[:2]) in torch_side)
+    numpy_engine = {"simspec.engine", "simspec.engine.tree"}  # the draft tree is numpy (test_sampled_replay's)
+    wrong = sorted(m for m in loaded - numpy_engine if m in HEAVY or ".".join(m.split(".")[:2]) in torch_side)
     assert not wrong, f"the simulator's test modules import {wrong}"
 
 
@@ -264,3 +266,21 @@ def test_no_function_outgrows_its_bound(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES))
     (tmp_path / "simspec" / "big.py").write_text(f"def steps():\n{body}")
     assert long_functions(tmp_path / "simspec") == [f"simspec/big.py:1 steps: {FUNCTION_LINES + 1} lines"]
+
+
+def test_the_numpy_only_watch_sees_a_module_loaded_before_it():
+    """conftest.py's check around each simulator test: it must see an import of a package that a
+    collected module loaded already (in a worker, torch is), by statement and by importlib."""
+    import importlib
+
+    from helpers import heavy_imports
+
+    assert "json" in sys.modules
+    with heavy_imports(("json", "email")) as seen:
+        import json as again  # noqa: F401
+        importlib.import_module("email.message")
+        import numpy  # noqa: F401  (not watched)
+    assert seen == {"json", "email"}
+    with heavy_imports(("json",)) as seen:
+        import numpy  # noqa: F401,F811
+    assert not seen
