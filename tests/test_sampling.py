@@ -277,13 +277,19 @@ def test_every_generated_token_passes_the_probability_integral_transform(case, t
 
 
 def test_a_sequences_seed_fixes_its_output_in_the_batch(tiny, drafters):
+    """Its seed alone: not its row, its batch-mates, when it was admitted, nor the batch size (a
+    generator shared by the rows, or drawn by row, would give each seed another output here)."""
+    from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
     engine = rows_engine(tiny, drafters["eagle3"], Sampling(1.0))
     policy = StaticPolicy(3, 3, 7)
-    first = engine.decode([PROMPT] * 10, policy, 12, seeds=range(5, 15))
-    again = engine.decode([PROMPT] * 10, policy, 12, seeds=range(5, 15))
-    assert [g.tokens for g in first.generations] == [g.tokens for g in again.generations]
+    seeds = list(range(5, 15))  # ten sequences through eight rows: the last two wait for a free row
+    first = engine.decode([PROMPT] * 10, policy, 12, seeds=seeds)
+    reversed_ = engine.decode([PROMPT] * 10, policy, 12, seeds=seeds[::-1])  # each seed in another row, first or last
+    assert [g.tokens for g in first.generations] == [g.tokens for g in reversed_.generations][::-1]
+    alone = SpeculativeEngine(tiny, drafters["eagle3"], Sampling(1.0)).generate(PROMPT, policy, 12, seed=seeds[-1])
+    assert alone.tokens == first.generations[-1].tokens  # admitted last in eight rows; alone in one
     assert len({tuple(g.tokens) for g in first.generations}) > 1  # the seeds differ, so do the samples
 
 
