@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,21 +44,61 @@ NUMPY_ONLY = ("test_baselines.py", "test_envs.py", "test_learned.py", "test_repl
               "test_layering.py", "test_sampled_replay.py", "test_load.py", "test_headroom.py")
 
 
+_HEAVY_SIMSPEC: dict = {"loaded": None, "modules": {}}
+
+
+def heavy_simspec_modules(heavy: tuple[str, ...] = HEAVY) -> dict[str, str]:
+    """Every loaded simspec module whose own imports brought a ``heavy`` package, with that package:
+    read from module globals (a module, or an object defined in one), through simspec's modules to
+    the package. Kept until another simspec module loads."""
+    loaded = {name: m for name, m in list(sys.modules.items()) if name.startswith("simspec") and m is not None}
+    if _HEAVY_SIMSPEC["loaded"] == (heavy, len(loaded)):
+        return _HEAVY_SIMSPEC["modules"]
+    found, edges = {}, {}
+    for name, module in loaded.items():
+        edges[name] = set()
+        for value in vars(module).values():
+            origin = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            if not isinstance(origin, str) or origin == name or origin.startswith(f"{name}."):
+                continue  # its own, or a package's submodules (loaded by whoever imported them)
+            if origin.partition(".")[0] in heavy:
+                found.setdefault(name, origin.partition(".")[0])
+            elif origin in loaded:
+                edges[name].add(origin)
+    while True:  # through the simspec modules each imports, to a fixed point
+        more = {name: next(found[t] for t in targets if t in found) for name, targets in edges.items()
+                if name not in found and any(t in found for t in targets)}
+        if not more:
+            break
+        found.update(more)
+    _HEAVY_SIMSPEC.update(loaded=(heavy, len(loaded)), modules=found)
+    return found
+
+
 @contextmanager
 def heavy_imports(heavy: tuple[str, ...] = HEAVY):
     """The ``heavy`` packages the code inside imports, as a set filled on exit. It watches the import
     statements and ``importlib.import_module``, not ``sys.modules``: a worker has imported torch
-    already, collecting the test modules that need it, and a second import changes nothing there."""
+    already, collecting the test modules that need it, and a second import changes nothing there;
+    a simspec module loaded before counts for the heavy packages its own imports brought."""
     seen: set[str] = set()
     real_import, real_import_module = builtins.__import__, importlib.import_module
+    judged: set[str] = set()  # simspec modules already read (lazy imports repeat on every call)
 
     def note(name: str) -> None:
         if name.partition(".")[0] in heavy:
             seen.add(name.partition(".")[0])
+        elif name.startswith("simspec.") and name not in judged:
+            judged.add(name)
+            if found := heavy_simspec_modules(heavy).get(name):  # not loaded: its imports run, and are watched
+                seen.add(f"{found} (through {name})")
 
     def watched_import(name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0:
             note(name)
+            for item in fromlist or ():  # from a package import a submodule
+                if f"{name}.{item}" in sys.modules:
+                    note(f"{name}.{item}")
         return real_import(name, globals, locals, fromlist, level)
 
     def watched_import_module(name, package=None):

@@ -284,3 +284,11 @@ def test_the_numpy_only_watch_sees_a_module_loaded_before_it():
     with heavy_imports(("json",)) as seen:
         import numpy  # noqa: F401,F811
     assert not seen
+    # a simspec module loaded before, which imports no watched package itself, but whose simspec
+    # imports do (here json): imported again inside, it counts for what it brought
+    import simspec.sim.traces
+
+    assert not any(getattr(v, "__name__", "") == "json" for v in vars(simspec.sim.traces).values())
+    with heavy_imports(("json",)) as seen:
+        from simspec.sim import traces  # noqa: F401
+    assert seen == {"json (through simspec.sim.traces)"}
