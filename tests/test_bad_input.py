@@ -825,10 +825,11 @@ def test_the_console_rows_are_in_the_table():
 # --- SIGINT ------------------------------------------------------------------------------------
 
 def interrupt(args: list[str], workdir: Path, started: Callable[[], bool], grace: float,
-              limit: float = 120, sig: int = signal.SIGINT) -> tuple[int, str]:
+              limit: float = 120, sig: int = signal.SIGINT, env: dict | None = None) -> tuple[int, str]:
     """Start ``simspec ARGS``, wait until ``started()`` (or the process ends), let it work
     ``grace`` more seconds, send ``sig``; returns (exit status, stderr)."""
-    env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "TMPDIR": str(workdir / ".tmp"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           **(env or {})}
     with open(workdir / "stderr.log", "w") as log:
         # SIGINT as a terminal delivers it: a suite started in the background by a shell without
         # job control (`cmd &`) inherits SIGINT ignored, and so would the command.
@@ -880,8 +881,12 @@ def test_sigint_during_training_says_interrupted_and_leaves_nothing(sig, tmp_pat
 @pytest.mark.e2e
 def test_sigint_during_trace_recording_says_interrupted_and_leaves_nothing(tmp_path):
     (tmp_path / ".tmp").mkdir()
-    # No file marks the recording's start (its folder is written at the end): give the model
-    # time to load (a second or two once converted) and the recording time to begin.
-    code, stderr = interrupt(["calibrate", "--traces-only", "--n-prompts", "20", "--check-prompts", "0",
-                              "--out", str(tmp_path / "traces")], tmp_path, lambda: True, grace=12)
+    # No file marks the recording's start (its folder is written at the end): its progress line
+    # does, a line at every prompt here. Interrupted half a second after the first prompt's trees,
+    # with one prompt to go (3 s alone, on the slowest kind of machine here).
+    recording = lambda: "recording trees: 1/2" in (tmp_path / "stderr.log").read_text()  # noqa: E731
+    code, stderr = interrupt(["calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "12",
+                              "--check-prompts", "0", "--out", str(tmp_path / "traces")], tmp_path, recording,
+                             grace=0.5, env={"SIMSPEC_PROGRESS_SECONDS": "0"})
+    assert "recording trees: 1/2" in stderr and "recording trees: 2/2" not in stderr
     _assert_interrupted(code, stderr, tmp_path)

@@ -4,8 +4,11 @@ one (a refused input, a test) writes nothing, so its log stays its result or its
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+
+import pytest
 
 from simspec.report.progress_log import ProgressLog, duration
 
@@ -64,16 +67,29 @@ def test_a_short_run_writes_nothing_and_a_long_step_without_a_count_says_how_lon
 
 def test_a_verb_whose_stderr_is_a_file_gets_log_lines_not_terminal_frames(tmp_path):
     """``run_with_progress`` under a non-terminal stderr takes the log path (rich's bars would be
-    invisible there): with a zero interval every advance is a line."""
-    code = ("import simspec.report.console as c, simspec.report.progress_log as p\n"
-            "p.EVERY_SECONDS = 0.0\n"
+    invisible there): with a zero interval ($SIMSPEC_PROGRESS_SECONDS) every advance is a line."""
+    code = ("import simspec.report.console as c\n"
             "def work(bar, status):\n"
             "    tick = bar('work', 2)\n"
             "    tick(); tick()\n"
             "    return 7\n"
             "print(c.run_with_progress(work, threads=1))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "SIMSPEC_PROGRESS_SECONDS": "0"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "7"
     assert [line.split("] ", 1)[1] for line in result.stderr.splitlines()] == [
         "work: 1/2 (50 %), 0 s elapsed, eta 0 s", "work: 2/2 (100 %), 0 s elapsed"]
+
+
+def test_the_progress_interval_is_a_number_of_seconds(monkeypatch):
+    from simspec.errors import SimspecError
+    from simspec.report.progress_log import every_seconds
+
+    for value, seconds in (("", 60.0), ("0", 0.0), ("2.5", 2.5)):
+        monkeypatch.setenv("SIMSPEC_PROGRESS_SECONDS", value)
+        assert every_seconds() == seconds
+    for value in ("soon", "-1", "nan"):
+        monkeypatch.setenv("SIMSPEC_PROGRESS_SECONDS", value)
+        with pytest.raises(SimspecError, match="SIMSPEC_PROGRESS_SECONDS must be a number of seconds >= 0"):
+            every_seconds()

@@ -1,15 +1,31 @@
 """Progress for a log file, where rich draws no bars and a run of hours would say nothing: a bar
-writes a line at most once per ``every`` seconds, and one when it completes if it ran that long; a
-step without a count, one when it ends if it took that long (a short run writes nothing)."""
+writes a line at most once per ``every`` seconds (``$SIMSPEC_PROGRESS_SECONDS``, default 60), and
+one when it completes if it ran that long; a step without a count, one when it ends if it took that
+long (a short run writes nothing)."""
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
 EVERY_SECONDS = 60.0
+
+
+def every_seconds() -> float:
+    """``$SIMSPEC_PROGRESS_SECONDS`` (seconds between a bar's lines; 0: a line at every step), else 60."""
+    from simspec.errors import SimspecError
+
+    value = os.environ.get("SIMSPEC_PROGRESS_SECONDS", "")
+    try:
+        seconds = float(value) if value else EVERY_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise SimspecError(f"SIMSPEC_PROGRESS_SECONDS must be a number of seconds >= 0, not {value!r}")
+    return seconds
 
 
 def duration(seconds: float) -> str:
@@ -38,7 +54,7 @@ class ProgressLog:
 
     def __init__(self, stream: TextIO, every: float | None = None, clock=time.monotonic):
         self.stream, self.clock = stream, clock
-        self.every = EVERY_SECONDS if every is None else every
+        self.every = every_seconds() if every is None else every
 
     def _write(self, text: str) -> None:
         self.stream.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
