@@ -49,6 +49,7 @@ def test_validate_real_at_t1_pairs_seeds_and_predicts_each_seeds_continuation(tm
     assert line["temperature"] == 1.0
     report = json.loads((out / "report.json").read_text())
     assert (report["temperature"], report["top_p"], report["seed"], report["repeats"]) == (1.0, 1.0, 5, 2)
+    assert len(line["rows"]) == len(report["rows"]) == 2  # grid best and EAGLE-3
     for row in line["rows"]:
         assert row["tau_real"] >= 1.0 and row["tau_sim"] >= 1.0 and row["pit_p"] is not None
         assert isinstance(row["lossless"], bool) and row["speedup_real_ci95"][0] <= row["speedup_real"]

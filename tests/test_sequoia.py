@@ -165,10 +165,11 @@ def test_recorded_child_ranks_predict_every_live_cycle_of_a_shaped_tree(tiny, dr
 
     rng = np.random.default_rng(5)
     shape = TreeShape.of(SHAPE)
+    accepted = {}
     for name in ("eagle3", "lm"):
         recorder = TraceRecorder(tiny, drafters[name], RecordSpec(depth_max=6, width=3, max_new_tokens=30))
         engine = SpeculativeEngine(tiny, drafters[name])
-        cycles = 0
+        cycles, accepted[name] = 0, 0
         for _ in range(2):
             prompt = [int(x) for x in rng.integers(0, TINY_VOCAB, size=6)]
             continuation = engine.greedy(prompt, 30 + 6).tokens
@@ -183,8 +184,9 @@ def test_recorded_child_ranks_predict_every_live_cycle_of_a_shaped_tree(tiny, dr
                 assert c.accepted == shape.accepted(trace.child_rank[position:position + 1], shape.depth)[0], \
                     (name, position)
                 position += c.accepted + 1
-                cycles += 1
+                cycles, accepted[name] = cycles + 1, accepted[name] + c.accepted
         assert cycles > 12
+    assert accepted["lm"] > 0, accepted  # the draft LM's drafts accepted (the random head's: rejected)
 
 
 def test_sequoia_baselines_validate_and_tune_in_the_simulator(tmp_path):
