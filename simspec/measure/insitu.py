@@ -119,12 +119,7 @@ def ladder_trees(width: int, points=LADDER) -> list:
     """``points`` (default ``LADDER``), each (depth, V), as static-tree policies at the traces' width."""
     from simspec.policies.base import StaticPolicy
 
-    trees = []
-    for depth, size in points:
-        tree = StaticPolicy(depth, width, size)
-        tree.name = f"static(D={depth},V={size})"
-        trees.append(tree)
-    return trees
+    return [StaticPolicy(depth, width, size, f"static(D={depth},V={size})") for depth, size in points]
 
 
 def operating_points(runs) -> list[tuple[int, int]]:

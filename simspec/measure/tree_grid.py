@@ -19,9 +19,7 @@ class TreeConfig:
 
     def policy(self) -> StaticPolicy:
         """The tree as a static policy, named by its config."""
-        policy = StaticPolicy(self.depth, self.width, self.size)
-        policy.name = f"D={self.depth} W={self.width} V={self.size}"
-        return policy
+        return StaticPolicy(self.depth, self.width, self.size, f"D={self.depth} W={self.width} V={self.size}")
 
 
 def config_row(config: TreeConfig, runs, quartiles, repeat_medians: list[float], tau: float, tokens_per_s: float,

@@ -222,18 +222,16 @@ def drafted_depths(policy: BatchPolicy, rows: np.ndarray, planned: np.ndarray,
 
 def eagle3_default() -> StaticPolicy:
     """EAGLE-3's shipped tree: depth 8, top-k 10, 60 verified tokens."""
-    policy = StaticPolicy(depth=8, width=10, size=60)
-    policy.name = "eagle3"
-    return policy
+    return StaticPolicy(depth=8, width=10, size=60, name="eagle3")
 
 
 class StaticPolicy(BatchPolicy):
     """The same (D, W, V) every cycle. ``StaticPolicy(8, 10, 60)`` is EAGLE-3's default."""
 
-    def __init__(self, depth: int, width: int, size: int) -> None:
+    def __init__(self, depth: int, width: int, size: int, name: str | None = None) -> None:
         self._plan = DraftPlan(depth=depth, width=width, size=size)
         self.width = width
-        self.name = f"static(D={depth},W={width},V={size})"
+        self.name = name or f"static(D={depth},W={width},V={size})"
 
     def plan_batch(self, rows: np.ndarray, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(len(rows), self._plan.depth), np.full(len(rows), self._plan.size)

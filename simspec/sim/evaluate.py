@@ -97,8 +97,8 @@ def grid_best(train: TraceSet, cost: CostModel, max_new_tokens: int | None) -> S
 
 def grid_policy(depth: int, width: int, size: int) -> StaticPolicy:
     """The static tree a grid search chose, named and charged as the grid-best baseline."""
-    policy = StaticPolicy(depth, width, size)
-    policy.name, policy.family = f"grid-best(D={depth},V={size})", "grid"
+    policy = StaticPolicy(depth, width, size, f"grid-best(D={depth},V={size})")
+    policy.family = "grid"
     return policy
 
 

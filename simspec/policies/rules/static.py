@@ -12,9 +12,7 @@ def eagle3(ctx: RuleContext, _=None) -> StaticPolicy:
     default = eagle3_default()
     if default.width == ctx.width:
         return default
-    policy = StaticPolicy(default._plan.depth, ctx.width, default._plan.size)
-    policy.name = f"{default.name}(W={ctx.width})"
-    return policy
+    return StaticPolicy(default._plan.depth, ctx.width, default._plan.size, f"{default.name}(W={ctx.width})")
 
 
 @register_baseline("grid", help="the static tree fastest on the train split", default=True, sized=False,
