@@ -28,9 +28,7 @@ from simspec.train.trainers import AlgorithmOptions, Fitted, register_trainer
 @register_learned("fixed-v", help="the grid's depth with a verified size of its own",
                   fields={"size": int, "depth": int})
 def build(spec, arrays, name):
-    policy = StaticPolicy(spec["depth"], spec["width"], spec["size"])
-    policy.name = name
-    return policy
+    return StaticPolicy(spec["depth"], spec["width"], spec["size"], name)
 
 
 @dataclass(frozen=True, kw_only=True)
