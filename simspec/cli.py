@@ -292,7 +292,7 @@ def bench_sim(request, as_json: Json = False) -> None:
 
 @command(app, "load", "simspec.measure.load:LoadRequest")
 def load(request, as_json: Json = False) -> None:
-    """Speculation under load, in the simulator: a request stream (Poisson at each --rate, bursty
+    """Speculation under load, in the simulator: a request stream (Poisson at each of the --rates, bursty
     with --bursts, or a --stream file) served by continuous batching through --max-batch rows,
     plainly and with every baseline; per method the throughput, time per output token (p50,
     p90), time to first token and goodput at --tpot-target, and per stream whether speculation
