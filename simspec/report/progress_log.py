@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
+from simspec.errors import SimspecError
+
 EVERY_SECONDS = 60.0
 
 
 def every_seconds() -> float:
     """``$SIMSPEC_PROGRESS_SECONDS`` (seconds between a bar's lines; 0: a line at every step), else 60."""
-    from simspec.errors import SimspecError
-
     value = os.environ.get("SIMSPEC_PROGRESS_SECONDS", "")
     try:
         seconds = float(value) if value else EVERY_SECONDS
