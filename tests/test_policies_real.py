@@ -1,12 +1,16 @@
 """One policy object, two drivers: the real engine's cycle and the simulator's replay make the
-same decisions and see the same acceptances, on traces recorded from the same models."""
+same decisions and see the same acceptances, on traces recorded from the same models: the tiny
+6-layer Llama (conftest.py) and its first four layers as the draft LM, which accepts 0-4 tokens a
+cycle (the equality under test needs no trained pair; the shipped pair's replay is held to the
+engine by ``calibrate``'s replay check and the demo's validation, test_calibrate.py and
+test_validate_real.py)."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import random_ltd, random_radar, random_resps
 
-from simspec.engine.load import load_drafter
+from simspec.engine.drafter import CausalLMDrafter, truncated_target
 from simspec.engine.speculative import SpeculativeEngine
 from simspec.measure.recorder import RecordSpec, TraceRecorder
 from simspec.policies import StaticPolicy
@@ -28,19 +32,20 @@ from simspec.sim.traces import assemble
 pytestmark = pytest.mark.model
 
 MAX_NEW = 24
+PROMPTS = [[1, 5, 7, 3, 11], [8, 2, 2, 6, 13, 1, 0, 5, 19, 3]]
 
 
 @pytest.fixture(scope="module")
-def recorded(target, prompt_ids):
-    drafter = load_drafter("eagle", target)
-    recorder = TraceRecorder(target, drafter, RecordSpec(depth_max=8, width=4, max_new_tokens=MAX_NEW))
-    chosen = prompt_ids[1:3]  # a HumanEval prompt and a ShareGPT one
-    ids = [ids for _, ids in chosen]
-    continuations = recorder.continuations(ids)
-    traces = assemble([recorder.record(i, c) for i, c in zip(ids, continuations)], ids,
-                      {"depth_max": 8, "width": 4, "prompt_ids": [p for p, _ in chosen]})
-    engine = SpeculativeEngine(target, drafter)
-    return engine, ids, traces, [engine.greedy(i, MAX_NEW).tokens for i in ids]
+def recorded(tiny):
+    drafter = CausalLMDrafter(truncated_target(tiny, 4), "lm")
+    recorder = TraceRecorder(tiny, drafter, RecordSpec(depth_max=8, width=4, max_new_tokens=MAX_NEW))
+    continuations = recorder.continuations(PROMPTS)
+    traces = assemble([recorder.record(i, c) for i, c in zip(PROMPTS, continuations)], PROMPTS,
+                      {"depth_max": 8, "width": 4, "prompt_ids": ["a", "b"]})
+    engine = SpeculativeEngine(tiny, drafter)
+    accepted = [c.accepted for p in PROMPTS for c in engine.generate(p, StaticPolicy(5, 4, 12), MAX_NEW).cycles]
+    assert min(accepted) == 0 and max(accepted) >= 3  # rejected drafts and long accepted paths: decisions to make
+    return engine, PROMPTS, traces, [engine.greedy(i, MAX_NEW).tokens for i in PROMPTS]
 
 
 def _cost():
