@@ -21,7 +21,7 @@ from pathlib import Path
 import helpers
 import pytest
 
-MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters")
+MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters", "tiny_target_dir")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
 
@@ -154,6 +154,28 @@ def random_drafter(target):
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
     )
     return CausalLMDrafter(LlamaForCausalLM(config).eval().requires_grad_(False), "random")
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(target, tmp_path_factory):
+    """A 4-layer random Llama over the demo target's vocabulary, saved with its tokenizer as a
+    Hugging Face directory: ``--target DIR`` for a verb's test that needs its wiring on real
+    prompts, not the demo target's acceptance (a forward costs a few percent of the 135M model's)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    own = target.model.config
+    config = LlamaConfig(vocab_size=own.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                         tie_word_embeddings=False, eos_token_id=own.eos_token_id, bos_token_id=own.bos_token_id)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(12)  # a peaked next-token distribution, as tiny_llama's
+    folder = tmp_path_factory.mktemp("tiny-target")
+    model.save_pretrained(folder)
+    target.tokenizer.save_pretrained(folder)
+    return folder
 
 
 # --- a tiny real Llama (random weights), for the sampling tests ---------------------------------

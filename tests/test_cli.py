@@ -69,10 +69,12 @@ def test_draft_with_another_vocabulary_is_refused(target, tmp_path):
 
 @pytest.mark.model
 @pytest.mark.e2e
-def test_bench_engine_json_end_to_end():
-    """The real command in a subprocess: table on stdout, the JSON contract on its last line."""
-    result = simspec("bench-engine", "--n-prompts", "1", "--max-new-tokens", "8", "--depths", "1,3", "--widths", "2",
-                     "--sizes", "4", "--draft", "target-layers:2", "--json", timeout=300)
+def test_bench_engine_json_end_to_end(tiny_target_dir):
+    """The real command in a subprocess: table on stdout, the JSON contract on its last line (on a
+    tiny random target with the demo target's tokenizer: the wiring, at a few percent of the cost)."""
+    result = simspec("bench-engine", "--target", str(tiny_target_dir), "--n-prompts", "1", "--max-new-tokens", "8",
+                     "--depths", "1,3", "--widths", "2", "--sizes", "4", "--draft", "target-layers:2", "--json",
+                     timeout=300)
     assert result.returncode == 0, result.stderr
     report = last_json(result)
     assert [(c["depth"], c["width"], c["size"]) for c in report["configs"]] == [(1, 1, 1), (3, 2, 4)]
@@ -86,18 +88,18 @@ def test_bench_engine_json_end_to_end():
     assert report["device_model"] == cpu_model() and len(report["prompts_hash"]) == 16
 
 
-@pytest.mark.long(seconds=22)
 @pytest.mark.model
-def test_bench_engine_samples_at_batch_2_and_judges_the_outputs_by_their_pit():
+def test_bench_engine_samples_at_batch_2_and_judges_the_outputs_by_their_pit(tiny_target_dir):
     """Three prompts through two rows at T = 1 (the third refills a row), two passes each with its
     own seeds: plain decoding's tokens/s over the batch, and every config's beside its mean speedup
     over the passes; the outputs judged by the KS test of their PIT under the target, not by
-    equality with greedy decoding (sampled text is another text)."""
+    equality with greedy decoding (sampled text is another text). The tiny random target: the
+    PIT holds under any target, and the demo target's forwards would cost 25x more."""
     from helpers import cli
 
-    result = cli("bench-engine", "--n-prompts", "3", "--max-new-tokens", "8", "--depths", "1,3", "--widths", "2",
-                 "--sizes", "4", "--draft", "target-layers:2", "--batch-size", "2", "--temperature", "1",
-                 "--repeats", "2", "--json")
+    result = cli("bench-engine", "--target", str(tiny_target_dir), "--n-prompts", "3", "--max-new-tokens", "8",
+                 "--depths", "1,3", "--widths", "2", "--sizes", "4", "--draft", "target-layers:2", "--batch-size", "2",
+                 "--temperature", "1", "--repeats", "2", "--json")
     assert result.returncode == 0, result.stderr
     report = last_json(result)
     assert report["batch_size"] == 2 and report["runtime"] == "eager" and report["plain_tokens_per_s"] > 0
