@@ -1,6 +1,8 @@
 """Trace recording sharded over Ray (``calibrate --traces-only --ray``): the merged traces hash
 as a single-process recording of the same prompts, also when a worker dies and its shard is
-retried. A local Ray instance, started by the command itself."""
+retried. A local Ray instance, started by the command itself; the tiny random target with the
+demo target's tokenizer (conftest.py) and its first two layers drafting, which every worker
+loads from a directory as a user's model."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from simspec.measure.shards import shard_prompts
 pytestmark = [pytest.mark.e2e]
 
 RECORD = ("calibrate", "--traces-only", "--prompts", "humaneval+sharegpt", "--n-prompts", "5", "--max-new-tokens",
-          "8", "--check-prompts", "0", "--json")
+          "8", "--check-prompts", "0", "--draft", "target-layers:2", "--json")
 
 
 def test_shards_are_whole_batches_of_the_single_process_recording():
@@ -32,12 +34,13 @@ def test_shards_are_whole_batches_of_the_single_process_recording():
 
 @pytest.mark.long(seconds=40)
 @pytest.mark.model
-def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path):
+def test_ray_recording_hashes_as_one_process_even_after_a_killed_worker(tmp_path, tiny_target_dir):
     fail_once = tmp_path / "fail-once"
     fail_once.mkdir()
+    record = (*RECORD, "--target", str(tiny_target_dir))
     with ThreadPoolExecutor(2) as pool:  # side by side: thread counts are pinned, so load changes no tree
-        single = pool.submit(simspec, *RECORD, "--out", str(tmp_path / "single"))
-        sharded = pool.submit(simspec, *RECORD, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
+        single = pool.submit(simspec, *record, "--out", str(tmp_path / "single"))
+        sharded = pool.submit(simspec, *record, "--out", str(tmp_path / "ray"), "--ray", "local", "--workers", "2",
                               timeout=600, env={"SIMSPEC_RAY_FAIL_ONCE": str(fail_once)})
         single, sharded = single.result(), sharded.result()
     assert single.returncode == 0, single.stderr
