@@ -55,7 +55,7 @@ def _version_callback(value: bool) -> None:
 
 
 @app.callback()
-def _main(
+def _options(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                  help="Print the version."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what simspec does."),

@@ -115,7 +115,3 @@ class TreeShape:
 
     def choices(self) -> list[list[int]]:
         return [list(p) for p in self.paths]
-
-    def describe(self) -> str:
-        per_level = np.bincount(self.depths, minlength=self.depth)[1:]
-        return f"{self.size} nodes, depth {self.depth}, nodes per level {'/'.join(map(str, per_level))}"
