@@ -21,7 +21,7 @@ from pathlib import Path
 import helpers
 import pytest
 
-MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters", "tiny_target_dir")
+MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters", "tiny_target_dir", "tiny_target")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
 
@@ -176,6 +176,14 @@ def tiny_target_dir(target, tmp_path_factory):
     model.save_pretrained(folder)
     target.tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_target_dir):
+    """``tiny_target_dir`` loaded as a user's model directory is."""
+    from simspec.engine.models import load_model
+
+    return load_model(str(tiny_target_dir))
 
 
 # --- a tiny real Llama (random weights), for the sampling tests ---------------------------------

@@ -63,9 +63,11 @@ def test_validate_real_at_t1_pairs_seeds_and_predicts_each_seeds_continuation(tm
 
 @pytest.mark.model
 @pytest.mark.e2e
-def test_calibrate_records_sampled_traces_that_replay(tmp_path):
+def test_calibrate_records_sampled_traces_that_replay(tmp_path, tiny_target_dir):
+    """On the tiny random target with the demo target's tokenizer, its first two layers drafting."""
     out = tmp_path / "traces"
-    result = simspec("calibrate", "--traces-only", "--temperature", "1", "--seed", "3", "--n-prompts", "1",
+    result = simspec("calibrate", "--traces-only", "--target", str(tiny_target_dir), "--draft", "target-layers:2",
+                     "--temperature", "1", "--seed", "3", "--n-prompts", "1",
                      "--max-new-tokens", "5", "--depth-max", "4", "--width", "3", "--nodes", "6", "--out", str(out),
                      "--json")
     assert result.returncode == 0, result.stderr[-3000:]
