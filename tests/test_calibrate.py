@@ -410,12 +410,14 @@ def test_a_profile_of_long_prompts_has_curves_out_to_the_contexts_its_traces_rea
 
 
 @pytest.mark.model
-def test_the_engine_fit_at_batch_2_scales_the_curves_at_2_and_keeps_batch_1s(target, random_drafter, prompt_ids):
+def test_the_engine_fit_at_batch_2_scales_the_curves_at_2_and_keeps_batch_1s(tiny_target, random_drafter, prompt_ids):
     """With --batch-sizes 1,2 the engine fit also runs the train prompts as one queue through two
     rows, plain decoding and the ladder's trees, and scales the curves at batch 2 (its plain step
     included) to those batched cycles; batch 1's curves, fitted before, and batch 4's stay as they
     were; the record says what it measured at 2. Sampled at T = 1, each prompt of the queue with
-    a seed of its own (the greedy batch refit runs in test_validate_real's batch-2 validation)."""
+    a seed of its own (the greedy batch refit runs in test_validate_real's batch-2 validation).
+    The tiny target with the demo tokenizer: the demo target's curves scaled to its cycles (by
+    tiny scales), the wiring and the record under test, not the scales."""
     from simspec.measure.calibrate import CalibrateRequest
     from simspec.measure.engine_fit import EngineFitSpec, _fit_batches
     from simspec.sim.profile import cost_model
@@ -423,7 +425,7 @@ def test_the_engine_fit_at_batch_2_scales_the_curves_at_2_and_keeps_batch_1s(tar
     samples = load_profile(ROOT / "calibration" / "cpu-demo-batch").samples  # curves at 1, 2, 4 and 8
     request = CalibrateRequest(batch_sizes=(1, 2), quick=True, temperature=1.0)
     spec = EngineFitSpec(2, 6, ((2, 2), (3, 4)))
-    fitted, record = _fit_batches(target, random_drafter, request, samples, 10, prompt_ids[:2], spec,
+    fitted, record = _fit_batches(tiny_target, random_drafter, request, samples, 10, prompt_ids[:2], spec,
                                   lambda *a, **k: lambda *a, **k: None)
     at_2 = record["2"]
     assert set(record) == {"2"} and at_2["cycles"] > 0 and at_2["trees"] == [[2, 2], [3, 4]]

@@ -122,10 +122,11 @@ class Recorder(StaticPolicy):
         self.outcomes.extend(accepted.tolist())
 
 
-def test_hooks_see_ltd_shaped_trees(target, prompt_ids):
+def test_hooks_see_ltd_shaped_trees(tiny_target, prompt_ids):
     depth, width = 5, 4
     policy = Recorder(depth, width, 60)
-    out = SpeculativeEngine(target, load_drafter("target-layers:4", target)).generate(prompt_ids[0][1], policy, 12)
+    engine = SpeculativeEngine(tiny_target, load_drafter("target-layers:2", tiny_target))
+    out = engine.generate(prompt_ids[0][1], policy, 12)
     assert policy.trees and all(t == (depth, tree_capacity(depth, width)) for t in policy.trees)
     # after the first draft step the frontier holds W candidates, after later ones W**2
     assert policy.steps[:3] == [(2, width), (3, width**2), (4, width**2)]
