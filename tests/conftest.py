@@ -21,7 +21,8 @@ from pathlib import Path
 import helpers
 import pytest
 
-MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters", "tiny_target_dir", "tiny_target")
+MODEL_FIXTURES = ("target", "prompt_ids", "random_drafter", "tiny", "drafters", "tiny_target_dir", "tiny_target",
+                  "tiny_profile", "tiny_profile_t1")
 TARGET = "smollm2-135m-instruct"
 CONVERTED: list[str] = []
 
@@ -156,26 +157,43 @@ def random_drafter(target):
     return CausalLMDrafter(LlamaForCausalLM(config).eval().requires_grad_(False), "random")
 
 
+def _once_per_run(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)``, once per run of the suite: the first xdist worker to ask builds it under a
+    lock in the run's shared temporary folder, and the other reads it (it would have spent as long
+    building its own copy)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if "PYTEST_XDIST_WORKER" in os.environ else root
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_target_dir(target, tmp_path_factory):
     """A 4-layer random Llama over the demo target's vocabulary, saved with its tokenizer as a
     Hugging Face directory: ``--target DIR`` for a verb's test that needs its wiring on real
     prompts, not the demo target's acceptance (a forward costs a few percent of the 135M model's)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    own = target.model.config
-    config = LlamaConfig(vocab_size=own.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-                         tie_word_embeddings=False, eos_token_id=own.eos_token_id, bos_token_id=own.bos_token_id)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(12)  # a peaked next-token distribution, as tiny_llama's
-    folder = tmp_path_factory.mktemp("tiny-target")
-    model.save_pretrained(folder)
-    target.tokenizer.save_pretrained(folder)
-    return folder
+    def build(folder):
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        own = target.model.config
+        config = LlamaConfig(vocab_size=own.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                             tie_word_embeddings=False, eos_token_id=own.eos_token_id, bos_token_id=own.bos_token_id)
+        model = LlamaForCausalLM(config).eval()
+        with torch.no_grad():
+            model.lm_head.weight.mul_(12)  # a peaked next-token distribution, as tiny_llama's
+        model.save_pretrained(folder)
+        target.tokenizer.save_pretrained(folder)
+
+    return _once_per_run(tmp_path_factory, "tiny-target", build)
 
 
 @pytest.fixture(scope="session")
@@ -184,6 +202,31 @@ def tiny_target(tiny_target_dir):
     from simspec.engine.models import load_model
 
     return load_model(str(tiny_target_dir))
+
+
+def _tiny_calibration(tmp_path_factory, name: str, target_dir: Path, *sampling: str) -> Path:
+    """``calibrate --quick`` of the tiny target with its first two layers drafting: tight-loop curves
+    at batch 1 and 2, traces of 8 HumanEval prompts (6 held out). What a shipped demo profile is to
+    the validation verbs' tests, in 20 s instead of a calibration of the demo pair (14 min)."""
+
+    def build(folder):
+        result = helpers.cli("calibrate", "--gpu", "cpu", "--quick", "--target", target_dir, "--draft",
+                             "target-layers:2", "--n-prompts", "8", "--max-new-tokens", "8", "--batch-sizes", "1,2",
+                             "--check-prompts", "0", "--engine-prompts", "0", "--threads", str(THREADS), *sampling,
+                             "--out", folder)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return _once_per_run(tmp_path_factory, name, build)
+
+
+@pytest.fixture(scope="session")
+def tiny_profile(tiny_target_dir, tmp_path_factory):
+    return _tiny_calibration(tmp_path_factory, "tiny-profile", tiny_target_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_profile_t1(tiny_target_dir, tmp_path_factory):
+    return _tiny_calibration(tmp_path_factory, "tiny-profile-t1", tiny_target_dir, "--temperature", "1")
 
 
 # --- a tiny real Llama (random weights), for the sampling tests ---------------------------------
