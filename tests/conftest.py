@@ -53,19 +53,29 @@ class WorkerShares:
     xdist's worksteal deals each of the n workers a contiguous 1/n of it and lets an idle one
     steal the tail of the longest queue, so a long test late in a queue runs last while the
     other worker idles. Each share starts with its turn of the tests marked `long`, heaviest
-    first, dealt so that the shares' weights stay even; the short ones fill in after them."""
+    first, dealt so that the shares' weights stay even; the short ones fill in after them. A
+    module marked `one_worker` is dealt whole, as one unit weighing its long tests together: its
+    tests share what a process compiled (torch.compile's graphs), which another worker would
+    compile again."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
         n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # each worker collects, and orders, alike
-        weight = lambda item: item.get_closest_marker("long").kwargs.get("seconds", LONG_SECONDS)  # noqa: E731
-        long = sorted((i for i in items if i.get_closest_marker("long")), key=weight, reverse=True)
-        rest = [i for i in items if not i.get_closest_marker("long")]
+        weight = lambda item: (item.get_closest_marker("long").kwargs.get("seconds", LONG_SECONDS)  # noqa: E731
+                               if item.get_closest_marker("long") else 0)
+        units: dict[str, list] = {}  # a unit of items dealt together: a long test, or a one_worker module
+        for item in items:
+            if item.get_closest_marker("one_worker"):
+                units.setdefault(item.nodeid.split("::")[0], []).append(item)
+            elif item.get_closest_marker("long"):
+                units[item.nodeid] = [item]
+        dealt = {id(i) for unit in units.values() for i in unit}
+        rest = [i for i in items if id(i) not in dealt]
         shares, loads = [[] for _ in range(n)], [0] * n
-        for item in long:
+        for unit in sorted(units.values(), key=lambda unit: sum(map(weight, unit)), reverse=True):
             k = min(range(n), key=lambda k: loads[k])
-            shares[k].append(item)
-            loads[k] += weight(item)
+            shares[k] += sorted(unit, key=weight, reverse=True)
+            loads[k] += sum(map(weight, unit))
         sizes = [len(items) // n + (k >= n - len(items) % n) for k in range(n)]  # worksteal's split
         for k in range(n):
             take = max(0, sizes[k] - len(shares[k]))

@@ -221,7 +221,7 @@ def test_analytic_profile_for_an_absent_gpu(tmp_path):
     assert float(profile.cost.verify(1, 256)) == pytest.approx(hand_decode_seconds(256), rel=1e-4)
 
 
-@pytest.mark.long(seconds=95)
+@pytest.mark.long(seconds=160)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path):

@@ -4,7 +4,7 @@ these run in the model lane."""
 
 import pytest
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.one_worker]  # one worker compiles the graphs every test here meets
 
 
 # A 2-layer target of the tiny family, and its drafters: every graph dynamo traces and inductor
@@ -40,7 +40,7 @@ def engines(tiny, drafters):
     return pairs
 
 
-@pytest.mark.long(seconds=13)
+@pytest.mark.long(seconds=10)
 @pytest.mark.parametrize("draft", ["eagle3", "lm"])
 def test_compiled_runs_decode_as_the_eager_ones_and_stay_lossless(engines, draft):
     """Every tree's output equals the compiled plain greedy decoding (lossless) and the eager
@@ -59,7 +59,7 @@ def test_compiled_runs_decode_as_the_eager_ones_and_stay_lossless(engines, draft
     assert compiled.compile_s > 0 and eager.compile_s == 0
 
 
-@pytest.mark.long(seconds=20)
+@pytest.mark.long(seconds=40)
 def test_warm_up_compiles_every_shape_a_run_meets(engines):
     """After ``warm_up`` for these prompts and trees, decoding compiles nothing more (a compile
     inside a timed run would be charged to the method)."""
@@ -123,7 +123,7 @@ def test_a_tree_larger_than_planned_grows_the_cache_and_stays_lossless(tiny, dra
 QUEUE = [PROMPT, OTHER, PROMPT[:10], OTHER[:7], PROMPT[5:]]  # five sequences through three rows
 
 
-@pytest.mark.long(seconds=12)
+@pytest.mark.long(seconds=20)
 @pytest.mark.parametrize("draft", ["eagle3", "lm"])
 def test_compiled_batches_decode_as_the_eager_ones_and_stay_lossless(tiny, drafters, draft):
     """The batched engine under the compiled runtime: every row's tokens written after the

@@ -187,7 +187,7 @@ def test_validate_real_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert missing.returncode == 2 and "no validation report" in missing.stderr
 
 
-@pytest.mark.long(seconds=120)
+@pytest.mark.long(seconds=160)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
@@ -334,7 +334,7 @@ def test_a_profile_from_another_device_is_refused_or_warned(tmp_path):
             check_device(profile, False, refit=False)
 
 
-@pytest.mark.long(seconds=45)
+@pytest.mark.long(seconds=15)
 @pytest.mark.model
 @pytest.mark.e2e
 def test_validate_recalibrate_refits_on_train_prompts_and_predicts_with_the_refit(tmp_path, tiny_profile):
