@@ -80,15 +80,15 @@ def test_recorded_acceptance_law_is_the_live_engines(k, tiny, drafters):
         root = int(tiny.model(torch.tensor([PROMPT])).logits[0, -1].argmax())
     traces = next(t for t in (recorded(tiny, drafters["lm"], sampling, 4, seed) for seed in range(50))
                   if t.tokens[0] == root)
-    engine = SpeculativeEngine(tiny, drafters["lm"], sampling)
+    # Eight sequences a forward, each row its own generator: a seed's draws are the same at any batch size.
+    engine = SpeculativeEngine(tiny, drafters["lm"], sampling, batch_size=8)
     counts, n = {}, 0
     # The first cycle, wherever the engine's first token is the trace's root. Two new tokens (the
     # prefill's, then at least one from the first cycle) run exactly that cycle: a cycle drafts
     # and verifies its whole tree whatever the token budget left, so a longer generation only
     # adds cycles after it (the same seeds give the same first cycles).
-    for seed in range(600):
-        policy = StaticPolicy(DEPTH_MAX, WIDTH, NODES) if k is None else PrunedPolicy(k)
-        run = engine.generate(PROMPT, policy, 2, seed)
+    policy = StaticPolicy(DEPTH_MAX, WIDTH, NODES) if k is None else PrunedPolicy(k)
+    for run in engine.decode([PROMPT] * 600, policy, 2, range(600)).generations:
         if run.tokens[0] == root and run.cycles:
             counts[run.cycles[0].accepted] = counts.get(run.cycles[0].accepted, 0) + 1
             n += 1
