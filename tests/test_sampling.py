@@ -189,12 +189,18 @@ def first_two_p_value(engine, policy, n: int) -> float:
 
 def pit_p_value(engine, policy, n_sequences: int, tokens: int) -> float:
     """KS p-value of every generated token's PIT under the target's distribution at it (one
-    target forward over each finished sequence gives every distribution)."""
+    target forward over each finished sequence gives every distribution). Seeds 0..n-1, one
+    sequence at a time, or as rows of the engine's batched calls where it has rows (the same
+    tokens: a seed's draws do not depend on the batch)."""
     rng = np.random.default_rng(12345)
+    seeds = range(n_sequences)
+    if engine.batch > 1:
+        outs = [g.tokens for g in engine.decode([PROMPT] * n_sequences, policy, tokens, seeds).generations]
+    else:
+        outs = [(engine.sample(PROMPT, tokens, s) if policy is None else engine.generate(PROMPT, policy, tokens, s)
+                 ).tokens for s in seeds]
     u = []
-    for seed in range(n_sequences):
-        out = (engine.sample(PROMPT, tokens, seed) if policy is None else engine.generate(PROMPT, policy, tokens, seed)
-               ).tokens
+    for out in outs:
         with torch.inference_mode():
             logits = engine.target.model(torch.tensor([PROMPT + out])).logits[0, len(PROMPT) - 1:-1]
         u.append(pit_values(distribution(logits, engine.sampling), np.array(out), rng))
@@ -253,16 +259,14 @@ def test_plain_sampling_matches_the_targets_first_two_tokens(tiny, drafters):
                                                             marks=pytest.mark.long)],
                          ids=["tree-bonus-from-p", "chain-residual-from-p"])
 def test_the_same_tests_reject_a_broken_verifier(case, broken, pit, tiny, drafters):
-    from simspec.engine.speculative import SpeculativeEngine
     from simspec.policies.base import StaticPolicy
 
     draft, shape, sampling = CASES[case]
     kind = "chain_verifier" if isinstance(broken, ChainVerifier) else "tree_verifier"
     engine = rows_engine(tiny, drafters[draft], sampling, **{kind: broken})
     assert first_two_p_value(engine, StaticPolicy(*shape), draws(case)) < FAIL
-    if pit:  # the PIT's power, on the same broken rule (over every token of 60 one-row sequences)
-        one_row = SpeculativeEngine(tiny, drafters[draft], sampling, **{kind: broken})
-        assert pit_p_value(one_row, StaticPolicy(*shape), 60, 24) < FAIL
+    if pit:  # the PIT's power, on the same broken rule (over every token of 60 sequences, drawn as rows)
+        assert pit_p_value(engine, StaticPolicy(*shape), 60, 24) < FAIL
 
 
 @pytest.mark.parametrize("case", ["eagle3 tree T=1", "lm chain T=1", "plain T=1"])
