@@ -354,17 +354,18 @@ def _prices_a_held_out_run(out):
     # the machine's pace moves between the calibration and these runs (suite runs saw the plain step
     # at 0.83-1.51 of its price, bookkeeping at 0.64), and not alike for every operation (a plain
     # step, bound by memory, at 1.33 of its price beside a busy core while verify paid 1.03).
-    # Held tightly: the fit's own claim, that the engine's plain step and verify cost their fitted
-    # ratios to the tight loop's, drift-free (live and tight loop timed in the same round: the plain
-    # step at 0.96-1.21 of the fit's here, idle and beside a busy core; verify at 0.89 idle, 1.08 with
-    # the fast lane beside it, whose rounds scattered from 0.60 to 1.91), the plain step within a third.
+    # Held more tightly: the fit's own claim, that the engine's plain step and verify cost their
+    # fitted ratios to the tight loop's; here drift-free (live and tight loop timed in the same round:
+    # the plain step at 0.96-1.21 of the fit's, idle and beside a busy core; verify at 0.89 idle, 1.08
+    # with the fast lane beside it, whose rounds scattered from 0.60 to 1.91). Within half again: the
+    # fit's ratio is not drift-free (its live runs come a minute after the curves it divides, and the
+    # other worker's load moves between them: a CI run's fit found the plain step at 0.81 of the tight
+    # loop, its held-out rounds at 1.00-1.17), and a dozen cycles price its V = 8 (its scale there 0.81
+    # in another run whose held-out rounds paid 1.00-1.32 of the tight loop).
     # Within a factor of two, what load moves: the plain step's and bookkeeping's own prices.
-    # Verify within half again: this tiny fit prices V = 8 from a dozen cycles (its scale there 0.81 in
-    # one CI run whose held-out rounds paid 1.00-1.32 of the tight loop).
     fitted = {"greedy step": fit["live_over_tight_loop"]["greedy step"], "verify": fit["scales"]["verify"]["8"]}
     for op, ratios in over_tight.items():
-        bound = np.log1p(1 / 3) if op == "greedy step" else np.log1p(1 / 2)
-        assert abs(np.log(np.median(ratios) / fitted[op])) < bound, (op, ratios, fitted[op])
+        assert abs(np.log(np.median(ratios) / fitted[op])) < np.log1p(1 / 2), (op, ratios, fitted[op])
     assert abs(np.log(live["greedy step"])) < np.log(2.0), (live, fit["live_over_tight_loop"])
     assert abs(np.log(live["bookkeeping"])) < np.log(2.0), (live, fit["live_over_tight_loop"])
     # The power: the tight-loop bookkeeping the fit replaced was outside that tolerance here (8-9x).
