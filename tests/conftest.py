@@ -183,7 +183,7 @@ def _once_per_run(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_target_dir(target, tmp_path_factory):
+def tiny_target_dir(request, tmp_path_factory):
     """A 4-layer random Llama over the demo target's vocabulary, saved with its tokenizer as a
     Hugging Face directory: ``--target DIR`` for a verb's test that needs its wiring on real
     prompts, not the demo target's acceptance (a forward costs a few percent of the 135M model's)."""
@@ -192,6 +192,7 @@ def tiny_target_dir(target, tmp_path_factory):
         import torch
         from transformers import LlamaConfig, LlamaForCausalLM
 
+        target = request.getfixturevalue("target")  # its tokenizer and vocabulary: loaded by the builder only
         torch.manual_seed(0)
         own = target.model.config
         config = LlamaConfig(vocab_size=own.vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=4,

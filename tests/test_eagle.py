@@ -23,14 +23,19 @@ MAX_NEW = 16
 ROUND_TRIP_ATOL = 5e-3
 
 
+def saved_random_head(target, directory):
+    """A randomly initialised head for ``target`` over 512 draft tokens, saved to ``directory``."""
+    torch.manual_seed(0)
+    head = EagleHead(EagleConfig.for_target(target, draft_vocab=512))
+    save_eagle(directory, head, torch.arange(512) * 7, {"target": target.name})
+    return head
+
+
 @pytest.fixture(scope="module")
 def random_eagle(target, tmp_path_factory):
     """A randomly initialised head (kept in memory) and the folder it was saved to."""
-    torch.manual_seed(0)
-    head = EagleHead(EagleConfig.for_target(target, draft_vocab=512))
     directory = tmp_path_factory.mktemp("eagle")
-    save_eagle(directory, head, torch.arange(512) * 7, {"target": target.name})
-    return head, directory
+    return saved_random_head(target, directory), directory
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +47,7 @@ def random_eagle_dir(random_eagle):
 def test_random_head_is_lossless_across_shapes(tiny_target, prompt_ids, tmp_path):
     """A random head saved and loaded for the tiny target that shares the demo tokenizer: the
     head's files, features and id map as for any target, at a few percent of the demo's forwards."""
-    torch.manual_seed(0)
-    save_eagle(tmp_path, EagleHead(EagleConfig.for_target(tiny_target, draft_vocab=512)), torch.arange(512) * 7,
-               {"target": tiny_target.name})
+    saved_random_head(tiny_target, tmp_path)
     engine = SpeculativeEngine(tiny_target, load_drafter(str(tmp_path), tiny_target))
     pid, ids = prompt_ids[1]
     greedy = engine.greedy(ids, MAX_NEW).tokens

@@ -50,12 +50,12 @@ DRAFT_CASES = {  # case: (drafter, target, prompt)
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.long(seconds=20)) if DRAFT_CASES[c][1] == "demo"
                                   else c for c in DRAFT_CASES])
-def test_lossless_across_shapes_and_drafters(case, target, tiny_target, prompt_ids, greedy_outputs, random_drafter):
+def test_lossless_across_shapes_and_drafters(case, request, prompt_ids, random_drafter):
     draft, which, prompt = DRAFT_CASES[case]
-    model = target if which == "demo" else tiny_target
+    model = request.getfixturevalue("target" if which == "demo" else "tiny_target")  # the demo's only where it runs
     engine = SpeculativeEngine(model, random_drafter if draft == "random" else load_drafter(draft, model))
     pid, ids = prompt_ids[::2][prompt]
-    greedy = greedy_outputs[pid] if which == "demo" else engine.greedy(ids, MAX_NEW).tokens
+    greedy = request.getfixturevalue("greedy_outputs")[pid] if which == "demo" else engine.greedy(ids, MAX_NEW).tokens
     for depth, width, size in SHAPES:
         out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW)
         assert_lossless(model, ids, out.tokens, greedy)
