@@ -224,7 +224,7 @@ def test_analytic_profile_for_an_absent_gpu(tmp_path):
 @pytest.mark.long(seconds=160)
 @pytest.mark.model
 @pytest.mark.e2e
-def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path):
+def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_refit(tmp_path, tiny_target_dir):
     """Tiny but whole: curves, traces, the replay check, the engine fit (its profile then prices a
     held-out run: ``_prices_a_held_out_run``), and an analytic profile reusing the traces. One
     calibration serves both halves: each is a minute of the suite."""
@@ -250,11 +250,12 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     assert profile.meta.policy_seconds_by_depth["bayes"][deepest] == profile.meta.policy_seconds["bayes"]
     assert set(profile.meta.policy_seconds_by_depth["bayes"]) == {"2", str((2 + traces.depth_max) // 2), deepest}
     # The same traces under an analytic A100 curve set: a profile names both. Beside it, traces
-    # recorded on their own (they need no quiet machine), then named by a profile.
+    # recorded on their own (they need no quiet machine), then named by a profile: the tiny target
+    # (conftest.py) with the shipped draft LM, which shares its tokenizer, as a user's pair.
+    tiny = ("--target", str(tiny_target_dir), "--draft", "lm")
     with ThreadPoolExecutor(1) as pool:  # the analytic ones in this process, meanwhile
-        traces_run = pool.submit(simspec, "calibrate", "--traces-only", "--n-prompts", "2", "--max-new-tokens", "8",
-                                 "--check-prompts", "1", "--draft", "lm", "--out", str(tmp_path / "lm-traces"),
-                                 "--json")
+        traces_run = pool.submit(simspec, "calibrate", "--traces-only", *tiny, "--n-prompts", "2", "--max-new-tokens",
+                                 "8", "--check-prompts", "1", "--out", str(tmp_path / "lm-traces"), "--json")
         analytic_result = cli("calibrate", "--gpu", "a100", "--traces-from", str(out), "--quick", "--out",
                               str(tmp_path / "a100"))
         result = traces_run.result()
@@ -263,13 +264,14 @@ def test_measured_calibration_replays_the_live_engine_and_prices_it_without_a_re
     assert analytic.kind == "analytic" and analytic.traces().content_hash() == traces.content_hash()
     assert result.returncode == 0, result.stderr
     assert last_json(result)["positions"] > 0
-    result = cli("calibrate", "--gpu", "h100", "--draft", "lm", "--traces-from", str(tmp_path / "lm-traces"),
-                 "--quick", "--out", str(tmp_path / "h100-lm"))
+    result = cli("calibrate", "--gpu", "h100", *tiny, "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
+                 str(tmp_path / "h100-lm"))
     assert result.returncode == 0, result.stderr
     assert load_profile(tmp_path / "h100-lm").traces().meta.draft == "lm"
     result = cli("calibrate", "--gpu", "h100", "--traces-from", str(tmp_path / "lm-traces"), "--quick", "--out",
-                 str(tmp_path / "mismatch"))
-    assert result.returncode == 2 and "holds traces of smollm2-135m-instruct + lm" in result.stderr
+                 str(tmp_path / "mismatch"))  # the demo pair's names: another target, another drafter
+    assert result.returncode == 2
+    assert f"holds traces of {tiny_target_dir} + lm, not smollm2-135m-instruct + eagle" in result.stderr
     # Traces that belong to other models are refused.
     meta_file = out / "traces" / "traces.json"
     meta_file.write_text(meta_file.read_text().replace('"draft": "eagle"', '"draft": "lm"'))

@@ -1,10 +1,12 @@
-"""Public EAGLE checkpoints (EAGLE-3 and EAGLE-1/2) at the demo target's sizes: written here key
-by key in the published layout (random weights), loaded through ``--draft PATH``, run lossless,
-ids mapped through ``d2t``; every misfit refused in one line naming its key or field."""
+"""Public EAGLE checkpoints (EAGLE-3 and EAGLE-1/2): written here key by key in the published
+layout (random weights) at a target's sizes, loaded through ``--draft PATH``, run lossless (on the
+tiny target with the demo target's tokenizer: a random head accepts nothing on either), ids mapped
+through ``d2t``; every misfit refused in one line naming its key or field (at the demo target's sizes)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,31 @@ from simspec.policies import StaticPolicy
 
 pytestmark = pytest.mark.model
 
-H, HEADS, KV, HD, INTER, VOCAB, LAYERS = 576, 9, 3, 64, 1536, 49152, 30  # SmolLM2-135M
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The target's shapes a head is written at (its MLP as wide as the target's)."""
+
+    hidden: int = 576
+    heads: int = 9
+    kv: int = 3
+    head_dim: int = 64
+    inter: int = 1536
+    vocab: int = 49152
+    layers: int = 30
+
+
+DEMO = Sizes()  # SmolLM2-135M
+H, HEADS, KV, HD, INTER, VOCAB, LAYERS = astuple(DEMO)
+
+
+def sizes_of(target) -> Sizes:
+    c = target.model.config
+    return Sizes(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.hidden_size // c.num_attention_heads,
+                 c.intermediate_size, c.vocab_size, c.num_hidden_layers)
+
+
 DRAFT_VOCAB = 2048
 MAX_NEW = 16
 # The engine tests' grid: plain decoding, chains, wide-shallow, EAGLE-3's default, deep-and-huge,
@@ -27,7 +53,9 @@ MAX_NEW = 16
 SHAPES = [(1, 1, 1), (3, 1, 8), (3, 4, 8), (8, 10, 60), (12, 4, 240), (5, 10, 1)]
 
 
-def eagle3_tensors(seed: int = 0, draft_vocab: int = DRAFT_VOCAB, prefix: str = "midlayer.") -> dict:
+def eagle3_tensors(seed: int = 0, draft_vocab: int = DRAFT_VOCAB, prefix: str = "midlayer.",
+                   sizes: Sizes = DEMO) -> dict:
+    H, HEADS, KV, HD, INTER, VOCAB, _ = astuple(sizes)
     g = torch.Generator().manual_seed(seed)
     w = lambda *shape: torch.randn(*shape, generator=g) * 0.05  # noqa: E731
     t = {
@@ -50,7 +78,8 @@ def eagle3_tensors(seed: int = 0, draft_vocab: int = DRAFT_VOCAB, prefix: str = 
     return {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in t.items()}
 
 
-def eagle3_config(**changes) -> dict:
+def eagle3_config(sizes: Sizes = DEMO, **changes) -> dict:
+    H, HEADS, KV, HD, INTER, VOCAB, _ = astuple(sizes)
     config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
               "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": KV,
               "num_hidden_layers": 1, "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "vocab_size": VOCAB,
@@ -59,7 +88,8 @@ def eagle3_config(**changes) -> dict:
     return {k: v for k, v in config.items() if v is not None}
 
 
-def eagle1_tensors(seed: int = 1) -> dict:
+def eagle1_tensors(seed: int = 1, sizes: Sizes = DEMO) -> dict:
+    H, HEADS, KV, HD, INTER, _, _ = astuple(sizes)
     g = torch.Generator().manual_seed(seed)
     w = lambda *shape: torch.randn(*shape, generator=g) * 0.05  # noqa: E731
     return {"fc.weight": w(H, 2 * H), "fc.bias": w(H),
@@ -70,7 +100,8 @@ def eagle1_tensors(seed: int = 1) -> dict:
             "layers.0.mlp.down_proj.weight": w(H, INTER)}
 
 
-def eagle1_config() -> dict:  # EAGLE-1/2 heads ship a plain Llama config
+def eagle1_config(sizes: Sizes = DEMO) -> dict:  # EAGLE-1/2 heads ship a plain Llama config
+    H, HEADS, KV, _, INTER, VOCAB, _ = astuple(sizes)
     return {"architectures": ["LlamaForCausalLM"], "hidden_size": H, "intermediate_size": INTER,
             "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_hidden_layers": 1, "rms_norm_eps": 1e-5,
             "rope_theta": 100000.0, "vocab_size": VOCAB, "bias": True}
@@ -99,24 +130,30 @@ def eagle1_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def greedy(target, prompt_ids):
-    engine = SpeculativeEngine(target, load_drafter("target-layers:2", target))
-    return {pid: engine.greedy(ids, MAX_NEW).tokens for pid, ids in prompt_ids}
+def tiny_heads(tiny_target, tmp_path_factory):
+    """An EAGLE-3 and an EAGLE-1 head in the public layout at the tiny target's sizes."""
+    sizes, root = sizes_of(tiny_target), tmp_path_factory.mktemp("tiny-heads")
+    return {"eagle3": write(root / "eagle3", eagle3_config(sizes), eagle3_tensors(sizes=sizes)),
+            "eagle1": write(root / "eagle1", eagle1_config(sizes), eagle1_tensors(sizes=sizes))}
 
 
 @pytest.mark.parametrize("kind", ["eagle3", "eagle1"])
-def test_public_checkpoint_is_lossless_on_the_grid(kind, target, prompt_ids, greedy, eagle3_dir, eagle1_dir):
-    drafter = load_drafter(str(eagle3_dir if kind == "eagle3" else eagle1_dir), target)
+def test_public_checkpoint_is_lossless_on_the_grid(kind, tiny_target, prompt_ids, tiny_heads):
+    """Every shape of the engine tests' grid, on every prompt, equals plain greedy decoding: the
+    fused features (EAGLE-3's default layers), the ids through d2t, the tree's attention. On the
+    tiny target: a random head accepts ~nothing on any target, so each shape runs a full cycle
+    per token, and its forwards cost a fraction of the demo target's."""
+    from simspec.engine.modeling import aux_layer_ids
+
+    drafter = load_drafter(str(tiny_heads[kind]), tiny_target)
     assert isinstance(drafter, EagleDrafter)
-    assert drafter.feature_layers == ((2, 15, 27) if kind == "eagle3" else None)
-    engine = SpeculativeEngine(target, drafter)
-    # A random head accepts ~nothing, so every shape runs a full cycle per token: one prompt
-    # each (HumanEval for EAGLE-3, ShareGPT for EAGLE-1) and half the tokens keep the grid
-    # inside the time budget (plain greedy decoding's first half is the reference).
-    for pid, ids in [prompt_ids[0 if kind == "eagle3" else 2]]:
+    assert drafter.feature_layers == (aux_layer_ids(sizes_of(tiny_target).layers) if kind == "eagle3" else None)
+    engine = SpeculativeEngine(tiny_target, drafter)
+    for _, ids in prompt_ids[1:3]:  # a HumanEval and a ShareGPT prompt
+        greedy = engine.greedy(ids, MAX_NEW).tokens
         for depth, width, size in SHAPES:
-            out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW // 2)
-            divergence = compare(target, ids, out.tokens, greedy[pid][:MAX_NEW // 2])
+            out = engine.generate(ids, StaticPolicy(depth, width, size), MAX_NEW)
+            divergence = compare(tiny_target, ids, out.tokens, greedy)
             assert divergence is None or divergence.near_tie, divergence.describe()
             assert all(c.draft_calls == depth - 1 for c in out.cycles)
 
@@ -124,6 +161,7 @@ def test_public_checkpoint_is_lossless_on_the_grid(kind, target, prompt_ids, gre
 def test_d2t_maps_draft_ids_to_target_ids(target, prompt_ids, eagle3_dir):
     """The drafter's children are target ids: draft index + d2t[index], never the raw index."""
     drafter = load_drafter(str(eagle3_dir), target)
+    assert drafter.feature_layers == (2, 15, 27)  # EAGLE-3's default (2, L/2, L-3) of the 30 layers
     d2t = eagle3_tensors()["d2t"]
     _, ids = prompt_ids[0]
     prompt = torch.tensor(ids)
