@@ -99,9 +99,10 @@ def test_a_broken_move_of_the_accepted_path_is_caught(engines, monkeypatch):
 
 
 def test_a_tree_larger_than_planned_grows_the_cache_and_stays_lossless(tiny, drafters, monkeypatch):
-    """Warmed for trees of 2 nodes, a sequence's cache has 2 slots of slack: an 8-node tree near
+    """Warmed for trees of 4 nodes, a sequence's cache has 4 slots of slack: an 8-node tree near
     the end of the budget moves it to the next capacity, its context copied, and it decodes as
-    plain decoding does."""
+    plain decoding does. (Graphs the warm-up test compiled serve it: 4 and 8 tokens over 256 and
+    512 slots; each new one is seconds of compiling.)"""
     from simspec.engine.compiled_rows import CompiledTargetRows
     from simspec.engine.modeling import base_and_head
     from simspec.engine.runtime import CAPACITY_STEP, compiled_forward
@@ -111,10 +112,10 @@ def test_a_tree_larger_than_planned_grows_the_cache_and_stays_lossless(tiny, dra
     grown, grow = [], CompiledTargetRows._grow
     # (the compiled shapes are the process's: another test may have compiled the larger one already)
     monkeypatch.setattr(CompiledTargetRows, "_grow", lambda rows, slots: (grown.append(slots), grow(rows, slots))[1])
-    prompt = (OTHER * 20)[: CAPACITY_STEP - 40 - 2]  # prompt + budget + slack fill one capacity step exactly
+    prompt = (OTHER * 20)[: CAPACITY_STEP - 40 - 4]  # prompt + budget + slack fill one capacity step exactly
     engine = SpeculativeEngine(tiny, drafters["eagle3"], runtime="compiled")
-    engine.warm_up([len(prompt)], 40, [2])
-    assert engine.tree_slots == 2 and not grown
+    engine.warm_up([len(prompt)], 40, [4])
+    assert engine.tree_slots == 4 and not grown
     assert engine.generate(prompt, StaticPolicy(4, 4, 8), 40).tokens == engine.greedy(prompt, 40).tokens
     assert grown and all(slots > CAPACITY_STEP for slots in grown)  # it grew, past the warmed capacity
     assert (8, 2 * CAPACITY_STEP, True, 1) in compiled_forward(base_and_head(tiny.model)[0]).shapes
