@@ -347,13 +347,14 @@ def test_train_command_end_to_end(tmp_path):
 
 
 # RADAR's schedule for the learning test below: the paper's network, 400 updates of 256 episodes
-# at lr 3e-3, checkpoints validated at updates 200 and 400 (~3 s on one core; the fast preset
-# takes ~16 s). Measured on cpu-demo, held-out median speedup against the grid best's 1.5915:
-# seeds 0-23 all pass, by +0.005 to +0.040 (seed 0: 1.5997, +0.008; median margin +0.024). The
-# fast preset (1000 updates at lr 1e-4, 10 validations) gave 1.616, 1.571 and 1.617 for seeds
-# 0-2 through `simspec train` (seed 1 fails), and validating more often (400 updates, 4
-# validations) picked a checkpoint 0.026 below the grid best for seed 11: on 17 validation
-# prompts the best-validated checkpoint is a noisy choice when checkpoints differ by ~1 %.
+# at lr 3e-3, checkpoints validated at updates 200 and 400 (7-10 s on one AVX2 core). Measured on
+# cpu-demo (2026-12-07, the AVX2 EPYC), held-out median speedup against the grid best's 1.579:
+# seeds 0-11 all pass, by +0.001 to +0.026 (seed 0, the test's: 1.5799, +0.0009; median +0.019);
+# the cell-per-call network this replaced gave seed 0 1.5805 (+0.0015), and differs from it by
+# float rounding only. The fast preset (1000 updates at lr 1e-4, 10 validations) gave 1.616,
+# 1.571 and 1.617 for seeds 0-2 on an earlier profile (seed 1 fails), and validating more often
+# (400 updates, 4 validations) picked a checkpoint 0.026 below the grid best for seed 11: on 17
+# validation prompts the best-validated checkpoint is a noisy choice when checkpoints differ by ~1 %.
 LEARNING_RADAR = RadarConfig(updates=400, batch=256, learning_rate=3e-3, validations=2)
 
 
@@ -363,7 +364,7 @@ def test_radar_learns_to_beat_the_grid_best_on_held_out_prompts():
     profile: the trained policy beats the best static tree of the training split on the
     held-out prompts, each charged its decision time from the profile (RADAR: T_policy per
     CONTINUE/STOP call, one call per draft call and one more, as training's T_gen charges it).
-    The same network untrained does not pass (1.411 against 1.592): the bar needs learning."""
+    The same network untrained does not pass (1.403 against 1.579): the bar needs learning."""
     import torch
 
     from simspec.sim.evaluate import grid_policy
