@@ -256,9 +256,9 @@ def demo(request, as_json: Json = False) -> None:
     is an ordinary simspec command, printed before it runs.
 
     --n-prompts, --max-new-tokens: the real validation's held-out HumanEval prompts. --preset:
-    fast takes about three minutes for LTD and under half a minute for RADAR on a 2-core EPYC. --runtime: eager, the default,
-    is the faster end to end here, as the calibration and the validation would each compile
-    their own graphs (docs/concepts.md#runtimes)."""
+    fast takes about three minutes for LTD and under half a minute for RADAR on a 2-core EPYC.
+    --runtime: eager, the default, is the faster end to end here, as the calibration and the
+    validation would each compile their own graphs (docs/concepts.md#runtimes)."""
     from simspec.demo import run_demo
 
     summary = run_demo(request, _invoke, show.demo_step)
