@@ -32,17 +32,18 @@ class Sizes:
     head_dim: int = 64
     inter: int = 1536
     vocab: int = 49152
-    layers: int = 30
 
 
 DEMO = Sizes()  # SmolLM2-135M
-H, HEADS, KV, HD, INTER, VOCAB, LAYERS = astuple(DEMO)
+H, HEADS, KV, HD, INTER, VOCAB = astuple(DEMO)
 
 
 def sizes_of(target) -> Sizes:
-    c = target.model.config
-    return Sizes(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.hidden_size // c.num_attention_heads,
-                 c.intermediate_size, c.vocab_size, c.num_hidden_layers)
+    """The shape simspec gives an EAGLE-3 head for ``target`` (``eagle3_for_target``)."""
+    from simspec.engine.eagle_public import eagle3_for_target
+
+    c = eagle3_for_target(target, DRAFT_VOCAB)
+    return Sizes(c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, c.vocab)
 
 
 DRAFT_VOCAB = 2048
@@ -54,7 +55,7 @@ SHAPES = [(1, 1, 1), (3, 1, 8), (3, 4, 8), (8, 10, 60), (12, 4, 240), (5, 10, 1)
 
 def eagle3_tensors(seed: int = 0, draft_vocab: int = DRAFT_VOCAB, prefix: str = "midlayer.",
                    sizes: Sizes = DEMO) -> dict:
-    H, HEADS, KV, HD, INTER, VOCAB, _ = astuple(sizes)
+    H, HEADS, KV, HD, INTER, VOCAB = astuple(sizes)
     g = torch.Generator().manual_seed(seed)
     w = lambda *shape: torch.randn(*shape, generator=g) * 0.05  # noqa: E731
     t = {
@@ -78,7 +79,7 @@ def eagle3_tensors(seed: int = 0, draft_vocab: int = DRAFT_VOCAB, prefix: str = 
 
 
 def eagle3_config(sizes: Sizes = DEMO, **changes) -> dict:
-    H, HEADS, KV, HD, INTER, VOCAB, _ = astuple(sizes)
+    H, HEADS, KV, HD, INTER, VOCAB = astuple(sizes)
     config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
               "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": KV,
               "num_hidden_layers": 1, "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "vocab_size": VOCAB,
@@ -88,7 +89,7 @@ def eagle3_config(sizes: Sizes = DEMO, **changes) -> dict:
 
 
 def eagle1_tensors(seed: int = 1, sizes: Sizes = DEMO) -> dict:
-    H, HEADS, KV, HD, INTER, _, _ = astuple(sizes)
+    H, HEADS, KV, HD, INTER, _ = astuple(sizes)
     g = torch.Generator().manual_seed(seed)
     w = lambda *shape: torch.randn(*shape, generator=g) * 0.05  # noqa: E731
     return {"fc.weight": w(H, 2 * H), "fc.bias": w(H),
@@ -100,7 +101,7 @@ def eagle1_tensors(seed: int = 1, sizes: Sizes = DEMO) -> dict:
 
 
 def eagle1_config(sizes: Sizes = DEMO) -> dict:  # EAGLE-1/2 heads ship a plain Llama config
-    H, HEADS, KV, _, INTER, VOCAB, _ = astuple(sizes)
+    H, HEADS, KV, _, INTER, VOCAB = astuple(sizes)
     return {"architectures": ["LlamaForCausalLM"], "hidden_size": H, "intermediate_size": INTER,
             "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_hidden_layers": 1, "rms_norm_eps": 1e-5,
             "rope_theta": 100000.0, "vocab_size": VOCAB, "bias": True}
@@ -147,7 +148,8 @@ def test_public_checkpoint_is_lossless_on_the_grid(kind, tiny_target, prompt_ids
 
     drafter = load_drafter(str(tiny_heads[kind]), tiny_target)
     assert isinstance(drafter, EagleDrafter)
-    assert drafter.feature_layers == (aux_layer_ids(sizes_of(tiny_target).layers) if kind == "eagle3" else None)
+    layers = tiny_target.model.config.num_hidden_layers
+    assert drafter.feature_layers == (aux_layer_ids(layers) if kind == "eagle3" else None)
     engine = SpeculativeEngine(tiny_target, drafter)
     for _, ids in prompt_ids[1:3]:  # a HumanEval and a ShareGPT prompt
         greedy = engine.greedy(ids, MAX_NEW).tokens
