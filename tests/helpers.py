@@ -227,12 +227,21 @@ def synthetic_samples(draft_scale: float = 1.0) -> list[dict]:
             + [sample_record("greedy", 1, c, [0.05 + 1e-5 * c] * 3) for c in (32, 128, 512)])
 
 
+# A rule's decisions per cycle on the 2-core EPYC: 1.5-6.4e-4 s in the shipped CPU profile
+RULE_SECONDS = 2e-4
+
+
 def synthetic_profile(root: Path, traces: TraceSet, name: str = "profile", samples: list[dict] | None = None,
                       **meta) -> str:
-    """A measured profile on disk (``root/name``, its traces in ``root/traces-name``)."""
+    """A measured profile on disk (``root/name``, its traces in ``root/traces-name``). Like a calibrated
+    profile it carries each rule family's decision time (``RULE_SECONDS``, flat) unless ``meta`` names
+    its own: a family a profile lacks is timed when a verb runs it (a second or more per family)."""
+    from simspec.policies.registry import BASELINE_REGISTRY
     from simspec.sim.profile import write_profile
     from simspec.sim.trace_files import save_traces
 
+    if "policy_seconds" not in meta and "policy_seconds_by_depth" not in meta:
+        meta["policy_seconds"] = {s.name: RULE_SECONDS for s in BASELINE_REGISTRY.specs() if s.charged_as is None}
     content = save_traces(root / f"traces-{name}", traces)
     write_profile(root / name, {"kind": "measured", "device": "synthetic", "target": traces.meta.target,
                                 "draft": traces.meta.draft, **meta,
