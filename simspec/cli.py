@@ -63,78 +63,6 @@ def _options(
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
 
 
-# --- real engine -----------------------------------------------------------------------------
-@command(app, "bench-engine", "simspec.measure.bench:BenchRequest")
-def bench_engine(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
-    interleaved; median speedup, acceptance length tau, time shares, and a lossless check
-    (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
-    from simspec.measure.bench import bench_engine as run
-    from simspec.measure.tree_grid import capped_note
-
-    _work(run, request, threads, show.bench_engine, as_json, request.check())
-    if note := capped_note(request.depths, request.widths, request.sizes):
-        show.note(note)
-
-
-@command(app, "latency", "simspec.measure.latency:LatencyRequest")
-def latency(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR),
-    and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth).
-    --json: every sample."""
-    from simspec.engine.models import resolve_dtype
-    from simspec.measure.latency import measure_latency  # torch: after the flags are checked
-
-    resolve_dtype(request.dtype)
-    _work(measure_latency, request, threads, lambda s: show.latency(s, request.contexts), as_json)
-
-
-@command(app, "train-draft", "simspec.distill.run:TrainDraftRequest")
-def train_draft(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Train a drafter for TARGET on teacher data it labels itself; resumable (a stopped run
-    continues from OUT.partial/), deterministic from --seed (data order, initialisation,
-    sampling). Writes real/drafters/KIND unless --out."""
-    from simspec.distill.run import train_draft as run
-
-    request.check()
-    _work(run, request, threads, show.train_draft, as_json)
-
-
-@command(app, "drafter-card", "simspec.distill.card_request:CardRequest")
-def drafter_card(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Measure a trained drafter (held-out agreement with the target's greedy token, draft-step
-    latency vs W, acceptance per depth on held-out HumanEval and ShareGPT prompts) and write its
-    model card (README.md + measured.json) into the drafter's own folder, or --out for a second
-    card (another dtype or machine) that must not replace the drafter's. --n-prompts: held-out
-    prompts per source."""
-    from simspec.distill.card import make_card
-
-    request.check()
-    _work(make_card, request, threads, show.drafter_card, as_json)
-
-
-@command(app, "migrate-traces", "simspec.measure.migrate:MigrateRequest")
-def migrate_traces(request, threads: Threads = None, as_json: Json = False) -> None:
-    """Bring trace folders recorded by older simspec versions up to date, in place: the prompts'
-    token ids (rendered again as calibrate renders them) and, for greedy traces, the greedy
-    path's child ranks (the continuation walked again with the traces' own models). Their hash,
-    and the profiles and policies built on them, stay valid; a folder up to date is left alone."""
-    from simspec.measure.migrate import run
-
-    _work(run, request, threads, show.migrated, as_json)
-
-
-@command(app, "export-draft", "simspec.distill.export:ExportRequest")
-def export_draft(request, as_json: Json = False) -> None:
-    """Write an EAGLE-3 head (shipped, public or speculators layout) in the layout a serving
-    engine loads: speculators (vLLM serves the folder alone) or public (SGLang, vLLM), into
-    --out. --draft: the EAGLE-3 head to export."""
-    from simspec.distill.export import run
-
-    request.check()
-    _work(lambda request, bar, status: run(request, status), request, None, show.exported, as_json)
-
-
 # --- calibration -----------------------------------------------------------------------------
 @command(app, "calibrate", "simspec.measure.calibrate:CalibrateRequest")
 def calibrate(request, threads: Threads = None, as_json: Json = False) -> None:
@@ -335,6 +263,78 @@ def tune(request, as_json: Json = False) -> None:
     tuned = run(request)
     show.tune(tuned)
     _json(as_json, tuned.summary)
+
+
+# --- tools: the engine measured, drafters trained and exported, old traces migrated ----------
+@command(app, "bench-engine", "simspec.measure.bench:BenchRequest")
+def bench_engine(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Real engine: every static (D, W, V) tree vs plain decoding on the same prompts,
+    interleaved; median speedup, acceptance length tau, time shares, and a lossless check
+    (greedy: token for token; --temperature > 0: a KS test of the outputs' PIT)."""
+    from simspec.measure.bench import bench_engine as run
+    from simspec.measure.tree_grid import capped_note
+
+    _work(run, request, threads, show.bench_engine, as_json, request.check())
+    if note := capped_note(request.depths, request.widths, request.sizes):
+        show.note(note)
+
+
+@command(app, "latency", "simspec.measure.latency:LatencyRequest")
+def latency(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Latency tables: one target forward vs V and L, one draft step vs W and L (median, IQR),
+    and plain decoding's ms/token beside its memory floor (weight bytes / measured bandwidth).
+    --json: every sample."""
+    from simspec.engine.models import resolve_dtype
+    from simspec.measure.latency import measure_latency  # torch: after the flags are checked
+
+    resolve_dtype(request.dtype)
+    _work(measure_latency, request, threads, lambda s: show.latency(s, request.contexts), as_json)
+
+
+@command(app, "train-draft", "simspec.distill.run:TrainDraftRequest")
+def train_draft(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Train a drafter for TARGET on teacher data it labels itself; resumable (a stopped run
+    continues from OUT.partial/), deterministic from --seed (data order, initialisation,
+    sampling). Writes real/drafters/KIND unless --out."""
+    from simspec.distill.run import train_draft as run
+
+    request.check()
+    _work(run, request, threads, show.train_draft, as_json)
+
+
+@command(app, "drafter-card", "simspec.distill.card_request:CardRequest")
+def drafter_card(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Measure a trained drafter (held-out agreement with the target's greedy token, draft-step
+    latency vs W, acceptance per depth on held-out HumanEval and ShareGPT prompts) and write its
+    model card (README.md + measured.json) into the drafter's own folder, or --out for a second
+    card (another dtype or machine) that must not replace the drafter's. --n-prompts: held-out
+    prompts per source."""
+    from simspec.distill.card import make_card
+
+    request.check()
+    _work(make_card, request, threads, show.drafter_card, as_json)
+
+
+@command(app, "migrate-traces", "simspec.measure.migrate:MigrateRequest")
+def migrate_traces(request, threads: Threads = None, as_json: Json = False) -> None:
+    """Bring trace folders recorded by older simspec versions up to date, in place: the prompts'
+    token ids (rendered again as calibrate renders them) and, for greedy traces, the greedy
+    path's child ranks (the continuation walked again with the traces' own models). Their hash,
+    and the profiles and policies built on them, stay valid; a folder up to date is left alone."""
+    from simspec.measure.migrate import run
+
+    _work(run, request, threads, show.migrated, as_json)
+
+
+@command(app, "export-draft", "simspec.distill.export:ExportRequest")
+def export_draft(request, as_json: Json = False) -> None:
+    """Write an EAGLE-3 head (shipped, public or speculators layout) in the layout a serving
+    engine loads: speculators (vLLM serves the folder alone) or public (SGLang, vLLM), into
+    --out. --draft: the EAGLE-3 head to export."""
+    from simspec.distill.export import run
+
+    request.check()
+    _work(lambda request, bar, status: run(request, status), request, None, show.exported, as_json)
 
 
 # --- figures ---------------------------------------------------------------------------------

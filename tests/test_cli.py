@@ -255,12 +255,16 @@ def test_a_flag_several_verbs_take_is_declared_once_with_one_help_text():
 
 def test_help_reads_at_80_columns(capsys, monkeypatch):
     """``simspec --help`` and each verb's fit 80 columns, and the verb list shows one line per
-    verb (a docstring's hard line breaks once split each summary over several)."""
+    verb (a docstring's hard line breaks once split each summary over several), the workflow's
+    verbs before the tools (measuring the engine, making drafters)."""
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0
     listed = out.split("Commands:")[1].strip().splitlines()
     assert len(listed) == len({v.split()[0] for v in _verbs()}), listed
+    names = [line.split()[0] for line in listed]
+    assert names[:4] == ["calibrate", "recalibrate", "validate", "train"] and names.index("tune") < names.index(
+        "bench-engine"), names
     for verb in ["calibrate"], ["validate"], ["plot", "surface"]:
         code, out, _ = run_cli(capsys, *verb, "--help")
         assert code == 0 and max(map(len, out.splitlines())) <= 80, verb
