@@ -14,6 +14,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 
 from simspec.errors import SimspecError
@@ -44,91 +45,71 @@ JSON = "End stdout with one JSON line of the results."
 SIMULATED = "Replay the profile's traces in the simulator (fast, no models)."
 
 
-def profile() -> Any:
-    return opt(help="A profile folder (calibration/NAME): its latency curves and the draft trees recorded with them.")
-
-
-def target() -> Any:
-    return opt("smollm2-135m-instruct", "Target: a built-in name (smollm2-135m-instruct), a Hugging Face model "
-               "directory, a .gguf file, or for an analytic profile an architecture (arch:llama-3.1-8b).")
-
-
-def draft(help: Callable[[], str]) -> Any:
-    """``--draft``: its help passed in, as this module imports none of simspec's packages (no cycle)."""
-    return opt("eagle", help)
-
-
-def prompts() -> Any:
-    return opt("humaneval", "Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), the 1-2 k "
-               "token humaneval-long (modules) and sharegpt-long (histories), a JSONL file with a 'prompt' string or "
-               "'turns' list per line, or a mix taken in turn, e.g. humaneval+sharegpt.")
-
-
-def n_prompts(default: int) -> Any:
-    return opt(default, "How many prompts: the first N of the set (of its split, where the verb takes one).", min=1)
-
-
-def split() -> Any:
-    return opt("heldout", "Prompts: heldout, train or all.")
-
-
+# A flag whose default each verb sets takes it as the first argument (``flags.n_prompts(8)``), a list
+# flag its ``parse=``; the rest are called bare (``flags.profile()``).
+profile = partial(opt, help="A profile folder (calibration/NAME): its latency curves and the draft trees recorded "
+                  "with them.")
+target = partial(opt, "smollm2-135m-instruct", "Target: a built-in name (smollm2-135m-instruct), a Hugging Face "
+                 "model directory, a .gguf file, or for an analytic profile an architecture (arch:llama-3.1-8b).")
+draft = partial(opt, "eagle")  # its help passed in: this module imports none of simspec's packages (no cycle)
+prompts = partial(opt, "humaneval", "Prompt set: humaneval, sharegpt (first turns), sharegpt-later (second turns), "
+                  "the 1-2 k token humaneval-long (modules) and sharegpt-long (histories), a JSONL file with a "
+                  "'prompt' string or 'turns' list per line, or a mix taken in turn, e.g. humaneval+sharegpt.")
+n_prompts = partial(opt, help="How many prompts: the first N of the set (of its split, where the verb takes one).",
+                    min=1)
+split = partial(opt, "heldout", "Prompts: heldout, train or all.")
 REAL_TOKENS = 48  # the real engine's new tokens per prompt where --max-new-tokens is unset
-
-
-def max_new_tokens(default: int | None, min: int = 1) -> Any:
-    return opt(default, "New tokens per prompt (unset: a replay runs every token its traces recorded, the real "
-               f"engine {REAL_TOKENS}).", min=min)
-
-
-def repeats(default: int, min: int = 1) -> Any:
-    return opt(default, "Times each measurement is repeated, interleaved with the others (a pass over the prompts, "
-               "a timed replay); the median is reported.", min=min)
-
-
-def temperature(default: float | None) -> Any:
-    return opt(default, "Sampling temperature: 0 decodes greedily (outputs checked token for token), above 0 samples "
-               "from softmax(logits / T) (outputs checked in distribution). A profile's traces fix it: unset, "
-               "theirs; another is refused.", min=0.0)
-
-
-def device() -> Any:
-    return opt("auto", "auto, cpu or cuda.")
-
-
-def dtype() -> Any:
-    return opt("fp32", "fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal to plain "
-               "decoding in the same dtype; bf16 is native on CPUs with AVX512-BF16 or AMX, emulated and "
-               "slower than fp32 elsewhere, which a warning says).")
-
-
-def batch_size() -> Any:
-    return opt(1, "Sequences decoded together: B rows, each with its own tree (and at T > 0 its own seed), share "
-               "every draft and verify forward; a finished row takes the next prompt (continuous batching). Speedups "
-               "compare with plain decoding at the same batch size; the profile needs curves at B (calibrate "
-               "--batch-sizes).", min=1)
-
-
-def batch_sizes(default: tuple[int, ...], parse: Parse) -> Any:
-    return opt(default, "Batch sizes to cover besides 1, e.g. 1,2,4,8: calibrate measures (or models) the verify, "
-               "draft and plain-step curves at each; tune and headroom answer for each.", parse=parse)
-
-
-def recalibrate() -> Any:
-    return opt(False, "With the live engine (validate --real, load --live): first refit the profile in situ (as "
-               "`simspec recalibrate` does) on train-split prompts, right before the scored runs and through the "
-               "same rows (at --batch-size or --max-batch B, the curves at B), and predict with that refit "
-               "(validate saves it in RUN/profile/). Adds minutes.", flag="--recalibrate")
-
-
-def recalibrate_prompts() -> Any:
-    return opt(8, "--recalibrate: train-split prompts to refit on.", min=1)
-
-
-def refit_ladder() -> Any:
-    return opt("full", "The refits' static trees (validate's co-timed refit rotates through them too): full (17, "
-               "V 2-128) or quick (12, V 2-64, as calibrate --quick's engine fit: about a third faster, for short "
-               "runs that verify no larger tree), or trees of your own as depth:size pairs (3:4,4:8: the sizes you "
-               "will run; sizes between them take an interpolated scale, sizes beyond them the nearest one's).")
+max_new_tokens = partial(opt, help="New tokens per prompt (unset: a replay runs every token its traces recorded, the "
+                         f"real engine {REAL_TOKENS}).", min=1)
+repeats = partial(opt, help="Times each measurement is repeated, interleaved with the others (a pass over the "
+                  "prompts, a timed replay); the median is reported.", min=1)
+temperature = partial(opt, help="Sampling temperature: 0 decodes greedily (outputs checked token for token), above 0 "
+                      "samples from softmax(logits / T) (outputs checked in distribution). A profile's traces fix it: "
+                      "unset, theirs; another is refused.", min=0.0)
+device = partial(opt, "auto", "auto, cpu or cuda.")
+dtype = partial(opt, "fp32", "fp32, bf16 or fp16: target and drafter weights and activations (lossless means equal "
+                "to plain decoding in the same dtype; bf16 is native on CPUs with AVX512-BF16 or AMX, emulated and "
+                "slower than fp32 elsewhere, which a warning says).")
+batch_size = partial(opt, 1, "Sequences decoded together: B rows, each with its own tree (and at T > 0 its own seed), "
+                     "share every draft and verify forward; a finished row takes the next prompt (continuous "
+                     "batching). Speedups compare with plain decoding at the same batch size; the profile needs curves "
+                     "at B (calibrate --batch-sizes).", min=1)
+batch_sizes = partial(opt, help="Batch sizes to cover besides 1, e.g. 1,2,4,8: calibrate measures (or models) the "
+                      "verify, draft and plain-step curves at each; tune and headroom answer for each.")
+recalibrate = partial(opt, False, "With the live engine (validate --real, load --live): first refit the profile in "
+                      "situ (as `simspec recalibrate` does) on train-split prompts, right before the scored runs and "
+                      "through the same rows (at --batch-size or --max-batch B, the curves at B), and predict with "
+                      "that refit (validate saves it in RUN/profile/). Adds minutes.", flag="--recalibrate")
+recalibrate_prompts = partial(opt, 8, "--recalibrate: train-split prompts to refit on.", min=1)
+refit_ladder = partial(opt, "full", "The refits' static trees (validate's co-timed refit rotates through them too): "
+                       "full (17, V 2-128) or quick (12, V 2-64, as calibrate --quick's engine fit: about a third "
+                       "faster, for short runs that verify no larger tree), or trees of your own as depth:size pairs "
+                       "(3:4,4:8: the sizes you will run; sizes between them take an interpolated scale, sizes beyond "
+                       "them the nearest one's).")
+tpot_target = partial(opt, 0.1, "Goodput's latency target: seconds per output token a request must not exceed.",
+                      min=0.0)
+duration = partial(opt, 600.0, "Seconds of arrivals in a request stream.", min=1.0)
+runtime = partial(opt, "eager", "eager: the Hugging Face forwards as they are. compiled: the target's forwards under "
+                  "torch.compile over a static cache, in shape buckets (tokens padded to a power of two); each bucket "
+                  "compiles on first use (tens of seconds per bucket on a CPU, shown and reported), then runs "
+                  "faster. calibrate and validate --real time it at batch size 1; bench-engine at any.")
+tree_widths = partial(opt, help="Tree widths W: the nodes a draft step expands, top-k children each.")
+tree_sizes = partial(opt, help="Verified nodes V (root included): the target's tokens per forward; a tree's capped at "
+                     "its node count.")
+preset = partial(opt, help="Training schedule: paper (the seed's networks, hyper-parameters and step counts), fast "
+                 "(the same networks, about a tenth of the steps: minutes) or smoke (seconds: checks the wiring, "
+                 "learns little).")
+ray = partial(opt, None, "Run the work as Ray tasks: 'local' (a Ray instance on this machine) or a cluster's ADDRESS "
+              "(host:port); without it, one task after another in this process. Needs pip install "
+              "\"simspec[ray]\".")
+workers = partial(opt, help="With --ray: tasks at once (calibrate: the prompt shards, each of --threads threads).",
+                  min=1)
+top_p = partial(opt, 1.0, "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only).")
+seed = partial(opt, 0, "Seeds everything the verb draws at random (sampling at T > 0, initialisation, data order): "
+               "same seed, same result.")
+force = partial(opt, False, "Replace what --out holds (a plot: its figure of the same name).")
+allow_other_device = partial(opt, False, "Use a profile measured on another device model (CPU or GPU) than this one, "
+                             "with a warning, instead of refusing it.")
 
 
 def policies() -> Any:
@@ -136,72 +117,14 @@ def policies() -> Any:
                "charged its measured decision time.", parse=names)
 
 
-def tpot_target() -> Any:
-    return opt(0.1, "Goodput's latency target: seconds per output token a request must not exceed.", min=0.0)
-
-
-def duration() -> Any:
-    return opt(600.0, "Seconds of arrivals in a request stream.", min=1.0)
-
-
-def runtime() -> Any:
-    return opt("eager", "eager: the Hugging Face forwards as they are. compiled: the target's forwards under "
-               "torch.compile over a static cache, in shape buckets (tokens padded to a power of two); each bucket "
-               "compiles on first use (tens of seconds per bucket on a CPU, shown and reported), then runs faster. "
-               "calibrate and validate --real time it at batch size 1; bench-engine at any.")
-
-
-def tree_widths(default: tuple[int, ...], parse: Parse) -> Any:
-    return opt(default, "Tree widths W: the nodes a draft step expands, top-k children each.", parse=parse)
-
-
-def tree_sizes(default: tuple[int, ...], parse: Parse) -> Any:
-    return opt(default, "Verified nodes V (root included): the target's tokens per forward; a tree's capped at its "
-               "node count.", parse=parse)
-
-
 def algos(default: Any, registered: Callable[[], tuple[str, ...]]) -> Any:
     """``--algos``: learned algorithms, comma-separated; ``registered`` names them (after plugins)."""
     return opt(default, lambda: f"Comma-separated learned algorithms: {', '.join(registered())}.", parse=names)
 
 
-def preset(default: str) -> Any:
-    return opt(default, "Training schedule: paper (the seed's networks, hyper-parameters and step counts), fast (the "
-               "same networks, about a tenth of the steps: minutes) or smoke (seconds: checks the wiring, learns "
-               "little).")
-
-
-def ray() -> Any:
-    return opt(None, "Run the work as Ray tasks: 'local' (a Ray instance on this machine) or a cluster's ADDRESS "
-               "(host:port); without it, one task after another in this process. Needs pip install "
-               "\"simspec[ray]\".")
-
-
-def workers(default: int) -> Any:
-    return opt(default, "With --ray: tasks at once (calibrate: the prompt shards, each of --threads threads).", min=1)
-
-
-def top_p() -> Any:
-    return opt(1.0, "Nucleus sampling: keep the likeliest tokens up to this mass (T > 0 only).")
-
-
-def seed() -> Any:
-    return opt(0, "Seeds everything the verb draws at random (sampling at T > 0, initialisation, data order): same "
-               "seed, same result.")
-
-
 def out(default: Any = None) -> Any:
     """``--out``; ``dataclasses.MISSING``: a required one."""
     return opt(default, "The folder to write (its default: the verb's help); refused if it exists, unless --force.")
-
-
-def force() -> Any:
-    return opt(False, "Replace what --out holds (a plot: its figure of the same name).")
-
-
-def allow_other_device() -> Any:
-    return opt(False, "Use a profile measured on another device model (CPU or GPU) than this one, with a warning, "
-               "instead of refusing it.")
 
 
 # --- list flags --------------------------------------------------------------------------------

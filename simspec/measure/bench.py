@@ -31,8 +31,8 @@ class BenchRequest:
     max_new_tokens: int = flags.max_new_tokens(48)
     depths: tuple[int, ...] = opt((1, 3, 5), "Tree depths D (levels, root included; D-1 draft steps).",
                                   parse=flags.sizes)
-    widths: tuple[int, ...] = flags.tree_widths((1, 4), flags.sizes)
-    sizes: tuple[int, ...] = flags.tree_sizes((6, 12), flags.sizes)
+    widths: tuple[int, ...] = flags.tree_widths((1, 4), parse=flags.sizes)
+    sizes: tuple[int, ...] = flags.tree_sizes((6, 12), parse=flags.sizes)
     repeats: int = flags.repeats(1)
     device: str = flags.device()
     dtype: str = flags.dtype()

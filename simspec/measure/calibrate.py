@@ -64,7 +64,7 @@ class CalibrateRequest:
                                     "server you deploy: JSON or CSV, schema in docs/calibration.md), paired with "
                                     "--traces-from; no models are loaded. The profile is marked IMPORTED and cannot "
                                     "be validated with simspec's engine.")
-    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), flags.ints)
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), parse=flags.ints)
     runtime: str = flags.runtime()
     workers: int = flags.workers(2)
 

@@ -14,9 +14,9 @@ from simspec.flags import opt
 class LatencyRequest:
     target: str = flags.target()
     draft: str = flags.draft(draft_help)
-    sizes: tuple[int, ...] = flags.tree_sizes((1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), flags.sizes)
+    sizes: tuple[int, ...] = flags.tree_sizes((1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128), parse=flags.sizes)
     contexts: tuple[int, ...] = opt((64, 256, 1024), "Context lengths L already in the KV cache.", parse=flags.sizes)
-    widths: tuple[int, ...] = flags.tree_widths((1, 2, 4, 6, 8, 10), flags.sizes)
+    widths: tuple[int, ...] = flags.tree_widths((1, 2, 4, 6, 8, 10), parse=flags.sizes)
     repeats: int = flags.repeats(7, min=3)
     device: str = flags.device()
     dtype: str = flags.dtype()

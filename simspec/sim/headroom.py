@@ -26,7 +26,7 @@ from simspec.sim.evaluate import methods_flag
 @dataclass(frozen=True, kw_only=True)
 class HeadroomRequest:
     profile: str = flags.profile()
-    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), flags.ints)
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((1,), parse=flags.ints)
     baselines: tuple[str, ...] = opt(factory=default_baselines, help=baselines_help, parse=methods_flag)
     policies: tuple[str, ...] = flags.policies()
     history: bool = opt(False, "Also the information bound with each cycle's history (the prompt's recent "

@@ -53,7 +53,7 @@ class TuneRequest:
     max_new_tokens: int | None = flags.max_new_tokens(None, min=2)
     # sequences a server batches: every cycle's draft and verify time is shared by them
     batch_size: int = flags.batch_size()
-    batch_sizes: tuple[int, ...] = flags.batch_sizes((), flags.optional_sizes)
+    batch_sizes: tuple[int, ...] = flags.batch_sizes((), parse=flags.optional_sizes)
     rate: float | None = opt(None, "With --batch-sizes: tune each band's draft length for a Poisson stream at this "
                              "many requests per second, served through max(--batch-sizes) rows (goodput at "
                              "--tpot-target, then throughput, then latency), not for throughput at a fixed batch.")
