@@ -63,9 +63,10 @@ def split_traces(traces: TraceSet, split: str) -> TraceSet:
 
 
 def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None,
-                   depths=GRID_DEPTHS, sizes=GRID_SIZES) -> dict[tuple[int, int], ReplayResult]:
+                   depths=GRID_DEPTHS, sizes=GRID_SIZES, distinct: bool = False) -> dict[tuple[int, int], ReplayResult]:
     """Every static (D, V) of the grid, replayed (a V past the tree's node count shares the capped
-    V's replay); the distinct cells replay together, as one batch of (cell, prompt) queues."""
+    V's replay; ``distinct``: only the capped cells); the distinct cells replay together, as one
+    batch of (cell, prompt) queues."""
     keys = {(d, s): (d, int(min(s, tree_capacities(d, traces.width))))
             for d in depths if d <= traces.depth_max for s in sizes}
     cells = sorted(set(keys.values()))
@@ -75,7 +76,21 @@ def static_surface(traces: TraceSet, cost: CostModel, max_new_tokens: int | None
     grid = _StaticGrid(np.repeat([c[0] for c in cells], n), np.repeat([c[1] for c in cells], n), traces.width)
     every = replay(traces, cost, grid, max_new_tokens, prompts=np.tile(np.arange(n), len(cells)))
     split = {cell: every.take(slice(i * n, (i + 1) * n)) for i, cell in enumerate(cells)}
-    return {key: split[cell] for key, cell in keys.items()}
+    return split if distinct else {key: split[cell] for key, cell in keys.items()}
+
+
+def tree_surface(train: TraceSet, cost: CostModel, max_new_tokens: int | None, chain: bool) -> dict:
+    """The static trees ``tune`` ranks, (D, V) -> its replay on ``train``: every chain (V = D) if
+    ``chain``, else the grid's distinct trees."""
+    if chain:
+        return {(d, d): replay(train, cost, StaticPolicy(d, train.width, d), max_new_tokens)
+                for d in GRID_DEPTHS if d <= train.depth_max}
+    return static_surface(train, cost, max_new_tokens, distinct=True)
+
+
+def ranking(surface: dict) -> list[tuple[int, int]]:
+    """The surface's trees, fastest first (mean speedup over prompts; ties: the smaller tree)."""
+    return sorted(surface, key=lambda k: (-mean_speedup(surface[k]), k[1], k[0]))
 
 
 class _StaticGrid(BatchPolicy):

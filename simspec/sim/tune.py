@@ -33,8 +33,8 @@ import numpy as np
 from simspec import flags
 from simspec.errors import SimspecError
 from simspec.flags import opt
+from simspec.sim.evaluate import ranking, tree_surface
 from simspec.sim.stream import check_rate
-from simspec.sim.surface import ranking, tree_surface
 
 ENGINES = ("sglang", "vllm", "trtllm", "eagle", "json")
 CHAIN_ENGINES = ("vllm", "trtllm")

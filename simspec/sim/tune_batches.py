@@ -35,8 +35,8 @@ from simspec.errors import SimspecError
 
 def _best(train, held, cost, max_new_tokens, chain: bool) -> dict:
     from simspec.policies.base import StaticPolicy
+    from simspec.sim.evaluate import ranking, tree_surface
     from simspec.sim.replay import mean_speedup, replay
-    from simspec.sim.surface import ranking, tree_surface
 
     surface = tree_surface(train, cost, max_new_tokens, chain)
     ranked = ranking(surface)
