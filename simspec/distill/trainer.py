@@ -80,7 +80,8 @@ def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 
 
 class DraftTrainer:
-    """The shared loop; subclasses define ``build_model``, ``losses`` and ``agreement``."""
+    """The shared loop; subclasses define ``build_model``, ``losses`` and ``_scored`` (what ``agreement``
+    scores), or ``agreement`` itself."""
 
     def __init__(self, target: LoadedModel, corpus: Corpus, cfg: TrainConfig) -> None:
         self.target, self.corpus, self.cfg = target, corpus, cfg
@@ -109,6 +110,24 @@ class DraftTrainer:
 
     def losses(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError
+
+    def _scored(self, corpus: Corpus, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """The draft's logits over its vocabulary at the valid positions of sequences ``sl`` (teacher-forced,
+        depth 1), and the target's greedy tokens there."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def agreement(self, corpus: Corpus) -> dict:
+        """Top-1 / top-10 agreement with the target's greedy token."""
+        self.model.eval()
+        hits1 = hits10 = n = 0
+        for start in range(0, len(corpus.tokens), 8):
+            logits, truth = self._scored(corpus, slice(start, start + 8))
+            top10 = self.vocab_ids[logits.topk(10, dim=-1).indices]
+            hits1 += int((top10[:, 0] == truth).sum())
+            hits10 += int((top10 == truth[:, None]).any(-1).sum())
+            n += len(truth)
+        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
 
     def coverage(self) -> float:
         """Share of the corpus's greedy labels inside the draft vocabulary."""
@@ -197,23 +216,10 @@ class EagleTrainer(DraftTrainer):
             feats_in = torch.cat([f[:, :1], out[:, :-1]], dim=1)
         return total / self.cfg.unroll, stats
 
-    @torch.no_grad()
-    def agreement(self, corpus: Corpus, positions: torch.Tensor | None = None) -> dict:
-        """Top-1 / top-10 agreement with the target's greedy token (teacher-forced, depth 1)."""
-        self.model.eval()
-        hits1 = hits10 = n = 0
-        for start in range(0, len(corpus.tokens), 8):
-            sl = slice(start, start + 8)
-            f, x, y, valid = corpus.features[sl].float(), corpus.tokens[sl], corpus.labels[sl], corpus.valid[sl]
-            mask = valid[:, 1:] if positions is None else (valid & positions[sl])[:, 1:]
-            out = self.model(f[:, :-1], self.embed(x[:, 1:]), torch.arange(1, x.shape[1]).expand(len(x), -1))
-            logits = torch.mm(out[mask], self.head_weight.T)
-            top10 = self.vocab_ids[logits.topk(10, dim=-1).indices]
-            truth = y[:, 1:][mask]
-            hits1 += int((top10[:, 0] == truth).sum())
-            hits10 += int((top10 == truth[:, None]).any(-1).sum())
-            n += int(mask.sum())
-        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
+    def _scored(self, corpus: Corpus, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        f, x, y, mask = corpus.features[sl].float(), corpus.tokens[sl], corpus.labels[sl], corpus.valid[sl, 1:]
+        out = self.model(f[:, :-1], self.embed(x[:, 1:]), torch.arange(1, x.shape[1]).expand(len(x), -1))
+        return torch.mm(out[mask], self.head_weight.T), y[:, 1:][mask]
 
     def save(self, directory: Path, meta: dict) -> None:
         save_eagle(directory, self.model, self.vocab_ids, checked({
@@ -247,20 +253,9 @@ class LMTrainer(DraftTrainer):
             top1 = float((logits.argmax(-1) == truth)[truth >= 0].float().mean())
         return loss, {"ce": loss.item(), "top1": top1}
 
-    @torch.no_grad()
-    def agreement(self, corpus: Corpus) -> dict:
-        """Top-1 / top-10 agreement with the target's greedy token at every position."""
-        self.model.eval()
-        hits1 = hits10 = n = 0
-        for start in range(0, len(corpus.tokens), 8):
-            sl = slice(start, start + 8)
-            mask = corpus.valid[sl]
-            top10 = self.vocab_ids[self._draft_logits(corpus.tokens[sl], mask).topk(10, dim=-1).indices]
-            truth = corpus.labels[sl][mask]
-            hits1 += int((top10[:, 0] == truth).sum())
-            hits10 += int((top10 == truth[:, None]).any(-1).sum())
-            n += int(mask.sum())
-        return {"top1": hits1 / max(1, n), "top10": hits10 / max(1, n), "positions": n}
+    def _scored(self, corpus: Corpus, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = corpus.valid[sl]
+        return self._draft_logits(corpus.tokens[sl], mask), corpus.labels[sl][mask]
 
     def save(self, directory: Path, meta: dict) -> None:
         save_draft_lm(directory, self.model, self.target.tokenizer, self.vocab_ids, checked({
