@@ -4,6 +4,7 @@ artifacts so that an interrupted run never leaves half of one behind."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -38,6 +39,22 @@ def atomic_directory(final: Path, *, replace: bool = False) -> Iterator[Path]:
             tmp.rename(final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def atomic_file(path: Path, write) -> None:
+    """``write(file)`` (a binary file) into a temporary sibling of ``path``, renamed over it once complete:
+    a concurrent reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    # os.open with 0o666 (less the umask) gives the file the mode a plain open would; mkstemp's 0600 would
+    # survive the rename and hide a figure from other users
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from simspec.cache import cache_dir
+from simspec.cache import atomic_file, cache_dir
 from simspec.errors import SimspecError
 
 __all__ = ["DataError", "Prompt", "split_of", "in_validation", "load_prompts", "render_chat"]
@@ -377,17 +376,11 @@ def _read_cache(cache_file: Path, key: dict) -> dict | None:
 
 
 def _write_cache(cache_file: Path, payload: dict) -> None:
-    """Write atomically (temp file + os.replace) so concurrent readers never see half a file."""
+    """Written atomically, so concurrent readers never see half a file."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=cache_file.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, cache_file)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_file(cache_file, lambda fh: fh.write(text))
     except OSError as exc:
         # The cache only saves time; an unwritable cache directory must not break loading.
         log.warning("could not write ShareGPT cache %s: %s", cache_file, exc)

@@ -64,7 +64,7 @@ def training(policy: str, out: str, *, force: bool = False) -> Path:
 
 def validation(report: str, out: str | None, method: str | None, *, force: bool = False) -> list[Path]:
     """A real validation's figures, redrawn from its report.json (plus ``method``'s action map)."""
-    from simspec.report.plots import plot_validation, refuse_existing, validation_files
+    from simspec.report.plots import plot_validation
     from simspec.report.validation import read_report
 
     path = Path(report)
@@ -73,19 +73,18 @@ def validation(report: str, out: str | None, method: str | None, *, force: bool 
     names = [r.method for r in loaded.rows]
     if method and method not in names:  # before drawing anything: a refused request writes nothing
         raise SimspecError(f"--method {method!r} is not in that report: choose one of {', '.join(names)}")
-    refuse_existing(validation_files(loaded, folder, method or None), force)
     return plot_validation(loaded, folder, method or None, force=force)
 
 
-def _summary_folder(summary: dict, out: str, force: bool, stem: str, draw) -> list[str]:
-    """A new folder of ``STEM.json`` (the summary) and, with ``draw``, ``STEM.png``; the paths written."""
+def _summary_folder(summary: dict, out: str, force: bool, stem: str, figures=()) -> list[str]:
+    """A new folder of ``STEM.json`` (the summary) and each of ``figures``, (file name, draw, what it
+    draws) as ``draw(data, path)``; the paths written."""
     from simspec.cache import atomic_directory
 
     names = [f"{stem}.json"]
     with atomic_directory(Path(out), replace=force) as tmp:
         (tmp / names[0]).write_text(json.dumps(summary, indent=1) + "\n")
-        if draw is not None:
-            names.append(draw(summary, tmp / f"{stem}.png").name)
+        names += [draw(data, tmp / name).name for name, draw, data in figures]
     return [str(Path(out) / name) for name in names]
 
 
@@ -93,29 +92,23 @@ def headroom_folder(summary: dict, out: str, force: bool) -> list[str]:
     """``simspec headroom --out``: ``headroom.json`` and ``headroom.png``."""
     from simspec.report.plots import plot_headroom
 
-    return _summary_folder(summary, out, force, "headroom", plot_headroom)
+    return _summary_folder(summary, out, force, "headroom", [("headroom.png", plot_headroom, summary)])
 
 
 def load_sweep_folder(summary: dict, out: str, force: bool) -> list[str]:
     """``simspec load --sweep --out``: ``load-sweep.json`` and, per profile with two or more rates,
     ``load-N.png`` (N: the profile's place in the sweep, from 1)."""
-    from simspec.cache import atomic_directory
     from simspec.report.plots import plot_load
 
-    names = ["load-sweep.json"]
-    with atomic_directory(Path(out), replace=force) as tmp:
-        (tmp / names[0]).write_text(json.dumps(summary, indent=1) + "\n")
-        for n, profile in enumerate(summary["profiles"], 1):
-            if _rated(profile):
-                names.append(plot_load(profile, tmp / f"load-{n}.png").name)
-    return [str(Path(out) / name) for name in names]
+    figures = [(f"load-{n}.png", plot_load, p) for n, p in enumerate(summary["profiles"], 1) if _rated(p)]
+    return _summary_folder(summary, out, force, "load-sweep", figures)
 
 
 def load_folder(summary: dict, out: str, force: bool) -> list[str]:
     """``simspec load --out``: ``load.json`` and, where two or more streams have a rate, ``load.png``."""
     from simspec.report.plots import plot_load
 
-    return _summary_folder(summary, out, force, "load", plot_load if _rated(summary) else None)
+    return _summary_folder(summary, out, force, "load", [("load.png", plot_load, summary)] if _rated(summary) else [])
 
 
 def _rated(summary: dict) -> bool:

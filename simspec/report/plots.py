@@ -5,13 +5,13 @@ that a caller can refuse before loading or replaying anything."""
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from simspec.cache import atomic_file
 from simspec.errors import SimspecError
 from simspec.policies.artifact import PolicyMeta, TrainedOn
 from simspec.report.validation import ValidationReport
@@ -74,28 +74,13 @@ def refuse_existing(paths: list[Path], force: bool) -> None:
                            f"{'them' if more else 'it'}, or choose another --out")
 
 
-def _write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary sibling of ``path``, renamed over it once complete."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    # os.open with 0o666 (less the umask) gives the figure the mode a plain open would; mkstemp's 0600 would
-    # survive the rename and hide the figure from other users
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _save(plt, fig, path: Path, tight: bool = True) -> Path:
     """Writes ``fig`` to ``path`` atomically and closes it (on error too)."""
     try:
         if tight:  # figures with hand-placed axes (a shared colour bar) set their own layout
             fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, lambda f: fig.savefig(f, dpi=130, format=path.suffix.lstrip(".")))
+        atomic_file(path, lambda f: fig.savefig(f, dpi=130, format=path.suffix.lstrip(".")))
     finally:
         plt.close(fig)
     return path
