@@ -57,6 +57,9 @@ def read_json(file: Path, what: str, missing: str, fix: str) -> dict:
         blob = json.loads(gzip.decompress(raw) if str(file).endswith(".gz") else raw)  # a kept run's report.json.gz
     except FileNotFoundError:
         raise SimspecError(missing) from None
+    except NotADirectoryError:  # a file named where its folder belongs: no advice to write over that file
+        named = next((p for p in Path(file).parents if p.is_file()), Path(file).parent)
+        raise SimspecError(f"{named} is a file, not a folder: pass the folder that holds {Path(file).name}") from None
     except (OSError, ValueError, EOFError, zlib.error) as exc:  # the last two: a truncated or corrupt .gz
         raise SimspecError(f"{what}{file} is unreadable ({exc.__class__.__name__}): {fix}") from None
     if not isinstance(blob, dict):

@@ -475,6 +475,9 @@ row("validate --simulated", "unknown split",
 row("validate --simulated", "missing policy",
     lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies", str(d / "none")],
     "no policy at")
+row("validate --simulated", "a file for --policies",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
+                  str(write_json(d / "notes.txt", "x"))], "notes.txt is a file, not a folder: pass the folder")
 row("validate --simulated", "policy.json is a string",
     lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3", "--policies",
                   policy_with(d / "pol", lambda b: '"x"', weights=b"")], "not a JSON object")
@@ -654,6 +657,9 @@ row("plot training", "policy without training.csv",
     "training.csv")
 row("plot validation", "missing report", lambda d, a: ["plot", "validation", "--report", str(d / "none")],
     "no validation report")
+row("plot validation", "a text file for --report",
+    lambda d, a: ["plot", "validation", "--report", str(write_json(d / "notes.md", "# notes"))],
+    "pass a run folder that `simspec validate --real` wrote, or its report.json")
 row("plot validation", "report.json is a list",
     lambda d, a: ["plot", "validation", "--report", str(write_json(d / "run" / "report.json", "[1]"))],
     "not a JSON object")
@@ -693,6 +699,8 @@ row("load", "unknown baseline", lambda d, a: [*LOAD, "--baselines", "medusa"], "
 row("load", "bursts without OFF", lambda d, a: [*LOAD, "--bursts", "10"], "--bursts takes ON,OFF seconds")
 row("load", "missing stream file", lambda d, a: [*LOAD, "--stream", str(d / "none.csv")], "no request stream at")
 row("headroom", "missing profile", lambda d, a: ["headroom", "--profile", str(d / "none")], "no profile at")
+row("headroom", "a file for --profile", lambda d, a: ["headroom", "--profile", str(write_json(d / "p.json", "{}"))],
+    "p.json is a file, not a folder: pass the folder that holds profile.json")
 row("headroom", "batch size without curves", lambda d, a: ["headroom", "--profile", "calibration/cpu-demo",
                                                            "--batch-sizes", "1,4"], "no curves at batch size 4")
 row("headroom", "unknown baseline", lambda d, a: ["headroom", "--profile", "calibration/cpu-demo", "--baselines",

@@ -294,7 +294,9 @@ def read_report(path) -> ValidationReport:
     file = path / "report.json" if path.is_dir() else path
     if path.is_dir() and not file.exists() and (path / "report.json.gz").exists():  # as research/runs keeps a run
         file = path / "report.json.gz"
-    fix = f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
+    fix = (f"rerun `simspec validate --real --profile PROFILE --out {file.parent} --force`"
+           if file.name in ("report.json", "report.json.gz")  # never advice to write over a file of another name
+           else "pass a run folder that `simspec validate --real` wrote, or its report.json")
     report = ValidationReport.read(file, "", f"no validation report at {file}: run `simspec validate --real`", fix)
     if not report.rows:
         raise SimspecError(f"{file}: field 'rows' is empty (a report has a row per method): {fix}")
