@@ -113,9 +113,10 @@ def validate(request, simulated: Simulated = False, real: Real = False, threads:
     EAGLE-3's default tree and the grid best, latency drift, and a lossless check; writes
     real/validate-PROFILE-PROMPTS/ unless --out (report.json, report.md, figures).
 
-    --prompts, --n-prompts, --repeats, --recalibrate: --real only. At T > 0 each pass over the
-    prompts is one seed per prompt (pass k, prompt i: seed + k * prompts + i), speedups and tau
-    are means over the passes, and outputs are checked by a KS test of their PIT."""
+    --prompts, --n-prompts, --repeats, --recalibrate, --batch-size, --runtime, --out: --real
+    only. At T > 0 each pass over the prompts is one seed per prompt (pass k, prompt i: seed +
+    k * prompts + i), speedups and tau are means over the passes, and outputs are checked by a KS
+    test of their PIT."""
     if real == simulated:
         raise SimspecError("choose one of --simulated (replay, seconds) or --real (the real engine)")
     if real and request.drafters:

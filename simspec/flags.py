@@ -163,6 +163,17 @@ def _flag_name(f: dataclasses.Field) -> str:
     return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
 
 
+def given(request: Any, besides: set[str]) -> list[str]:
+    """The flags of ``request``, but for the fields ``besides``, that hold another value than their default:
+    what a mode reading only ``besides`` would ignore without a word."""
+    named = []
+    for f in dataclasses.fields(request):
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        if f.name not in besides and f.metadata.get("cli", True) and getattr(request, f.name) != default:
+            named.append(_flag_name(f))
+    return named
+
+
 def _cli_type(hint: Any) -> Any:
     """``X | None`` (or ``Optional[X]``) as typer reads it: one type or None."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):

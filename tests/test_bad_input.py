@@ -470,6 +470,9 @@ row("validate --simulated", "curves-only profile", lambda d, a: [*V_SIM, "--prof
     "latency curves only")
 row("validate --simulated", "unknown baseline",
     lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--baselines", "eagle3,medusa"], "unknown baseline")
+row("validate --simulated", "a flag only --real reads",
+    lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--batch-size", "4", "--out", out(d)],
+    "--batch-size, --out: read by validate --real only")
 row("validate --simulated", "unknown split",
     lambda d, a: [*V_SIM, "--profile", "calibration/cpu-demo", "--split", "test"], "--split")
 row("validate --simulated", "missing policy",

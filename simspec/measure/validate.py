@@ -61,10 +61,17 @@ class ValidateRequest:
         return flags.REAL_TOKENS if self.max_new_tokens is None else self.max_new_tokens
 
     def simulated(self):
-        """The replay of ``validate --simulated`` (numpy only)."""
+        """The replay of ``validate --simulated`` (numpy only); a flag only --real reads is refused, not ignored."""
         from simspec.sim.run import SimulatedRequest
 
-        return SimulatedRequest(**{f.name: getattr(self, f.name) for f in fields(SimulatedRequest)})
+        shared = {f.name for f in fields(SimulatedRequest)}
+        ignored = flags.given(self, besides=shared)
+        if ignored:
+            batches = "; batches in the simulator: simspec headroom --batch-sizes, simspec load" \
+                if "--batch-size" in ignored else ""
+            raise SimspecError(f"{', '.join(ignored)}: read by validate --real only (--simulated replays the "
+                               f"profile's recorded traces){batches}")
+        return SimulatedRequest(**{name: getattr(self, name) for name in shared})
 
     def sampling(self, profile: Profile):
         """How the run decodes: the profile's traces' temperature and top-p, this request's seed."""
