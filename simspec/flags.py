@@ -13,7 +13,7 @@ import importlib
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Annotated, Any
 
@@ -163,13 +163,13 @@ def _flag_name(f: dataclasses.Field) -> str:
     return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
 
 
-def given(request: Any, besides: set[str]) -> list[str]:
-    """The flags of ``request``, but for the fields ``besides``, that hold another value than their default:
-    what a mode reading only ``besides`` would ignore without a word."""
+def given(request: Any, among: Iterable[str]) -> list[str]:
+    """The flags of ``request``'s fields ``among`` that hold another value than their default: what a mode
+    that reads none of them would ignore without a word."""
     named = []
     for f in dataclasses.fields(request):
         default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        if f.name not in besides and f.metadata.get("cli", True) and getattr(request, f.name) != default:
+        if f.name in among and getattr(request, f.name) != default:
             named.append(_flag_name(f))
     return named
 

@@ -354,6 +354,9 @@ row("export-draft", "--out exists", lambda d, a: ["export-draft", "--out", str(w
 row("export-draft", "not an EAGLE-3 head", lambda d, a: ["export-draft", "--draft", "target-layers:2", "--out", out(d)],
     "--draft target-layers:2 is not an EAGLE-3 head", model=True)
 # calibrate
+row("calibrate", "the engine fit's flags for an analytic profile",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--traces-from", str(TRACES), "--engine-prompts", "2", "--out", out(d)],
+    "--engine-prompts: the engine fit times the live engine on this machine")
 row("calibrate", "--traces-from recorded in another dtype",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],
     "recorded in fp32")

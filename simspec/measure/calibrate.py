@@ -113,6 +113,7 @@ class CalibrateRequest:
                   if self.traces_from else None)
         # Last of the file checks: asking torch whether the named GPU is here takes a second.
         kind = "measured" if gpu in ("cpu", "auto") or gpu_present(gpu) else "analytic"
+        self._check_fit_flags(kind)
         if self.target in ARCH_TARGETS and kind == "measured":
             raise SimspecError(f"--target {self.target} is an architecture without weights: use it with an absent "
                                "--gpu (analytic), e.g. --gpu h100")
@@ -129,6 +130,13 @@ class CalibrateRequest:
             require_ray()
         return Plan(gpu, kind, source, chosen, fit_prompts(self, kind, source))
 
+    def _check_fit_flags(self, kind: str) -> None:
+        """The engine fit's flags, refused where no engine of the profile's runs here (not ignored)."""
+        fit = flags.given(self, ("engine_prompts", "engine_tokens", "engine_ladder"))
+        if fit and kind != "measured":
+            raise SimspecError(f"{', '.join(fit)}: the engine fit times the live engine on this machine; an {kind} "
+                               "profile's curves are not this machine's, so it has none to fit")
+
     def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
         from simspec.sim.imported import load_curves
@@ -139,6 +147,7 @@ class CalibrateRequest:
         if not (self.traces_from or self.no_traces):
             raise SimspecError("--import-curves needs the trees the curves will price: --traces-from TRACES (recorded "
                                "by `simspec calibrate --traces-only` for the same target and drafter), or --no-traces")
+        self._check_fit_flags("imported")
         check_out(self.out_dir(), self.force)
         load_curves(self.import_curves)
         # dtype None: the server's may differ from the one the trees were drafted in (not refused here)

@@ -65,7 +65,7 @@ class ValidateRequest:
         from simspec.sim.run import SimulatedRequest
 
         shared = {f.name for f in fields(SimulatedRequest)}
-        ignored = flags.given(self, besides=shared)
+        ignored = flags.given(self, {f.name for f in fields(self)} - shared)
         if ignored:
             batches = "; batches in the simulator: simspec headroom --batch-sizes, simspec load" \
                 if "--batch-size" in ignored else ""
