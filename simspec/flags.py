@@ -148,8 +148,8 @@ def sizes(text: str, flag: str) -> tuple[int, ...]:
         raise SimspecError(f"{flag} is empty")
     bad = [v for v in values if v < 1]
     if bad:
-        letter = {"--depths": "D", "--widths": "W", "--sizes": "V"}.get(flag, flag)
-        raise SimspecError(f"{flag}: {letter} must be >= 1, got {bad[0]}")
+        what = {"--depths": "D", "--widths": "W", "--sizes": "V"}.get(flag, "each value")
+        raise SimspecError(f"{flag}: {what} must be >= 1, got {bad[0]}")
     return values
 
 

@@ -357,6 +357,9 @@ row("export-draft", "not an EAGLE-3 head", lambda d, a: ["export-draft", "--draf
 row("calibrate", "the engine fit's flags for an analytic profile",
     lambda d, a: ["calibrate", "--gpu", "h100", "--traces-from", str(TRACES), "--engine-prompts", "2", "--out", out(d)],
     "--engine-prompts: the engine fit times the live engine on this machine")
+row("calibrate", "the engine fit's flags with --traces-only",
+    lambda d, a: ["calibrate", "--traces-only", "--engine-tokens", "8", "--out", out(d)],
+    "--engine-tokens: the engine fit scales latency curves, which --traces-only does not measure")
 row("calibrate", "--traces-from recorded in another dtype",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],
     "recorded in fp32")

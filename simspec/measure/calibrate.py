@@ -136,6 +136,9 @@ class CalibrateRequest:
         if fit and kind != "measured":
             raise SimspecError(f"{', '.join(fit)}: the engine fit times the live engine on this machine; an {kind} "
                                "profile's curves are not this machine's, so it has none to fit")
+        if fit and self.traces_only:
+            raise SimspecError(f"{', '.join(fit)}: the engine fit scales latency curves, which --traces-only does not "
+                               "measure: fit them where a profile names the traces (--traces-from)")
 
     def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
