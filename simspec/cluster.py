@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simspec import flags
 from simspec.errors import SimspecError
 
 
@@ -12,6 +13,14 @@ def require_ray():
         raise SimspecError('--ray needs Ray, an optional extra: pip install "simspec[ray]" (or pip install '
                            '"ray")') from None
     return ray
+
+
+def check_ray(request) -> None:
+    """A request's ``--ray`` (Ray importable) and ``--workers`` (refused without ``--ray``, not ignored)."""
+    if request.ray is not None:
+        require_ray()
+    elif flags.given(request, ("workers",)):
+        raise SimspecError("--workers sets how many Ray tasks run at once: pass --ray too")
 
 
 def connect(address: str, workers: int, threads: int):

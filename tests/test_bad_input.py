@@ -360,6 +360,9 @@ row("calibrate", "the engine fit's flags for an analytic profile",
 row("calibrate", "the engine fit's flags with --traces-only",
     lambda d, a: ["calibrate", "--traces-only", "--engine-tokens", "8", "--out", out(d)],
     "--engine-tokens: the engine fit scales latency curves, which --traces-only does not measure")
+row("calibrate", "--workers without --ray",
+    lambda d, a: ["calibrate", "--gpu", "h100", "--traces-from", str(TRACES), "--workers", "3", "--out", out(d)],
+    "--workers sets how many Ray tasks run at once: pass --ray too")
 row("calibrate", "--traces-from recorded in another dtype",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--dtype", "bf16", "--traces-from", str(TRACES), "--out", out(d)],
     "recorded in fp32")
@@ -608,6 +611,9 @@ row("recalibrate", "unknown --refit-ladder",
 row("calibrate", "--engine-ladder with a tree of one node",
     lambda d, a: ["calibrate", "--gpu", "cpu", "--quick", "--engine-ladder", "4:8,1:1", "--out", out(d)],
     "--engine-ladder takes full, quick or depth:size pairs")
+row("validate --real", "--refit-ladder without --recalibrate",
+    lambda d, a: ["validate", "--real", *CPU_DEMO, "--refit-ladder", "quick", "--out", out(d)],
+    "--refit-ladder: shapes the refit that --recalibrate makes: pass --recalibrate too")
 row("validate --real", "--refit-ladder with a tree deeper than its size",
     lambda d, a: ["validate", "--real", *CPU_DEMO, "--recalibrate", "--refit-ladder", "3:4,5:4", "--out", out(d)],
     "with 2 <= depth <= size, e.g. 3:4,4:8; not '3:4,5:4'")
@@ -700,6 +706,9 @@ row("tune", "curves-only profile", lambda d, a: ["tune", "--profile", CURVES_ONL
 # load
 LOAD = ["load", "--profile", "calibration/cpu-demo-batch", "--duration", "20"]
 row("load", "missing profile", lambda d, a: ["load", "--profile", str(d / "none")], "no profile at")
+row("load", "--workers without --ray", lambda d, a: [*LOAD, "--workers", "3"], "--workers sets how many Ray tasks")
+row("load", "--recalibrate-prompts without --recalibrate", lambda d, a: [*LOAD, "--recalibrate-prompts", "2"],
+    "--recalibrate-prompts: shapes the refit that --recalibrate makes")
 row("load", "rate not positive", lambda d, a: [*LOAD, "--rates", "1,-2"], "a rate must be a positive number")
 row("load", "max batch without curves", lambda d, a: [*LOAD, "--max-batch", "16"], "no curves at batch size 16")
 row("load", "stream file with a missing field", lambda d, a: [*LOAD, "--stream", str(_stream_file(d))],

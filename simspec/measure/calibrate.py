@@ -84,6 +84,7 @@ class CalibrateRequest:
     def check(self) -> Plan:
         """Every flag, the output folder, reused traces and the prompts, before any model loads."""
         from simspec.cache import check_out
+        from simspec.cluster import check_ray
         from simspec.data import load_prompts
         from simspec.engine.models import resolve_dtype
         from simspec.engine.runtime import check_runtime
@@ -121,13 +122,10 @@ class CalibrateRequest:
             raise SimspecError("--traces-only records traces: it needs real models and no --no-traces / --traces-from")
         models = self.target not in ARCH_TARGETS
         chosen = load_prompts(self.prompts, n=self.n_prompts) if models and not (self.no_traces or source) else []
-        if self.ray is not None:
-            if not chosen:
-                raise SimspecError("--ray shards trace recording: use it where traces are recorded (--traces-only, "
-                                   "or a calibration without --traces-from / --no-traces)")
-            from simspec.cluster import require_ray
-
-            require_ray()
+        if self.ray is not None and not chosen:
+            raise SimspecError("--ray shards trace recording: use it where traces are recorded (--traces-only, or a "
+                               "calibration without --traces-from / --no-traces)")
+        check_ray(self)
         return Plan(gpu, kind, source, chosen, fit_prompts(self, kind, source))
 
     def _check_fit_flags(self, kind: str) -> None:
@@ -142,6 +140,7 @@ class CalibrateRequest:
 
     def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
+        from simspec.cluster import check_ray
         from simspec.sim.imported import load_curves
 
         if self.traces_only or self.ray is not None:
@@ -151,6 +150,7 @@ class CalibrateRequest:
             raise SimspecError("--import-curves needs the trees the curves will price: --traces-from TRACES (recorded "
                                "by `simspec calibrate --traces-only` for the same target and drafter), or --no-traces")
         self._check_fit_flags("imported")
+        check_ray(self)
         check_out(self.out_dir(), self.force)
         load_curves(self.import_curves)
         # dtype None: the server's may differ from the one the trees were drafted in (not refused here)

@@ -31,6 +31,16 @@ LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 9), (5, 10
 QUICK_LADDER = ((2, 2), (3, 3), (3, 4), (4, 5), (4, 6), (4, 7), (4, 8), (5, 10), (5, 12), (6, 16), (7, 32), (8, 64))
 
 
+def check_refit_flags(request) -> None:
+    """``--recalibrate-prompts`` and ``--refit-ladder`` shape the refit ``--recalibrate`` makes (validate --real,
+    load --live): refused without it, not ignored."""
+    shaping = flags.given(request, ("recalibrate_prompts", "refit_ladder"))
+    if shaping and not request.recalibrate:
+        verb = "shapes" if len(shaping) == 1 else "shape"
+        raise SimspecError(f"{', '.join(shaping)}: {verb} the refit that --recalibrate "
+                           "makes: pass --recalibrate too")
+
+
 def ladder_points(name: str, flag: str = "--refit-ladder") -> tuple[tuple[int, int], ...]:
     """``flag``'s (depth, V) points: full, quick, or trees of one's own as ``D:V,D:V``."""
     if name in ("full", "quick"):

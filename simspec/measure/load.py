@@ -82,16 +82,15 @@ class LoadRequest:
     force: bool = flags.force()
 
     def __post_init__(self):
-        from simspec.measure.insitu import ladder_points
+        from simspec.cluster import check_ray
+        from simspec.measure.insitu import check_refit_flags, ladder_points
 
         ladder_points(self.refit_ladder)
+        check_refit_flags(self)
         if self.live and (self.sweep or self.ray is not None):
             raise SimspecError("--sweep and --ray serve simulated streams: the live engine serves one profile in real "
                                "time on this machine (drop --live, or --sweep/--ray)")
-        if self.ray is not None:
-            from simspec.cluster import require_ray
-
-            require_ray()
+        check_ray(self)
         if self.recalibrate and not self.live:
             raise SimspecError("--recalibrate refits the profile on the live engine before its runs: pass --live too")
         if self.refit_each_stream and not self.recalibrate:

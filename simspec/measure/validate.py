@@ -89,7 +89,7 @@ class ValidateRequest:
         from simspec.cache import check_out
         from simspec.data import load_prompts
         from simspec.engine.runtime import check_runtime
-        from simspec.measure.insitu import check_device, ladder_points
+        from simspec.measure.insitu import check_device, check_refit_flags, ladder_points
         from simspec.policies.artifact import read_policy_meta
 
         check_split(self.split)
@@ -113,6 +113,7 @@ class ValidateRequest:
         if self.batch_size > 1:
             profile.cost.at_batch(self.batch_size)  # one line if the profile has no curves at that size
         ladder_points(self.refit_ladder)
+        check_refit_flags(self)
         if self.recalibrate and self.split != "heldout":
             raise SimspecError("--recalibrate refits on the prompt set's train split: validate on --split heldout")
         profile.traces()  # read and checked now (kept for the run): corrupt traces fail before any model loads

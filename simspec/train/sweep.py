@@ -72,6 +72,7 @@ class SweepRequest:
     def check(self) -> None:
         """Every flag, each trial's request and the output folder, before any training."""
         from simspec.cache import check_out
+        from simspec.cluster import check_ray
 
         if not self.algos or not self.seeds or not self.rewards:
             raise SimspecError("a sweep needs at least one --algos, one --seeds value and one --rewards")
@@ -81,10 +82,7 @@ class SweepRequest:
         if self.trial_threads < 1 or self.workers < 1:
             raise SimspecError("--trial-threads and --workers take a number >= 1")
         check_out(self.out_dir(), self.force)
-        if self.ray is not None:
-            from simspec.cluster import require_ray
-
-            require_ray()
+        check_ray(self)
         scratch = Path(tempfile.mkdtemp(prefix=".simspec-sweep-check-"))
         try:
             for trial in self.trials():
