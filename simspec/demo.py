@@ -113,7 +113,8 @@ def summary(request: DemoRequest, seconds: float) -> dict:
         policies.append({"algo": meta.algo, "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
                          "speedup": nan if held.speedup is None else held.speedup,
                          "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
-    return {"root": str(root), "device": profile.meta.device, "curves_seconds": profile.meta.seconds["curves"],
+    return {"root": str(root), "device": profile.meta.device, "device_model": profile.meta.device_model,
+            "curves_seconds": profile.meta.seconds["curves"],
             "headroom": json.loads((root / "headroom" / "headroom.json").read_text())["batches"][0],
             "engine_fit_seconds": profile.meta.seconds.get("engine_fit"),
             "fit_error_median": profile.meta.fit_error.median, "policies": policies,

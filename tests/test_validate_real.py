@@ -200,6 +200,9 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
     assert "over the set, no refit: mean |error|" in " ".join(result.stdout.split())  # the headline, no refit
     assert "an adaptive policy can add at most" in " ".join(result.stdout.split())  # headroom, before training
+    from simspec.machine import cpu_model
+
+    assert f"calibrated {cpu_model()}, cpu (" in " ".join(result.stdout.split())  # the CPU's model named
     assert (out / "headroom" / "headroom.png").stat().st_size > 10_000
     line = last_json(result)  # the run's summary, its validation as `validate --json` gives it
     assert line["root"] == str(out) and line["report"]["run"] == f"{out}/validate"

@@ -370,7 +370,7 @@ def source_reference(source: tuple[Path, dict, int], out_dir: Path) -> dict:
 def profile_summary(out_dir: Path, profile) -> dict:
     """The ``--json`` line of a written profile."""
     meta, fit, traces = profile.meta, profile.meta.fit_error, profile.meta.traces
-    return {"profile": str(out_dir), "device": meta.device, "kind": meta.kind,
+    return {"profile": str(out_dir), "device": meta.device, "device_model": meta.device_model, "kind": meta.kind,
             "fit_error_median": fit.median, "fit_error_p90": fit.p90,
             "prompts": (traces and traces.n_prompts) or 0, "positions": (traces and traces.positions) or 0,
             "seconds": meta.seconds, "replay_check": meta.extra("replay_check"),

@@ -112,6 +112,12 @@ def _f(row: dict, key: str, spec: str) -> str:
     return "-" if value is None or value != value else format(value, spec)
 
 
+def _device(s: dict) -> str:
+    """A profile's device with its CPU or GPU model name, where the device string lacks it."""
+    model = s.get("device_model")
+    return s["device"] if not model or model in s["device"] else f"{model}, {s['device']}"
+
+
 def bench_engine(s: dict) -> None:
     from simspec.report.validation import lossless_label
 
@@ -181,7 +187,7 @@ def calibrate(s: dict) -> None:
                   f"{s['megabytes']:.1f} MB, recorded in {s['record_seconds']:.0f} s"
                   + _replay_verdict(s["replay_check"]))
         return
-    out.print(f"profile written to {s['profile']} ({s['kind']}, {s['device']}): cost model held-out relative error "
+    out.print(f"profile written to {s['profile']} ({s['kind']}, {_device(s)}): cost model held-out relative error "
               f"median {s['fit_error_median']:.1%}, p90 {s['fit_error_p90']:.1%}"
               + (f"; {s['prompts']} prompts, {s['positions']} positions" if s["prompts"] else "")
               + _replay_verdict(s["replay_check"]))
@@ -290,7 +296,7 @@ def demo(s: dict) -> None:
     report = s["report"]
     err.rule("demo summary", align="left")
     fit = f", fitted to the engine's cycles in {s['engine_fit_seconds']:.0f} s" if s.get("engine_fit_seconds") else ""
-    out.print(f"calibrated {s['device']} in {s['curves_seconds']:.0f} s{fit}: cost model held-out error median "
+    out.print(f"calibrated {_device(s)} in {s['curves_seconds']:.0f} s{fit}: cost model held-out error median "
               f"{s['fit_error_median']:.1%}")
     if s.get("headroom"):
         from simspec.sim.headroom import verdict_line
