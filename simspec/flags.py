@@ -168,9 +168,10 @@ def given(request: Any, among: Iterable[str]) -> list[str]:
     that reads none of them would ignore without a word."""
     named = []
     for f in dataclasses.fields(request):
-        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        if f.name in among and getattr(request, f.name) != default:
-            named.append(_flag_name(f))
+        if f.name in among:
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            if getattr(request, f.name) != default:
+                named.append(_flag_name(f))
     return named
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simspec import __version__, flags
+from simspec.cluster import check_ray
 from simspec.engine.formats import draft_help
 from simspec.errors import SimspecError
 from simspec.flags import opt
@@ -84,7 +85,6 @@ class CalibrateRequest:
     def check(self) -> Plan:
         """Every flag, the output folder, reused traces and the prompts, before any model loads."""
         from simspec.cache import check_out
-        from simspec.cluster import check_ray
         from simspec.data import load_prompts
         from simspec.engine.models import resolve_dtype
         from simspec.engine.runtime import check_runtime
@@ -140,7 +140,6 @@ class CalibrateRequest:
 
     def _check_import(self, check_out) -> Plan:
         """--import-curves: the file, the traces it pairs with, the output folder; no models."""
-        from simspec.cluster import check_ray
         from simspec.sim.imported import load_curves
 
         if self.traces_only or self.ray is not None:

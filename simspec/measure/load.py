@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec import __version__, flags
+from simspec.cluster import check_ray
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.registry import baselines_help, default_baselines
@@ -82,7 +83,6 @@ class LoadRequest:
     force: bool = flags.force()
 
     def __post_init__(self):
-        from simspec.cluster import check_ray
         from simspec.measure.insitu import check_refit_flags, ladder_points
 
         ladder_points(self.refit_ladder)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simspec import flags
+from simspec.cluster import check_ray
 from simspec.errors import SimspecError
 from simspec.flags import opt
 from simspec.policies.algorithms import algo_names
@@ -72,7 +73,6 @@ class SweepRequest:
     def check(self) -> None:
         """Every flag, each trial's request and the output folder, before any training."""
         from simspec.cache import check_out
-        from simspec.cluster import check_ray
 
         if not self.algos or not self.seeds or not self.rewards:
             raise SimspecError("a sweep needs at least one --algos, one --seeds value and one --rewards")
