@@ -154,13 +154,14 @@ def train(request, simulated: Simulated = False, threads: Threads = None, as_jso
     TensorBoard logs (tb/). NAME: ALGO-PROFILE[-PRESET] unless --out. --simulated is the only
     mode."""
     from simspec.train.run import total_work, train_policy
+    from simspec.train.trainers import trainer
 
     if not simulated:
         raise SimspecError("training runs in the simulator: pass --simulated")
     request.check()
     label = f"train {request.algo} ({request.preset})"
     _work(lambda r, bar, status: train_policy(r, bar(label, total_work(r))), request, threads,
-          lambda s: show.train(s, request), as_json)
+          lambda s: show.train(s, request), as_json, uses_torch=trainer(request.algo).uses_torch)
 
 
 @command(app, "sweep", "simspec.train.sweep:SweepRequest")

@@ -39,8 +39,11 @@ class FixedOptions(AlgorithmOptions):
         return [f"v{self.verified}"]
 
 
-@register_trainer("fixed-v", work=lambda request: 1, options=FixedOptions, precisions=("fp32",))
+@register_trainer("fixed-v", work=lambda request: 1, options=FixedOptions, precisions=("fp32",), uses_torch=False)
 def fit(request, setting, log, advance, work):
+    import sys
+
+    assert "torch" not in sys.modules, "a numpy trainer's run loaded torch"  # uses_torch=False: seconds saved
     depth, size = setting.grid_depth, request.options.verified
     policy = StaticPolicy(depth, setting.width, size)
     advance(1)

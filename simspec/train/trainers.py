@@ -76,6 +76,7 @@ class TrainerSpec:
     options: type = AlgorithmOptions  # its own flags (none: the base class)
     precisions: tuple[str, ...] = ("fp32", "bf16")  # what --precision may ask of it
     auto_precision: Callable[[], str] = lambda: "fp32"  # --precision auto
+    uses_torch: bool = True  # False: a numpy trainer, whose runs never load torch (seconds at every start)
 
 
 TRAINERS: Registry[TrainerSpec] = Registry("trainer", ("simspec.train.trainers",))
@@ -83,10 +84,10 @@ TRAINERS: Registry[TrainerSpec] = Registry("trainer", ("simspec.train.trainers",
 
 def register_trainer(name: str, *, work: Callable[[TrainRequest], int], options: type = AlgorithmOptions,
                      precisions: tuple[str, ...] = ("fp32", "bf16"),
-                     auto_precision: Callable[[], str] = lambda: "fp32"):
+                     auto_precision: Callable[[], str] = lambda: "fp32", uses_torch: bool = True):
     """Decorator: registers ``fit(request, setting, log, advance, work_dir) -> Fitted`` for ``name``."""
     def decorate(fit: Callable[[TrainRequest, Setting, TrainingLog, Advance, Path], Fitted]):
-        TRAINERS.add(name, TrainerSpec(name, work, fit, options, tuple(precisions), auto_precision))
+        TRAINERS.add(name, TrainerSpec(name, work, fit, options, tuple(precisions), auto_precision, uses_torch))
         return fit
     return decorate
 
