@@ -357,15 +357,19 @@ def _prices_a_held_out_run(out):
     # at 0.83-1.51 of its price, bookkeeping at 0.64), and not alike for every operation (a plain
     # step, bound by memory, at 1.33 of its price beside a busy core while verify paid 1.03).
     # Held more tightly: the fit's own claim, that the engine's plain step and verify cost their
-    # fitted ratios to the tight loop's; here drift-free (live and tight loop timed in the same round:
-    # the plain step at 0.96-1.21 of the fit's, idle and beside a busy core; verify at 0.89 idle, 1.08
-    # with the fast lane beside it, whose rounds scattered from 0.60 to 1.91). Within half again: the
-    # fit's ratio is not drift-free (its live runs come a minute after the curves it divides, and the
-    # other worker's load moves between them: a CI run's fit found the plain step at 0.81 of the tight
-    # loop, its held-out rounds at 1.00-1.17), and a dozen cycles price its V = 8 (its scale there 0.81
-    # in another run whose held-out rounds paid 1.00-1.32 of the tight loop).
+    # fitted ratios to the tight loop's; drift-free on both sides. Here live and tight loop are timed in
+    # the same round (the plain step at 0.96-1.21 of the fit's, idle and beside a busy core; verify at
+    # 0.89 idle, 1.08 with the fast lane beside it, whose rounds scattered from 0.60 to 1.91). The
+    # fit's live runs come a minute after the curves its ratios divide, and the other worker's load
+    # moves between them (suite runs' fits scaled the plain step by 0.81 and verify at V = 8 by 0.51
+    # while their held-out rounds paid 1.00-1.17 and 0.98-1.07 of the tight loop): divided by the
+    # tight loop timed again right after its live cycles (``tight_loop_pace``), they are the engine's
+    # own. Within half again: a dozen cycles price its V = 8.
     # Within a factor of two, what load moves: the plain step's and bookkeeping's own prices.
-    fitted = {"greedy step": fit["live_over_tight_loop"]["greedy step"], "verify": fit["scales"]["verify"]["8"]}
+    pace = fit["tight_loop_pace"]
+    assert set(pace["verify"]) == {"2", "8"} and all(r > 0 for r in (pace["greedy step"], *pace["verify"].values()))
+    fitted = {"greedy step": fit["live_over_tight_loop"]["greedy step"] / pace["greedy step"],
+              "verify": fit["scales"]["verify"]["8"] / pace["verify"]["8"]}
     for op, ratios in over_tight.items():
         assert abs(np.log(np.median(ratios) / fitted[op])) < np.log1p(1 / 2), (op, ratios, fitted[op])
     assert abs(np.log(live["greedy step"])) < np.log(2.0), (live, fit["live_over_tight_loop"])

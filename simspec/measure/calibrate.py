@@ -374,7 +374,7 @@ def profile_summary(out_dir: Path, profile) -> dict:
             "prompts": (traces and traces.n_prompts) or 0, "positions": (traces and traces.positions) or 0,
             "seconds": meta.seconds, "replay_check": meta.extra("replay_check"),
             **({"engine_fit": {k: meta.engine_fit[k] for k in ("live_over_tight_loop", "spread", "cycles",
-                                                               "prompt_ids", "seconds", "batches")
+                                                               "prompt_ids", "seconds", "batches", "tight_loop_pace")
                                if k in meta.engine_fit}}
                if meta.engine_fit else {})}
 

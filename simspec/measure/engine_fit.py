@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simspec.measure import Bar
 
 QUICK_PROMPTS = 3  # --quick's train prompts (the demo's calibration); else 8
@@ -82,6 +84,8 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
     refit = refit_in_situ(engine, tight, samples, width, prompts, spec.tokens, bar, spec.ladder)
     record = {"prompts": fit_set(request, source), **refit.record}
     record["live_over_tight_loop"] = record.pop("live_over_profile")
+    context = int(np.mean([len(one) for one in ids])) + spec.tokens // 2
+    record["tight_loop_pace"] = tight_loop_pace(engine, tight, context, sorted({v for _, v in spec.ladder}))
     fitted, batches = _fit_batches(loaded, drafter, request, refit.samples, width, prompts, spec, bar)
     if batches:
         record["batches"] = batches
@@ -91,6 +95,21 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
                                        "median": rep[rep["method"]]["median"], "p90": rep[rep["method"]]["p90"]}
                                 for kind, rep in tight.report.items() if rep["method"] in rep}
     return EngineFit(fitted, record, tight.fit_error())
+
+
+def tight_loop_pace(engine, tight, context: int, sizes: list[int], repeats: int = 8) -> dict:
+    """The tight loop's plain step and verify (at ``sizes``) timed again right after the fit's live
+    cycles, at their middle ``context``, over the curves' prices there: how far the machine's pace
+    moved between the curves and the fit. The scales carry that move (the profile prices the engine
+    as the fit found it); divided by it, a scale is the engine's own cost over the tight loop's."""
+    from simspec.measure.curves import greedy_latency
+    from simspec.measure.profiler import target_latency
+
+    plain = greedy_latency(engine.target, [context], repeats, lambda n=1: None, engine.sampling, engine.runtime)
+    verify = target_latency(engine.target, sizes, [context], repeats, runtime=engine.runtime)
+    return {"greedy step": round(plain[0]["median"] / float(tight.greedy(context)), 4),
+            "verify": {str(t.tokens): round(float(np.median(t.samples)) / float(tight.verify(t.tokens, context)), 4)
+                       for t in verify}}
 
 
 def _fit_batches(loaded, drafter, request, samples: list[dict], width: int, prompts: list, spec: EngineFitSpec,

@@ -197,11 +197,20 @@ def calibrate(s: dict) -> None:
         spread = ", ".join(f"{curve} {v:.1%}" for curve, v in fit["spread"].items())
         out.print(f"engine fit: {fit['cycles']:,} live cycles on {len(fit['prompt_ids'])} train prompts in "
                   f"{fit['seconds']:.0f} s; live / tight loop: {ratios}; the curves scaled to them (spread over the "
-                  f"prompts: {spread or 'n/a, one prompt'})")
+                  f"prompts: {spread or 'n/a, one prompt'})" + _pace(fit.get("tight_loop_pace")))
         for batch, at in fit.get("batches", {}).items():
             ratios = ", ".join(f"{op} {r:.2f}" for op, r in at["live_over_tight_loop"].items())
             out.print(f"engine fit at batch {batch}: {at['cycles']:,} batched cycles in {at['seconds']:.0f} s; live / "
                       f"tight loop: {ratios}")
+
+
+def _pace(pace: dict | None) -> str:
+    """The tight loop timed again after the fit, over the curves' prices: the machine's move between them."""
+    if not pace:
+        return ""
+    verify = ", ".join(f"V={v} {r:.2f}" for v, r in pace["verify"].items())
+    return (f"; the tight loop again after them, over the curves' prices (the machine's pace since, which the "
+            f"scales carry): plain step {pace['greedy step']:.2f}, verify {verify}")
 
 
 def recalibrate(s: dict) -> None:
