@@ -85,7 +85,8 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
     record = {"prompts": fit_set(request, source), **refit.record}
     record["live_over_tight_loop"] = record.pop("live_over_profile")
     context = int(np.mean([len(one) for one in ids])) + spec.tokens // 2
-    record["tight_loop_pace"] = tight_loop_pace(engine, tight, context, sorted({v for _, v in spec.ladder}))
+    sizes = sorted({v for _, v in spec.ladder})
+    record["tight_loop_pace"] = tight_loop_pace(engine, tight, context, sizes[len(sizes) // 2])
     fitted, batches = _fit_batches(loaded, drafter, request, refit.samples, width, prompts, spec, bar)
     if batches:
         record["batches"] = batches
@@ -97,16 +98,17 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
     return EngineFit(fitted, record, tight.fit_error())
 
 
-def tight_loop_pace(engine, tight, context: int, sizes: list[int], repeats: int = 8) -> dict:
-    """The tight loop's plain step and verify (at ``sizes``) timed again right after the fit's live
-    cycles, at their middle ``context``, over the curves' prices there: how far the machine's pace
-    moved between the curves and the fit. The scales carry that move (the profile prices the engine
-    as the fit found it); divided by it, a scale is the engine's own cost over the tight loop's."""
+def tight_loop_pace(engine, tight, context: int, size: int, repeats: int = 8) -> dict:
+    """The tight loop's plain step and verify (of the ladder's middle ``size``) timed again right after
+    the fit's live cycles, at their middle ``context``, over the curves' prices there: how far the
+    machine's pace moved between the curves and the fit. The scales carry that move (the profile
+    prices the engine as the fit found it); divided by it, a scale is the engine's own cost over the
+    tight loop's. One size: a few seconds (every size of the quick ladder took 20 s here)."""
     from simspec.measure.curves import greedy_latency
     from simspec.measure.profiler import target_latency
 
     plain = greedy_latency(engine.target, [context], repeats, lambda n=1: None, engine.sampling, engine.runtime)
-    verify = target_latency(engine.target, sizes, [context], repeats, runtime=engine.runtime)
+    verify = target_latency(engine.target, [size], [context], repeats, runtime=engine.runtime)
     return {"greedy step": round(plain[0]["median"] / float(tight.greedy(context)), 4),
             "verify": {str(t.tokens): round(float(np.median(t.samples)) / float(tight.verify(t.tokens, context)), 4)
                        for t in verify}}
