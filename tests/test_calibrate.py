@@ -363,8 +363,8 @@ def _prices_a_held_out_run(out):
     # fit's live runs come a minute after the curves its ratios divide, and the other worker's load
     # moves between them (suite runs' fits scaled the plain step by 0.81 and verify at V = 8 by 0.51
     # while their held-out rounds paid 1.00-1.17 and 0.98-1.07 of the tight loop): divided by the
-    # tight loop timed again right after its live cycles (``tight_loop_pace``), they are the engine's
-    # own. Within half again: a dozen cycles price its V = 8.
+    # tight loop timed again just before and after its live cycles (``tight_loop_pace``), they are the
+    # engine's own. Within half again: a dozen cycles price its V = 8.
     # Within a factor of two, what load moves: the plain step's and bookkeeping's own prices.
     pace = fit["tight_loop_pace"]
     assert set(pace["verify"]) == {"8"} and all(r > 0 for r in (pace["greedy step"], *pace["verify"].values()))

@@ -81,12 +81,13 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
         engine.check_length(one, spec.tokens + max(d for d, _ in spec.ladder))
     tight = cost_model(samples)
     prompts = [(p.id, i) for p, i in zip(chosen, ids)]
+    sizes = sorted({v for _, v in spec.ladder})
+    context, size = int(np.mean([len(one) for one in ids])) + spec.tokens // 2, sizes[len(sizes) // 2]
+    before = tight_loop_seconds(engine, context, size)
     refit = refit_in_situ(engine, tight, samples, width, prompts, spec.tokens, bar, spec.ladder)
     record = {"prompts": fit_set(request, source), **refit.record}
     record["live_over_tight_loop"] = record.pop("live_over_profile")
-    context = int(np.mean([len(one) for one in ids])) + spec.tokens // 2
-    sizes = sorted({v for _, v in spec.ladder})
-    record["tight_loop_pace"] = tight_loop_pace(engine, tight, context, sizes[len(sizes) // 2])
+    record["tight_loop_pace"] = tight_loop_pace(tight, context, size, before, tight_loop_seconds(engine, context, size))
     fitted, batches = _fit_batches(loaded, drafter, request, refit.samples, width, prompts, spec, bar)
     if batches:
         record["batches"] = batches
@@ -98,20 +99,26 @@ def fit_engine(loaded, drafter, request, source, samples: list[dict], width: int
     return EngineFit(fitted, record, tight.fit_error())
 
 
-def tight_loop_pace(engine, tight, context: int, size: int, repeats: int = 8) -> dict:
-    """The tight loop's plain step and verify (of the ladder's middle ``size``) timed again right after
-    the fit's live cycles, at their middle ``context``, over the curves' prices there: how far the
-    machine's pace moved between the curves and the fit. The scales carry that move (the profile
-    prices the engine as the fit found it); divided by it, a scale is the engine's own cost over the
-    tight loop's. One size: a few seconds (every size of the quick ladder took 20 s here)."""
+def tight_loop_seconds(engine, context: int, size: int, repeats: int = 5) -> np.ndarray:
+    """The tight loop's plain step and verify of ``size`` tokens after ``context``, timed now: medians (s)."""
     from simspec.measure.curves import greedy_latency
     from simspec.measure.profiler import target_latency
 
     plain = greedy_latency(engine.target, [context], repeats, lambda n=1: None, engine.sampling, engine.runtime)
-    verify = target_latency(engine.target, [size], [context], repeats, runtime=engine.runtime)
-    return {"greedy step": round(plain[0]["median"] / float(tight.greedy(context)), 4),
-            "verify": {str(t.tokens): round(float(np.median(t.samples)) / float(tight.verify(t.tokens, context)), 4)
-                       for t in verify}}
+    (verify,) = target_latency(engine.target, [size], [context], repeats, runtime=engine.runtime)
+    return np.array([plain[0]["median"], float(np.median(verify.samples))])
+
+
+def tight_loop_pace(tight, context: int, size: int, *readings: np.ndarray) -> dict:
+    """``tight_loop_seconds`` readings over the curves' prices, their geometric mean: how far the
+    machine's pace moved between the curves and the fit, read just before and just after its live
+    cycles (one reading alone once put verify at 0.60 where the held-out runs paid 1.0, on a loaded
+    machine). The scales carry that move (the profile prices the engine as the fit found it);
+    divided by it, a scale is the engine's own cost over the tight loop's. Only the ladder's middle
+    size: each costs seconds."""
+    prices = np.array([float(tight.greedy(context)), float(tight.verify(size, context))])
+    ratio = np.exp(np.log(np.array(readings)).mean(axis=0)) / prices
+    return {"greedy step": round(float(ratio[0]), 4), "verify": {str(size): round(float(ratio[1]), 4)}}
 
 
 def _fit_batches(loaded, drafter, request, samples: list[dict], width: int, prompts: list, spec: EngineFitSpec,
