@@ -316,9 +316,8 @@ def _prices_a_held_out_run(out):
     import numpy as np
 
     from simspec.data import load_prompts
-    from simspec.measure.curves import greedy_latency
+    from simspec.measure.engine_fit import tight_loop_seconds
     from simspec.measure.interleave import DriftMeter, load_engine
-    from simspec.measure.profiler import target_latency
     from simspec.policies.base import StaticPolicy
 
     profile = load_profile(out)
@@ -341,10 +340,9 @@ def _prices_a_held_out_run(out):
         tight = {"greedy step": [], "verify": []}
         for one in ids:
             meter.greedy(engine.plain(one, 24))
-            tight["greedy step"] += [t["median"] for t in greedy_latency(
-                engine.target, [context], 8, lambda n=1: None, runtime=profile.engine_runtime)]
-            tight["verify"] += [float(np.median(t.samples)) for t in target_latency(
-                engine.target, [8], [context], 8, runtime=profile.engine_runtime)]
+            plain_s, verify_s = tight_loop_seconds(engine, context, 8, repeats=8)  # as the fit's pace reads it
+            tight["greedy step"].append(plain_s)
+            tight["verify"].append(verify_s)
             meter.speculative(engine.generate(one, tree, 24))
         rounds.append(meter.ratios())
         _, measured, _, steps = meter.greedy_steps_by_context()

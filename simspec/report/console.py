@@ -205,12 +205,12 @@ def calibrate(s: dict) -> None:
 
 
 def _pace(pace: dict | None) -> str:
-    """The tight loop timed again after the fit, over the curves' prices: the machine's move between them."""
+    """The tight loop timed again around the fit, over the curves' prices: the machine's move since them."""
     if not pace:
         return ""
     verify = ", ".join(f"V={v} {r:.2f}" for v, r in pace["verify"].items())
-    return (f"; the tight loop again after them, over the curves' prices (the machine's pace since, which the "
-            f"scales carry): plain step {pace['greedy step']:.2f}, verify {verify}")
+    return (f"; the tight loop again just before and after them, over the curves' prices (the machine's pace since, "
+            f"which the scales carry): plain step {pace['greedy step']:.2f}, verify {verify}")
 
 
 def recalibrate(s: dict) -> None:
