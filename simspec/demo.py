@@ -110,7 +110,8 @@ def summary(request: DemoRequest, seconds: float) -> dict:
     for path in request.policies():
         _, meta = read_policy_meta(path)
         held, nan = meta.heldout or HeldOut(), float("nan")
-        policies.append({"algo": meta.algo, "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
+        policies.append({"algo": meta.algo, "preset": meta.preset,
+                         "train_seconds": nan if meta.train_seconds is None else meta.train_seconds,
                          "speedup": nan if held.speedup is None else held.speedup,
                          "grid_best_speedup": nan if held.grid_best_speedup is None else held.grid_best_speedup})
     return {"root": str(root), "device": profile.meta.device, "device_model": profile.meta.device_model,

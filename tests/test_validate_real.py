@@ -200,6 +200,7 @@ def test_demo_runs_the_whole_loop_and_validates_for_real(tmp_path):
     assert "demo summary" in result.stderr and "demo finished" in result.stdout
     assert "over the set, no refit: mean |error|" in " ".join(result.stdout.split())  # the headline, no refit
     assert "an adaptive policy can add at most" in " ".join(result.stdout.split())  # headroom, before training
+    assert "trained radar (smoke preset) in" in " ".join(result.stdout.split())  # the preset it ran
     from simspec.machine import cpu_model
 
     assert f"calibrated {cpu_model()}, cpu (" in " ".join(result.stdout.split())  # the CPU's model named

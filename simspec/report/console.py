@@ -312,8 +312,8 @@ def demo(s: dict) -> None:
 
         out.print(verdict_line(s["headroom"]))
     for p in s["policies"]:
-        out.print(f"trained {p['algo']} (fast) in {p['train_seconds']:.0f} s: simulated held-out speedup "
-                  f"{p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
+        out.print(f"trained {p['algo']} ({p['preset']} preset) in {p['train_seconds']:.0f} s: simulated held-out "
+                  f"speedup {p['speedup']:.3f} (grid best {p['grid_best_speedup']:.3f})")
     table(f"real validation: {report.n_prompts} held-out HumanEval prompts, {report.max_new_tokens} new tokens; "
           "speedup over the set (time per token summed over the prompts)",
           ("method", "real", "simulated", "error", "interval", "lossless"),
