@@ -346,17 +346,18 @@ def test_train_command_end_to_end(tmp_path):
     assert [r["method"].split("(")[0] for r in last_json(scored)["rows"]] == ["eagle3", "radar"]
 
 
-# RADAR's schedule for the learning test below: the paper's network, 800 updates of 512 episodes
-# at lr 1.5e-3, checkpoints validated at updates 400 and 800 (about 10 s on one core). Its training
-# runs differ between CPU kinds by float rounding, so the margin over seeds stands for the margin
-# over machines. Measured on cpu-demo (2026-12-07, the AVX-512 EPYC, commit f06c87a;
-# research/scripts/radar-learning-seeds.py), against the grid best's 1.579: all 24 seeds pass,
-# by +0.005 to +0.038 (seed 0, the test's: +0.005; median +0.030). The schedule it replaced (400
-# updates of 256 at lr 3e-3) failed seeds 0, 4 and 7 of 0-11 on this machine (seed 0 by -0.007,
-# where the AVX2 EPYC had passed it by +0.001); 1200 updates of 256 at lr 1e-3 passed all 24 by
-# +0.006 to +0.037 (median +0.022). On 17 validation prompts the best-validated checkpoint is a
-# noisy choice when checkpoints differ by ~1 %: validating more often does not help (400 updates
-# at 4 validations picked one 0.026 below the grid best for seed 11 on the AVX2 EPYC).
+# RADAR's schedule for the learning test below: the paper's network, 800 updates of 512 episodes at
+# lr 1.5e-3, checkpoints validated at updates 400 and 800 (9-13 s on one core of the AVX-512 EPYC,
+# 4-5 s for the schedule it replaced). Its training runs differ between CPU kinds by float rounding,
+# so the margin over seeds stands for the margin over machines. Measured on cpu-demo (2026-12-07,
+# the AVX-512 EPYC, commit f06c87a; research/scripts/radar-learning-seeds.py), against the grid
+# best's 1.579: all 24 seeds pass, by +0.005 to +0.038 (seed 0, the test's: +0.005; median +0.030).
+# The schedule it replaced (400 updates of 256 at lr 3e-3) failed seeds 0, 4 and 7 of 0-11 on this
+# machine (seed 0 by -0.007, where the AVX2 EPYC had passed it by +0.001); 1200 updates of 256 at lr
+# 1e-3 passed all 24 by +0.006 to +0.037 (median +0.022). On 17 validation prompts the
+# best-validated checkpoint is a noisy choice when checkpoints differ by ~1 %: validating more often
+# does not help (400 updates at 4 validations picked one 0.026 below the grid best for seed 11 on
+# the AVX2 EPYC).
 LEARNING_RADAR = RadarConfig(updates=800, batch=512, learning_rate=1.5e-3, validations=2)
 
 
