@@ -44,7 +44,10 @@ def test_a_profile_charges_by_depth_where_it_timed_by_depth():
 def test_a_rule_that_weighs_every_level_costs_more_the_deeper_it_drafts():
     """Measured: the Bayes rule scores each drafted level's nodes, so timing it at the deepest
     tree alone would overcharge the cycles that stop early."""
+    # Five timings, each depth's median: one timing's deep/shallow ratio runs from 1.5 to 6 on a
+    # loaded 2-core machine (median near 2.7), and fell to 1.3 once in a whole serial run.
     policies = timing_policies(cost_model(), 2, DEPTH_MAX)
-    timed = policy_latency_by_depth({"bayes": policies["bayes"]}, 2, DEPTH_MAX, 20)["bayes"]
-    assert list(timed) == [str(d) for d in timing_depths(DEPTH_MAX)] == ["2", "4", "6"]
-    assert timed["6"] > 1.5 * timed["2"] > 0
+    runs = [policy_latency_by_depth({"bayes": policies["bayes"]}, 2, DEPTH_MAX, 20)["bayes"] for _ in range(5)]
+    assert list(runs[0]) == [str(d) for d in timing_depths(DEPTH_MAX)] == ["2", "4", "6"]
+    deep, shallow = (np.median([t[d] for t in runs]) for d in ("6", "2"))
+    assert deep > 1.5 * shallow > 0
